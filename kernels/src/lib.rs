@@ -1,0 +1,1 @@
+//! ibgda-kernels

@@ -1,0 +1,15 @@
+//! # ibgda
+//!
+//! Sound, typed GPU-initiated RDMA on mlx5 (ConnectX) NICs.
+//!
+//! - [`wqe`]: the send-WQE wire format: zerocopy segment layouts, typed builders whose
+//!   misuse does not compile, a ring writer and a parser that never panics.
+//! - [`cq`]: CQE views, syndromes and completion statuses.
+//! - [`queue`] and [`order`]: typed queue handles and ordering scopes.
+#![deny(unsafe_op_in_unsafe_fn)]
+#![warn(missing_docs)]
+
+pub mod cq;
+pub mod order;
+pub mod queue;
+pub mod wqe;

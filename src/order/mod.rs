@@ -1,0 +1,1 @@
+//! Ordering scopes.

@@ -1,0 +1,294 @@
+//! Send rings: power-of-two arrays of 64-byte basic blocks, and the wrap-aware writer and
+//! reader a WQE is encoded through and parsed from.
+//!
+//! A WQE starts at a basic block and occupies `ceil(ds / 4)` consecutive blocks, which
+//! continue at block 0 when they pass the ring's end. Segments are 16-byte aligned and the
+//! ring is a multiple of 64 bytes, so a segment is never split; only an inline payload is
+//! (rdma-core splits its copy at `qend` the same way).
+
+use super::address::{Qpn, WqeIndex};
+use super::builder::{Wqe, WqeSpec};
+use super::error::WqeError;
+use super::segment::{OCTOWORDS_PER_WQEBB, OCTOWORD_BYTES, WQEBB_BYTES};
+
+/// The number of basic blocks a WQE of `ds` octowords occupies.
+pub const fn wqebbs_for_ds(ds: usize) -> u32 {
+    ds.div_ceil(OCTOWORDS_PER_WQEBB) as u32
+}
+
+/// The size of a send ring in WQEBBs: a power of two from 1 to 2^15.
+///
+/// The upper bound keeps the 16-bit WQE index and CQE `wqe_counter` unambiguous: a ring
+/// holds at most half of the index space.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct RingSize {
+    log2: u8,
+}
+
+impl RingSize {
+    /// The smallest ring: one basic block.
+    pub const MIN_WQEBBS: usize = 1;
+    /// The largest ring: 32,768 basic blocks (2 MiB).
+    pub const MAX_WQEBBS: usize = 1 << 15;
+
+    /// A ring of `wqebbs` basic blocks.
+    ///
+    /// ```
+    /// use ibgda::wqe::{RingSize, WqeError};
+    /// assert_eq!(RingSize::new(256).unwrap().wqebbs(), 256);
+    /// assert_eq!(RingSize::new(96), Err(WqeError::RingSizeNotPowerOfTwo { wqebbs: 96 }));
+    /// ```
+    pub const fn new(wqebbs: usize) -> Result<Self, WqeError> {
+        if wqebbs < Self::MIN_WQEBBS || wqebbs > Self::MAX_WQEBBS {
+            return Err(WqeError::RingSizeOutOfRange {
+                wqebbs,
+                min: Self::MIN_WQEBBS,
+                max: Self::MAX_WQEBBS,
+            });
+        }
+        if !wqebbs.is_power_of_two() {
+            return Err(WqeError::RingSizeNotPowerOfTwo { wqebbs });
+        }
+        Ok(Self { log2: wqebbs.trailing_zeros() as u8 })
+    }
+
+    /// The ring size for memory of `len` bytes.
+    pub const fn for_bytes(len: usize) -> Result<Self, WqeError> {
+        if len % WQEBB_BYTES != 0 {
+            return Err(WqeError::RingBytesMismatch {
+                len,
+                expected: (len / WQEBB_BYTES + 1) * WQEBB_BYTES,
+            });
+        }
+        Self::new(len / WQEBB_BYTES)
+    }
+
+    /// Basic blocks in the ring.
+    pub const fn wqebbs(self) -> u32 {
+        1 << self.log2
+    }
+    /// Bytes in the ring.
+    pub const fn bytes(self) -> usize {
+        (self.wqebbs() as usize) * WQEBB_BYTES
+    }
+    /// The slot (block number within the ring) of a WQE index.
+    pub const fn slot(self, index: WqeIndex) -> usize {
+        (index.0 as usize) & (self.wqebbs() as usize - 1)
+    }
+}
+
+/// Limits a queue puts on the WQEs posted to it, beyond the format's own.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct WqeLimits {
+    /// Largest inline payload in bytes.
+    pub max_inline: usize,
+    /// Largest WQE in basic blocks.
+    pub max_wqebbs: u32,
+}
+
+impl WqeLimits {
+    /// The Linux driver's ceiling on a send WQE: 16 basic blocks (`MLX5_SEND_WQE_MAX_WQEBBS`).
+    pub const MAX_WQEBBS: u32 = 16;
+
+    /// No limits beyond the WQE format's: 16 WQEBBs, inline up to what fits in DS.
+    pub const FORMAT: Self = Self { max_inline: usize::MAX, max_wqebbs: Self::MAX_WQEBBS };
+
+    /// Checks a built WQE against these limits and against a ring's size.
+    pub fn check<S: WqeSpec>(&self, wqe: &Wqe<S>, ring: RingSize) -> Result<u32, WqeError> {
+        if wqe.inline_len() > self.max_inline {
+            return Err(WqeError::InlineTooLong { len: wqe.inline_len(), max: self.max_inline });
+        }
+        let wqebbs = wqe.wqebbs();
+        if wqebbs > self.max_wqebbs {
+            return Err(WqeError::WqeTooLarge { wqebbs, max: self.max_wqebbs });
+        }
+        if wqebbs > ring.wqebbs() {
+            return Err(WqeError::RingTooSmall { ring_wqebbs: ring.wqebbs(), wqe_wqebbs: wqebbs });
+        }
+        Ok(wqebbs)
+    }
+}
+
+impl Default for WqeLimits {
+    fn default() -> Self {
+        Self::FORMAT
+    }
+}
+
+/// Where one WQE's bytes go: its basic blocks from the first to the ring's end (`head`)
+/// and, if it wraps, from the ring's start (`tail`).
+///
+/// Writing is sequential. The writer's capacity is exactly the WQE's blocks, and the WQE
+/// shapes never write more than their DS, which is at most the blocks' size.
+pub struct WqeWriter<'r> {
+    head: &'r mut [u8],
+    tail: &'r mut [u8],
+    pos: usize,
+}
+
+impl<'r> WqeWriter<'r> {
+    /// A writer over the blocks of one WQE, split at the ring's end.
+    pub(crate) fn new(head: &'r mut [u8], tail: &'r mut [u8]) -> Self {
+        debug_assert!(head.len() % WQEBB_BYTES == 0 && tail.len() % WQEBB_BYTES == 0);
+        Self { head, tail, pos: 0 }
+    }
+
+    /// Bytes the writer can hold.
+    pub fn capacity(&self) -> usize {
+        self.head.len() + self.tail.len()
+    }
+
+    /// Bytes written so far.
+    pub fn position(&self) -> usize {
+        self.pos
+    }
+
+    /// Appends bytes. Callers append whole segments, so a call never crosses the ring's end
+    /// in the middle of an octoword; inline payloads are the one byte stream that may.
+    pub(crate) fn put(&mut self, bytes: &[u8]) {
+        let start = self.pos;
+        let end = start + bytes.len();
+        let split = self.head.len();
+        if end <= split {
+            self.head[start..end].copy_from_slice(bytes);
+        } else if start >= split {
+            self.tail[start - split..end - split].copy_from_slice(bytes);
+        } else {
+            let (first, second) = bytes.split_at(split - start);
+            self.head[start..].copy_from_slice(first);
+            self.tail[..second.len()].copy_from_slice(second);
+        }
+        self.pos = end;
+    }
+
+    /// Zero-fills up to the next octoword boundary.
+    pub(crate) fn pad_to_octoword(&mut self) {
+        const ZEROS: [u8; OCTOWORD_BYTES] = [0; OCTOWORD_BYTES];
+        let rem = self.pos % OCTOWORD_BYTES;
+        if rem != 0 {
+            self.put(&ZEROS[..OCTOWORD_BYTES - rem]);
+        }
+    }
+}
+
+/// A send ring over borrowed memory, for writing WQEs at chosen indices.
+///
+/// Queues own their rings (see [`crate::queue`]); this view is the plain form the encoder,
+/// the oracle tests and the fuzzers use.
+///
+/// ```
+/// use ibgda::wqe::{parse_wqe, LKey, Qpn, RKey, RdmaWrite, RemoteAddress, SendRing, Sge,
+///                  TransportKind, WqeIndex, WqeLimits};
+/// let mut memory = vec![0u8; 4 * 64];
+/// let mut ring = SendRing::new(&mut memory, WqeLimits::default())?;
+/// let wqe = RdmaWrite::new(RemoteAddress::new(0x2000, RKey(7)))
+///     .sge(Sge::new(0x1000, 8, LKey(3))?)
+///     .signaled()
+///     .build()?;
+/// let blocks = ring.write(WqeIndex(5), Qpn::new(0x42)?, &wqe)?;
+/// assert_eq!(blocks, 1);
+/// let parsed = parse_wqe(&memory, WqeIndex(5), TransportKind::Rc).unwrap();
+/// assert_eq!(parsed.qpn, 0x42);
+/// # Ok::<(), ibgda::wqe::WqeError>(())
+/// ```
+pub struct SendRing<'m> {
+    bytes: &'m mut [u8],
+    size: RingSize,
+    limits: WqeLimits,
+}
+
+impl<'m> SendRing<'m> {
+    /// A ring over `bytes`, whose length must be a power-of-two number of WQEBBs.
+    pub fn new(bytes: &'m mut [u8], limits: WqeLimits) -> Result<Self, WqeError> {
+        let size = RingSize::for_bytes(bytes.len())?;
+        Ok(Self { bytes, size, limits })
+    }
+
+    /// The ring's size.
+    pub fn size(&self) -> RingSize {
+        self.size
+    }
+
+    /// The limits WQEs are checked against.
+    pub fn limits(&self) -> WqeLimits {
+        self.limits
+    }
+
+    /// The ring's bytes.
+    pub fn as_bytes(&self) -> &[u8] {
+        self.bytes
+    }
+
+    /// A writer over `wqebbs` blocks starting at the slot of `index`, wrapping at the end.
+    /// `wqebbs` must not exceed the ring.
+    pub(crate) fn blocks(&mut self, index: WqeIndex, wqebbs: u32) -> WqeWriter<'_> {
+        let start = self.size.slot(index) * WQEBB_BYTES;
+        let len = wqebbs as usize * WQEBB_BYTES;
+        debug_assert!(len <= self.bytes.len());
+        let (before, from_start) = self.bytes.split_at_mut(start);
+        if len <= from_start.len() {
+            WqeWriter::new(&mut from_start[..len], &mut [])
+        } else {
+            let wrapped = len - from_start.len();
+            WqeWriter::new(from_start, &mut before[..wrapped])
+        }
+    }
+
+    /// Encodes `wqe` at `index` for queue `qpn` and returns the WQEBBs it occupies.
+    ///
+    /// Fails, writing nothing, if the WQE breaks the ring's limits or does not fit in it.
+    pub fn write<S: WqeSpec>(
+        &mut self,
+        index: WqeIndex,
+        qpn: Qpn,
+        wqe: &Wqe<S>,
+    ) -> Result<u32, WqeError> {
+        let wqebbs = self.limits.check(wqe, self.size)?;
+        let mut writer = self.blocks(index, wqebbs);
+        wqe.encode(&mut writer, index, qpn);
+        Ok(wqebbs)
+    }
+}
+
+/// Read access to the bytes of a ring for the parser: octowords counted from a WQE's
+/// first block, wrapping at the ring's end.
+#[derive(Clone, Copy)]
+pub(crate) struct WqeReader<'r> {
+    ring: &'r [u8],
+    start: usize,
+}
+
+impl<'r> WqeReader<'r> {
+    pub(crate) fn new(ring: &'r [u8], size: RingSize, index: WqeIndex) -> Self {
+        debug_assert_eq!(ring.len(), size.bytes());
+        Self { ring, start: size.slot(index) * WQEBB_BYTES }
+    }
+
+    /// The byte offset in the ring of octoword `k` of the WQE.
+    fn offset(&self, k: usize) -> usize {
+        (self.start + k * OCTOWORD_BYTES) % self.ring.len()
+    }
+
+    /// Octoword `k` of the WQE. Never out of bounds: the offset wraps modulo the ring, which
+    /// is a whole number of octowords.
+    pub(crate) fn octoword(&self, k: usize) -> &'r [u8; OCTOWORD_BYTES] {
+        let off = self.offset(k);
+        self.ring[off..off + OCTOWORD_BYTES]
+            .try_into()
+            .expect("ring length is a multiple of 16")
+    }
+
+    /// `count` consecutive octowords starting at `k`, as at most two contiguous runs split
+    /// at the ring's end. `count` octowords must not exceed the ring.
+    pub(crate) fn octowords(&self, k: usize, count: usize) -> (&'r [u8], &'r [u8]) {
+        self.bytes(k * OCTOWORD_BYTES, count * OCTOWORD_BYTES)
+    }
+
+    /// `len` bytes starting `from` bytes into the WQE, split at the ring's end. `len` must
+    /// not exceed the ring.
+    pub(crate) fn bytes(&self, from: usize, len: usize) -> (&'r [u8], &'r [u8]) {
+        let off = (self.start + from) % self.ring.len();
+        let first = len.min(self.ring.len() - off);
+        (&self.ring[off..off + first], &self.ring[..len - first])
+    }
+}
