@@ -25,7 +25,10 @@ impl Qpn {
     /// ```
     pub const fn new(value: u32) -> Result<Self, WqeError> {
         if value > Self::MAX {
-            Err(WqeError::QpnOutOfRange { value, max: Self::MAX })
+            Err(WqeError::QpnOutOfRange {
+                value,
+                max: Self::MAX,
+            })
         } else {
             Ok(Self(value))
         }
@@ -95,10 +98,15 @@ impl Sge {
     /// [`WqeError::TransferTooLong`] above 2^31 - 1 bytes.
     pub const fn new(addr: u64, len: u32, lkey: LKey) -> Result<Self, WqeError> {
         if len == 0 {
-            return Err(WqeError::ZeroLength { what: "scatter/gather entry" });
+            return Err(WqeError::ZeroLength {
+                what: "scatter/gather entry",
+            });
         }
         if len as u64 > MAX_SEGMENT_BYTES {
-            return Err(WqeError::TransferTooLong { len: len as u64, max: MAX_SEGMENT_BYTES });
+            return Err(WqeError::TransferTooLong {
+                len: len as u64,
+                max: MAX_SEGMENT_BYTES,
+            });
         }
         Ok(Self { addr, len, lkey })
     }

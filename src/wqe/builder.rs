@@ -49,9 +49,7 @@ use core::marker::PhantomData;
 use zerocopy::byteorder::big_endian::{U16, U32, U64};
 use zerocopy::IntoBytes;
 
-use super::address::{
-    LocalBuffer, Qpn, RemoteAddress, Sge, WqeIndex, MAX_TRANSFER_BYTES,
-};
+use super::address::{LocalBuffer, Qpn, RemoteAddress, Sge, WqeIndex, MAX_TRANSFER_BYTES};
 use super::error::WqeError;
 use super::opcode::{AtomicWidth, CompletionMode, ControlFlags, FenceMode, Opcode, Solicited};
 use super::ring::{wqebbs_for_ds, WqeWriter};
@@ -60,10 +58,12 @@ use super::segment::{
     MaskedCompareSwap8Segment, MaskedFetchAdd4Segment, MaskedFetchAdd8Segment,
     RemoteAddressSegment, INLINE_SEGMENT_FLAG, MAX_DS, OCTOWORD_BYTES,
 };
-use super::transport::{AnyDcTarget, AnyTransport, DciTransport, Destination, Sealed, Transport, TypedTransport};
-use super::transport::Rc;
 #[cfg(doc)]
 use super::transport::DcAddress;
+use super::transport::Rc;
+use super::transport::{
+    AnyDcTarget, AnyTransport, DciTransport, Destination, Sealed, Transport, TypedTransport,
+};
 
 /// Most gather or scatter entries one typed builder takes; a full-AV DC WQE still fits in
 /// the 6-bit DS with this many.
@@ -118,7 +118,10 @@ impl<S: WqeSpec> Wqe<S> {
         spec.validate()?;
         let ds = spec.octowords();
         if ds > MAX_DS as usize {
-            return Err(WqeError::TooManyOctowords { ds, max: MAX_DS as usize });
+            return Err(WqeError::TooManyOctowords {
+                ds,
+                max: MAX_DS as usize,
+            });
         }
         Ok(Self { spec, ds: ds as u8 })
     }
@@ -149,7 +152,9 @@ impl<S: WqeSpec> Wqe<S> {
         let t = self.spec.control();
         ControlSegment {
             opmod_idx_opcode: U32::new(
-                u32::from(t.opmod) << 24 | u32::from(index.0) << 8 | u32::from(self.opcode().byte()),
+                u32::from(t.opmod) << 24
+                    | u32::from(index.0) << 8
+                    | u32::from(self.opcode().byte()),
             ),
             qpn_ds: U32::new(qpn.get() << 8 | u32::from(self.ds)),
             signature: 0,
@@ -256,7 +261,10 @@ fn validate_sges(sges: &[Sge]) -> Result<(), WqeError> {
     }
     let total: u64 = sges.iter().map(|s| u64::from(s.len())).sum();
     if total > MAX_TRANSFER_BYTES {
-        return Err(WqeError::TransferTooLong { len: total, max: MAX_TRANSFER_BYTES });
+        return Err(WqeError::TransferTooLong {
+            len: total,
+            max: MAX_TRANSFER_BYTES,
+        });
     }
     Ok(())
 }
@@ -281,7 +289,9 @@ fn encode_inline(payload: &[u8], writer: &mut WqeWriter<'_>) {
     if payload.is_empty() {
         return;
     }
-    let header = InlineHeader { byte_count: U32::new(payload.len() as u32 | INLINE_SEGMENT_FLAG) };
+    let header = InlineHeader {
+        byte_count: U32::new(payload.len() as u32 | INLINE_SEGMENT_FLAG),
+    };
     writer.put(header.as_bytes());
     writer.put(payload);
     writer.pad_to_octoword();
@@ -291,7 +301,10 @@ fn validate_inline(payload: &[u8]) -> Result<(), WqeError> {
     // The format's own ceiling; queues apply their configured maximum when writing.
     let max = usize::from(MAX_DS) * OCTOWORD_BYTES - INLINE_HEADER_BYTES;
     if payload.len() > max {
-        return Err(WqeError::InlineTooLong { len: payload.len(), max });
+        return Err(WqeError::InlineTooLong {
+            len: payload.len(),
+            max,
+        });
     }
     Ok(())
 }
@@ -370,9 +383,9 @@ impl Payload for AnyData<'_> {
     fn validate(&self) -> Result<(), WqeError> {
         match self {
             Self::Empty => Ok(()),
-            Self::Sges(s) if s.is_empty() => {
-                Err(WqeError::InvalidCombination { what: "an empty entry list (use AnyData::Empty)" })
-            }
+            Self::Sges([]) => Err(WqeError::InvalidCombination {
+                what: "an empty entry list (use AnyData::Empty)",
+            }),
             Self::Sges(s) => validate_sges(s),
             Self::Inline(p) => validate_inline(p),
         }
@@ -447,7 +460,14 @@ impl<'a, T: Transport> RdmaWrite<'a, T, NoData> {
     /// A WRITE to `to`: a [`RemoteAddress`] on RC, a [`DcAddress`] on DC.
     pub fn new<X: Destination<Transport = T>>(to: X) -> Self {
         let (target, remote) = to.split();
-        Self { options: Options::default(), target, remote, imm: None, data: NoData, _payload: PhantomData }
+        Self {
+            options: Options::default(),
+            target,
+            remote,
+            imm: None,
+            data: NoData,
+            _payload: PhantomData,
+        }
     }
 
     fn data<D>(self, data: D) -> RdmaWrite<'a, T, D> {
@@ -467,7 +487,12 @@ impl<'a, T: Transport> RdmaWrite<'a, T, NoData> {
     }
     /// Gathers from `N` local entries (1 to [`MAX_GATHER`], checked at compile time).
     pub fn gather<const N: usize>(self, sges: [Sge; N]) -> RdmaWrite<'a, T, Gather<N>> {
-        const { assert!(N >= 1 && N <= MAX_GATHER, "a gather list has 1 to MAX_GATHER entries") };
+        const {
+            assert!(
+                N >= 1 && N <= MAX_GATHER,
+                "a gather list has 1 to MAX_GATHER entries"
+            )
+        };
         self.data(Gather(sges))
     }
     /// Copies `payload` into the WQE. An empty payload encodes as a WRITE without data, as
@@ -545,7 +570,11 @@ impl<T: TypedTransport, D: FixedPayload> RdmaWrite<'_, T, D> {
 }
 
 fn remote_segment(remote: &RemoteAddress) -> RemoteAddressSegment {
-    RemoteAddressSegment { raddr: U64::new(remote.addr), rkey: U32::new(remote.rkey.0), reserved: U32::ZERO }
+    RemoteAddressSegment {
+        raddr: U64::new(remote.addr),
+        rkey: U32::new(remote.rkey.0),
+        reserved: U32::ZERO,
+    }
 }
 
 // ---------------------------------------------------------------------------------------
@@ -565,11 +594,23 @@ impl<'a, T: Transport> RdmaRead<'a, T, NoData> {
     /// A READ from `to`: a [`RemoteAddress`] on RC, a [`DcAddress`] on DC.
     pub fn new<X: Destination<Transport = T>>(to: X) -> Self {
         let (target, remote) = to.split();
-        Self { options: Options::default(), target, remote, data: NoData, _payload: PhantomData }
+        Self {
+            options: Options::default(),
+            target,
+            remote,
+            data: NoData,
+            _payload: PhantomData,
+        }
     }
 
     fn data<D>(self, data: D) -> RdmaRead<'a, T, D> {
-        RdmaRead { options: self.options, target: self.target, remote: self.remote, data, _payload: PhantomData }
+        RdmaRead {
+            options: self.options,
+            target: self.target,
+            remote: self.remote,
+            data,
+            _payload: PhantomData,
+        }
     }
 
     /// Scatters into one local entry.
@@ -578,7 +619,12 @@ impl<'a, T: Transport> RdmaRead<'a, T, NoData> {
     }
     /// Scatters into `N` local entries (1 to [`MAX_GATHER`], checked at compile time).
     pub fn gather<const N: usize>(self, sges: [Sge; N]) -> RdmaRead<'a, T, Gather<N>> {
-        const { assert!(N >= 1 && N <= MAX_GATHER, "a scatter list has 1 to MAX_GATHER entries") };
+        const {
+            assert!(
+                N >= 1 && N <= MAX_GATHER,
+                "a scatter list has 1 to MAX_GATHER entries"
+            )
+        };
         self.data(Gather(sges))
     }
     /// A zero-length READ: no data segment.
@@ -619,7 +665,9 @@ impl<T: Transport, D: ReadPayload> WqeSpec for RdmaRead<'_, T, D> {
     }
     fn validate(&self) -> Result<(), WqeError> {
         if self.data.is_inline() {
-            return Err(WqeError::InvalidCombination { what: "an RDMA READ cannot carry inline data" });
+            return Err(WqeError::InvalidCombination {
+                what: "an RDMA READ cannot carry inline data",
+            });
         }
         self.data.validate()
     }
@@ -629,7 +677,12 @@ impl<T: Transport, D: ReadPayload> WqeSpec for RdmaRead<'_, T, D> {
         self.data.encode(writer);
     }
     fn control(&self) -> ControlTemplate {
-        ControlTemplate { opmod: 0, flags: self.options.flags, stream_id: self.options.stream_id, imm: 0 }
+        ControlTemplate {
+            opmod: 0,
+            flags: self.options.flags,
+            stream_id: self.options.stream_id,
+            imm: 0,
+        }
     }
 }
 impl<T: TypedTransport, D: ReadPayload + FixedPayload> FixedShape for RdmaRead<'_, T, D> {
@@ -697,20 +750,27 @@ impl AtomicOp {
     pub const fn opmod(&self) -> u8 {
         match self {
             Self::CompareSwap { .. } | Self::FetchAdd { .. } => 0,
-            Self::MaskedCompareSwap { width, .. } | Self::MaskedFetchAdd { width, .. } => width.opmod(),
+            Self::MaskedCompareSwap { width, .. } | Self::MaskedFetchAdd { width, .. } => {
+                width.opmod()
+            }
         }
     }
     /// The operand size in bytes.
     pub const fn operand_bytes(&self) -> u32 {
         match self {
             Self::CompareSwap { .. } | Self::FetchAdd { .. } => 8,
-            Self::MaskedCompareSwap { width, .. } | Self::MaskedFetchAdd { width, .. } => width.bytes(),
+            Self::MaskedCompareSwap { width, .. } | Self::MaskedFetchAdd { width, .. } => {
+                width.bytes()
+            }
         }
     }
     /// Octowords of the atomic segment(s).
     pub const fn octowords(&self) -> usize {
         match self {
-            Self::MaskedCompareSwap { width: AtomicWidth::Eight, .. } => 2,
+            Self::MaskedCompareSwap {
+                width: AtomicWidth::Eight,
+                ..
+            } => 2,
             _ => 1,
         }
     }
@@ -718,19 +778,33 @@ impl AtomicOp {
     fn validate(&self) -> Result<(), WqeError> {
         let check = |what: &'static str, value: u64| {
             if value > u64::from(u32::MAX) {
-                Err(WqeError::OperandTooWide { what, value, max: u32::MAX.into() })
+                Err(WqeError::OperandTooWide {
+                    what,
+                    value,
+                    max: u32::MAX.into(),
+                })
             } else {
                 Ok(())
             }
         };
         match *self {
-            Self::MaskedCompareSwap { width: AtomicWidth::Four, swap, compare, swap_mask, compare_mask } => {
+            Self::MaskedCompareSwap {
+                width: AtomicWidth::Four,
+                swap,
+                compare,
+                swap_mask,
+                compare_mask,
+            } => {
                 check("swap", swap)?;
                 check("compare", compare)?;
                 check("swap_mask", swap_mask)?;
                 check("compare_mask", compare_mask)
             }
-            Self::MaskedFetchAdd { width: AtomicWidth::Four, add, field_boundary } => {
+            Self::MaskedFetchAdd {
+                width: AtomicWidth::Four,
+                add,
+                field_boundary,
+            } => {
                 check("add", add)?;
                 check("field_boundary", field_boundary)
             }
@@ -741,23 +815,41 @@ impl AtomicOp {
     fn encode(&self, writer: &mut WqeWriter<'_>) {
         match *self {
             Self::CompareSwap { compare, swap } => writer.put(
-                AtomicSegment { swap_add: U64::new(swap), compare: U64::new(compare) }.as_bytes(),
+                AtomicSegment {
+                    swap_add: U64::new(swap),
+                    compare: U64::new(compare),
+                }
+                .as_bytes(),
             ),
             Self::FetchAdd { add } => writer.put(
-                AtomicSegment { swap_add: U64::new(add), compare: U64::ZERO }.as_bytes(),
+                AtomicSegment {
+                    swap_add: U64::new(add),
+                    compare: U64::ZERO,
+                }
+                .as_bytes(),
             ),
-            Self::MaskedCompareSwap { width: AtomicWidth::Four, swap, compare, swap_mask, compare_mask } => {
-                writer.put(
-                    MaskedCompareSwap4Segment {
-                        swap: U32::new(swap as u32),
-                        compare: U32::new(compare as u32),
-                        swap_mask: U32::new(swap_mask as u32),
-                        compare_mask: U32::new(compare_mask as u32),
-                    }
-                    .as_bytes(),
-                )
-            }
-            Self::MaskedCompareSwap { width: AtomicWidth::Eight, swap, compare, swap_mask, compare_mask } => {
+            Self::MaskedCompareSwap {
+                width: AtomicWidth::Four,
+                swap,
+                compare,
+                swap_mask,
+                compare_mask,
+            } => writer.put(
+                MaskedCompareSwap4Segment {
+                    swap: U32::new(swap as u32),
+                    compare: U32::new(compare as u32),
+                    swap_mask: U32::new(swap_mask as u32),
+                    compare_mask: U32::new(compare_mask as u32),
+                }
+                .as_bytes(),
+            ),
+            Self::MaskedCompareSwap {
+                width: AtomicWidth::Eight,
+                swap,
+                compare,
+                swap_mask,
+                compare_mask,
+            } => {
                 let seg = MaskedCompareSwap8Segment {
                     swap: U64::new(swap),
                     compare: U64::new(compare),
@@ -769,7 +861,11 @@ impl AtomicOp {
                 writer.put(&bytes[..OCTOWORD_BYTES]);
                 writer.put(&bytes[OCTOWORD_BYTES..]);
             }
-            Self::MaskedFetchAdd { width: AtomicWidth::Four, add, field_boundary } => writer.put(
+            Self::MaskedFetchAdd {
+                width: AtomicWidth::Four,
+                add,
+                field_boundary,
+            } => writer.put(
                 MaskedFetchAdd4Segment {
                     add: U32::new(add as u32),
                     field_boundary: U32::new(field_boundary as u32),
@@ -777,9 +873,16 @@ impl AtomicOp {
                 }
                 .as_bytes(),
             ),
-            Self::MaskedFetchAdd { width: AtomicWidth::Eight, add, field_boundary } => writer.put(
-                MaskedFetchAdd8Segment { add: U64::new(add), field_boundary: U64::new(field_boundary) }
-                    .as_bytes(),
+            Self::MaskedFetchAdd {
+                width: AtomicWidth::Eight,
+                add,
+                field_boundary,
+            } => writer.put(
+                MaskedFetchAdd8Segment {
+                    add: U64::new(add),
+                    field_boundary: U64::new(field_boundary),
+                }
+                .as_bytes(),
             ),
         }
     }
@@ -845,7 +948,14 @@ pub struct Atomic<T: Transport = Rc, S: AtomicSegments = OneSegment> {
 impl<T: Transport, S: AtomicSegments> Atomic<T, S> {
     fn with_op<X: Destination<Transport = T>>(to: X, result: LocalBuffer, op: AtomicOp) -> Self {
         let (target, remote) = to.split();
-        Self { options: Options::default(), target, remote, result, op, _segments: PhantomData }
+        Self {
+            options: Options::default(),
+            target,
+            remote,
+            result,
+            op,
+            _segments: PhantomData,
+        }
     }
     control_setters!();
 
@@ -862,7 +972,12 @@ impl<T: Transport, S: AtomicSegments> Atomic<T, S> {
 
 impl<T: Transport> Atomic<T, OneSegment> {
     /// 8-byte compare-and-swap at `to`; the original value lands in `result`.
-    pub fn compare_swap<X: Destination<Transport = T>>(to: X, result: LocalBuffer, compare: u64, swap: u64) -> Self {
+    pub fn compare_swap<X: Destination<Transport = T>>(
+        to: X,
+        result: LocalBuffer,
+        compare: u64,
+        swap: u64,
+    ) -> Self {
         Self::with_op(to, result, AtomicOp::CompareSwap { compare, swap })
     }
     /// 8-byte fetch-and-add at `to`; the original value lands in `result`.
@@ -908,7 +1023,15 @@ impl<T: Transport> Atomic<T, OneSegment> {
         add: u64,
         field_boundary: u64,
     ) -> Self {
-        Self::with_op(to, result, AtomicOp::MaskedFetchAdd { width: AtomicWidth::Eight, add, field_boundary })
+        Self::with_op(
+            to,
+            result,
+            AtomicOp::MaskedFetchAdd {
+                width: AtomicWidth::Eight,
+                add,
+                field_boundary,
+            },
+        )
     }
 }
 
@@ -922,7 +1045,13 @@ impl<T: Transport> Atomic<T, TwoSegments> {
         swap_mask: u64,
         compare_mask: u64,
     ) -> Self {
-        let op = AtomicOp::MaskedCompareSwap { width: AtomicWidth::Eight, swap, compare, swap_mask, compare_mask };
+        let op = AtomicOp::MaskedCompareSwap {
+            width: AtomicWidth::Eight,
+            swap,
+            compare,
+            swap_mask,
+            compare_mask,
+        };
         Self::with_op(to, result, op)
     }
 }
@@ -937,12 +1066,21 @@ impl<T: Transport> Atomic<T, AnySegments> {
 fn validate_atomic(remote: &RemoteAddress, op: &AtomicOp) -> Result<(), WqeError> {
     let align = u64::from(op.operand_bytes());
     if remote.addr % align != 0 {
-        return Err(WqeError::MisalignedAtomic { opcode: op.opcode(), addr: remote.addr, align });
+        return Err(WqeError::MisalignedAtomic {
+            opcode: op.opcode(),
+            addr: remote.addr,
+            align,
+        });
     }
     op.validate()
 }
 
-fn encode_atomic(remote: &RemoteAddress, result: &LocalBuffer, op: &AtomicOp, writer: &mut WqeWriter<'_>) {
+fn encode_atomic(
+    remote: &RemoteAddress,
+    result: &LocalBuffer,
+    op: &AtomicOp,
+    writer: &mut WqeWriter<'_>,
+) {
     writer.put(remote_segment(remote).as_bytes());
     op.encode(writer);
     let result = DataSegment {
@@ -1011,7 +1149,10 @@ pub struct Nop<T: Transport = Rc> {
 impl<T: Transport> Nop<T> {
     /// A NOP.
     pub fn new() -> Self {
-        Self { options: Options::default(), _transport: PhantomData }
+        Self {
+            options: Options::default(),
+            _transport: PhantomData,
+        }
     }
     control_setters!();
     /// Validates and finishes the WQE.
@@ -1042,7 +1183,10 @@ impl<T: Transport> WqeSpec for Nop<T> {
     }
     fn encode_body(&self, _: &mut WqeWriter<'_>) {}
     fn control(&self) -> ControlTemplate {
-        ControlTemplate { flags: self.options.flags, ..Default::default() }
+        ControlTemplate {
+            flags: self.options.flags,
+            ..Default::default()
+        }
     }
 }
 impl<T: Transport> FixedShape for Nop<T> {
@@ -1061,7 +1205,11 @@ pub struct Dump<T: Transport = Rc> {
 impl<T: Transport> Dump<T> {
     /// A DUMP of `local`.
     pub fn new(local: Sge) -> Self {
-        Self { options: Options::default(), local, _transport: PhantomData }
+        Self {
+            options: Options::default(),
+            local,
+            _transport: PhantomData,
+        }
     }
     control_setters!();
     /// Validates and finishes the WQE.
@@ -1089,13 +1237,15 @@ impl<T: Transport> WqeSpec for Dump<T> {
         writer.put(data_segment(&self.local).as_bytes());
     }
     fn control(&self) -> ControlTemplate {
-        ControlTemplate { flags: self.options.flags, ..Default::default() }
+        ControlTemplate {
+            flags: self.options.flags,
+            ..Default::default()
+        }
     }
 }
 impl<T: Transport> FixedShape for Dump<T> {
     const DS: u8 = 2;
 }
-
 
 // ---------------------------------------------------------------------------------------
 // The erased WQE: everything chosen at run time.
@@ -1185,7 +1335,9 @@ impl WqeSpec for AnyWqe<'_> {
             + match self.op {
                 AnyOperation::Nop => 0,
                 AnyOperation::Dump(_) => 1,
-                AnyOperation::Write { data, .. } | AnyOperation::Read { data, .. } => 1 + data.octowords(),
+                AnyOperation::Write { data, .. } | AnyOperation::Read { data, .. } => {
+                    1 + data.octowords()
+                }
                 AnyOperation::Atomic { op, .. } => 1 + op.octowords() + 1,
             }
     }
@@ -1197,14 +1349,18 @@ impl WqeSpec for AnyWqe<'_> {
     }
     fn validate(&self) -> Result<(), WqeError> {
         if self.stream_id != 0 && (self.target.is_none() || !self.has_address()) {
-            return Err(WqeError::InvalidCombination { what: "a DCI stream id on a WQE without a DC target" });
+            return Err(WqeError::InvalidCombination {
+                what: "a DCI stream id on a WQE without a DC target",
+            });
         }
         match self.op {
             AnyOperation::Nop | AnyOperation::Dump(_) => Ok(()),
             AnyOperation::Write { data, .. } => data.validate(),
             AnyOperation::Read { data, .. } => {
                 if let AnyData::Inline(_) = data {
-                    return Err(WqeError::InvalidCombination { what: "an RDMA READ cannot carry inline data" });
+                    return Err(WqeError::InvalidCombination {
+                        what: "an RDMA READ cannot carry inline data",
+                    });
                 }
                 data.validate()
             }
@@ -1222,7 +1378,9 @@ impl WqeSpec for AnyWqe<'_> {
                 writer.put(remote_segment(&remote).as_bytes());
                 data.encode(writer);
             }
-            AnyOperation::Atomic { remote, result, op } => encode_atomic(&remote, &result, &op, writer),
+            AnyOperation::Atomic { remote, result, op } => {
+                encode_atomic(&remote, &result, &op, writer)
+            }
         }
     }
     fn control(&self) -> ControlTemplate {
@@ -1244,7 +1402,9 @@ impl WqeSpec for AnyWqe<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::wqe::{MAX_SEGMENT_BYTES, AnyAddress, Compact, CompactAddressVector, Dc, Full, LKey, RKey, Rc};
+    use crate::wqe::{
+        AnyAddress, Compact, CompactAddressVector, Dc, Full, LKey, RKey, Rc, MAX_SEGMENT_BYTES,
+    };
 
     #[test]
     fn fixed_shapes_have_the_documented_ds() {
@@ -1277,10 +1437,17 @@ mod tests {
     fn runtime_ds_matches_fixed_ds_for_every_fixed_shape() {
         let sge = Sge::new(0x1000, 8, LKey(1)).unwrap();
         let remote = RemoteAddress::new(0x2000, RKey(2));
-        let target = CompactAddressVector { dct: 7, ..Default::default() }.encode().unwrap();
+        let target = CompactAddressVector {
+            dct: 7,
+            ..Default::default()
+        }
+        .encode()
+        .unwrap();
         let w = RdmaWrite::new(target.at(remote)).sge(sge).build().unwrap();
         assert_eq!(w.ds(), RdmaWrite::<Dc<Compact>, Gather<1>>::DS);
-        let a = Atomic::fetch_add(remote, LocalBuffer::new(0x3000, LKey(1)), 1).build().unwrap();
+        let a = Atomic::fetch_add(remote, LocalBuffer::new(0x3000, LKey(1)), 1)
+            .build()
+            .unwrap();
         assert_eq!(a.ds(), <Atomic<Rc> as FixedShape>::DS);
     }
 
@@ -1290,19 +1457,41 @@ mod tests {
         let result = LocalBuffer::new(0, LKey(0));
         assert_eq!(
             Atomic::fetch_add(remote, result, 1).build().unwrap_err(),
-            WqeError::MisalignedAtomic { opcode: Opcode::AtomicFetchAdd, addr: 0x2004, align: 8 }
+            WqeError::MisalignedAtomic {
+                opcode: Opcode::AtomicFetchAdd,
+                addr: 0x2004,
+                align: 8
+            }
         );
         let remote = RemoteAddress::new(0x2000, RKey(2));
-        let op = AtomicOp::MaskedFetchAdd { width: AtomicWidth::Four, add: 1 << 32, field_boundary: 0 };
-        let four = Atomic::any(AnyAddress { target: None, remote }, result, op);
+        let op = AtomicOp::MaskedFetchAdd {
+            width: AtomicWidth::Four,
+            add: 1 << 32,
+            field_boundary: 0,
+        };
+        let four = Atomic::any(
+            AnyAddress {
+                target: None,
+                remote,
+            },
+            result,
+            op,
+        );
         assert_eq!(
             four.build().unwrap_err(),
-            WqeError::OperandTooWide { what: "add", value: 1 << 32, max: u32::MAX.into() }
+            WqeError::OperandTooWide {
+                what: "add",
+                value: 1 << 32,
+                max: u32::MAX.into()
+            }
         );
         let payload = [0u8; 1005];
         assert_eq!(
             RdmaWrite::new(remote).inline(&payload).build().unwrap_err(),
-            WqeError::InlineTooLong { len: 1005, max: 1004 }
+            WqeError::InlineTooLong {
+                len: 1005,
+                max: 1004
+            }
         );
         // 1004 bytes fit the format's inline ceiling but not DS once ctrl and raddr count.
         let payload = [0u8; 1004];
@@ -1310,17 +1499,38 @@ mod tests {
             RdmaWrite::new(remote).inline(&payload).build().unwrap_err(),
             WqeError::TooManyOctowords { ds: 65, max: 63 }
         );
-        assert_eq!(Sge::new(0, 0, LKey(0)), Err(WqeError::ZeroLength { what: "scatter/gather entry" }));
+        assert_eq!(
+            Sge::new(0, 0, LKey(0)),
+            Err(WqeError::ZeroLength {
+                what: "scatter/gather entry"
+            })
+        );
         assert_eq!(
             Sge::new(0, 0x8000_0000, LKey(0)),
-            Err(WqeError::TransferTooLong { len: 0x8000_0000, max: MAX_SEGMENT_BYTES })
+            Err(WqeError::TransferTooLong {
+                len: 0x8000_0000,
+                max: MAX_SEGMENT_BYTES
+            })
         );
         let big = Sge::new(0, 0x7fff_ffff, LKey(0)).unwrap();
         assert_eq!(
-            RdmaWrite::new(remote).gather([big, big]).build().unwrap_err(),
-            WqeError::TransferTooLong { len: 0xffff_fffe, max: MAX_TRANSFER_BYTES }
+            RdmaWrite::new(remote)
+                .gather([big, big])
+                .build()
+                .unwrap_err(),
+            WqeError::TransferTooLong {
+                len: 0xffff_fffe,
+                max: MAX_TRANSFER_BYTES
+            }
         );
-        let read = RdmaRead::new(AnyAddress { target: None, remote }).any_data(AnyData::Inline(&[1]));
-        assert!(matches!(read.build(), Err(WqeError::InvalidCombination { .. })));
+        let read = RdmaRead::new(AnyAddress {
+            target: None,
+            remote,
+        })
+        .any_data(AnyData::Inline(&[1]));
+        assert!(matches!(
+            read.build(),
+            Err(WqeError::InvalidCombination { .. })
+        ));
     }
 }

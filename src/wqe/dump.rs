@@ -87,7 +87,11 @@ impl fmt::Display for ParsedWqe<'_> {
                     "  inline  {} bytes: {:02x?}{}",
                     bytes.len(),
                     shown,
-                    if bytes.len() > shown.len() { " ..." } else { "" }
+                    if bytes.len() > shown.len() {
+                        " ..."
+                    } else {
+                        ""
+                    }
                 )
             }
         };
@@ -98,7 +102,11 @@ impl fmt::Display for ParsedWqe<'_> {
                 remote(f, r)?;
                 data(f, d)
             }
-            ParsedOp::Atomic { remote: r, op, result } => {
+            ParsedOp::Atomic {
+                remote: r,
+                op,
+                result,
+            } => {
                 remote(f, r)?;
                 writeln!(f, "  atomic  {op:x?}")?;
                 pointer(f, "result", result)

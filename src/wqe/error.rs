@@ -116,16 +116,25 @@ impl fmt::Display for WqeError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match *self {
             Self::QpnOutOfRange { value, max } => {
-                write!(f, "queue number {value:#x} does not fit in 24 bits (max {max:#x})")
+                write!(
+                    f,
+                    "queue number {value:#x} does not fit in 24 bits (max {max:#x})"
+                )
             }
             Self::InlineTooLong { len, max } => {
-                write!(f, "inline payload of {len} bytes exceeds the maximum of {max} bytes")
+                write!(
+                    f,
+                    "inline payload of {len} bytes exceeds the maximum of {max} bytes"
+                )
             }
             Self::TooManyOctowords { ds, max } => {
                 write!(f, "WQE needs {ds} octowords but DS holds at most {max}")
             }
             Self::WqeTooLarge { wqebbs, max } => {
-                write!(f, "WQE of {wqebbs} WQEBBs exceeds the queue's maximum of {max}")
+                write!(
+                    f,
+                    "WQE of {wqebbs} WQEBBs exceeds the queue's maximum of {max}"
+                )
             }
             Self::RingSizeNotPowerOfTwo { wqebbs } => {
                 write!(f, "ring size of {wqebbs} WQEBBs is not a power of two")
@@ -136,15 +145,28 @@ impl fmt::Display for WqeError {
             Self::RingBytesMismatch { len, expected } => {
                 write!(f, "ring memory of {len} bytes, expected {expected}")
             }
-            Self::RingTooSmall { ring_wqebbs, wqe_wqebbs } => {
-                write!(f, "WQE of {wqe_wqebbs} WQEBBs does not fit in a ring of {ring_wqebbs}")
+            Self::RingTooSmall {
+                ring_wqebbs,
+                wqe_wqebbs,
+            } => {
+                write!(
+                    f,
+                    "WQE of {wqe_wqebbs} WQEBBs does not fit in a ring of {ring_wqebbs}"
+                )
             }
             Self::ZeroLength { what } => write!(f, "{what} has length zero"),
             Self::TransferTooLong { len, max } => {
                 write!(f, "length {len} exceeds the limit of {max} bytes")
             }
-            Self::MisalignedAtomic { opcode, addr, align } => {
-                write!(f, "{opcode} remote address {addr:#x} is not {align}-byte aligned")
+            Self::MisalignedAtomic {
+                opcode,
+                addr,
+                align,
+            } => {
+                write!(
+                    f,
+                    "{opcode} remote address {addr:#x} is not {align}-byte aligned"
+                )
             }
             Self::OperandTooWide { what, value, max } => {
                 write!(f, "4-byte atomic {what} {value:#x} exceeds {max:#x}")

@@ -32,21 +32,24 @@ pub mod segment;
 mod transport;
 
 pub use address::{
-    LKey, LocalBuffer, Qpn, RKey, RemoteAddress, Sge, WqeIndex, MAX_SEGMENT_BYTES, MAX_TRANSFER_BYTES,
+    LKey, LocalBuffer, Qpn, RKey, RemoteAddress, Sge, WqeIndex, MAX_SEGMENT_BYTES,
+    MAX_TRANSFER_BYTES,
 };
 pub use builder::{
     inline_octowords, AnyData, AnyOperation, AnySegments, AnyWqe, Atomic, AtomicOp, AtomicSegments,
-    ControlTemplate, Dump, Empty, FixedPayload, FixedShape, Gather, Inline, NoData, Nop, OneSegment, Payload,
-    RdmaRead, RdmaWrite, ReadPayload, TwoSegments, Wqe, WqeSpec, MAX_GATHER,
+    ControlTemplate, Dump, Empty, FixedPayload, FixedShape, Gather, Inline, NoData, Nop,
+    OneSegment, Payload, RdmaRead, RdmaWrite, ReadPayload, TwoSegments, Wqe, WqeSpec, MAX_GATHER,
 };
 pub use dump::Octowords;
 pub use error::WqeError;
 pub use opcode::{AtomicWidth, CompletionMode, ControlFlags, FenceMode, Opcode, Solicited};
-pub use parse::{parse_wqe, DataSegments, InlinePayload, ParseError, ParsedData, ParsedOp, ParsedWqe};
+pub use parse::{
+    parse_wqe, DataSegments, InlinePayload, ParseError, ParsedData, ParsedOp, ParsedWqe,
+};
 pub use ring::{wqebbs_for_ds, RingSize, SendRing, WqeLimits, WqeWriter};
 pub use segment::{OCTOWORD_BYTES, WQEBB_BYTES};
 pub use transport::{
-    AnyAddress, AnyDcTarget, AnyTransport, AvForm, Compact, CompactAddressVector, Dc, DcAddress, DcTarget,
-    DciTransport, Destination, Full, FullAddressVector, Grh, LinkAddress, Rc, Transport, TransportKind,
-    TypedTransport,
+    AnyAddress, AnyDcTarget, AnyTransport, AvForm, Compact, CompactAddressVector, Dc, DcAddress,
+    DcTarget, DciTransport, Destination, Full, FullAddressVector, Grh, LinkAddress, Rc, Transport,
+    TransportKind, TypedTransport,
 };

@@ -210,7 +210,10 @@ impl FenceMode {
 
     /// Whether the NIC waits for earlier READs and atomics before this WQE.
     pub const fn waits_for_reads(self) -> bool {
-        matches!(self, Self::Fence | Self::StrongOrdering | Self::SmallAndFence)
+        matches!(
+            self,
+            Self::Fence | Self::StrongOrdering | Self::SmallAndFence
+        )
     }
 }
 
@@ -295,7 +298,11 @@ impl ControlFlags {
         Some(Self {
             fence,
             completion: CompletionMode::from_bits(byte >> CompletionMode::SHIFT),
-            solicited: if byte & Self::SOLICITED_BIT != 0 { Solicited::Yes } else { Solicited::No },
+            solicited: if byte & Self::SOLICITED_BIT != 0 {
+                Solicited::Yes
+            } else {
+                Solicited::No
+            },
         })
     }
 }
@@ -309,7 +316,9 @@ mod tests {
         for byte in 0..=u8::MAX {
             match Opcode::from_byte(byte) {
                 Some(op) => assert_eq!(op.byte(), byte),
-                None => assert!(![0x00, 0x08, 0x09, 0x10, 0x11, 0x12, 0x14, 0x15, 0x23].contains(&byte)),
+                None => {
+                    assert!(![0x00, 0x08, 0x09, 0x10, 0x11, 0x12, 0x14, 0x15, 0x23].contains(&byte))
+                }
             }
         }
     }
@@ -318,13 +327,25 @@ mod tests {
     fn control_flags_match_rdma_core_constants() {
         // MLX5_WQE_CTRL_CQ_UPDATE = 0x08, MLX5_WQE_CTRL_SOLICITED = 0x02,
         // MLX5_WQE_CTRL_FENCE = 4 << 5, MLX5_WQE_CTRL_INITIATOR_SMALL_FENCE = 1 << 5.
-        let signaled = ControlFlags { completion: CompletionMode::Always, ..Default::default() };
+        let signaled = ControlFlags {
+            completion: CompletionMode::Always,
+            ..Default::default()
+        };
         assert_eq!(signaled.byte(), 0x08);
-        let solicited = ControlFlags { solicited: Solicited::Yes, ..Default::default() };
+        let solicited = ControlFlags {
+            solicited: Solicited::Yes,
+            ..Default::default()
+        };
         assert_eq!(solicited.byte(), 0x02);
-        let fence = ControlFlags { fence: FenceMode::SmallAndFence, ..Default::default() };
+        let fence = ControlFlags {
+            fence: FenceMode::SmallAndFence,
+            ..Default::default()
+        };
         assert_eq!(fence.byte(), 0x80);
-        let small = ControlFlags { fence: FenceMode::InitiatorSmall, ..Default::default() };
+        let small = ControlFlags {
+            fence: FenceMode::InitiatorSmall,
+            ..Default::default()
+        };
         assert_eq!(small.byte(), 0x20);
     }
 

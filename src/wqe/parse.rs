@@ -7,9 +7,9 @@
 
 use core::fmt;
 
-use zerocopy::FromBytes;
+use zerocopy::{transmute, FromBytes};
 
-use super::address::{LocalBuffer, LKey, RKey, RemoteAddress, WqeIndex};
+use super::address::{LKey, LocalBuffer, RKey, RemoteAddress, WqeIndex};
 use super::builder::{inline_octowords, AnyData, AnyOperation, AnyWqe, AtomicOp};
 use super::opcode::{AtomicWidth, ControlFlags, Opcode};
 use super::ring::{wqebbs_for_ds, RingSize, WqeReader};
@@ -109,12 +109,22 @@ impl fmt::Display for ParseError {
             Self::LargerThanRing { ds, ring_octowords } => {
                 write!(f, "DS {ds} exceeds the ring's {ring_octowords} octowords")
             }
-            Self::TooShort { opcode, ds, min } => write!(f, "{opcode} with DS {ds}, needs at least {min}"),
-            Self::SizeMismatch { opcode, ds, expected } => {
+            Self::TooShort { opcode, ds, min } => {
+                write!(f, "{opcode} with DS {ds}, needs at least {min}")
+            }
+            Self::SizeMismatch {
+                opcode,
+                ds,
+                expected,
+            } => {
                 write!(f, "{opcode} with DS {ds}, its segments need {expected}")
             }
-            Self::ReservedBits { field, value } => write!(f, "reserved bits set in {field}: {value:#x}"),
-            Self::BadOpmod { opcode, opmod } => write!(f, "opcode modifier {opmod:#04x} invalid for {opcode}"),
+            Self::ReservedBits { field, value } => {
+                write!(f, "reserved bits set in {field}: {value:#x}")
+            }
+            Self::BadOpmod { opcode, opmod } => {
+                write!(f, "opcode modifier {opmod:#04x} invalid for {opcode}")
+            }
             Self::MalformedSegment { octoword, what } => write!(f, "octoword {octoword}: {what}"),
         }
     }
@@ -279,22 +289,35 @@ impl ParsedWqe<'_> {
 ///     Err(ParseError::InvalidRing { len: 96 })
 /// );
 /// ```
-pub fn parse_wqe(ring: &[u8], index: WqeIndex, transport: TransportKind) -> Result<ParsedWqe<'_>, ParseError> {
-    let size = RingSize::for_bytes(ring.len()).map_err(|_| ParseError::InvalidRing { len: ring.len() })?;
+pub fn parse_wqe(
+    ring: &[u8],
+    index: WqeIndex,
+    transport: TransportKind,
+) -> Result<ParsedWqe<'_>, ParseError> {
+    let size =
+        RingSize::for_bytes(ring.len()).map_err(|_| ParseError::InvalidRing { len: ring.len() })?;
     let reader = WqeReader::new(ring, size, index);
-    let control = ControlSegment::read_from_bytes(reader.octoword(0)).unwrap_or_default();
+    let control: ControlSegment = transmute!(*reader.octoword(0));
 
     let opcode_byte = control.opcode_byte();
-    let opcode = Opcode::from_byte(opcode_byte).ok_or(ParseError::UnknownOpcode { opcode: opcode_byte })?;
+    let opcode = Opcode::from_byte(opcode_byte).ok_or(ParseError::UnknownOpcode {
+        opcode: opcode_byte,
+    })?;
     if !opcode.is_built_here() {
         return Err(ParseError::UnsupportedOpcode { opcode });
     }
     if control.wqe_index() != index.0 {
-        return Err(ParseError::IndexMismatch { expected: index.0, found: control.wqe_index() });
+        return Err(ParseError::IndexMismatch {
+            expected: index.0,
+            found: control.wqe_index(),
+        });
     }
     let qpn_ds = control.qpn_ds.get();
     if qpn_ds & 0xc0 != 0 {
-        return Err(ParseError::ReservedBits { field: "qpn_ds bits 7:6", value: qpn_ds & 0xc0 });
+        return Err(ParseError::ReservedBits {
+            field: "qpn_ds bits 7:6",
+            value: qpn_ds & 0xc0,
+        });
     }
     let ds = control.ds();
     if ds == 0 {
@@ -304,8 +327,10 @@ pub fn parse_wqe(ring: &[u8], index: WqeIndex, transport: TransportKind) -> Resu
     if usize::from(ds) > ring_octowords {
         return Err(ParseError::LargerThanRing { ds, ring_octowords });
     }
-    let flags = ControlFlags::from_byte(control.fm_ce_se)
-        .ok_or(ParseError::ReservedBits { field: "fm_ce_se", value: control.fm_ce_se.into() })?;
+    let flags = ControlFlags::from_byte(control.fm_ce_se).ok_or(ParseError::ReservedBits {
+        field: "fm_ce_se",
+        value: control.fm_ce_se.into(),
+    })?;
     let opmod = control.opmod();
     let width = match opcode {
         Opcode::AtomicMaskedCompareSwap | Opcode::AtomicMaskedFetchAdd => {
@@ -315,7 +340,12 @@ pub fn parse_wqe(ring: &[u8], index: WqeIndex, transport: TransportKind) -> Resu
         _ => None,
     };
 
-    let mut cursor = Cursor { reader, ds, opcode, next: 1 };
+    let mut cursor = Cursor {
+        reader,
+        ds,
+        opcode,
+        next: 1,
+    };
     let addressed = !matches!(opcode, Opcode::Nop | Opcode::Dump);
     let target = if addressed && transport == TransportKind::Dc {
         Some(cursor.target()?)
@@ -327,15 +357,23 @@ pub fn parse_wqe(ring: &[u8], index: WqeIndex, transport: TransportKind) -> Resu
         Opcode::Nop => ParsedOp::Nop,
         Opcode::Dump => {
             cursor.expect_remaining(1)?;
-            ParsedOp::Dump { local: cursor.pointer()? }
+            ParsedOp::Dump {
+                local: cursor.pointer()?,
+            }
         }
         Opcode::RdmaWrite | Opcode::RdmaWriteImm => {
             let remote = cursor.remote()?;
-            ParsedOp::Write { remote, data: cursor.data(true)? }
+            ParsedOp::Write {
+                remote,
+                data: cursor.data(true)?,
+            }
         }
         Opcode::RdmaRead => {
             let remote = cursor.remote()?;
-            ParsedOp::Read { remote, data: cursor.data(false)? }
+            ParsedOp::Read {
+                remote,
+                data: cursor.data(false)?,
+            }
         }
         _ => {
             let remote = cursor.remote()?;
@@ -384,7 +422,11 @@ impl<'r> Cursor<'r> {
 
     fn need(&self, octowords: u8) -> Result<(), ParseError> {
         if self.remaining() < octowords {
-            return Err(ParseError::TooShort { opcode: self.opcode, ds: self.ds, min: self.next + octowords });
+            return Err(ParseError::TooShort {
+                opcode: self.opcode,
+                ds: self.ds,
+                min: self.next + octowords,
+            });
         }
         Ok(())
     }
@@ -392,29 +434,34 @@ impl<'r> Cursor<'r> {
     fn expect_remaining(&self, octowords: u8) -> Result<(), ParseError> {
         self.need(octowords)?;
         if self.remaining() != octowords {
-            return Err(ParseError::SizeMismatch { opcode: self.opcode, ds: self.ds, expected: self.next + octowords });
+            return Err(ParseError::SizeMismatch {
+                opcode: self.opcode,
+                ds: self.ds,
+                expected: self.next + octowords,
+            });
         }
         Ok(())
     }
 
-    fn take<S: FromBytes>(&mut self) -> S {
-        let octoword = self.reader.octoword(self.next.into());
+    /// The next octoword, consumed.
+    fn take(&mut self) -> [u8; OCTOWORD_BYTES] {
+        let octoword = *self.reader.octoword(self.next.into());
         self.next += 1;
-        // An octoword is exactly the size of every one-octoword segment type.
-        S::read_from_bytes(octoword).unwrap_or_else(|_| S::new_zeroed())
+        octoword
     }
 
     fn target(&mut self) -> Result<AnyDcTarget, ParseError> {
         self.need(1)?;
-        let first: CompactAddressVectorSegment = {
-            let octoword = self.reader.octoword(self.next.into());
-            CompactAddressVectorSegment::read_from_bytes(octoword).unwrap_or_default()
-        };
+        let first: CompactAddressVectorSegment =
+            transmute!(*self.reader.octoword(self.next.into()));
         if first.dqp_dct.get() & EXTENDED_AV_FLAG == 0 {
             self.next += 1;
             let reserved = first.dqp_dct.get() & 0x7f00_0000;
             if reserved != 0 {
-                return Err(ParseError::ReservedBits { field: "dqp_dct bits 30:24", value: reserved });
+                return Err(ParseError::ReservedBits {
+                    field: "dqp_dct bits 30:24",
+                    value: reserved,
+                });
             }
             return Ok(AnyDcTarget::Compact(first));
         }
@@ -423,10 +470,13 @@ impl<'r> Cursor<'r> {
         let mut bytes = [0u8; 48];
         bytes[..head.len()].copy_from_slice(head);
         bytes[head.len()..].copy_from_slice(tail);
-        let full = AddressVectorSegment::read_from_bytes(&bytes[..]).unwrap_or_default();
+        let full: AddressVectorSegment = transmute!(bytes);
         let reserved = full.dqp_dct.get() & 0x7f00_0000;
         if reserved != 0 {
-            return Err(ParseError::ReservedBits { field: "dqp_dct bits 30:24", value: reserved });
+            return Err(ParseError::ReservedBits {
+                field: "dqp_dct bits 30:24",
+                value: reserved,
+            });
         }
         self.next += 3;
         Ok(AnyDcTarget::Full(full))
@@ -435,9 +485,12 @@ impl<'r> Cursor<'r> {
     fn remote(&mut self) -> Result<RemoteAddress, ParseError> {
         self.need(1)?;
         let at = self.next;
-        let seg: RemoteAddressSegment = self.take();
+        let seg: RemoteAddressSegment = transmute!(self.take());
         if seg.reserved.get() != 0 {
-            return Err(ParseError::MalformedSegment { octoword: at, what: "remote address reserved word is not zero" });
+            return Err(ParseError::MalformedSegment {
+                octoword: at,
+                what: "remote address reserved word is not zero",
+            });
         }
         Ok(RemoteAddress::new(seg.raddr.get(), RKey(seg.rkey.get())))
     }
@@ -445,9 +498,12 @@ impl<'r> Cursor<'r> {
     fn pointer(&mut self) -> Result<DataSegment, ParseError> {
         self.need(1)?;
         let at = self.next;
-        let seg: DataSegment = self.take();
+        let seg: DataSegment = transmute!(self.take());
         if seg.is_inline_header() {
-            return Err(ParseError::MalformedSegment { octoword: at, what: "inline header where a data pointer belongs" });
+            return Err(ParseError::MalformedSegment {
+                octoword: at,
+                what: "inline header where a data pointer belongs",
+            });
         }
         Ok(seg)
     }
@@ -458,14 +514,20 @@ impl<'r> Cursor<'r> {
             return Ok(ParsedData::Empty);
         }
         let at = self.next;
-        let first = DataSegment::read_from_bytes(self.reader.octoword(at.into())).unwrap_or_default();
+        let first: DataSegment = transmute!(*self.reader.octoword(at.into()));
         if first.is_inline_header() {
             if !inline_allowed {
-                return Err(ParseError::MalformedSegment { octoword: at, what: "inline data on an RDMA READ" });
+                return Err(ParseError::MalformedSegment {
+                    octoword: at,
+                    what: "inline data on an RDMA READ",
+                });
             }
             let len = (first.byte_count.get() & !INLINE_SEGMENT_FLAG) as usize;
             if len == 0 {
-                return Err(ParseError::MalformedSegment { octoword: at, what: "inline header of zero bytes" });
+                return Err(ParseError::MalformedSegment {
+                    octoword: at,
+                    what: "inline header of zero bytes",
+                });
             }
             let needed = inline_octowords(len);
             if needed != usize::from(remaining) {
@@ -482,9 +544,19 @@ impl<'r> Cursor<'r> {
             return Ok(ParsedData::Inline(InlinePayload { head, tail }));
         }
         let (head, tail) = self.reader.octowords(at.into(), remaining.into());
-        let head = <[DataSegment]>::ref_from_bytes(head).unwrap_or(&[]);
-        let tail = <[DataSegment]>::ref_from_bytes(tail).unwrap_or(&[]);
-        if let Some(k) = head.iter().chain(tail).position(DataSegment::is_inline_header) {
+        // Both runs are whole octowords, so these views cannot fail; if they did, the bytes
+        // would be reported malformed rather than silently dropped.
+        let malformed = |_| ParseError::MalformedSegment {
+            octoword: at,
+            what: "data segments not octoword-sized",
+        };
+        let head = <[DataSegment]>::ref_from_bytes(head).map_err(malformed)?;
+        let tail = <[DataSegment]>::ref_from_bytes(tail).map_err(malformed)?;
+        if let Some(k) = head
+            .iter()
+            .chain(tail)
+            .position(DataSegment::is_inline_header)
+        {
             return Err(ParseError::MalformedSegment {
                 octoword: at + k as u8,
                 what: "inline header after a data pointer",
@@ -494,22 +566,31 @@ impl<'r> Cursor<'r> {
         Ok(ParsedData::Pointers(DataSegments { head, tail }))
     }
 
-    fn atomic(&mut self, opcode: Opcode, width: Option<AtomicWidth>) -> Result<AtomicOp, ParseError> {
+    fn atomic(
+        &mut self,
+        opcode: Opcode,
+        width: Option<AtomicWidth>,
+    ) -> Result<AtomicOp, ParseError> {
         self.need(1)?;
         let at = self.next;
         Ok(match (opcode, width) {
             (Opcode::AtomicCompareSwap, _) => {
-                let seg: AtomicSegment = self.take();
-                AtomicOp::CompareSwap { compare: seg.compare.get(), swap: seg.swap_add.get() }
+                let seg: AtomicSegment = transmute!(self.take());
+                AtomicOp::CompareSwap {
+                    compare: seg.compare.get(),
+                    swap: seg.swap_add.get(),
+                }
             }
             (Opcode::AtomicFetchAdd, _) => {
                 // The compare word is unused by fetch-add: rdma-core leaves it unwritten and
                 // the NIC ignores it, so any value is accepted (builders write zero).
-                let seg: AtomicSegment = self.take();
-                AtomicOp::FetchAdd { add: seg.swap_add.get() }
+                let seg: AtomicSegment = transmute!(self.take());
+                AtomicOp::FetchAdd {
+                    add: seg.swap_add.get(),
+                }
             }
             (Opcode::AtomicMaskedCompareSwap, Some(AtomicWidth::Four)) => {
-                let seg: MaskedCompareSwap4Segment = self.take();
+                let seg: MaskedCompareSwap4Segment = transmute!(self.take());
                 AtomicOp::MaskedCompareSwap {
                     width: AtomicWidth::Four,
                     swap: seg.swap.get().into(),
@@ -525,7 +606,7 @@ impl<'r> Cursor<'r> {
                 bytes[..head.len()].copy_from_slice(head);
                 bytes[head.len()..].copy_from_slice(tail);
                 self.next += 2;
-                let seg = MaskedCompareSwap8Segment::read_from_bytes(&bytes[..]).unwrap_or_default();
+                let seg: MaskedCompareSwap8Segment = transmute!(bytes);
                 AtomicOp::MaskedCompareSwap {
                     width: AtomicWidth::Eight,
                     swap: seg.swap.get(),
@@ -535,7 +616,7 @@ impl<'r> Cursor<'r> {
                 }
             }
             (_, Some(AtomicWidth::Four)) => {
-                let seg: MaskedFetchAdd4Segment = self.take();
+                let seg: MaskedFetchAdd4Segment = transmute!(self.take());
                 if seg.reserved != [0; 8] {
                     return Err(ParseError::MalformedSegment {
                         octoword: at,
@@ -549,7 +630,7 @@ impl<'r> Cursor<'r> {
                 }
             }
             _ => {
-                let seg: MaskedFetchAdd8Segment = self.take();
+                let seg: MaskedFetchAdd8Segment = transmute!(self.take());
                 AtomicOp::MaskedFetchAdd {
                     width: AtomicWidth::Eight,
                     add: seg.add.get(),
@@ -579,24 +660,38 @@ impl ParsedWqe<'_> {
             return Some("stream_id");
         }
         let sge_matches = |seg: &DataSegment, sge: &super::address::Sge| {
-            seg.byte_count.get() == sge.len() && seg.lkey.get() == sge.lkey().0 && seg.addr.get() == sge.addr()
+            seg.byte_count.get() == sge.len()
+                && seg.lkey.get() == sge.lkey().0
+                && seg.addr.get() == sge.addr()
         };
         let data_matches = |parsed: &ParsedData<'_>, data: &AnyData<'_>| match (parsed, data) {
             (ParsedData::Empty, AnyData::Empty) => true,
             (ParsedData::Empty, AnyData::Inline(p)) => p.is_empty(),
             (ParsedData::Pointers(segs), AnyData::Sges(sges)) => {
-                segs.len() == sges.len() && segs.iter().zip(sges.iter()).all(|(a, b)| sge_matches(a, b))
+                segs.len() == sges.len()
+                    && segs.iter().zip(sges.iter()).all(|(a, b)| sge_matches(a, b))
             }
             (ParsedData::Inline(payload), AnyData::Inline(p)) => payload.eq_bytes(p),
             _ => false,
         };
         match (&self.op, &built.op) {
             (ParsedOp::Nop, AnyOperation::Nop) => None,
-            (ParsedOp::Dump { local }, AnyOperation::Dump(sge)) => (!sge_matches(local, sge)).then_some("dump buffer"),
-            (ParsedOp::Write { remote, data }, AnyOperation::Write { remote: r, imm, data: d }) => {
+            (ParsedOp::Dump { local }, AnyOperation::Dump(sge)) => {
+                (!sge_matches(local, sge)).then_some("dump buffer")
+            }
+            (
+                ParsedOp::Write { remote, data },
+                AnyOperation::Write {
+                    remote: r,
+                    imm,
+                    data: d,
+                },
+            ) => {
                 if remote != r {
                     Some("remote address")
-                } else if imm.is_some() != (self.opcode == Opcode::RdmaWriteImm) || self.imm != imm.unwrap_or(0) {
+                } else if imm.is_some() != (self.opcode == Opcode::RdmaWriteImm)
+                    || self.imm != imm.unwrap_or(0)
+                {
                     Some("immediate")
                 } else if !data_matches(data, d) {
                     Some("data")
@@ -613,7 +708,14 @@ impl ParsedWqe<'_> {
                     None
                 }
             }
-            (ParsedOp::Atomic { remote, op, result }, AnyOperation::Atomic { remote: r, op: o, result: res }) => {
+            (
+                ParsedOp::Atomic { remote, op, result },
+                AnyOperation::Atomic {
+                    remote: r,
+                    op: o,
+                    result: res,
+                },
+            ) => {
                 let expected_result = LocalBuffer::new(result.addr.get(), LKey(result.lkey.get()));
                 if remote != r {
                     Some("remote address")

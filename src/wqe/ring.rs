@@ -49,7 +49,9 @@ impl RingSize {
         if !wqebbs.is_power_of_two() {
             return Err(WqeError::RingSizeNotPowerOfTwo { wqebbs });
         }
-        Ok(Self { log2: wqebbs.trailing_zeros() as u8 })
+        Ok(Self {
+            log2: wqebbs.trailing_zeros() as u8,
+        })
     }
 
     /// The ring size for memory of `len` bytes.
@@ -91,19 +93,31 @@ impl WqeLimits {
     pub const MAX_WQEBBS: u32 = 16;
 
     /// No limits beyond the WQE format's: 16 WQEBBs, inline up to what fits in DS.
-    pub const FORMAT: Self = Self { max_inline: usize::MAX, max_wqebbs: Self::MAX_WQEBBS };
+    pub const FORMAT: Self = Self {
+        max_inline: usize::MAX,
+        max_wqebbs: Self::MAX_WQEBBS,
+    };
 
     /// Checks a built WQE against these limits and against a ring's size.
     pub fn check<S: WqeSpec>(&self, wqe: &Wqe<S>, ring: RingSize) -> Result<u32, WqeError> {
         if wqe.inline_len() > self.max_inline {
-            return Err(WqeError::InlineTooLong { len: wqe.inline_len(), max: self.max_inline });
+            return Err(WqeError::InlineTooLong {
+                len: wqe.inline_len(),
+                max: self.max_inline,
+            });
         }
         let wqebbs = wqe.wqebbs();
         if wqebbs > self.max_wqebbs {
-            return Err(WqeError::WqeTooLarge { wqebbs, max: self.max_wqebbs });
+            return Err(WqeError::WqeTooLarge {
+                wqebbs,
+                max: self.max_wqebbs,
+            });
         }
         if wqebbs > ring.wqebbs() {
-            return Err(WqeError::RingTooSmall { ring_wqebbs: ring.wqebbs(), wqe_wqebbs: wqebbs });
+            return Err(WqeError::RingTooSmall {
+                ring_wqebbs: ring.wqebbs(),
+                wqe_wqebbs: wqebbs,
+            });
         }
         Ok(wqebbs)
     }
@@ -201,7 +215,11 @@ impl<'m> SendRing<'m> {
     /// A ring over `bytes`, whose length must be a power-of-two number of WQEBBs.
     pub fn new(bytes: &'m mut [u8], limits: WqeLimits) -> Result<Self, WqeError> {
         let size = RingSize::for_bytes(bytes.len())?;
-        Ok(Self { bytes, size, limits })
+        Ok(Self {
+            bytes,
+            size,
+            limits,
+        })
     }
 
     /// The ring's size.
@@ -261,7 +279,10 @@ pub(crate) struct WqeReader<'r> {
 impl<'r> WqeReader<'r> {
     pub(crate) fn new(ring: &'r [u8], size: RingSize, index: WqeIndex) -> Self {
         debug_assert_eq!(ring.len(), size.bytes());
-        Self { ring, start: size.slot(index) * WQEBB_BYTES }
+        Self {
+            ring,
+            start: size.slot(index) * WQEBB_BYTES,
+        }
     }
 
     /// The byte offset in the ring of octoword `k` of the WQE.

@@ -31,7 +31,19 @@ pub const INVALID_LKEY: u32 = 0x100;
 /// The control segment that starts every WQE (`mlx5_wqe_ctrl_seg`).
 ///
 /// Bytes 0..8 of it are also the 8-byte doorbell value.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, FromBytes, IntoBytes, KnownLayout, Immutable, Unaligned)]
+#[derive(
+    Clone,
+    Copy,
+    Debug,
+    Default,
+    PartialEq,
+    Eq,
+    FromBytes,
+    IntoBytes,
+    KnownLayout,
+    Immutable,
+    Unaligned,
+)]
 #[repr(C)]
 pub struct ControlSegment {
     /// `opmod << 24 | wqe_index << 8 | opcode`.
@@ -49,7 +61,19 @@ pub struct ControlSegment {
 }
 
 /// The remote address segment of RDMA and atomic WQEs (`mlx5_wqe_raddr_seg`).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, FromBytes, IntoBytes, KnownLayout, Immutable, Unaligned)]
+#[derive(
+    Clone,
+    Copy,
+    Debug,
+    Default,
+    PartialEq,
+    Eq,
+    FromBytes,
+    IntoBytes,
+    KnownLayout,
+    Immutable,
+    Unaligned,
+)]
 #[repr(C)]
 pub struct RemoteAddressSegment {
     /// Remote virtual address.
@@ -61,7 +85,19 @@ pub struct RemoteAddressSegment {
 }
 
 /// A data pointer segment: one gather or scatter entry (`mlx5_wqe_data_seg`).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, FromBytes, IntoBytes, KnownLayout, Immutable, Unaligned)]
+#[derive(
+    Clone,
+    Copy,
+    Debug,
+    Default,
+    PartialEq,
+    Eq,
+    FromBytes,
+    IntoBytes,
+    KnownLayout,
+    Immutable,
+    Unaligned,
+)]
 #[repr(C)]
 pub struct DataSegment {
     /// Length in bytes; bit 31 must be clear (it marks an inline header).
@@ -74,7 +110,19 @@ pub struct DataSegment {
 
 /// The 4-byte header of an inline data segment (`mlx5_wqe_inl_data_seg`); the payload
 /// follows it directly.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, FromBytes, IntoBytes, KnownLayout, Immutable, Unaligned)]
+#[derive(
+    Clone,
+    Copy,
+    Debug,
+    Default,
+    PartialEq,
+    Eq,
+    FromBytes,
+    IntoBytes,
+    KnownLayout,
+    Immutable,
+    Unaligned,
+)]
 #[repr(C)]
 pub struct InlineHeader {
     /// `len | INLINE_SEGMENT_FLAG`.
@@ -82,7 +130,19 @@ pub struct InlineHeader {
 }
 
 /// The standard 8-byte atomic segment (`mlx5_wqe_atomic_seg`) for ATOMIC_CS and ATOMIC_FA.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, FromBytes, IntoBytes, KnownLayout, Immutable, Unaligned)]
+#[derive(
+    Clone,
+    Copy,
+    Debug,
+    Default,
+    PartialEq,
+    Eq,
+    FromBytes,
+    IntoBytes,
+    KnownLayout,
+    Immutable,
+    Unaligned,
+)]
 #[repr(C)]
 pub struct AtomicSegment {
     /// The swap value (compare-swap) or the addend (fetch-add).
@@ -92,7 +152,19 @@ pub struct AtomicSegment {
 }
 
 /// Masked fetch-add on a 4-byte operand (one octoword).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, FromBytes, IntoBytes, KnownLayout, Immutable, Unaligned)]
+#[derive(
+    Clone,
+    Copy,
+    Debug,
+    Default,
+    PartialEq,
+    Eq,
+    FromBytes,
+    IntoBytes,
+    KnownLayout,
+    Immutable,
+    Unaligned,
+)]
 #[repr(C)]
 pub struct MaskedFetchAdd4Segment {
     /// The addend.
@@ -104,7 +176,19 @@ pub struct MaskedFetchAdd4Segment {
 }
 
 /// Masked compare-swap on a 4-byte operand (one octoword).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, FromBytes, IntoBytes, KnownLayout, Immutable, Unaligned)]
+#[derive(
+    Clone,
+    Copy,
+    Debug,
+    Default,
+    PartialEq,
+    Eq,
+    FromBytes,
+    IntoBytes,
+    KnownLayout,
+    Immutable,
+    Unaligned,
+)]
 #[repr(C)]
 pub struct MaskedCompareSwap4Segment {
     /// Value whose `swap_mask` bits are written on a match.
@@ -118,7 +202,19 @@ pub struct MaskedCompareSwap4Segment {
 }
 
 /// Masked fetch-add on an 8-byte operand (one octoword).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, FromBytes, IntoBytes, KnownLayout, Immutable, Unaligned)]
+#[derive(
+    Clone,
+    Copy,
+    Debug,
+    Default,
+    PartialEq,
+    Eq,
+    FromBytes,
+    IntoBytes,
+    KnownLayout,
+    Immutable,
+    Unaligned,
+)]
 #[repr(C)]
 pub struct MaskedFetchAdd8Segment {
     /// The addend.
@@ -129,7 +225,19 @@ pub struct MaskedFetchAdd8Segment {
 
 /// Masked compare-swap on an 8-byte operand: two octowords, which may be split by a WQEBB
 /// boundary (and so by the ring's end).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, FromBytes, IntoBytes, KnownLayout, Immutable, Unaligned)]
+#[derive(
+    Clone,
+    Copy,
+    Debug,
+    Default,
+    PartialEq,
+    Eq,
+    FromBytes,
+    IntoBytes,
+    KnownLayout,
+    Immutable,
+    Unaligned,
+)]
 #[repr(C)]
 pub struct MaskedCompareSwap8Segment {
     /// Value whose `swap_mask` bits are written on a match.
@@ -144,7 +252,19 @@ pub struct MaskedCompareSwap8Segment {
 
 /// The compact 16-byte DC address vector (the first 16 bytes of [`AddressVectorSegment`],
 /// with the extended flag clear). Only HCAs that report `compact_address_vector` accept it.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, FromBytes, IntoBytes, KnownLayout, Immutable, Unaligned)]
+#[derive(
+    Clone,
+    Copy,
+    Debug,
+    Default,
+    PartialEq,
+    Eq,
+    FromBytes,
+    IntoBytes,
+    KnownLayout,
+    Immutable,
+    Unaligned,
+)]
 #[repr(C)]
 pub struct CompactAddressVectorSegment {
     /// The DC access key.
@@ -160,7 +280,19 @@ pub struct CompactAddressVectorSegment {
 }
 
 /// The full 48-byte address vector (`mlx5_wqe_av`, the datagram segment) of DC and UD WQEs.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, FromBytes, IntoBytes, KnownLayout, Immutable, Unaligned)]
+#[derive(
+    Clone,
+    Copy,
+    Debug,
+    Default,
+    PartialEq,
+    Eq,
+    FromBytes,
+    IntoBytes,
+    KnownLayout,
+    Immutable,
+    Unaligned,
+)]
 #[repr(C)]
 pub struct AddressVectorSegment {
     /// The DC access key (DC) or Q_Key in the first 4 bytes (UD).

@@ -280,7 +280,14 @@ impl FullAddressVector {
             Ok::<(), WqeError>(())
         };
         match &self.link {
-            LinkAddress::InfiniBand { lid, sl, static_rate, source_path_bits, force_loopback, grh } => {
+            LinkAddress::InfiniBand {
+                lid,
+                sl,
+                static_rate,
+                source_path_bits,
+                force_loopback,
+                grh,
+            } => {
                 check_field("sl", (*sl).into(), 0xf)?;
                 check_field("static_rate", (*static_rate).into(), 0xf)?;
                 check_field("source_path_bits", (*source_path_bits).into(), 0x7f)?;
@@ -291,7 +298,13 @@ impl FullAddressVector {
                     encode_grh(&mut seg, grh, 1)?;
                 }
             }
-            LinkAddress::Roce { udp_source_port, sl, static_rate, mac, grh } => {
+            LinkAddress::Roce {
+                udp_source_port,
+                sl,
+                static_rate,
+                mac,
+                grh,
+            } => {
                 check_field("sl", (*sl).into(), 0x7)?;
                 check_field("static_rate", (*static_rate).into(), 0xf)?;
                 seg.stat_rate_sl = static_rate << 4 | sl << 1;
@@ -349,7 +362,10 @@ pub struct DcAddress<Av: AvForm> {
 impl<Av: AvForm> DcTarget<Av> {
     /// Remote memory `remote` at this target.
     pub fn at(self, remote: RemoteAddress) -> DcAddress<Av> {
-        DcAddress { target: self, remote }
+        DcAddress {
+            target: self,
+            remote,
+        }
     }
 }
 
