@@ -10,6 +10,7 @@
 #![warn(missing_docs)]
 
 pub mod cq;
+pub mod memory;
 pub mod order;
 pub mod queue;
 pub mod wqe;

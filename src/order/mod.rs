@@ -1,1 +1,269 @@
-//! Ordering scopes.
+//! Ordering scopes: what makes the WQE and doorbell-record stores visible to the NIC
+//! before the doorbell that announces them.
+//!
+//! A scope is a zero-sized marker type and a type parameter of queues and device
+//! descriptors. Each names who produces WQEs ([`OrderingScope::Producer`]: a CPU or a GPU
+//! thread) and is valid only for the placements it orders correctly
+//! ([`ValidFor`]). A queue cannot be made with a scope that is wrong for its placement:
+//!
+//! ```compile_fail
+//! use ibgda::order::{GpuFence, ValidFor};
+//! use ibgda::queue::Host;
+//! // GPU-scope fences do not order stores to host memory before an MMIO doorbell.
+//! fn needs_valid<S: ValidFor<Host>>() {}
+//! needs_valid::<GpuFence>();
+//! ```
+//!
+//! The scopes for GPU producers are the rows of the paper's Table 4. Each documents the
+//! exact PTX the device library emits for it ([`OrderingScope::DEVICE_SEQUENCE`]); the
+//! kernels crate compiles each and checks that the PTX contains exactly those ordering
+//! instructions. [`Unordered`] (no ordering at all, the paper's unsafe control) can only be
+//! made through an `unsafe` constructor:
+//!
+//! ```compile_fail
+//! let _ = ibgda::order::Unordered::new();
+//! ```
+
+use core::fmt;
+use core::sync::atomic::{compiler_fence, fence, Ordering};
+
+use crate::queue::{Gpu, Host, Placement};
+
+mod sealed {
+    pub trait Sealed {}
+}
+use sealed::Sealed;
+
+/// Who writes WQEs and rings the doorbell. Sealed.
+pub trait Producer: Sealed + Copy + fmt::Debug + 'static {
+    /// Whether the producer is a GPU thread.
+    const IS_GPU: bool;
+}
+
+/// A CPU thread (the host path, and CPU proxy workers).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct CpuThread;
+/// A GPU thread, warp or block.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct GpuThread;
+
+impl Sealed for CpuThread {}
+impl Sealed for GpuThread {}
+impl Producer for CpuThread {
+    const IS_GPU: bool = false;
+}
+impl Producer for GpuThread {
+    const IS_GPU: bool = true;
+}
+
+/// The scopes, as a run-time value (for erased handles and device descriptors).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[repr(u32)]
+pub enum ScopeKind {
+    /// [`Unordered`].
+    Unordered = 0,
+    /// [`GpuFence`].
+    GpuFence = 1,
+    /// [`GpuFencedDbrec`].
+    GpuFencedDbrec = 2,
+    /// [`GpuReleaseStore`].
+    GpuReleaseStore = 3,
+    /// [`ThreadFence`].
+    ThreadFence = 4,
+    /// [`SystemReleaseStore`].
+    SystemReleaseStore = 5,
+    /// [`SystemFence`].
+    SystemFence = 6,
+    /// [`HostBarrier`].
+    HostBarrier = 7,
+}
+
+impl ScopeKind {
+    /// Every scope, in Table 4's order with the host barrier last.
+    pub const ALL: [Self; 8] = [
+        Self::Unordered,
+        Self::GpuFence,
+        Self::GpuFencedDbrec,
+        Self::GpuReleaseStore,
+        Self::ThreadFence,
+        Self::SystemReleaseStore,
+        Self::SystemFence,
+        Self::HostBarrier,
+    ];
+}
+
+/// An ordering scope. Sealed; implemented by the marker types of this module.
+pub trait OrderingScope: Sealed + Copy + fmt::Debug + Send + Sync + 'static {
+    /// Who produces WQEs under this scope.
+    type Producer: Producer;
+    /// The run-time value.
+    const KIND: ScopeKind;
+    /// A short name (the device library's template tag is `ibgda::scope::<NAME>`).
+    const NAME: &'static str;
+    /// The ordering instructions the device emits, in order, around the doorbell-record
+    /// store (`dbrec`) and the doorbell store (`db`); empty for CPU scopes.
+    const DEVICE_SEQUENCE: &'static str;
+}
+
+/// Scopes that order correctly for queues placed in `P`.
+pub trait ValidFor<P: Placement>: OrderingScope {}
+
+macro_rules! gpu_scope {
+    ($(#[$doc:meta])* $name:ident, $kind:ident, $seq:expr, valid: [$($place:ty),*]) => {
+        $(#[$doc])*
+        #[doc = ""]
+        #[doc = concat!("Device sequence: `", $seq, "`.")]
+        #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+        pub struct $name;
+        impl Sealed for $name {}
+        impl OrderingScope for $name {
+            type Producer = GpuThread;
+            const KIND: ScopeKind = ScopeKind::$kind;
+            const NAME: &'static str = stringify!($name);
+            const DEVICE_SEQUENCE: &'static str = $seq;
+        }
+        $(impl ValidFor<$place> for $name {})*
+    };
+}
+
+gpu_scope!(
+    /// GPU-scope release fence before the doorbell (DOCA GPUNetIO, NCCL GDAKI; Table 4
+    /// "GPU-scope fence"). The WQE and doorbell-record stores are plain; one
+    /// `fence.release.gpu` orders both before the MMIO doorbell. Correct when the queue
+    /// and its doorbell record are in GPU memory and the NIC reads the record only after a
+    /// doorbell.
+    GpuFence, GpuFence,
+    "dbrec: st.relaxed.gpu.b32; fence.release.gpu; db: st.mmio.relaxed.sys.b64",
+    valid: [Gpu]
+);
+gpu_scope!(
+    /// [`GpuFence`] plus a fence before the doorbell record (Table 4 "+ fenced doorbell
+    /// record"): the record is never visible before the WQEs, even to a NIC that reads it
+    /// without a doorbell.
+    GpuFencedDbrec, GpuFencedDbrec,
+    "fence.release.gpu; dbrec: st.relaxed.gpu.b32; fence.release.gpu; db: st.mmio.relaxed.sys.b64",
+    valid: [Gpu]
+);
+gpu_scope!(
+    /// GPU-scope release stores of the doorbell record and the doorbell (DeepEP; NVSHMEM
+    /// built for GPU memory only; Table 4 "GPU-scope release store").
+    GpuReleaseStore, GpuReleaseStore,
+    "dbrec: st.release.gpu.b32; db: st.release.gpu.b64",
+    valid: [Gpu]
+);
+gpu_scope!(
+    /// `__threadfence()` before the doorbell record and before the doorbell (NVSHMEM's
+    /// default; Table 4 "`__threadfence()`"). `membar.gl` is a sequentially consistent
+    /// GPU-scope fence: stronger, and dearer, than a release fence.
+    ThreadFence, ThreadFence,
+    "membar.gl; dbrec: st.volatile.b32; membar.gl; db: st.mmio.relaxed.sys.b64",
+    valid: [Gpu]
+);
+gpu_scope!(
+    /// System-scope release stores of the doorbell record and the doorbell (Table 4
+    /// "System-scope release store"). Valid for queues in host memory too.
+    SystemReleaseStore, SystemReleaseStore,
+    "dbrec: st.release.sys.b32; db: st.release.sys.b64",
+    valid: [Gpu, Host]
+);
+gpu_scope!(
+    /// `__threadfence_system()` before the doorbell record and before the doorbell
+    /// (NVSHMEM with queues in host memory; Table 4 "System-scope fence").
+    SystemFence, SystemFence,
+    "membar.sys; dbrec: st.volatile.b32; membar.sys; db: st.mmio.relaxed.sys.b64",
+    valid: [Gpu, Host]
+);
+
+/// No ordering at all: WQE, doorbell-record and doorbell stores may reach the NIC in any
+/// order (Table 4 "None (unsafe control)"). Exists to measure what ordering costs.
+///
+/// Device sequence: `dbrec: st.relaxed.gpu.b32; db: st.mmio.relaxed.sys.b64`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Unordered {
+    _private: (),
+}
+
+impl Unordered {
+    /// The unordered scope.
+    ///
+    /// # Safety
+    ///
+    /// Queues using it may announce WQEs the NIC cannot yet see: the NIC can execute stale
+    /// or partly written WQEs, touching any memory they name. The caller guarantees that
+    /// nothing the NIC could do with such a WQE matters (a benchmark on throw-away memory).
+    pub const unsafe fn new() -> Self {
+        Self { _private: () }
+    }
+}
+
+impl Sealed for Unordered {}
+impl OrderingScope for Unordered {
+    type Producer = GpuThread;
+    const KIND: ScopeKind = ScopeKind::Unordered;
+    const NAME: &'static str = "Unordered";
+    const DEVICE_SEQUENCE: &'static str = "dbrec: st.relaxed.gpu.b32; db: st.mmio.relaxed.sys.b64";
+}
+impl ValidFor<Gpu> for Unordered {}
+impl ValidFor<Host> for Unordered {}
+
+/// The host barrier: what rdma-core does on a CPU. A to-device barrier before the doorbell
+/// record (x86-64: compiler only, stores to write-back memory are ordered; AArch64:
+/// `dmb oshst`), and a write flush before and after the doorbell store (x86-64: `sfence`;
+/// AArch64: `dsb st`), because doorbell pages are mapped write-combining.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct HostBarrier;
+
+impl Sealed for HostBarrier {}
+impl OrderingScope for HostBarrier {
+    type Producer = CpuThread;
+    const KIND: ScopeKind = ScopeKind::HostBarrier;
+    const NAME: &'static str = "HostBarrier";
+    const DEVICE_SEQUENCE: &'static str = "";
+}
+impl ValidFor<Host> for HostBarrier {}
+
+impl HostBarrier {
+    /// Orders WQE stores before the doorbell-record store (`udma_to_device_barrier`).
+    #[inline]
+    pub fn to_device(self) {
+        fence(Ordering::Release);
+        #[cfg(target_arch = "aarch64")]
+        // SAFETY: a data memory barrier has no memory-safety effect.
+        unsafe {
+            core::arch::asm!("dmb oshst", options(nostack, preserves_flags))
+        };
+        #[cfg(not(target_arch = "aarch64"))]
+        compiler_fence(Ordering::SeqCst);
+    }
+
+    /// Flushes write-combining buffers (`mmio_flush_writes`): before the doorbell so the
+    /// record is out first, and after it so doorbells of different CPUs stay in order.
+    #[inline]
+    pub fn flush_writes(self) {
+        fence(Ordering::SeqCst);
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: `sfence` only orders stores; it has no memory-safety effect.
+        unsafe {
+            core::arch::asm!("sfence", options(nostack, preserves_flags))
+        };
+        #[cfg(target_arch = "aarch64")]
+        // SAFETY: a data synchronisation barrier has no memory-safety effect.
+        unsafe {
+            core::arch::asm!("dsb st", options(nostack, preserves_flags))
+        };
+    }
+}
+
+/// The device sequence of a scope known at run time.
+pub const fn device_sequence(kind: ScopeKind) -> &'static str {
+    match kind {
+        ScopeKind::Unordered => Unordered::DEVICE_SEQUENCE,
+        ScopeKind::GpuFence => GpuFence::DEVICE_SEQUENCE,
+        ScopeKind::GpuFencedDbrec => GpuFencedDbrec::DEVICE_SEQUENCE,
+        ScopeKind::GpuReleaseStore => GpuReleaseStore::DEVICE_SEQUENCE,
+        ScopeKind::ThreadFence => ThreadFence::DEVICE_SEQUENCE,
+        ScopeKind::SystemReleaseStore => SystemReleaseStore::DEVICE_SEQUENCE,
+        ScopeKind::SystemFence => SystemFence::DEVICE_SEQUENCE,
+        ScopeKind::HostBarrier => HostBarrier::DEVICE_SEQUENCE,
+    }
+}

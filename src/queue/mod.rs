@@ -1,4 +1,13 @@
-//! Queues. Transports are defined with the WQE shapes they decide and re-exported here.
+//! Typed queues: transports and placements as type parameters, slot reservation and
+//! in-order publication, doorbell records and doorbells, queue pairs.
+
+mod memory;
+mod placement;
+
 pub use crate::wqe::{
     AnyTransport, Compact, Dc, Full, Rc, Transport, TransportKind, TypedTransport,
 };
+pub use memory::{
+    CompletionQueueMemory, SendQueueMemory, CQE_INIT_OP_OWN, RING_ALIGN, SEND_DBREC_OFFSET,
+};
+pub use placement::{Gpu, Host, Placement, PlacementKind};

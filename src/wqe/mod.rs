@@ -44,7 +44,8 @@ pub use dump::Octowords;
 pub use error::WqeError;
 pub use opcode::{AtomicWidth, CompletionMode, ControlFlags, FenceMode, Opcode, Solicited};
 pub use parse::{
-    parse_wqe, DataSegments, InlinePayload, ParseError, ParsedData, ParsedOp, ParsedWqe,
+    parse_fetched_wqe, parse_wqe, DataSegments, InlinePayload, ParseError, ParsedData, ParsedOp,
+    ParsedWqe,
 };
 pub use ring::{wqebbs_for_ds, RingSize, SendRing, WqeLimits, WqeWriter};
 pub use segment::{OCTOWORD_BYTES, WQEBB_BYTES};

@@ -296,7 +296,35 @@ pub fn parse_wqe(
 ) -> Result<ParsedWqe<'_>, ParseError> {
     let size =
         RingSize::for_bytes(ring.len()).map_err(|_| ParseError::InvalidRing { len: ring.len() })?;
-    let reader = WqeReader::new(ring, size, index);
+    parse_from(
+        WqeReader::new(ring, size, index),
+        ring.len(),
+        index,
+        transport,
+    )
+}
+
+/// Parses a WQE already fetched out of its ring: `wqe` holds its blocks in order, starting
+/// with the control segment (as a NIC's fetch engine has them), and `index` is the index
+/// it was fetched from. `wqe.len()` must be a non-zero multiple of 16; a DS beyond it is
+/// [`ParseError::LargerThanRing`].
+pub fn parse_fetched_wqe(
+    wqe: &[u8],
+    index: WqeIndex,
+    transport: TransportKind,
+) -> Result<ParsedWqe<'_>, ParseError> {
+    if wqe.is_empty() || wqe.len() % OCTOWORD_BYTES != 0 {
+        return Err(ParseError::InvalidRing { len: wqe.len() });
+    }
+    parse_from(WqeReader::fetched(wqe), wqe.len(), index, transport)
+}
+
+fn parse_from(
+    reader: WqeReader<'_>,
+    ring_len: usize,
+    index: WqeIndex,
+    transport: TransportKind,
+) -> Result<ParsedWqe<'_>, ParseError> {
     let control: ControlSegment = transmute!(*reader.octoword(0));
 
     let opcode_byte = control.opcode_byte();
@@ -323,7 +351,7 @@ pub fn parse_wqe(
     if ds == 0 {
         return Err(ParseError::TooShort { opcode, ds, min: 1 });
     }
-    let ring_octowords = ring.len() / OCTOWORD_BYTES;
+    let ring_octowords = ring_len / OCTOWORD_BYTES;
     if usize::from(ds) > ring_octowords {
         return Err(ParseError::LargerThanRing { ds, ring_octowords });
     }

@@ -285,6 +285,15 @@ impl<'r> WqeReader<'r> {
         }
     }
 
+    /// A reader over one WQE already copied out of its ring (a whole number of octowords).
+    pub(crate) fn fetched(wqe: &'r [u8]) -> Self {
+        debug_assert!(!wqe.is_empty() && wqe.len() % OCTOWORD_BYTES == 0);
+        Self {
+            ring: wqe,
+            start: 0,
+        }
+    }
+
     /// The byte offset in the ring of octoword `k` of the WQE.
     fn offset(&self, k: usize) -> usize {
         (self.start + k * OCTOWORD_BYTES) % self.ring.len()

@@ -1,0 +1,355 @@
+//! Memory the NIC can touch: send rings, doorbell records, CQ rings, registered buffers.
+//!
+//! A NIC (or the software NIC on another thread) reads and writes this memory while the
+//! host does too, so it is never handed out as `&[u8]` or `&mut [u8]`: every access is an
+//! atomic access to a 64-bit word (relaxed for data, acquire/release where a protocol
+//! needs it). Racing relaxed atomics are defined behaviour, which makes every use of a
+//! [`DmaBuffer`] sound whatever the other side does; the protocols on top (doorbell
+//! records, owner bits) say when the bytes mean something. On x86-64 and AArch64 relaxed
+//! 64-bit atomic loads and stores are plain loads and stores, so this costs nothing.
+//!
+//! Bytes keep their memory order: byte `i` of the buffer is byte `i % 8` of word `i / 8`
+//! in native memory order, so a WQE written here is the exact byte sequence the NIC reads.
+
+use core::fmt;
+use core::ptr::NonNull;
+use core::sync::atomic::{AtomicU64, Ordering};
+use std::alloc::{self, Layout};
+
+const WORD: usize = 8;
+
+/// Who frees a buffer's memory.
+enum Owner {
+    /// Allocated here with this layout; freed on drop.
+    Heap(Layout),
+    /// Foreign memory (pinned host memory, a mapped device page); dropping the value
+    /// releases it.
+    Foreign(#[allow(dead_code)] Box<dyn Send + Sync>),
+}
+
+/// A zero-initialised, word-aligned buffer that both the host and a NIC may access
+/// concurrently.
+pub struct DmaBuffer {
+    words: NonNull<AtomicU64>,
+    len: usize,
+    owner: Owner,
+}
+
+// SAFETY: the buffer is only ever accessed through `&AtomicU64`, which is `Sync`; the
+// owner is `Send + Sync` (a layout, or a boxed `Send + Sync` value).
+unsafe impl Send for DmaBuffer {}
+// SAFETY: as above: shared access is atomic access.
+unsafe impl Sync for DmaBuffer {}
+
+/// Why a buffer could not be made.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DmaError {
+    /// A length of zero, or not a multiple of 8 bytes.
+    BadLength {
+        /// The length asked for.
+        len: usize,
+    },
+    /// An alignment that is not a power of two of at least 8 bytes.
+    BadAlignment {
+        /// The alignment asked for.
+        align: usize,
+    },
+    /// The allocator refused.
+    OutOfMemory {
+        /// The length asked for.
+        len: usize,
+    },
+    /// An access past the end of the buffer.
+    OutOfBounds {
+        /// First byte of the access.
+        offset: usize,
+        /// Length of the access.
+        len: usize,
+        /// The buffer's length.
+        buffer_len: usize,
+    },
+}
+
+impl fmt::Display for DmaError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::BadLength { len } => {
+                write!(f, "buffer length {len} is zero or not a multiple of 8")
+            }
+            Self::BadAlignment { align } => {
+                write!(f, "alignment {align} is not a power of two >= 8")
+            }
+            Self::OutOfMemory { len } => write!(f, "could not allocate {len} bytes"),
+            Self::OutOfBounds {
+                offset,
+                len,
+                buffer_len,
+            } => {
+                write!(
+                    f,
+                    "access of {len} bytes at {offset} exceeds the buffer's {buffer_len} bytes"
+                )
+            }
+        }
+    }
+}
+
+impl std::error::Error for DmaError {}
+
+impl DmaBuffer {
+    /// A zeroed buffer of `len` bytes (a multiple of 8) aligned to `align` (a power of two,
+    /// at least 8). Rings want 4096 (a page), like the NIC's queue memory.
+    pub fn zeroed(len: usize, align: usize) -> Result<Self, DmaError> {
+        if len == 0 || len % WORD != 0 {
+            return Err(DmaError::BadLength { len });
+        }
+        if !align.is_power_of_two() || align < WORD {
+            return Err(DmaError::BadAlignment { align });
+        }
+        let layout =
+            Layout::from_size_align(len, align).map_err(|_| DmaError::OutOfMemory { len })?;
+        // SAFETY: the layout has a non-zero size (checked above).
+        let ptr = unsafe { alloc::alloc_zeroed(layout) };
+        let words = NonNull::new(ptr.cast::<AtomicU64>()).ok_or(DmaError::OutOfMemory { len })?;
+        Ok(Self {
+            words,
+            len,
+            owner: Owner::Heap(layout),
+        })
+    }
+
+    /// A buffer over foreign memory (pinned host memory, a mapped register page).
+    ///
+    /// # Safety
+    ///
+    /// `ptr` must be valid for reads and writes of `len` bytes, 8-byte aligned, for as long
+    /// as `owner` lives (it is dropped with the buffer), and every other access to that
+    /// memory from this process must be atomic or come from a device.
+    pub unsafe fn from_raw(
+        ptr: NonNull<u8>,
+        len: usize,
+        owner: Box<dyn Send + Sync>,
+    ) -> Result<Self, DmaError> {
+        if len == 0 || len % WORD != 0 {
+            return Err(DmaError::BadLength { len });
+        }
+        if ptr.as_ptr() as usize % WORD != 0 {
+            return Err(DmaError::BadAlignment {
+                align: ptr.as_ptr() as usize % WORD,
+            });
+        }
+        Ok(Self {
+            words: ptr.cast(),
+            len,
+            owner: Owner::Foreign(owner),
+        })
+    }
+
+    /// Length in bytes.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+    /// Whether the buffer is empty (never: buffers have at least 8 bytes).
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+    /// The buffer's virtual address, as a WQE names it.
+    pub fn addr(&self) -> u64 {
+        self.words.as_ptr() as u64
+    }
+    /// The raw pointer, for handing to a device.
+    pub fn as_ptr(&self) -> *mut u8 {
+        self.words.as_ptr().cast()
+    }
+
+    /// The buffer as words.
+    pub fn words(&self) -> &[AtomicU64] {
+        // SAFETY: `words` points to `len / 8` initialised, aligned 64-bit words that live
+        // as long as `self` (allocated here, or guaranteed by `from_raw`'s contract), and
+        // are only accessed atomically.
+        unsafe { core::slice::from_raw_parts(self.words.as_ptr(), self.len / WORD) }
+    }
+
+    fn check(&self, offset: usize, len: usize) -> Result<(), DmaError> {
+        match offset.checked_add(len) {
+            Some(end) if end <= self.len => Ok(()),
+            _ => Err(DmaError::OutOfBounds {
+                offset,
+                len,
+                buffer_len: self.len,
+            }),
+        }
+    }
+
+    /// The word at byte `offset` (a multiple of 8).
+    pub fn word(&self, offset: usize) -> Result<&AtomicU64, DmaError> {
+        self.check(offset, WORD)?;
+        if offset % WORD != 0 {
+            return Err(DmaError::BadAlignment {
+                align: offset % WORD,
+            });
+        }
+        Ok(&self.words()[offset / WORD])
+    }
+
+    /// Copies `dst.len()` bytes starting at `offset` out of the buffer, with relaxed
+    /// atomic loads.
+    pub fn read(&self, offset: usize, dst: &mut [u8]) -> Result<(), DmaError> {
+        self.check(offset, dst.len())?;
+        copy_out(self.words(), offset, dst, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// Copies `src` into the buffer at `offset`, with relaxed atomic stores (read-modify-
+    /// write at partial words, so bytes outside the range are never changed).
+    pub fn write(&self, offset: usize, src: &[u8]) -> Result<(), DmaError> {
+        self.check(offset, src.len())?;
+        copy_in(self.words(), offset, src);
+        Ok(())
+    }
+
+    /// Fills `len` bytes at `offset` with `byte`.
+    pub fn fill(&self, offset: usize, len: usize, byte: u8) -> Result<(), DmaError> {
+        self.check(offset, len)?;
+        let chunk = [byte; 256];
+        let mut done = 0;
+        while done < len {
+            let n = (len - done).min(chunk.len());
+            copy_in(self.words(), offset + done, &chunk[..n]);
+            done += n;
+        }
+        Ok(())
+    }
+
+    /// The whole buffer copied out (for tests and dumps).
+    pub fn to_vec(&self) -> Vec<u8> {
+        let mut v = vec![0; self.len];
+        copy_out(self.words(), 0, &mut v, Ordering::Relaxed);
+        v
+    }
+}
+
+impl Drop for DmaBuffer {
+    fn drop(&mut self) {
+        if let Owner::Heap(layout) = self.owner {
+            // SAFETY: allocated in `zeroed` with exactly this layout, and dropped once.
+            unsafe { alloc::dealloc(self.words.as_ptr().cast(), layout) }
+        }
+    }
+}
+
+impl fmt::Debug for DmaBuffer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("DmaBuffer")
+            .field("addr", &format_args!("{:#x}", self.addr()))
+            .field("len", &self.len)
+            .finish()
+    }
+}
+
+/// Copies bytes out of words, starting `offset` bytes in.
+pub(crate) fn copy_out(words: &[AtomicU64], offset: usize, dst: &mut [u8], order: Ordering) {
+    let mut pos = 0;
+    while pos < dst.len() {
+        let at = offset + pos;
+        let word = words[at / WORD].load(order).to_ne_bytes();
+        let skip = at % WORD;
+        let n = (WORD - skip).min(dst.len() - pos);
+        dst[pos..pos + n].copy_from_slice(&word[skip..skip + n]);
+        pos += n;
+    }
+}
+
+/// Copies bytes into words, starting `offset` bytes in; partial words are merged with a
+/// compare-exchange loop so that neighbouring bytes are never written.
+pub(crate) fn copy_in(words: &[AtomicU64], offset: usize, src: &[u8]) {
+    let mut pos = 0;
+    while pos < src.len() {
+        let at = offset + pos;
+        let skip = at % WORD;
+        let n = (WORD - skip).min(src.len() - pos);
+        let word = &words[at / WORD];
+        if n == WORD {
+            let mut bytes = [0u8; WORD];
+            bytes.copy_from_slice(&src[pos..pos + WORD]);
+            word.store(u64::from_ne_bytes(bytes), Ordering::Relaxed);
+        } else {
+            let mut mask = [0u8; WORD];
+            let mut value = [0u8; WORD];
+            mask[skip..skip + n].fill(0xff);
+            value[skip..skip + n].copy_from_slice(&src[pos..pos + n]);
+            let (mask, value) = (u64::from_ne_bytes(mask), u64::from_ne_bytes(value));
+            let _ = word.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |old| {
+                Some(old & !mask | value)
+            });
+        }
+        pos += n;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bytes_round_trip_at_every_offset_and_length() {
+        let buf = DmaBuffer::zeroed(64, 64).unwrap();
+        for offset in 0..24 {
+            for len in 0..=24 {
+                buf.fill(0, 64, 0xaa).unwrap();
+                let src: Vec<u8> = (0..len as u8)
+                    .map(|i| i.wrapping_mul(37).wrapping_add(1))
+                    .collect();
+                buf.write(offset, &src).unwrap();
+                let all = buf.to_vec();
+                assert_eq!(&all[offset..offset + len], &src[..]);
+                assert!(
+                    all[..offset].iter().all(|&b| b == 0xaa),
+                    "bytes before the range changed"
+                );
+                assert!(
+                    all[offset + len..].iter().all(|&b| b == 0xaa),
+                    "bytes after the range changed"
+                );
+                let mut back = vec![0; len];
+                buf.read(offset, &mut back).unwrap();
+                assert_eq!(back, src);
+            }
+        }
+    }
+
+    #[test]
+    fn bad_requests_are_typed_errors() {
+        assert_eq!(
+            DmaBuffer::zeroed(0, 64).unwrap_err(),
+            DmaError::BadLength { len: 0 }
+        );
+        assert_eq!(
+            DmaBuffer::zeroed(12, 64).unwrap_err(),
+            DmaError::BadLength { len: 12 }
+        );
+        assert_eq!(
+            DmaBuffer::zeroed(64, 3).unwrap_err(),
+            DmaError::BadAlignment { align: 3 }
+        );
+        let buf = DmaBuffer::zeroed(64, 4096).unwrap();
+        assert_eq!(buf.addr() % 4096, 0);
+        assert_eq!(
+            buf.write(60, &[0; 5]).unwrap_err(),
+            DmaError::OutOfBounds {
+                offset: 60,
+                len: 5,
+                buffer_len: 64
+            }
+        );
+        assert_eq!(
+            buf.read(usize::MAX, &mut [0; 2]).unwrap_err(),
+            DmaError::OutOfBounds {
+                offset: usize::MAX,
+                len: 2,
+                buffer_len: 64
+            }
+        );
+        assert!(buf.word(4).is_err());
+    }
+}
