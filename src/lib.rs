@@ -13,4 +13,5 @@ pub mod cq;
 pub mod memory;
 pub mod order;
 pub mod queue;
+mod sync;
 pub mod wqe;

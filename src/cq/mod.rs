@@ -8,3 +8,6 @@ pub use cqe::{
     ErrorCqe64, RequesterCompletion, ResponderCompletion, Syndrome, WcOpcode, WorkCompletion,
     CQE_BYTES, WC_WITH_IMM,
 };
+
+mod poll;
+pub use poll::{CompletionQueue, CqMode};

@@ -11,3 +11,23 @@ pub use memory::{
     CompletionQueueMemory, SendQueueMemory, CQE_INIT_OP_OWN, RING_ALIGN, SEND_DBREC_OFFSET,
 };
 pub use placement::{Gpu, Host, Placement, PlacementKind};
+
+mod send;
+pub use send::{
+    DoorbellPolicy, NoLocalMemory, PostError, Registered, Reservation, SendQueue, SendQueueConfig,
+    Ticket,
+};
+
+mod pair;
+pub use pair::{
+    quiet, CompletionError, DciPool, PollError, Polled, QpConfig, QueuePair, Quiesce, WaitError,
+};
+
+mod shared;
+pub use shared::{
+    GroupPart, GroupReservation, PublicationCounters, SharedQueueConfig, SharedReservation,
+    SharedSendQueue,
+};
+
+mod erased;
+pub use erased::AnyQueuePair;

@@ -49,7 +49,7 @@ use core::marker::PhantomData;
 use zerocopy::byteorder::big_endian::{U16, U32, U64};
 use zerocopy::IntoBytes;
 
-use super::address::{LocalBuffer, Qpn, RemoteAddress, Sge, WqeIndex, MAX_TRANSFER_BYTES};
+use super::address::{LKey, LocalBuffer, Qpn, RemoteAddress, Sge, WqeIndex, MAX_TRANSFER_BYTES};
 use super::error::WqeError;
 use super::opcode::{AtomicWidth, CompletionMode, ControlFlags, FenceMode, Opcode, Solicited};
 use super::ring::{wqebbs_for_ds, WqeWriter};
@@ -98,6 +98,34 @@ pub trait WqeSpec: Sealed + Copy {
     fn encode_body(&self, writer: &mut WqeWriter<'_>);
     /// The control segment's opcode modifier, flags, stream id and immediate.
     fn control(&self) -> ControlTemplate;
+    /// Visits every local buffer the NIC will read or write for this WQE (gather and
+    /// scatter entries, an atomic's result buffer, a DUMP's buffer; not inline data).
+    fn visit_local(&self, visit: &mut dyn FnMut(LocalSpan));
+    /// The DC target the WQE addresses, if any.
+    fn target(&self) -> Option<AnyDcTarget> {
+        None
+    }
+}
+
+/// Local memory a WQE names: what must stay registered and alive until its completion.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct LocalSpan {
+    /// Local virtual address.
+    pub addr: u64,
+    /// Length in bytes.
+    pub len: u64,
+    /// Local key.
+    pub lkey: LKey,
+}
+
+impl From<&Sge> for LocalSpan {
+    fn from(sge: &Sge) -> Self {
+        Self {
+            addr: sge.addr(),
+            len: sge.len().into(),
+            lkey: sge.lkey(),
+        }
+    }
 }
 
 /// The fields of a control segment that the WQE (not the queue) decides.
@@ -213,6 +241,8 @@ pub enum AnyData<'a> {
 
 /// A data state a WQE can be built with. Sealed.
 pub trait Payload: Sealed + Copy {
+    /// Visits the local entries (none for inline data).
+    fn visit_local(&self, visit: &mut dyn FnMut(LocalSpan));
     /// Octowords of the data segments.
     fn octowords(&self) -> usize;
     /// Inline bytes.
@@ -310,6 +340,7 @@ fn validate_inline(payload: &[u8]) -> Result<(), WqeError> {
 }
 
 impl Payload for Empty {
+    fn visit_local(&self, _: &mut dyn FnMut(LocalSpan)) {}
     fn octowords(&self) -> usize {
         0
     }
@@ -327,6 +358,9 @@ impl FixedPayload for Empty {
 }
 
 impl<const N: usize> Payload for Gather<N> {
+    fn visit_local(&self, visit: &mut dyn FnMut(LocalSpan)) {
+        self.0.iter().for_each(|s| visit(s.into()));
+    }
     fn octowords(&self) -> usize {
         N
     }
@@ -346,6 +380,7 @@ impl<const N: usize> FixedPayload for Gather<N> {
 }
 
 impl Payload for Inline<'_> {
+    fn visit_local(&self, _: &mut dyn FnMut(LocalSpan)) {}
     fn octowords(&self) -> usize {
         inline_octowords(self.0.len())
     }
@@ -367,6 +402,11 @@ impl ReadPayload for AnyData<'_> {
 }
 
 impl Payload for AnyData<'_> {
+    fn visit_local(&self, visit: &mut dyn FnMut(LocalSpan)) {
+        if let Self::Sges(sges) = self {
+            sges.iter().for_each(|s| visit(s.into()));
+        }
+    }
     fn octowords(&self) -> usize {
         match self {
             Self::Empty => 0,
@@ -530,6 +570,9 @@ impl<'a, T: Transport, D: Payload> RdmaWrite<'a, T, D> {
 
 impl<T: Transport, D> Sealed for RdmaWrite<'_, T, D> {}
 impl<T: Transport, D: Payload> WqeSpec for RdmaWrite<'_, T, D> {
+    fn target(&self) -> Option<AnyDcTarget> {
+        T::erase_target(&self.target)
+    }
     type Transport = T;
     fn opcode(&self) -> Opcode {
         if self.imm.is_some() {
@@ -551,6 +594,9 @@ impl<T: Transport, D: Payload> WqeSpec for RdmaWrite<'_, T, D> {
         T::encode_target(&self.target, writer);
         writer.put(remote_segment(&self.remote).as_bytes());
         self.data.encode(writer);
+    }
+    fn visit_local(&self, visit: &mut dyn FnMut(LocalSpan)) {
+        self.data.visit_local(visit);
     }
     fn control(&self) -> ControlTemplate {
         ControlTemplate {
@@ -653,6 +699,9 @@ where
 
 impl<T: Transport, D> Sealed for RdmaRead<'_, T, D> {}
 impl<T: Transport, D: ReadPayload> WqeSpec for RdmaRead<'_, T, D> {
+    fn target(&self) -> Option<AnyDcTarget> {
+        T::erase_target(&self.target)
+    }
     type Transport = T;
     fn opcode(&self) -> Opcode {
         Opcode::RdmaRead
@@ -675,6 +724,9 @@ impl<T: Transport, D: ReadPayload> WqeSpec for RdmaRead<'_, T, D> {
         T::encode_target(&self.target, writer);
         writer.put(remote_segment(&self.remote).as_bytes());
         self.data.encode(writer);
+    }
+    fn visit_local(&self, visit: &mut dyn FnMut(LocalSpan)) {
+        self.data.visit_local(visit);
     }
     fn control(&self) -> ControlTemplate {
         ControlTemplate {
@@ -1093,6 +1145,9 @@ fn encode_atomic(
 
 impl<T: Transport, S: AtomicSegments> Sealed for Atomic<T, S> {}
 impl<T: Transport, S: AtomicSegments> WqeSpec for Atomic<T, S> {
+    fn target(&self) -> Option<AnyDcTarget> {
+        T::erase_target(&self.target)
+    }
     type Transport = T;
     fn opcode(&self) -> Opcode {
         self.op.opcode()
@@ -1109,6 +1164,13 @@ impl<T: Transport, S: AtomicSegments> WqeSpec for Atomic<T, S> {
     fn encode_body(&self, writer: &mut WqeWriter<'_>) {
         T::encode_target(&self.target, writer);
         encode_atomic(&self.remote, &self.result, &self.op, writer);
+    }
+    fn visit_local(&self, visit: &mut dyn FnMut(LocalSpan)) {
+        visit(LocalSpan {
+            addr: self.result.addr,
+            len: self.op.operand_bytes().into(),
+            lkey: self.result.lkey,
+        });
     }
     fn control(&self) -> ControlTemplate {
         ControlTemplate {
@@ -1182,6 +1244,7 @@ impl<T: Transport> WqeSpec for Nop<T> {
         Ok(())
     }
     fn encode_body(&self, _: &mut WqeWriter<'_>) {}
+    fn visit_local(&self, _: &mut dyn FnMut(LocalSpan)) {}
     fn control(&self) -> ControlTemplate {
         ControlTemplate {
             flags: self.options.flags,
@@ -1235,6 +1298,9 @@ impl<T: Transport> WqeSpec for Dump<T> {
     }
     fn encode_body(&self, writer: &mut WqeWriter<'_>) {
         writer.put(data_segment(&self.local).as_bytes());
+    }
+    fn visit_local(&self, visit: &mut dyn FnMut(LocalSpan)) {
+        visit((&self.local).into());
     }
     fn control(&self) -> ControlTemplate {
         ControlTemplate {
@@ -1319,6 +1385,13 @@ impl<'a> AnyWqe<'a> {
 
 impl Sealed for AnyWqe<'_> {}
 impl WqeSpec for AnyWqe<'_> {
+    fn target(&self) -> Option<AnyDcTarget> {
+        if self.has_address() {
+            self.target
+        } else {
+            None
+        }
+    }
     type Transport = AnyTransport;
     fn opcode(&self) -> Opcode {
         match self.op {
@@ -1381,6 +1454,20 @@ impl WqeSpec for AnyWqe<'_> {
             AnyOperation::Atomic { remote, result, op } => {
                 encode_atomic(&remote, &result, &op, writer)
             }
+        }
+    }
+    fn visit_local(&self, visit: &mut dyn FnMut(LocalSpan)) {
+        match self.op {
+            AnyOperation::Nop => {}
+            AnyOperation::Dump(sge) => visit((&sge).into()),
+            AnyOperation::Write { data, .. } | AnyOperation::Read { data, .. } => {
+                data.visit_local(visit)
+            }
+            AnyOperation::Atomic { result, op, .. } => visit(LocalSpan {
+                addr: result.addr,
+                len: op.operand_bytes().into(),
+                lkey: result.lkey,
+            }),
         }
     }
     fn control(&self) -> ControlTemplate {

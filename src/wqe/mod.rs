@@ -37,7 +37,7 @@ pub use address::{
 };
 pub use builder::{
     inline_octowords, AnyData, AnyOperation, AnySegments, AnyWqe, Atomic, AtomicOp, AtomicSegments,
-    ControlTemplate, Dump, Empty, FixedPayload, FixedShape, Gather, Inline, NoData, Nop,
+    ControlTemplate, Dump, Empty, FixedPayload, FixedShape, Gather, Inline, LocalSpan, NoData, Nop,
     OneSegment, Payload, RdmaRead, RdmaWrite, ReadPayload, TwoSegments, Wqe, WqeSpec, MAX_GATHER,
 };
 pub use dump::Octowords;

@@ -57,10 +57,13 @@ impl RingSize {
     /// The ring size for memory of `len` bytes.
     pub const fn for_bytes(len: usize) -> Result<Self, WqeError> {
         if len % WQEBB_BYTES != 0 {
-            return Err(WqeError::RingBytesMismatch {
-                len,
-                expected: (len / WQEBB_BYTES + 1) * WQEBB_BYTES,
-            });
+            // The next whole number of WQEBBs; near usize::MAX there is none, so the one
+            // below (a public const fn must not overflow on any input).
+            let expected = match (len / WQEBB_BYTES + 1).checked_mul(WQEBB_BYTES) {
+                Some(next) => next,
+                None => len - len % WQEBB_BYTES,
+            };
+            return Err(WqeError::RingBytesMismatch { len, expected });
         }
         Self::new(len / WQEBB_BYTES)
     }

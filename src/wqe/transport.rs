@@ -53,6 +53,8 @@ pub trait Transport: Sealed + Copy + fmt::Debug + 'static {
     fn encode_target(target: &Self::Target, writer: &mut WqeWriter<'_>);
     /// The transport kind, where the target tells it.
     fn kind_of(target: &Self::Target) -> TransportKind;
+    /// The target as a run-time value (`None` on RC).
+    fn erase_target(target: &Self::Target) -> Option<AnyDcTarget>;
 }
 
 /// A transport whose WQE shapes are fixed by its type: the DS of its target is a constant.
@@ -78,6 +80,8 @@ pub trait AvForm: Sealed + Copy + fmt::Debug + Default + PartialEq + Eq + 'stati
     type Segment: IntoBytes + zerocopy::Immutable + Copy + fmt::Debug + PartialEq + Eq;
     /// Octowords of the segment.
     const DS: usize;
+    /// The segment as a target of either form.
+    fn erase(segment: &Self::Segment) -> AnyDcTarget;
 }
 
 /// The compact 16-byte address vector (extended flag clear).
@@ -92,10 +96,16 @@ impl Sealed for Full {}
 impl AvForm for Compact {
     type Segment = CompactAddressVectorSegment;
     const DS: usize = 1;
+    fn erase(segment: &Self::Segment) -> AnyDcTarget {
+        AnyDcTarget::Compact(*segment)
+    }
 }
 impl AvForm for Full {
     type Segment = AddressVectorSegment;
     const DS: usize = 3;
+    fn erase(segment: &Self::Segment) -> AnyDcTarget {
+        AnyDcTarget::Full(*segment)
+    }
 }
 
 /// A validated DC target: the encoded address-vector segment of form `Av`.
@@ -404,6 +414,9 @@ impl Transport for Rc {
     fn kind_of(_: &()) -> TransportKind {
         TransportKind::Rc
     }
+    fn erase_target(_: &()) -> Option<AnyDcTarget> {
+        None
+    }
 }
 impl TypedTransport for Rc {
     const KIND: TransportKind = TransportKind::Rc;
@@ -420,6 +433,9 @@ impl<Av: AvForm> Transport for Dc<Av> {
     }
     fn kind_of(_: &DcTarget<Av>) -> TransportKind {
         TransportKind::Dc
+    }
+    fn erase_target(target: &DcTarget<Av>) -> Option<AnyDcTarget> {
+        Some(Av::erase(&target.segment))
     }
 }
 impl<Av: AvForm> TypedTransport for Dc<Av> {
@@ -450,5 +466,8 @@ impl Transport for AnyTransport {
         } else {
             TransportKind::Rc
         }
+    }
+    fn erase_target(target: &Option<AnyDcTarget>) -> Option<AnyDcTarget> {
+        *target
     }
 }

@@ -1,0 +1,668 @@
+//! The send queue: its ring, producer index, doorbell record and doorbell, and the
+//! reservation / write / publish protocol of a CPU producer.
+
+use core::fmt;
+use core::marker::PhantomData;
+use core::num::NonZeroU32;
+use core::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use super::memory::{SendQueueMemory, SEND_DBREC_OFFSET};
+use super::placement::{Host, Placement};
+use crate::order::{HostBarrier, OrderingScope, ValidFor};
+use crate::wqe::{
+    AnyWqe, CompletionMode, LKey, LocalSpan, Nop, Qpn, RingSize, Transport, TransportKind,
+    TypedTransport, Wqe, WqeError, WqeIndex, WqeLimits, WqeSpec, WqeWriter, WQEBB_BYTES,
+};
+
+/// Byte of the control segment holding fence, completion and solicited flags.
+const FM_CE_SE_BYTE: usize = 11;
+/// Completion mode "always" in `fm_ce_se` (`MLX5_WQE_CTRL_CQ_UPDATE`).
+const CQ_UPDATE: u8 = 0x08;
+const CE_MASK: u8 = 0x0c;
+/// The largest WQE the scratch buffer holds.
+const MAX_WQE_BYTES: usize = WqeLimits::MAX_WQEBBS as usize * WQEBB_BYTES;
+
+/// Local memory the NIC may access, registered with it: kept registered and alive while a
+/// posted WQE names it. Implemented by the software NIC's memory regions and by hardware
+/// registrations.
+pub trait Registered: Send + Sync + 'static {
+    /// The local key.
+    fn lkey(&self) -> LKey;
+    /// Whether `[addr, addr + len)` lies inside the registration.
+    fn covers(&self, addr: u64, len: u64) -> bool;
+}
+
+/// When the queue rings the doorbell for published WQEs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DoorbellPolicy {
+    /// After every `n` published WQEs (1: every WQE).
+    Every(NonZeroU32),
+    /// Only when the caller asks ([`SendQueue::ring_doorbell`]).
+    Explicit,
+}
+
+impl Default for DoorbellPolicy {
+    fn default() -> Self {
+        Self::Every(NonZeroU32::MIN)
+    }
+}
+
+/// How a send queue is run.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SendQueueConfig {
+    /// Limits on posted WQEs.
+    pub limits: WqeLimits,
+    /// Unsignaled WQEBBs allowed in a row before the queue signals a WQE itself; `None`
+    /// means half the ring. At most half the ring, so that a full ring always holds a
+    /// signaled WQE whose completion frees slots.
+    pub max_unsignaled_wqebbs: Option<u32>,
+    /// Doorbell batching.
+    pub doorbell: DoorbellPolicy,
+}
+
+/// Why a WQE could not be posted.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum PostError {
+    /// Not enough free slots: completions must retire earlier WQEs first.
+    Full {
+        /// WQEBBs needed.
+        needed: u32,
+        /// WQEBBs free.
+        free: u32,
+    },
+    /// The WQE breaks the queue's limits or does not fit the ring.
+    Wqe(WqeError),
+    /// A local buffer of the WQE is not covered by the registrations passed with it.
+    UncoveredLocalMemory {
+        /// The buffer.
+        span: LocalSpan,
+    },
+    /// A WQE does not fit in what is left of its reservation.
+    ReservationExhausted {
+        /// WQEBBs the WQE needs.
+        needed: u32,
+        /// WQEBBs left in the reservation.
+        left: u32,
+    },
+    /// An erased WQE's target does not match the queue's transport.
+    TransportMismatch {
+        /// The queue's transport.
+        queue: TransportKind,
+    },
+}
+
+impl From<WqeError> for PostError {
+    fn from(e: WqeError) -> Self {
+        Self::Wqe(e)
+    }
+}
+
+impl fmt::Display for PostError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Full { needed, free } => {
+                write!(f, "send queue full: {needed} WQEBBs needed, {free} free")
+            }
+            Self::Wqe(e) => e.fmt(f),
+            Self::UncoveredLocalMemory { span } => write!(
+                f,
+                "local buffer {:#x}+{} (lkey {:#x}) is not covered by the registrations given",
+                span.addr, span.len, span.lkey.0
+            ),
+            Self::ReservationExhausted { needed, left } => {
+                write!(
+                    f,
+                    "WQE of {needed} WQEBBs does not fit the {left} left in its reservation"
+                )
+            }
+            Self::TransportMismatch { queue } => {
+                write!(f, "WQE target does not match the {queue:?} queue")
+            }
+        }
+    }
+}
+
+impl std::error::Error for PostError {}
+
+/// Identifies a posted WQE; complete once a completion covers it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Ticket {
+    pub(crate) qpn: Qpn,
+    pub(crate) end: u64,
+}
+
+impl Ticket {
+    /// The queue it was posted to.
+    pub fn qpn(&self) -> Qpn {
+        self.qpn
+    }
+    /// The producer counter (in WQEBBs) just after the WQE.
+    pub fn end(&self) -> u64 {
+        self.end
+    }
+}
+
+/// What a CPU producer tracks about its ring. All counters are free-running WQEBB counts.
+struct ProducerState {
+    /// Next free WQEBB.
+    producer: u64,
+    /// Announced to the NIC up to here.
+    rung: u64,
+    /// Every WQEBB before this is free again.
+    retired: u64,
+    /// WQEBBs since the last signaled WQE.
+    unsignaled: u32,
+    /// WQEs published since the last doorbell.
+    unannounced: u32,
+    /// Size in WQEBBs of the WQE starting at each slot (0: no WQE starts there).
+    wqe_wqebbs: Box<[u8]>,
+    /// Registrations kept alive for the WQE starting at each slot.
+    keep_alive: Box<[Option<KeepAlive>]>,
+    /// The first 8 bytes of the last WQE's control segment: the doorbell value.
+    last_ctrl: [u8; 8],
+    /// Encoding buffer: WQEs are built here, then copied into the ring.
+    scratch: Box<[u8; MAX_WQE_BYTES]>,
+}
+
+/// A send queue of transport `T`, placed in `P`, ordered by scope `S`.
+///
+/// On the host (`P = Host`, `S = HostBarrier`) a CPU thread posts through `&mut self`:
+/// [`SendQueue::post`] or the explicit [`SendQueue::reserve`] / [`Reservation::write`] /
+/// [`Reservation::publish`] steps. A queue whose scope belongs to a GPU producer has no
+/// posting methods at all; its ring is only ever written by device code.
+pub struct SendQueue<
+    T: Transport,
+    P: Placement = Host,
+    S: OrderingScope + ValidFor<P> = HostBarrier,
+> {
+    qpn: Qpn,
+    memory: SendQueueMemory,
+    config: SendQueueConfig,
+    max_unsignaled: u32,
+    state: ProducerState,
+    scope: S,
+    _types: PhantomData<(T, P)>,
+}
+
+impl<T: Transport, P: Placement, S: OrderingScope + ValidFor<P>> fmt::Debug for SendQueue<T, P, S> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SendQueue")
+            .field("qpn", &self.qpn)
+            .field("wqebbs", &self.memory.size.wqebbs())
+            .field("scope", &S::NAME)
+            .field("producer", &self.state.producer)
+            .field("rung", &self.state.rung)
+            .field("retired", &self.state.retired)
+            .finish()
+    }
+}
+
+impl<T: Transport, P: Placement, S: OrderingScope + ValidFor<P>> SendQueue<T, P, S> {
+    /// A send queue over `memory` for queue pair `qpn`, ordered by `scope`.
+    pub fn new(
+        qpn: Qpn,
+        memory: SendQueueMemory,
+        config: SendQueueConfig,
+        scope: S,
+    ) -> Result<Self, WqeError> {
+        let wqebbs = memory.size.wqebbs();
+        let half = (wqebbs / 2).max(1);
+        let max_unsignaled = config.max_unsignaled_wqebbs.unwrap_or(half);
+        if max_unsignaled == 0 || max_unsignaled > half {
+            return Err(WqeError::FieldOutOfRange {
+                field: "max_unsignaled_wqebbs",
+                value: max_unsignaled.into(),
+                max: half.into(),
+            });
+        }
+        if config.limits.max_wqebbs > WqeLimits::MAX_WQEBBS {
+            return Err(WqeError::WqeTooLarge {
+                wqebbs: config.limits.max_wqebbs,
+                max: WqeLimits::MAX_WQEBBS,
+            });
+        }
+        let slots = wqebbs as usize;
+        Ok(Self {
+            qpn,
+            memory,
+            config,
+            max_unsignaled,
+            state: ProducerState {
+                producer: 0,
+                rung: 0,
+                retired: 0,
+                unsignaled: 0,
+                unannounced: 0,
+                wqe_wqebbs: vec![0; slots].into_boxed_slice(),
+                keep_alive: (0..slots).map(|_| None).collect(),
+                last_ctrl: [0; 8],
+                scratch: Box::new([0; MAX_WQE_BYTES]),
+            },
+            scope,
+            _types: PhantomData,
+        })
+    }
+
+    /// The queue pair number.
+    pub fn qpn(&self) -> Qpn {
+        self.qpn
+    }
+    /// The ring's size.
+    pub fn size(&self) -> RingSize {
+        self.memory.size
+    }
+    /// The queue's memory.
+    pub fn memory(&self) -> &SendQueueMemory {
+        &self.memory
+    }
+    /// The ordering scope.
+    pub fn scope(&self) -> S {
+        self.scope
+    }
+    /// The configuration.
+    pub fn config(&self) -> &SendQueueConfig {
+        &self.config
+    }
+    /// WQEBBs free for reservation.
+    pub fn free_wqebbs(&self) -> u32 {
+        self.memory.size.wqebbs() - (self.state.producer - self.state.retired) as u32
+    }
+    /// The producer counter: the next free WQEBB (free-running).
+    pub fn producer(&self) -> u64 {
+        self.state.producer
+    }
+    /// The retirement counter: every WQEBB before it has completed (free-running).
+    pub fn retired(&self) -> u64 {
+        self.state.retired
+    }
+    /// Whether every WQE up to `ticket` has completed.
+    pub fn is_complete(&self, ticket: Ticket) -> bool {
+        self.state.retired >= ticket.end
+    }
+    /// Whether every posted WQE has completed.
+    pub fn is_idle(&self) -> bool {
+        self.state.retired == self.state.producer
+    }
+    /// Whether the WQEs after the last signaled one are still waiting for a later signaled
+    /// WQE to retire them.
+    pub fn has_unsignaled_tail(&self) -> bool {
+        self.state.unsignaled > 0
+    }
+
+    /// Retires every WQE up to and including the one starting at `wqe_counter` (a CQE's
+    /// 16-bit WQE index). Returns the new retirement counter, or `None` if no posted,
+    /// unretired WQE starts there: the NIC's memory is not trusted.
+    pub(crate) fn retire_through(&mut self, wqe_counter: u16) -> Option<u64> {
+        let st = &mut self.state;
+        let delta = wqe_counter.wrapping_sub(st.retired as u16);
+        let start = st.retired + u64::from(delta);
+        if start >= st.producer {
+            return None;
+        }
+        let mask = (self.memory.size.wqebbs() - 1) as u64;
+        let len = st.wqe_wqebbs[(start & mask) as usize];
+        if len == 0 {
+            return None;
+        }
+        // Walk the WQEs being retired so their slots and registrations are released.
+        let end = start + u64::from(len);
+        let mut at = st.retired;
+        while at < end {
+            let slot = (at & mask) as usize;
+            let step = u64::from(st.wqe_wqebbs[slot].max(1));
+            st.wqe_wqebbs[slot] = 0;
+            st.keep_alive[slot] = None;
+            at += step;
+        }
+        st.retired = end;
+        Some(end)
+    }
+}
+
+impl<T: Transport> SendQueue<T, Host, HostBarrier> {
+    /// Reserves `wqebbs` slots for this thread to fill, or [`PostError::Full`].
+    ///
+    /// The reservation borrows the queue, so reservations are published in the order they
+    /// were made by construction. Dropping an unpublished reservation gives its slots
+    /// back untouched by the NIC.
+    pub fn reserve(&mut self, wqebbs: u32) -> Result<Reservation<'_, T>, PostError> {
+        let free = self.free_wqebbs();
+        if wqebbs > free {
+            return Err(PostError::Full {
+                needed: wqebbs,
+                free,
+            });
+        }
+        let start = self.state.producer;
+        let saved = (self.state.unsignaled, self.state.last_ctrl);
+        Ok(Reservation {
+            queue: self,
+            start,
+            end: start + u64::from(wqebbs),
+            cursor: start,
+            wqes: 0,
+            saved,
+            published: false,
+        })
+    }
+
+    /// Posts one WQE whose local buffers all lie in `registrations` (checked), which stay
+    /// alive until a completion covers the WQE. Rings the doorbell per the queue's policy.
+    ///
+    /// ```
+    /// # use ibgda::queue::*; use ibgda::wqe::*; use ibgda::order::HostBarrier;
+    /// let memory = SendQueueMemory::allocate(RingSize::new(64)?).unwrap();
+    /// let mut sq = SendQueue::<Rc>::new(Qpn::new(7)?, memory, SendQueueConfig::default(), HostBarrier)?;
+    /// let payload = 42u64.to_be_bytes();
+    /// let wqe = RdmaWrite::new(RemoteAddress::new(0x1000, RKey(1))).inline(&payload).build()?;
+    /// let ticket = sq.post(&wqe, &[]).unwrap(); // inline data names no local memory
+    /// assert_eq!(ticket.end(), 1);
+    /// assert_eq!(sq.memory().dbrec.to_vec()[4..8], [0, 0, 0, 1]);
+    /// # Ok::<(), WqeError>(())
+    /// ```
+    pub fn post<W: WqeSpec<Transport = T>>(
+        &mut self,
+        wqe: &Wqe<W>,
+        registrations: &[Arc<dyn Registered>],
+    ) -> Result<Ticket, PostError> {
+        let keep = covering(wqe, registrations)?;
+        let mut reservation = self.reserve(wqe.wqebbs())?;
+        reservation.write_keeping(wqe, keep)?;
+        Ok(reservation.publish())
+    }
+
+    /// Posts one WQE without checking or keeping its local memory.
+    ///
+    /// # Safety
+    ///
+    /// Every local buffer the WQE names must stay registered with the NIC, allocated and
+    /// otherwise unused by this process (for buffers the NIC writes) until a completion
+    /// covers the WQE. A real NIC reads and writes those buffers by DMA.
+    pub unsafe fn post_unchecked<W: WqeSpec<Transport = T>>(
+        &mut self,
+        wqe: &Wqe<W>,
+    ) -> Result<Ticket, PostError> {
+        let mut reservation = self.reserve(wqe.wqebbs())?;
+        reservation.write_keeping(wqe, None)?;
+        Ok(reservation.publish())
+    }
+
+    /// Posts an erased WQE after checking that its target matches this queue's transport.
+    pub fn post_erased(
+        &mut self,
+        wqe: &Wqe<AnyWqe<'_>>,
+        registrations: &[Arc<dyn Registered>],
+    ) -> Result<Ticket, PostError>
+    where
+        T: TypedTransport,
+    {
+        check_erased_target::<T>(wqe.spec())?;
+        let keep = covering(wqe, registrations)?;
+        let mut reservation = self.reserve(wqe.wqebbs())?;
+        reservation.write_raw(wqe, keep)?;
+        Ok(reservation.publish())
+    }
+
+    /// Posts a signaled NOP if the last posted WQE is unsignaled, so that a completion will
+    /// retire everything posted; returns the ticket that covers everything.
+    pub fn signal_tail(&mut self) -> Result<Option<Ticket>, PostError> {
+        if self.state.unsignaled == 0 {
+            return Ok(None);
+        }
+        let nop = Nop::<T>::new().signaled().build()?;
+        let mut reservation = self.reserve(1)?;
+        reservation.write_keeping(&nop, None)?;
+        Ok(Some(reservation.publish()))
+    }
+
+    /// Announces every published WQE to the NIC: the host barrier, the doorbell record
+    /// (big-endian next free WQEBB), a write flush, the 8-byte doorbell, a write flush.
+    /// Does nothing if nothing new was published.
+    pub fn ring_doorbell(&mut self) {
+        let st = &mut self.state;
+        if st.rung == st.producer {
+            return;
+        }
+        let barrier = HostBarrier;
+        barrier.to_device();
+        let counter = (st.producer as u32 & 0xffff).to_be_bytes();
+        let mut record = [0u8; 8];
+        record[SEND_DBREC_OFFSET..].copy_from_slice(&counter);
+        self.memory.dbrec.words()[0].store(u64::from_ne_bytes(record), Ordering::Release);
+        barrier.flush_writes();
+        self.memory.doorbell.words()[0].store(u64::from_ne_bytes(st.last_ctrl), Ordering::Release);
+        barrier.flush_writes();
+        st.rung = st.producer;
+        st.unannounced = 0;
+    }
+}
+
+fn check_erased_target<T: TypedTransport>(wqe: &AnyWqe<'_>) -> Result<(), PostError> {
+    use crate::wqe::{AnyDcTarget, AnyOperation, AvForm, Compact, Full};
+    let addressed = !matches!(wqe.op, AnyOperation::Nop | AnyOperation::Dump(_));
+    let expected_ds = T::TARGET_DS;
+    let ok = match (T::KIND, &wqe.target) {
+        (TransportKind::Rc, None) => wqe.stream_id == 0,
+        (TransportKind::Rc, Some(_)) => !addressed && wqe.stream_id == 0,
+        (TransportKind::Dc, None) => !addressed,
+        (TransportKind::Dc, Some(AnyDcTarget::Compact(_))) => {
+            !addressed || expected_ds == Compact::DS
+        }
+        (TransportKind::Dc, Some(AnyDcTarget::Full(_))) => !addressed || expected_ds == Full::DS,
+    };
+    if ok {
+        Ok(())
+    } else {
+        Err(PostError::TransportMismatch { queue: T::KIND })
+    }
+}
+
+/// Registrations a posted WQE keeps alive until its completion.
+pub(crate) type KeepAlive = Box<[Arc<dyn Registered>]>;
+
+/// The registrations covering every local buffer of `wqe`, to keep alive with it, or the
+/// first buffer none of them covers.
+pub(crate) fn covering<W: WqeSpec>(
+    wqe: &Wqe<W>,
+    registrations: &[Arc<dyn Registered>],
+) -> Result<Option<KeepAlive>, PostError> {
+    let mut uncovered = None;
+    let mut keep: Vec<Arc<dyn Registered>> = Vec::new();
+    wqe.spec().visit_local(&mut |span| {
+        match registrations.iter().find(|r| r.lkey() == span.lkey && r.covers(span.addr, span.len)) {
+            Some(r) if !keep.iter().any(|k| Arc::ptr_eq(k, r)) => keep.push(r.clone()),
+            Some(_) => {}
+            None => uncovered = uncovered.or(Some(span)),
+        }
+    });
+    match uncovered {
+        Some(span) => Err(PostError::UncoveredLocalMemory { span }),
+        None if keep.is_empty() => Ok(None),
+        None => Ok(Some(keep.into_boxed_slice())),
+    }
+}
+
+/// Slots reserved on a host send queue, to be filled with WQEs in order and published.
+///
+/// Publishing consumes the reservation, so it cannot be used afterwards:
+///
+/// ```compile_fail
+/// # use ibgda::queue::*; use ibgda::wqe::*; use ibgda::order::HostBarrier;
+/// let memory = SendQueueMemory::allocate(RingSize::new(8).unwrap()).unwrap();
+/// let mut sq = SendQueue::<Rc>::new(Qpn::new(1).unwrap(), memory, Default::default(), HostBarrier).unwrap();
+/// let nop = Nop::<Rc>::new().build().unwrap();
+/// let mut r = sq.reserve(2).unwrap();
+/// r.write(&nop).unwrap();
+/// let _ticket = r.publish();
+/// r.write(&nop).unwrap(); // the reservation was moved into publish
+/// ```
+#[must_use = "a reservation holds slots until it is published or dropped"]
+pub struct Reservation<'q, T: Transport> {
+    queue: &'q mut SendQueue<T, Host, HostBarrier>,
+    start: u64,
+    end: u64,
+    cursor: u64,
+    wqes: u32,
+    /// The producer's signaling run and doorbell value before this reservation, restored
+    /// if it is dropped unpublished.
+    saved: (u32, [u8; 8]),
+    published: bool,
+}
+
+impl<T: Transport> Reservation<'_, T> {
+    /// WQEBBs reserved and not yet written.
+    pub fn remaining(&self) -> u32 {
+        (self.end - self.cursor) as u32
+    }
+
+    /// Writes a WQE into the next reserved slots. Its local memory is the caller's to keep
+    /// alive: use [`SendQueue::post`] for checked posting.
+    ///
+    /// # Safety
+    ///
+    /// As [`SendQueue::post_unchecked`].
+    pub unsafe fn write_unchecked<W: WqeSpec<Transport = T>>(
+        &mut self,
+        wqe: &Wqe<W>,
+    ) -> Result<(), PostError> {
+        self.write_keeping(wqe, None)
+    }
+
+    /// Writes a WQE whose local buffers lie in `registrations` into the next reserved
+    /// slots.
+    pub fn write<W: WqeSpec<Transport = T> + NoLocalMemory>(&mut self, wqe: &Wqe<W>) -> Result<(), PostError> {
+        self.write_keeping(wqe, None)
+    }
+
+    /// Writes a WQE whose local buffers lie in `registrations` into the next reserved
+    /// slots, keeping those registrations alive until the WQE completes.
+    pub fn write_registered<W: WqeSpec<Transport = T>>(
+        &mut self,
+        wqe: &Wqe<W>,
+        registrations: &[Arc<dyn Registered>],
+    ) -> Result<(), PostError> {
+        let keep = covering(wqe, registrations)?;
+        self.write_keeping(wqe, keep)
+    }
+
+    fn write_keeping<W: WqeSpec<Transport = T>>(
+        &mut self,
+        wqe: &Wqe<W>,
+        keep: Option<KeepAlive>,
+    ) -> Result<(), PostError> {
+        self.write_raw(wqe, keep)
+    }
+
+    /// Encodes into scratch, applies the signaling policy, and copies into the ring.
+    fn write_raw<W: WqeSpec>(
+        &mut self,
+        wqe: &Wqe<W>,
+        keep: Option<KeepAlive>,
+    ) -> Result<(), PostError> {
+        let left = self.remaining();
+        let q = &mut *self.queue;
+        let wqebbs = q.config.limits.check(wqe, q.memory.size)?;
+        if wqebbs > left {
+            return Err(PostError::ReservationExhausted {
+                needed: wqebbs,
+                left,
+            });
+        }
+        let index = WqeIndex::from_counter(self.cursor);
+        let bytes = wqebbs as usize * WQEBB_BYTES;
+        let st = &mut q.state;
+        {
+            let mut writer = WqeWriter::new(&mut st.scratch[..bytes], &mut []);
+            wqe.encode(&mut writer, index, q.qpn);
+        }
+        // Signal at least every `max_unsignaled` WQEBBs so a full ring always holds a
+        // signaled WQE.
+        let flags = &mut st.scratch[FM_CE_SE_BYTE];
+        let signaled = CompletionMode::from_bits(*flags >> 2).is_signaled();
+        if signaled || st.unsignaled + wqebbs > q.max_unsignaled {
+            *flags = (*flags & !CE_MASK) | CQ_UPDATE;
+            st.unsignaled = 0;
+        } else {
+            st.unsignaled += wqebbs;
+        }
+        let ring_bytes = q.memory.ring.len();
+        let offset = q.memory.size.slot(index) * WQEBB_BYTES;
+        let first = bytes.min(ring_bytes - offset);
+        // In bounds by construction (the slot is inside the ring and the WQE no larger than
+        // it); an out-of-bounds write would be reported, never performed.
+        let too_small = |_| {
+            PostError::Wqe(WqeError::RingTooSmall {
+                ring_wqebbs: q.memory.size.wqebbs(),
+                wqe_wqebbs: wqebbs,
+            })
+        };
+        q.memory
+            .ring
+            .write(offset, &st.scratch[..first])
+            .map_err(too_small)?;
+        if first < bytes {
+            q.memory
+                .ring
+                .write(0, &st.scratch[first..bytes])
+                .map_err(too_small)?;
+        }
+        let slot = q.memory.size.slot(index);
+        st.wqe_wqebbs[slot] = wqebbs as u8;
+        st.keep_alive[slot] = keep;
+        st.last_ctrl.copy_from_slice(&st.scratch[..8]);
+        self.cursor += u64::from(wqebbs);
+        self.wqes += 1;
+        Ok(())
+    }
+
+    /// Publishes the WQEs written, in order, and rings the doorbell if the queue's policy
+    /// says so. Unwritten reserved slots are given back. Returns the ticket of the last
+    /// WQE (which covers all of them).
+    pub fn publish(mut self) -> Ticket {
+        self.published = true;
+        let q = &mut *self.queue;
+        q.state.producer = self.cursor;
+        if self.wqes > 0 {
+            q.state.unannounced += self.wqes;
+            if let DoorbellPolicy::Every(n) = q.config.doorbell {
+                if q.state.unannounced >= n.get() {
+                    q.ring_doorbell();
+                }
+            }
+        }
+        Ticket {
+            qpn: q.qpn,
+            end: self.cursor,
+        }
+    }
+}
+
+impl<T: Transport> Drop for Reservation<'_, T> {
+    fn drop(&mut self) {
+        if !self.published {
+            // Nothing was published: forget what was written. The NIC reads only up to
+            // the doorbell record, which never covered these slots.
+            let q = &mut *self.queue;
+            (q.state.unsignaled, q.state.last_ctrl) = self.saved;
+            let mask = (q.memory.size.wqebbs() - 1) as u64;
+            let mut at = self.start;
+            while at < self.cursor {
+                let slot = (at & mask) as usize;
+                let step = u64::from(q.state.wqe_wqebbs[slot].max(1));
+                q.state.wqe_wqebbs[slot] = 0;
+                q.state.keep_alive[slot] = None;
+                at += step;
+            }
+        }
+    }
+}
+
+/// WQE shapes whose local memory needs no registration check (NOP, and WRITEs whose data is
+/// inline); the others are written with [`Reservation::write_registered`].
+pub trait NoLocalMemory {}
+impl<T: Transport> NoLocalMemory for Nop<T> {}
+impl<T: Transport> NoLocalMemory for crate::wqe::RdmaWrite<'_, T, crate::wqe::Inline<'_>> {}
+impl<T: Transport> NoLocalMemory for crate::wqe::RdmaWrite<'_, T, crate::wqe::Empty> {}
+impl<T: Transport> NoLocalMemory for crate::wqe::RdmaRead<'_, T, crate::wqe::Empty> {}
