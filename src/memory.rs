@@ -32,6 +32,7 @@ enum Owner {
 pub struct DmaBuffer {
     words: NonNull<AtomicU64>,
     len: usize,
+    device_addr: Option<u64>,
     owner: Owner,
 }
 
@@ -114,6 +115,7 @@ impl DmaBuffer {
         Ok(Self {
             words,
             len,
+            device_addr: None,
             owner: Owner::Heap(layout),
         })
     }
@@ -141,8 +143,32 @@ impl DmaBuffer {
         Ok(Self {
             words: ptr.cast(),
             len,
+            device_addr: None,
             owner: Owner::Foreign(owner),
         })
+    }
+
+    /// A buffer over pinned host memory that is also mapped into a GPU at `device_addr`.
+    ///
+    /// # Safety
+    ///
+    /// As [`DmaBuffer::from_raw`], and `device_addr` must be the GPU's address of the same
+    /// memory for as long as `owner` lives.
+    pub unsafe fn from_raw_mapped(
+        ptr: NonNull<u8>,
+        len: usize,
+        device_addr: u64,
+        owner: Box<dyn Send + Sync>,
+    ) -> Result<Self, DmaError> {
+        // SAFETY: the caller's contract includes `from_raw`'s.
+        let mut buffer = unsafe { Self::from_raw(ptr, len, owner) }?;
+        buffer.device_addr = Some(device_addr);
+        Ok(buffer)
+    }
+
+    /// The address GPU threads use for this buffer, if it is mapped into a GPU.
+    pub fn device_addr(&self) -> Option<u64> {
+        self.device_addr
     }
 
     /// Length in bytes.
@@ -242,6 +268,53 @@ impl fmt::Debug for DmaBuffer {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("DmaBuffer")
             .field("addr", &format_args!("{:#x}", self.addr()))
+            .field("len", &self.len)
+            .finish()
+    }
+}
+
+/// Memory on a GPU, which the host never reads or writes: queue memory of [`Gpu`]-placed
+/// queues, handed to kernels (and to the CUDA software NIC) by address.
+///
+/// [`Gpu`]: crate::queue::Gpu
+pub struct DeviceBuffer {
+    addr: u64,
+    len: usize,
+    _owner: Box<dyn Send + Sync>,
+}
+
+impl DeviceBuffer {
+    /// A device allocation of `len` bytes at device address `addr`.
+    ///
+    /// # Safety
+    ///
+    /// `addr` must be a device allocation of at least `len` bytes that stays allocated for
+    /// as long as `owner` lives (it is dropped with the buffer).
+    pub unsafe fn from_raw(addr: u64, len: usize, owner: Box<dyn Send + Sync>) -> Self {
+        Self {
+            addr,
+            len,
+            _owner: owner,
+        }
+    }
+    /// The device address.
+    pub fn addr(&self) -> u64 {
+        self.addr
+    }
+    /// Length in bytes.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+    /// Whether the buffer is empty.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+}
+
+impl fmt::Debug for DeviceBuffer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("DeviceBuffer")
+            .field("addr", &format_args!("{:#x}", self.addr))
             .field("len", &self.len)
             .finish()
     }

@@ -12,7 +12,7 @@ use zerocopy::transmute;
 
 use super::cqe::{Completion, Cqe64, CqeError, CQE_BYTES};
 use crate::memory::copy_out;
-use crate::queue::CompletionQueueMemory;
+use crate::queue::{CompletionQueueMemory, Host, Placement};
 
 /// How the NIC fills the CQ.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
@@ -28,18 +28,18 @@ pub enum CqMode {
 const LAST_WORD: usize = CQE_BYTES - 8;
 const CI_MASK: u32 = 0xff_ffff;
 
-/// A completion queue in host memory.
+/// A completion queue placed in `P`; the host polls those in host memory.
 #[derive(Debug)]
-pub struct CompletionQueue {
-    memory: CompletionQueueMemory,
+pub struct CompletionQueue<P: Placement = Host> {
+    memory: CompletionQueueMemory<P>,
     mode: CqMode,
     consumer: u32,
     last_collapsed: Option<u16>,
 }
 
-impl CompletionQueue {
+impl<P: Placement> CompletionQueue<P> {
     /// A CQ over `memory`, filled in `mode`.
-    pub fn new(memory: CompletionQueueMemory, mode: CqMode) -> Self {
+    pub fn new(memory: CompletionQueueMemory<P>, mode: CqMode) -> Self {
         Self {
             memory,
             mode,
@@ -49,7 +49,7 @@ impl CompletionQueue {
     }
 
     /// The CQ's memory.
-    pub fn memory(&self) -> &CompletionQueueMemory {
+    pub fn memory(&self) -> &CompletionQueueMemory<P> {
         &self.memory
     }
     /// The fill mode.
@@ -60,7 +60,9 @@ impl CompletionQueue {
     pub fn consumer_index(&self) -> u32 {
         self.consumer
     }
+}
 
+impl CompletionQueue<Host> {
     /// Reads entry `slot` if its last word shows a CQE software owns; `None` otherwise.
     fn read_entry(
         &self,

@@ -11,6 +11,7 @@
 
 use std::sync::Arc;
 
+use super::placement::{Host, Placement};
 use crate::memory::{DmaBuffer, DmaError};
 use crate::wqe::{RingSize, WQEBB_BYTES};
 
@@ -21,20 +22,20 @@ pub const SEND_DBREC_OFFSET: usize = 4;
 /// `op_own` of a CQE nobody has written: opcode 15 (invalid), owner 1.
 pub const CQE_INIT_OP_OWN: u8 = 0xf1;
 
-/// The memory of one send queue in host memory.
+/// The memory of one send queue, placed in `P`.
 #[derive(Clone, Debug)]
-pub struct SendQueueMemory {
+pub struct SendQueueMemory<P: Placement = Host> {
     /// The ring.
-    pub ring: Arc<DmaBuffer>,
+    pub ring: P::Buffer,
     /// Its size.
     pub size: RingSize,
     /// The doorbell record (8 bytes).
-    pub dbrec: Arc<DmaBuffer>,
-    /// The doorbell (8 bytes).
-    pub doorbell: Arc<DmaBuffer>,
+    pub dbrec: P::Buffer,
+    /// The doorbell (8 bytes): a NIC register, or memory a software NIC watches.
+    pub doorbell: P::Buffer,
 }
 
-impl SendQueueMemory {
+impl SendQueueMemory<Host> {
     /// Zeroed memory for a send queue of `size`.
     pub fn allocate(size: RingSize) -> Result<Self, DmaError> {
         Ok(Self {
@@ -49,18 +50,18 @@ impl SendQueueMemory {
     }
 }
 
-/// The memory of one completion queue in host memory.
+/// The memory of one completion queue, placed in `P`.
 #[derive(Clone, Debug)]
-pub struct CompletionQueueMemory {
+pub struct CompletionQueueMemory<P: Placement = Host> {
     /// The ring of 64-byte CQEs.
-    pub ring: Arc<DmaBuffer>,
+    pub ring: P::Buffer,
     /// Entries in the ring (a power of two).
     pub entries: u32,
     /// The CQ doorbell record (8 bytes).
-    pub dbrec: Arc<DmaBuffer>,
+    pub dbrec: P::Buffer,
 }
 
-impl CompletionQueueMemory {
+impl CompletionQueueMemory<Host> {
     /// Memory for a CQ of `entries` (a power of two, at least 1) CQEs, each initialised
     /// invalid and hardware-owned.
     pub fn allocate(entries: u32) -> Result<Self, DmaError> {

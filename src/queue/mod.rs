@@ -10,7 +10,7 @@ pub use crate::wqe::{
 pub use memory::{
     CompletionQueueMemory, SendQueueMemory, CQE_INIT_OP_OWN, RING_ALIGN, SEND_DBREC_OFFSET,
 };
-pub use placement::{Gpu, Host, Placement, PlacementKind};
+pub use placement::{Gpu, Host, Placement, PlacementKind, QueueBuffer};
 
 mod send;
 pub use send::{
@@ -31,3 +31,6 @@ pub use shared::{
 
 mod erased;
 pub use erased::AnyQueuePair;
+
+mod device;
+pub use device::{DeviceProducerState, DeviceQueue, DeviceQueueDescriptor, DeviceQueueError};

@@ -5,12 +5,12 @@ use core::fmt;
 use std::time::{Duration, Instant};
 
 use super::memory::{CompletionQueueMemory, SendQueueMemory};
-use super::placement::Host;
+use super::placement::{Host, Placement};
 use super::send::{PostError, Registered, SendQueue, SendQueueConfig, Ticket};
 use crate::cq::{
     Completion, CompletionQueue, CompletionStatus, CqMode, CqeError, ResponderCompletion, Syndrome,
 };
-use crate::order::HostBarrier;
+use crate::order::{HostBarrier, OrderingScope, ValidFor};
 use crate::wqe::{AvForm, Dc, Qpn, Transport, Wqe, WqeError, WqeSpec};
 use std::sync::Arc;
 
@@ -148,13 +148,32 @@ pub struct QpConfig {
     pub cq_mode: CqMode,
 }
 
-/// A queue pair: send queue, completion queue and number. One CQ serves one QP here, as in
-/// NVSHMEM and DOCA, so a completion retires this QP's own slots.
+/// A queue pair of transport `T`, placed in `P`, ordered by `S`: send queue, completion
+/// queue and number. One CQ serves one QP here, as in NVSHMEM and DOCA, so a completion
+/// retires this QP's own slots.
+///
+/// With the host scope (the defaults) CPU threads post and poll through it. With a GPU
+/// scope it has no host posting or polling methods: the host makes it, keeps its memory
+/// alive, and hands kernels its [`device_queue`](QueuePair::device_queue).
+///
+/// ```compile_fail
+/// # use ibgda::queue::*; use ibgda::wqe::*; use ibgda::order::GpuFence;
+/// fn host_posts(qp: &mut QueuePair<Rc, Gpu, GpuFence>, wqe: &Wqe<Nop<Rc>>) {
+///     qp.post(wqe, &[]); // no host posting on a GPU-placed queue
+/// }
+/// ```
 #[derive(Debug)]
-pub struct QueuePair<T: Transport> {
-    sq: SendQueue<T, Host, HostBarrier>,
-    cq: CompletionQueue,
-    first_error: Option<CompletionError>,
+pub struct QueuePair<
+    T: Transport,
+    P: Placement = Host,
+    S: OrderingScope + ValidFor<P> = HostBarrier,
+> {
+    pub(crate) sq: SendQueue<T, P, S>,
+    pub(crate) cq: CompletionQueue<P>,
+    pub(crate) first_error: Option<CompletionError>,
+    pub(crate) device_state: Option<P::Buffer>,
+    /// What kernels get (for GPU-produced queues; zero otherwise).
+    pub(crate) descriptor: super::device::DeviceQueueDescriptor,
 }
 
 impl<T: Transport> QueuePair<T> {
@@ -169,6 +188,8 @@ impl<T: Transport> QueuePair<T> {
             sq: SendQueue::new(qpn, sq, config.send, HostBarrier)?,
             cq: CompletionQueue::new(cq, config.cq_mode),
             first_error: None,
+            device_state: None,
+            descriptor: Default::default(),
         })
     }
 

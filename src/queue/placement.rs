@@ -1,6 +1,9 @@
 //! Placements: where a queue's ring, doorbell record and completion queue live.
 
 use core::fmt;
+use std::sync::Arc;
+
+use crate::memory::{DeviceBuffer, DmaBuffer};
 
 mod sealed {
     pub trait Sealed {}
@@ -10,6 +13,38 @@ mod sealed {
 pub trait Placement: sealed::Sealed + Copy + fmt::Debug + Send + Sync + 'static {
     /// The run-time value.
     const KIND: PlacementKind;
+    /// A buffer of queue memory in this placement.
+    type Buffer: QueueBuffer;
+}
+
+/// A buffer of queue memory: its length and, where a GPU can reach it, its device address.
+pub trait QueueBuffer: Clone + fmt::Debug + Send + Sync + 'static {
+    /// Length in bytes.
+    fn len(&self) -> usize;
+    /// Whether the buffer is empty (queue buffers never are).
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+    /// The address GPU threads use for it, if it is mapped into a GPU.
+    fn device_addr(&self) -> Option<u64>;
+}
+
+impl QueueBuffer for Arc<DmaBuffer> {
+    fn len(&self) -> usize {
+        DmaBuffer::len(self)
+    }
+    fn device_addr(&self) -> Option<u64> {
+        DmaBuffer::device_addr(self)
+    }
+}
+
+impl QueueBuffer for Arc<DeviceBuffer> {
+    fn len(&self) -> usize {
+        DeviceBuffer::len(self)
+    }
+    fn device_addr(&self) -> Option<u64> {
+        Some(self.addr())
+    }
 }
 
 /// Queues in host memory (pinned and GPU-mapped when a GPU posts to them).
@@ -25,9 +60,11 @@ impl sealed::Sealed for Host {}
 impl sealed::Sealed for Gpu {}
 impl Placement for Host {
     const KIND: PlacementKind = PlacementKind::Host;
+    type Buffer = Arc<DmaBuffer>;
 }
 impl Placement for Gpu {
     const KIND: PlacementKind = PlacementKind::Gpu;
+    type Buffer = Arc<DeviceBuffer>;
 }
 
 /// A placement known at run time.

@@ -178,7 +178,7 @@ pub struct SendQueue<
     S: OrderingScope + ValidFor<P> = HostBarrier,
 > {
     qpn: Qpn,
-    memory: SendQueueMemory,
+    memory: SendQueueMemory<P>,
     config: SendQueueConfig,
     max_unsignaled: u32,
     state: ProducerState,
@@ -203,7 +203,7 @@ impl<T: Transport, P: Placement, S: OrderingScope + ValidFor<P>> SendQueue<T, P,
     /// A send queue over `memory` for queue pair `qpn`, ordered by `scope`.
     pub fn new(
         qpn: Qpn,
-        memory: SendQueueMemory,
+        memory: SendQueueMemory<P>,
         config: SendQueueConfig,
         scope: S,
     ) -> Result<Self, WqeError> {
@@ -254,7 +254,7 @@ impl<T: Transport, P: Placement, S: OrderingScope + ValidFor<P>> SendQueue<T, P,
         self.memory.size
     }
     /// The queue's memory.
-    pub fn memory(&self) -> &SendQueueMemory {
+    pub fn memory(&self) -> &SendQueueMemory<P> {
         &self.memory
     }
     /// The ordering scope.
@@ -470,12 +470,13 @@ pub(crate) fn covering<W: WqeSpec>(
 ) -> Result<Option<KeepAlive>, PostError> {
     let mut uncovered = None;
     let mut keep: Vec<Arc<dyn Registered>> = Vec::new();
-    wqe.spec().visit_local(&mut |span| {
-        match registrations.iter().find(|r| r.lkey() == span.lkey && r.covers(span.addr, span.len)) {
-            Some(r) if !keep.iter().any(|k| Arc::ptr_eq(k, r)) => keep.push(r.clone()),
-            Some(_) => {}
-            None => uncovered = uncovered.or(Some(span)),
-        }
+    wqe.spec().visit_local(&mut |span| match registrations
+        .iter()
+        .find(|r| r.lkey() == span.lkey && r.covers(span.addr, span.len))
+    {
+        Some(r) if !keep.iter().any(|k| Arc::ptr_eq(k, r)) => keep.push(r.clone()),
+        Some(_) => {}
+        None => uncovered = uncovered.or(Some(span)),
     });
     match uncovered {
         Some(span) => Err(PostError::UncoveredLocalMemory { span }),
@@ -532,7 +533,10 @@ impl<T: Transport> Reservation<'_, T> {
 
     /// Writes a WQE whose local buffers lie in `registrations` into the next reserved
     /// slots.
-    pub fn write<W: WqeSpec<Transport = T> + NoLocalMemory>(&mut self, wqe: &Wqe<W>) -> Result<(), PostError> {
+    pub fn write<W: WqeSpec<Transport = T> + NoLocalMemory>(
+        &mut self,
+        wqe: &Wqe<W>,
+    ) -> Result<(), PostError> {
         self.write_keeping(wqe, None)
     }
 
