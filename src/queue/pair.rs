@@ -156,7 +156,7 @@ pub struct QpConfig {
 /// scope it has no host posting or polling methods: the host makes it, keeps its memory
 /// alive, and hands kernels its [`device_queue`](QueuePair::device_queue).
 ///
-/// ```compile_fail
+/// ```compile_fail,E0599
 /// # use ibgda::queue::*; use ibgda::wqe::*; use ibgda::order::GpuFence;
 /// fn host_posts(qp: &mut QueuePair<Rc, Gpu, GpuFence>, wqe: &Wqe<Nop<Rc>>) {
 ///     qp.post(wqe, &[]); // no host posting on a GPU-placed queue

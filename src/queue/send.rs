@@ -489,7 +489,7 @@ pub(crate) fn covering<W: WqeSpec>(
 ///
 /// Publishing consumes the reservation, so it cannot be used afterwards:
 ///
-/// ```compile_fail
+/// ```compile_fail,E0382
 /// # use ibgda::queue::*; use ibgda::wqe::*; use ibgda::order::HostBarrier;
 /// let memory = SendQueueMemory::allocate(RingSize::new(8).unwrap()).unwrap();
 /// let mut sq = SendQueue::<Rc>::new(Qpn::new(1).unwrap(), memory, Default::default(), HostBarrier).unwrap();

@@ -21,14 +21,14 @@
 use core::fmt;
 use core::marker::PhantomData;
 use std::sync::atomic::AtomicU8;
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, PoisonError};
 
 use super::memory::{CompletionQueueMemory, SendQueueMemory, SEND_DBREC_OFFSET};
 use super::pair::{CompletionError, PollError, Polled};
 use super::send::{covering, KeepAlive, PostError, Registered, Ticket};
 use crate::cq::{Completion, CompletionQueue, CqMode};
 use crate::order::HostBarrier;
-use crate::sync::{spin_wait, AtomicU64, Ordering};
+use crate::sync::{spin_wait, AtomicU64, Mutex, MutexGuard, Ordering};
 use crate::wqe::{
     Nop, Qpn, RingSize, Transport, Wqe, WqeIndex, WqeLimits, WqeSpec, WqeWriter, WQEBB_BYTES,
 };
@@ -67,7 +67,7 @@ impl PublicationCounters {
             if wqebbs > free {
                 return Err(free);
             }
-            match self.reserved.compare_exchange_weak(
+            match self.reserved.compare_exchange(
                 start,
                 start + wqebbs,
                 Ordering::AcqRel,
