@@ -415,6 +415,8 @@ pub struct ResponderCompletion {
     pub slid: u16,
     /// SRQ number or user index.
     pub srqn_uidx: u32,
+    /// The packet carried a GRH (bits 29:28 of `flags_rqpn` nonzero).
+    pub grh: bool,
 }
 
 /// A completion with error.
@@ -495,8 +497,12 @@ pub struct WorkCompletion {
     pub wc_flags: u32,
 }
 
+/// `IBV_WC_GRH`.
+pub const WC_GRH: u32 = 1 << 0;
 /// `IBV_WC_WITH_IMM`.
 pub const WC_WITH_IMM: u32 = 1 << 1;
+/// `IBV_WC_WITH_INV`.
+pub const WC_WITH_INV: u32 = 1 << 3;
 
 impl Completion {
     /// The queue pair.
@@ -566,16 +572,25 @@ impl Completion {
             Self::Responder(c) => {
                 wc.byte_len = c.byte_count;
                 wc.src_qp = c.source_qpn;
+                if c.grh {
+                    wc.wc_flags |= WC_GRH;
+                }
                 match c.opcode {
                     CqeOpcode::ResponderWriteImm => {
                         wc.opcode = Some(WcOpcode::ReceiveRdmaWithImm);
-                        wc.wc_flags = WC_WITH_IMM;
+                        wc.wc_flags |= WC_WITH_IMM;
                         wc.imm_data = c.imm.to_be();
                     }
                     CqeOpcode::ResponderSendImm => {
                         wc.opcode = Some(WcOpcode::Receive);
-                        wc.wc_flags = WC_WITH_IMM;
+                        wc.wc_flags |= WC_WITH_IMM;
                         wc.imm_data = c.imm.to_be();
+                    }
+                    CqeOpcode::ResponderSendInvalidate => {
+                        // verbs' `invalidated_rkey` shares the union, in host order
+                        wc.opcode = Some(WcOpcode::Receive);
+                        wc.wc_flags |= WC_WITH_INV;
+                        wc.imm_data = c.imm;
                     }
                     _ => wc.opcode = Some(WcOpcode::Receive),
                 }
@@ -665,6 +680,7 @@ impl Cqe64 {
                 source_qpn: self.flags_rqpn.get() & 0xff_ffff,
                 slid: self.slid.get(),
                 srqn_uidx: self.srqn_uidx.get() & 0xff_ffff,
+                grh: (self.flags_rqpn.get() >> 28) & 3 != 0,
             }),
         })
     }

@@ -6,7 +6,7 @@ mod cqe;
 pub use cqe::{
     parse_cqe, Completion, CompletionStatus, Cqe64, CqeError, CqeOpcode, ErrorCompletion,
     ErrorCqe64, RequesterCompletion, ResponderCompletion, Syndrome, WcOpcode, WorkCompletion,
-    CQE_BYTES, WC_WITH_IMM,
+    CQE_BYTES, WC_GRH, WC_WITH_IMM, WC_WITH_INV,
 };
 
 mod poll;
