@@ -6,7 +6,7 @@
 //! thread) and is valid only for the placements it orders correctly
 //! ([`ValidFor`]). A queue cannot be made with a scope that is wrong for its placement:
 //!
-//! ```compile_fail
+//! ```compile_fail,E0277
 //! use ibgda::order::{GpuFence, ValidFor};
 //! use ibgda::queue::Host;
 //! // GPU-scope fences do not order stores to host memory before an MMIO doorbell.
@@ -20,7 +20,7 @@
 //! instructions. [`Unordered`] (no ordering at all, the paper's unsafe control) can only be
 //! made through an `unsafe` constructor:
 //!
-//! ```compile_fail
+//! ```compile_fail,E0133
 //! let _ = ibgda::order::Unordered::new();
 //! ```
 
@@ -100,8 +100,16 @@ pub trait OrderingScope: Sealed + Copy + fmt::Debug + Send + Sync + 'static {
     const KIND: ScopeKind;
     /// A short name (the device library's template tag is `ibgda::scope::<NAME>`).
     const NAME: &'static str;
-    /// The ordering instructions the device emits, in order, around the doorbell-record
-    /// store (`dbrec`) and the doorbell store (`db`); empty for CPU scopes.
+    /// The ordering instructions the device emits, in order, as PTX mnemonics: around the
+    /// doorbell-record store (`dbrec`) and the doorbell store (`db`), then the load of a
+    /// CQE's last word and what follows it (`cq`); empty for CPU scopes. The kernels
+    /// crate compiles each scope's doorbell and poll paths for sm_90 and checks that their
+    /// PTX holds exactly these ordering instructions, in this order.
+    ///
+    /// Every store the NIC reads (doorbell record, doorbell) and every load of memory the
+    /// NIC writes (CQEs) is a strong operation of system scope (`.sys`, `.volatile` or
+    /// `.mmio`), even in the GPU-scope rows: the NIC is an observer outside the GPU, and
+    /// only the fences (or release stores) differ in scope between the rows.
     const DEVICE_SEQUENCE: &'static str;
 }
 
@@ -128,12 +136,13 @@ macro_rules! gpu_scope {
 
 gpu_scope!(
     /// GPU-scope release fence before the doorbell (DOCA GPUNetIO, NCCL GDAKI; Table 4
-    /// "GPU-scope fence"). The WQE and doorbell-record stores are plain; one
-    /// `fence.release.gpu` orders both before the MMIO doorbell. Correct when the queue
+    /// "GPU-scope fence"). The WQE stores are plain and the doorbell record a relaxed
+    /// store; one `fence.release.gpu` orders both before the MMIO doorbell. Correct when the queue
     /// and its doorbell record are in GPU memory and the NIC reads the record only after a
     /// doorbell.
     GpuFence, GpuFence,
-    "dbrec: st.relaxed.gpu.b32; fence.release.gpu; db: st.mmio.relaxed.sys.b64",
+    "dbrec: st.relaxed.sys.global.b32; fence.release.gpu; \
+     db: st.mmio.relaxed.sys.global.b64; cq: ld.relaxed.sys.global.b64; fence.acquire.gpu",
     valid: [Gpu]
 );
 gpu_scope!(
@@ -141,14 +150,16 @@ gpu_scope!(
     /// record"): the record is never visible before the WQEs, even to a NIC that reads it
     /// without a doorbell.
     GpuFencedDbrec, GpuFencedDbrec,
-    "fence.release.gpu; dbrec: st.relaxed.gpu.b32; fence.release.gpu; db: st.mmio.relaxed.sys.b64",
+    "fence.release.gpu; dbrec: st.relaxed.sys.global.b32; fence.release.gpu; \
+     db: st.mmio.relaxed.sys.global.b64; cq: ld.relaxed.sys.global.b64; fence.acquire.gpu",
     valid: [Gpu]
 );
 gpu_scope!(
     /// GPU-scope release stores of the doorbell record and the doorbell (DeepEP; NVSHMEM
     /// built for GPU memory only; Table 4 "GPU-scope release store").
     GpuReleaseStore, GpuReleaseStore,
-    "dbrec: st.release.gpu.b32; db: st.release.gpu.b64",
+    "dbrec: st.release.gpu.global.b32; db: st.release.gpu.global.b64; \
+     cq: ld.acquire.gpu.global.b64",
     valid: [Gpu]
 );
 gpu_scope!(
@@ -156,28 +167,32 @@ gpu_scope!(
     /// default; Table 4 "`__threadfence()`"). `membar.gl` is a sequentially consistent
     /// GPU-scope fence: stronger, and dearer, than a release fence.
     ThreadFence, ThreadFence,
-    "membar.gl; dbrec: st.volatile.b32; membar.gl; db: st.mmio.relaxed.sys.b64",
+    "membar.gl; dbrec: st.volatile.global.b32; membar.gl; \
+     db: st.mmio.relaxed.sys.global.b64; cq: ld.volatile.global.b64; membar.gl",
     valid: [Gpu]
 );
 gpu_scope!(
     /// System-scope release stores of the doorbell record and the doorbell (Table 4
     /// "System-scope release store"). Valid for queues in host memory too.
     SystemReleaseStore, SystemReleaseStore,
-    "dbrec: st.release.sys.b32; db: st.release.sys.b64",
+    "dbrec: st.release.sys.global.b32; db: st.release.sys.global.b64; \
+     cq: ld.acquire.sys.global.b64",
     valid: [Gpu, Host]
 );
 gpu_scope!(
     /// `__threadfence_system()` before the doorbell record and before the doorbell
     /// (NVSHMEM with queues in host memory; Table 4 "System-scope fence").
     SystemFence, SystemFence,
-    "membar.sys; dbrec: st.volatile.b32; membar.sys; db: st.mmio.relaxed.sys.b64",
+    "membar.sys; dbrec: st.volatile.global.b32; membar.sys; \
+     db: st.mmio.relaxed.sys.global.b64; cq: ld.volatile.global.b64; membar.sys",
     valid: [Gpu, Host]
 );
 
 /// No ordering at all: WQE, doorbell-record and doorbell stores may reach the NIC in any
 /// order (Table 4 "None (unsafe control)"). Exists to measure what ordering costs.
 ///
-/// Device sequence: `dbrec: st.relaxed.gpu.b32; db: st.mmio.relaxed.sys.b64`.
+/// Device sequence: `dbrec: st.relaxed.sys.global.b32; db: st.mmio.relaxed.sys.global.b64;
+/// cq: ld.volatile.global.b64`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Unordered {
     _private: (),
@@ -201,7 +216,9 @@ impl OrderingScope for Unordered {
     type Producer = GpuThread;
     const KIND: ScopeKind = ScopeKind::Unordered;
     const NAME: &'static str = "Unordered";
-    const DEVICE_SEQUENCE: &'static str = "dbrec: st.relaxed.gpu.b32; db: st.mmio.relaxed.sys.b64";
+    const DEVICE_SEQUENCE: &'static str =
+        "dbrec: st.relaxed.sys.global.b32; db: st.mmio.relaxed.sys.global.b64; \
+         cq: ld.volatile.global.b64";
 }
 impl ValidFor<Gpu> for Unordered {}
 impl ValidFor<Host> for Unordered {}

@@ -32,14 +32,22 @@
 //!
 //! A builder without data does not build:
 //!
-//! ```compile_fail
+//! ```compile_fail,E0599
 //! use ibgda::wqe::*;
 //! let _ = RdmaWrite::<Rc>::new(RemoteAddress::new(0, RKey(0))).build();
 //! ```
 //!
+//! nor does an empty gather list (a post-monomorphization check, so the compiler reports
+//! it when it generates code):
+//!
+//! ```compile_fail,E0080
+//! use ibgda::wqe::*;
+//! let _ = RdmaWrite::new(RemoteAddress::new(0, RKey(0))).gather([]).build();
+//! ```
+//!
 //! and a READ cannot be inline:
 //!
-//! ```compile_fail
+//! ```compile_fail,E0599
 //! use ibgda::wqe::*;
 //! let _ = RdmaRead::<Rc>::new(RemoteAddress::new(0, RKey(0))).inline(&[1, 2, 3]);
 //! ```
@@ -144,6 +152,10 @@ pub struct ControlTemplate {
 impl<S: WqeSpec> Wqe<S> {
     fn new(spec: S) -> Result<Self, WqeError> {
         spec.validate()?;
+        // An erased target can hold any segment bytes; the encoders never make a bad one.
+        if let Some(target) = spec.target() {
+            target.validate()?;
+        }
         let ds = spec.octowords();
         if ds > MAX_DS as usize {
             return Err(WqeError::TooManyOctowords {
@@ -471,7 +483,10 @@ macro_rules! control_setters {
             self.options.flags.solicited = Solicited::Yes;
             self
         }
-        /// Sets the DCI stream channel id (DC only).
+    };
+    (addressed) => {
+        control_setters!();
+        /// Sets the DCI stream channel id (DC only: WQEs that address a target).
         pub fn dci_stream(mut self, stream_id: u16) -> Self
         where
             T: DciTransport,
@@ -551,7 +566,7 @@ impl<'a, T: Transport> RdmaWrite<'a, T, NoData> {
 }
 
 impl<'a, T: Transport, D> RdmaWrite<'a, T, D> {
-    control_setters!();
+    control_setters!(addressed);
 
     /// Makes this a WRITE_WITH_IMM carrying `imm` (written big-endian), which consumes a
     /// receive at the responder and completes there with the immediate.
@@ -684,7 +699,7 @@ impl<'a, T: Transport> RdmaRead<'a, T, NoData> {
 }
 
 impl<'a, T: Transport, D> RdmaRead<'a, T, D> {
-    control_setters!();
+    control_setters!(addressed);
 }
 
 impl<'a, T: Transport, D: Payload> RdmaRead<'a, T, D>
@@ -1009,7 +1024,7 @@ impl<T: Transport, S: AtomicSegments> Atomic<T, S> {
             _segments: PhantomData,
         }
     }
-    control_setters!();
+    control_setters!(addressed);
 
     /// The operation.
     pub fn op(&self) -> &AtomicOp {

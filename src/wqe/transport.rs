@@ -4,13 +4,13 @@
 //! an RC WQE never carries one. The transport is a type parameter of every builder, so a DC
 //! WQE without a target, or an RC WQE with one, does not compile:
 //!
-//! ```compile_fail
+//! ```compile_fail,E0271
 //! use ibgda::wqe::{Dc, Compact, RdmaWrite, RemoteAddress, RKey};
 //! // A DC write goes to a DcAddress (target and remote memory), not a bare RemoteAddress.
 //! let _ = RdmaWrite::<Dc<Compact>>::new(RemoteAddress::new(0x1000, RKey(1)));
 //! ```
 //!
-//! ```compile_fail
+//! ```compile_fail,E0271
 //! use ibgda::wqe::{CompactAddressVector, RdmaWrite, Rc, RemoteAddress, RKey};
 //! let target = CompactAddressVector::default().encode().unwrap();
 //! // An RC write cannot carry a target.
@@ -131,6 +131,34 @@ pub enum AnyDcTarget {
 }
 
 impl AnyDcTarget {
+    /// Checks that the segment is the form its variant names, as the parser and the NIC
+    /// read it: the extended flag (bit 31 of `dqp_dct`) clear on the compact form and set
+    /// on the full form, and bits 30:24 clear. The encoders always produce such segments;
+    /// raw segments put into this enum may not, and `build()` refuses them.
+    pub fn validate(&self) -> Result<(), WqeError> {
+        let (dqp_dct, extended) = match self {
+            Self::Compact(s) => (s.dqp_dct.get(), false),
+            Self::Full(s) => (s.dqp_dct.get(), true),
+        };
+        if (dqp_dct & EXTENDED_AV_FLAG != 0) != extended {
+            return Err(WqeError::InvalidCombination {
+                what: if extended {
+                    "a full address vector without the extended flag"
+                } else {
+                    "a compact address vector with the extended flag"
+                },
+            });
+        }
+        let reserved = dqp_dct & 0x7f00_0000;
+        if reserved != 0 {
+            return Err(WqeError::FieldOutOfRange {
+                field: "dqp_dct bits 30:24",
+                value: reserved.into(),
+                max: 0,
+            });
+        }
+        Ok(())
+    }
     /// Octowords of the segment.
     pub const fn ds(&self) -> usize {
         match self {

@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# Runs every cargo-fuzz target of fuzz/ for N seconds each (default 20), starting from the
+# committed seed corpus, and fails on any crash, leak, timeout or out-of-memory.
+#
+#   scripts/fuzz-smoke.sh            # 20 s per target
+#   scripts/fuzz-smoke.sh 60         # 60 s per target
+#   FUZZ_TARGETS="roundtrip" scripts/fuzz-smoke.sh 120
+#
+# The seed corpus (fuzz/corpus/<target>/) is only read: new inputs go to a scratch corpus
+# (FUZZ_WORK, default a temporary directory) so a run leaves the repository clean. Crash
+# reproducers land in fuzz/artifacts/<target>/ (git-ignored); CI should keep them.
+# cargo-fuzz is installed if missing. It needs a nightly toolchain (`cargo +nightly`);
+# without one, RUSTC_BOOTSTRAP=1 on stable is used instead.
+set -euo pipefail
+
+seconds="${1:-20}"
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$root/fuzz"
+
+if ! cargo fuzz --version >/dev/null 2>&1; then
+    echo "fuzz-smoke: installing cargo-fuzz" >&2
+    cargo install --locked cargo-fuzz
+fi
+
+if rustup toolchain list 2>/dev/null | grep -q '^nightly'; then
+    fuzz=(cargo +nightly fuzz)
+else
+    export RUSTC_BOOTSTRAP=1
+    fuzz=(cargo fuzz)
+fi
+
+targets="${FUZZ_TARGETS:-$("${fuzz[@]}" list)}"
+work="${FUZZ_WORK:-$(mktemp -d)}"
+
+"${fuzz[@]}" build
+
+status=0
+for target in $targets; do
+    mkdir -p "$work/$target"
+    log="$work/$target.log"
+    echo "fuzz-smoke: $target for ${seconds}s (scratch corpus $work/$target)" >&2
+    if ! "${fuzz[@]}" run "$target" "$work/$target" "corpus/$target" -- \
+        -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 \
+        -print_final_stats=1 >"$log" 2>&1; then
+        echo "fuzz-smoke: $target FAILED" >&2
+        tail -n 60 "$log" >&2
+        status=1
+        continue
+    fi
+    # The summary lines: executions, rate, coverage.
+    grep -E '^#[0-9]+\s+DONE|stat::number_of_executed_units|stat::average_exec_per_sec|stat::peak_rss_mb' "$log" | sed "s/^/fuzz-smoke: $target: /" >&2 || true
+done
+exit "$status"
