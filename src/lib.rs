@@ -13,5 +13,6 @@ pub mod cq;
 pub mod memory;
 pub mod order;
 pub mod queue;
+pub mod softnic;
 mod sync;
 pub mod wqe;

@@ -1,0 +1,119 @@
+//! Errors of the software NIC's control plane (registration, queue creation, connection).
+//! Faults of the data path are never errors of a call: they become error CQEs.
+
+use core::fmt;
+
+use super::fabric::{NodeId, QueueId};
+use super::region::Access;
+
+/// Why a control-plane call of the software NIC failed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum SoftNicError {
+    /// No node with this id on the fabric.
+    UnknownNode {
+        /// The node.
+        node: NodeId,
+    },
+    /// Another node already has this LID.
+    DuplicateLid {
+        /// The LID.
+        lid: u16,
+    },
+    /// A region of zero bytes.
+    EmptyRegion,
+    /// A region that does not fit in its buffer (or whose addresses overflow).
+    RegionOutOfBounds {
+        /// Offset of the region in the buffer.
+        offset: usize,
+        /// Length of the region.
+        len: usize,
+        /// Length of the buffer.
+        buffer_len: usize,
+    },
+    /// Remote write or remote atomic access without local write (verbs refuses it too).
+    InvalidAccess {
+        /// The rights asked for.
+        access: Access,
+    },
+    /// The node has handed out every key it can.
+    KeysExhausted {
+        /// The node.
+        node: NodeId,
+    },
+    /// Every 24-bit queue number is in use.
+    QueueNumbersExhausted,
+    /// No queue with this number (or of this kind) exists.
+    UnknownQueue {
+        /// The queue number.
+        number: u32,
+    },
+    /// Queue memory that does not match its description.
+    InvalidQueueMemory {
+        /// What is wrong.
+        what: &'static str,
+    },
+    /// The CQ memory is already a CQ, described differently (mode, size or record).
+    CqConflict,
+    /// The queue is not an RC queue pair.
+    NotReliableConnected {
+        /// The queue number.
+        number: u32,
+    },
+    /// The RC queue pair is already connected.
+    AlreadyConnected {
+        /// The queue number.
+        number: u32,
+    },
+    /// The queue has no receive CQ, so it cannot take receive credits.
+    NoReceiveQueue {
+        /// The queue.
+        queue: QueueId,
+    },
+    /// Queue memory could not be allocated.
+    Memory(crate::memory::DmaError),
+    /// The host queue handle refused its configuration.
+    Queue(crate::wqe::WqeError),
+}
+
+impl fmt::Display for SoftNicError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::UnknownNode { node } => write!(f, "no node {node} on the fabric"),
+            Self::DuplicateLid { lid } => write!(f, "LID {lid:#06x} is already in use"),
+            Self::EmptyRegion => f.write_str("a memory region needs at least one byte"),
+            Self::RegionOutOfBounds {
+                offset,
+                len,
+                buffer_len,
+            } => write!(
+                f,
+                "region of {len} bytes at offset {offset} exceeds its buffer of {buffer_len} bytes"
+            ),
+            Self::InvalidAccess { access } => write!(
+                f,
+                "access {access:?}: remote write and remote atomic need local write"
+            ),
+            Self::KeysExhausted { node } => write!(f, "node {node} has no keys left"),
+            Self::QueueNumbersExhausted => f.write_str("no queue numbers left"),
+            Self::UnknownQueue { number } => write!(f, "no queue {number:#08x}"),
+            Self::InvalidQueueMemory { what } => write!(f, "invalid queue memory: {what}"),
+            Self::CqConflict => {
+                f.write_str("the CQ memory is already a CQ with another mode, size or record")
+            }
+            Self::NotReliableConnected { number } => {
+                write!(f, "queue {number:#08x} is not an RC queue pair")
+            }
+            Self::AlreadyConnected { number } => {
+                write!(f, "queue {number:#08x} is already connected")
+            }
+            Self::NoReceiveQueue { queue } => {
+                write!(f, "queue {queue:?} has no receive completion queue")
+            }
+            Self::Memory(e) => write!(f, "queue memory: {e}"),
+            Self::Queue(e) => write!(f, "queue configuration: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for SoftNicError {}

@@ -1,0 +1,793 @@
+//! The data path: doorbell watching, WQE fetch and execution, responses and completions.
+
+use core::sync::atomic::Ordering;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+
+use crate::cq::Syndrome;
+use crate::memory::DmaBuffer;
+use crate::queue::SendQueueMemory;
+use crate::wqe::segment::{DataSegment, MAX_DS, OCTOWORD_BYTES, WQEBB_BYTES};
+use crate::wqe::{
+    parse_fetched_wqe, wqebbs_for_ds, AnyDcTarget, AtomicOp, Opcode, ParseError, ParsedData,
+    ParsedOp, ParsedWqe, Qpn, RemoteAddress, Solicited, TransportKind, WqeIndex,
+};
+
+use super::atomic::perform_atomic;
+use super::completion::{
+    error_cqe, requester_cqe, responder_cqe, CqRefusal, CqState, ResponderCqe,
+};
+use super::counters::{CounterBlock, StepReport};
+use super::fabric::{
+    AsyncEvent, Cqn, DctNumber, DoorbellWatch, Effects, ErrorCause, FabricState, InFlight,
+    LocalWrite, NodeId, NodeState, QpState, QueueId, ResponderState, SendQueueState, WaitingCqe,
+};
+use super::fault::{Fault, FLUSH_VENDOR_SYNDROME};
+use super::region::{Access, Region};
+
+/// The most bytes one WQE can occupy: 63 octowords.
+const FETCH_CAPACITY: usize = MAX_DS as usize * OCTOWORD_BYTES;
+/// Bytes a WRITE moves per copy.
+const COPY_CHUNK: usize = 4096;
+
+/// What one WQE's execution may touch besides its own send queue.
+struct Ctx<'a> {
+    nodes: &'a [NodeState],
+    lids: &'a HashMap<u16, NodeId>,
+    responders: &'a mut BTreeMap<u32, ResponderState>,
+    cqs: &'a mut BTreeMap<u32, CqState>,
+    effects: &'a mut Effects,
+    counters: &'a CounterBlock,
+    report: &'a mut StepReport,
+}
+
+/// A translated range of a region.
+struct Span<'r> {
+    region: &'r Arc<Region>,
+    offset: usize,
+    len: usize,
+}
+
+/// A successful WQE: what its CQE reports and the response still to land.
+#[derive(Default)]
+struct Done {
+    byte_count: u32,
+    response: Vec<LocalWrite>,
+}
+
+impl FabricState {
+    /// One pass over every send queue in QPN order, at most `max_wqes` WQEs in all.
+    pub(crate) fn step(&mut self, counters: &CounterBlock, max_wqes: u64) -> StepReport {
+        let mut report = StepReport::default();
+        let mut budget = max_wqes;
+        let mut next = 0u32;
+        while budget > 0 {
+            let Some(qpn) = self.sqs.range(next..).next().map(|(&qpn, _)| qpn) else {
+                break;
+            };
+            next = qpn.saturating_add(1);
+            self.serve(qpn, counters, &mut report, &mut budget);
+        }
+        report
+    }
+
+    /// Observes one queue's doorbell and executes what it may.
+    fn serve(
+        &mut self,
+        qpn: u32,
+        counters: &CounterBlock,
+        report: &mut StepReport,
+        budget: &mut u64,
+    ) {
+        let Some(limit) = self.observe(qpn, counters, report) else {
+            return;
+        };
+        loop {
+            let Some(sq) = self.sqs.get(&qpn) else {
+                return;
+            };
+            let pending = limit.wrapping_sub(sq.consumer as u16);
+            if pending == 0 {
+                // Everything published has executed: the wire drains.
+                self.with_queue(qpn, counters, report, settle);
+                self.apply_effects(counters, report);
+                return;
+            }
+            if *budget == 0 {
+                return;
+            }
+            *budget -= 1;
+            self.with_queue(qpn, counters, report, |sq, ctx| {
+                execute_next(sq, pending, ctx)
+            });
+            self.apply_effects(counters, report);
+        }
+    }
+
+    /// Loads the doorbell, counts a change, and returns how far the queue may execute (the
+    /// 16-bit index of the first unpublished WQEBB), or `None` if it may not run now.
+    fn observe(
+        &mut self,
+        qpn: u32,
+        counters: &CounterBlock,
+        report: &mut StepReport,
+    ) -> Option<u16> {
+        let sq = self.sqs.get_mut(&qpn)?;
+        let doorbell = sq.memory.doorbell.word(0).ok()?.load(Ordering::Acquire);
+        let mut rung = false;
+        if doorbell != sq.last_doorbell {
+            sq.last_doorbell = doorbell;
+            let bytes = doorbell.to_ne_bytes();
+            let named = u32::from_be_bytes([bytes[4], bytes[5], bytes[6], bytes[7]]) >> 8;
+            if named == qpn {
+                rung = true;
+                report.doorbells += 1;
+                CounterBlock::add(&counters.doorbells, 1);
+            } else {
+                report.foreign_doorbells += 1;
+                CounterBlock::add(&counters.foreign_doorbells, 1);
+            }
+        }
+        let limit = match sq.watch {
+            DoorbellWatch::PollRecord => read_send_record(&sq.memory)?,
+            DoorbellWatch::DoorbellOnly => {
+                if rung {
+                    sq.armed_limit = read_send_record(&sq.memory);
+                }
+                sq.armed_limit?
+            }
+        };
+        (sq.state != QpState::Init).then_some(limit)
+    }
+
+    /// Runs `f` on one send queue with everything else it may touch.
+    fn with_queue<R>(
+        &mut self,
+        qpn: u32,
+        counters: &CounterBlock,
+        report: &mut StepReport,
+        f: impl FnOnce(&mut SendQueueState, &mut Ctx<'_>) -> R,
+    ) -> Option<R> {
+        let FabricState {
+            nodes,
+            lids,
+            sqs,
+            responders,
+            cqs,
+            effects,
+            ..
+        } = self;
+        let sq = sqs.get_mut(&qpn)?;
+        let mut ctx = Ctx {
+            nodes,
+            lids,
+            responders,
+            cqs,
+            effects,
+            counters,
+            report,
+        };
+        Some(f(sq, &mut ctx))
+    }
+
+    /// CQs that overran: record the events and move every queue using them to error.
+    fn apply_effects(&mut self, counters: &CounterBlock, report: &mut StepReport) {
+        while !self.effects.overrun_cqs.is_empty() {
+            let cqn = self.effects.overrun_cqs.remove(0);
+            let cq = Cqn(cqn);
+            self.events.push(AsyncEvent::CqError { cq });
+            CounterBlock::add(&counters.async_events, 1);
+            let users: Vec<u32> = self
+                .cqs
+                .get(&cqn)
+                .map(|c| c.users.iter().copied().collect())
+                .unwrap_or_default();
+            for user in users {
+                let Ok(number) = Qpn::new(user) else { continue };
+                let queue = if self.sqs.contains_key(&user) {
+                    QueueId::Qp(number)
+                } else {
+                    QueueId::Dct(DctNumber(number))
+                };
+                if self.fail_queue(user, cq, counters, report) {
+                    self.events.push(AsyncEvent::QueueFatal { queue, cq });
+                    CounterBlock::add(&counters.async_events, 1);
+                }
+            }
+        }
+    }
+
+    /// Moves a queue to the error state because a CQ it uses failed; returns whether it
+    /// was not in error before.
+    fn fail_queue(
+        &mut self,
+        number: u32,
+        cq: Cqn,
+        counters: &CounterBlock,
+        report: &mut StepReport,
+    ) -> bool {
+        let mut newly = false;
+        if let Some(responder) = self.responders.get_mut(&number) {
+            newly |= !responder.error;
+            responder.error = true;
+        }
+        let send_side = self.with_queue(number, counters, report, |sq, ctx| {
+            if sq.state == QpState::Error {
+                return false;
+            }
+            // Earlier WQEs completed: their data lands and their CQEs go out if they can.
+            settle(sq, ctx);
+            sq.state = QpState::Error;
+            sq.error = Some(ErrorCause::CompletionQueue { cq });
+            true
+        });
+        newly | send_side.unwrap_or(false)
+    }
+}
+
+/// The send counter of a doorbell record: bytes 4..8 big-endian, low 16 bits.
+fn read_send_record(memory: &SendQueueMemory) -> Option<u16> {
+    let word = memory.dbrec.word(0).ok()?.load(Ordering::Acquire);
+    let bytes = word.to_ne_bytes();
+    Some(u32::from_be_bytes([bytes[4], bytes[5], bytes[6], bytes[7]]) as u16)
+}
+
+/// Copies `dst.len()` bytes out of a ring starting at byte `start`, continuing at the
+/// ring's start past its end. `dst` is never longer than the ring.
+fn read_wrapped(ring: &DmaBuffer, start: usize, dst: &mut [u8]) {
+    let first = dst.len().min(ring.len().saturating_sub(start));
+    let (head, tail) = dst.split_at_mut(first);
+    // Both ranges lie inside the ring (its length was checked when the queue was made);
+    // if a read failed the bytes would stay zero, which parses as a malformed WQE.
+    let _ = ring.read(start, head);
+    let _ = ring.read(0, tail);
+}
+
+/// Copies the WQE at the consumer counter out of the ring: the control segment, then the
+/// octowords its DS claims (at most the ring's size). Returns the bytes fetched.
+fn fetch(memory: &SendQueueMemory, consumer: u64, buffer: &mut [u8; FETCH_CAPACITY]) -> usize {
+    let ring = &memory.ring;
+    let slots = memory.size.wqebbs() as usize;
+    let start = (consumer as usize & (slots - 1)) * WQEBB_BYTES;
+    read_wrapped(ring, start, &mut buffer[..OCTOWORD_BYTES]);
+    let ds = usize::from(buffer[7] & MAX_DS).max(1);
+    let len = (ds * OCTOWORD_BYTES).min(ring.len());
+    // The rest is read after the DS, from the same copy of the control segment, so the
+    // parser sees one consistent WQE even if the host rewrites the slot meanwhile.
+    read_wrapped(
+        ring,
+        (start + OCTOWORD_BYTES) % ring.len(),
+        &mut buffer[OCTOWORD_BYTES..len],
+    );
+    len
+}
+
+/// Consumes the WQE at the consumer counter: executes it, or fails it, or flushes it.
+/// `pending` is the number of published WQEBBs from the consumer counter on.
+fn execute_next(sq: &mut SendQueueState, pending: u16, ctx: &mut Ctx<'_>) {
+    let mut fetched = [0u8; FETCH_CAPACITY];
+    let len = fetch(&sq.memory, sq.consumer, &mut fetched);
+    let opcode = fetched[3];
+    let ds = fetched[7] & MAX_DS;
+    let index = sq.consumer as u16;
+    let wqebbs = wqebbs_for_ds(ds.into()).max(1);
+    sq.consumer += u64::from(wqebbs.min(pending.into()));
+    let seq = sq.executed;
+    sq.executed += 1;
+
+    if sq.state == QpState::Error {
+        flush(sq, index, opcode, ctx);
+        return;
+    }
+    let outcome = if wqebbs > u32::from(pending) {
+        Err(Fault::Unpublished {
+            wqebbs,
+            published: pending,
+        })
+    } else {
+        match parse_fetched_wqe(&fetched[..len], WqeIndex(index), sq.transport) {
+            Err(e) => Err(Fault::MalformedWqe(e)),
+            Ok(wqe) if wqe.qpn != sq.qpn => Err(Fault::ForeignQpn { found: wqe.qpn }),
+            Ok(wqe) => {
+                if wqe.flags.fence.waits_for_reads() {
+                    settle(sq, ctx);
+                }
+                let signaled = wqe.flags.completion.is_signaled();
+                perform(sq, &wqe, ctx).map(|done| (done, signaled))
+            }
+        }
+    };
+    match outcome {
+        Ok((done, signaled)) => complete(sq, seq, index, opcode, done, signaled, ctx),
+        Err(fault) => fail(sq, index, opcode, fault, ctx),
+    }
+}
+
+/// Records a successful WQE: its response goes in flight, its CQE (if signaled) waits for
+/// the responses it covers.
+fn complete(
+    sq: &mut SendQueueState,
+    seq: u64,
+    index: u16,
+    opcode: u8,
+    done: Done,
+    signaled: bool,
+    ctx: &mut Ctx<'_>,
+) {
+    ctx.report.wqes_executed += 1;
+    CounterBlock::add(&ctx.counters.wqes_executed, 1);
+    if !done.response.is_empty() {
+        sq.in_flight.push_back(InFlight {
+            seq,
+            lands_at: seq + 1 + u64::from(sq.response_delay),
+            writes: done.response,
+        });
+    }
+    if signaled {
+        sq.waiting_cqes.push_back(WaitingCqe {
+            seq,
+            cqe: requester_cqe(sq.qpn, opcode, index, done.byte_count),
+        });
+    }
+    land(sq, ctx, false);
+    write_waiting_cqes(sq, ctx);
+}
+
+/// Fails a WQE: earlier work settles, the error CQE is written, the queue goes to error.
+fn fail(sq: &mut SendQueueState, index: u16, opcode: u8, fault: Fault, ctx: &mut Ctx<'_>) {
+    settle(sq, ctx);
+    let cqe = error_cqe(
+        sq.qpn,
+        opcode,
+        index,
+        fault.syndrome() as u8,
+        fault.vendor_syndrome(),
+    );
+    write_cqe(sq.cq, cqe, ctx);
+    ctx.report.wqes_failed += 1;
+    CounterBlock::add(&ctx.counters.wqes_failed, 1);
+    sq.state = QpState::Error;
+    sq.error = Some(ErrorCause::Wqe {
+        fault,
+        wqe_counter: index,
+    });
+    if let Some(responder) = ctx.responders.get_mut(&sq.qpn) {
+        responder.error = true;
+    }
+}
+
+/// Flushes a WQE of a queue in error.
+fn flush(sq: &mut SendQueueState, index: u16, opcode: u8, ctx: &mut Ctx<'_>) {
+    let cqe = error_cqe(
+        sq.qpn,
+        opcode,
+        index,
+        Syndrome::WorkRequestFlushed as u8,
+        FLUSH_VENDOR_SYNDROME,
+    );
+    write_cqe(sq.cq, cqe, ctx);
+    ctx.report.wqes_flushed += 1;
+    CounterBlock::add(&ctx.counters.wqes_flushed, 1);
+}
+
+/// Lands every response in flight and writes every waiting CQE.
+fn settle(sq: &mut SendQueueState, ctx: &mut Ctx<'_>) {
+    land(sq, ctx, true);
+    write_waiting_cqes(sq, ctx);
+}
+
+/// Lands the responses that are due (or all of them).
+fn land(sq: &mut SendQueueState, ctx: &mut Ctx<'_>, all: bool) {
+    while sq
+        .in_flight
+        .front()
+        .is_some_and(|r| all || r.lands_at <= sq.executed)
+    {
+        let Some(response) = sq.in_flight.pop_front() else {
+            break;
+        };
+        let mut dropped = false;
+        for write in &response.writes {
+            // The region may have been deregistered while the response was in flight; its
+            // buffer is still alive (the Arc), but the NIC no longer writes it.
+            if !write.region.is_live()
+                || write
+                    .region
+                    .buffer
+                    .write(write.offset, &write.bytes)
+                    .is_err()
+            {
+                dropped = true;
+            }
+        }
+        if dropped {
+            CounterBlock::add(&ctx.counters.responses_dropped, 1);
+        }
+        ctx.report.responses_landed += 1;
+    }
+}
+
+/// Writes the waiting CQEs whose responses have all landed, in order.
+fn write_waiting_cqes(sq: &mut SendQueueState, ctx: &mut Ctx<'_>) {
+    while let Some(waiting) = sq.waiting_cqes.front() {
+        if sq.in_flight.front().is_some_and(|r| r.seq <= waiting.seq) {
+            break;
+        }
+        let Some(waiting) = sq.waiting_cqes.pop_front() else {
+            break;
+        };
+        write_cqe(sq.cq, waiting.cqe, ctx);
+    }
+}
+
+/// Writes a CQE to a CQ; returns whether it was written. An overrun is recorded for
+/// [`FabricState::apply_effects`].
+fn write_cqe(cqn: u32, cqe: [u8; 64], ctx: &mut Ctx<'_>) -> bool {
+    let result = match ctx.cqs.get_mut(&cqn) {
+        Some(cq) => cq.write(cqe),
+        None => Err(CqRefusal::InError),
+    };
+    match result {
+        Ok(()) => {
+            ctx.report.cqes_written += 1;
+            CounterBlock::add(&ctx.counters.cqes_written, 1);
+            true
+        }
+        Err(refusal) => {
+            if refusal == CqRefusal::Overrun {
+                ctx.effects.overrun_cqs.push(cqn);
+            }
+            CounterBlock::add(&ctx.counters.cqes_dropped, 1);
+            false
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Operations.
+
+fn perform(sq: &SendQueueState, wqe: &ParsedWqe<'_>, ctx: &mut Ctx<'_>) -> Result<Done, Fault> {
+    match wqe.op {
+        ParsedOp::Nop => Ok(Done::default()),
+        ParsedOp::Dump { local } => {
+            check_length(sq, local.transfer_len())?;
+            resolve_local(local_node(sq, ctx)?, &local, false)?;
+            Ok(Done::default())
+        }
+        ParsedOp::Write { remote, data } => perform_write(sq, wqe, remote, data, ctx),
+        ParsedOp::Read { remote, data } => perform_read(sq, wqe, remote, data, ctx),
+        ParsedOp::Atomic { remote, op, result } => {
+            perform_atomic_wqe(sq, wqe, remote, &op, &result, ctx)
+        }
+    }
+}
+
+fn check_length(sq: &SendQueueState, len: u64) -> Result<(), Fault> {
+    if len > sq.max_message_bytes {
+        return Err(Fault::MessageTooLong {
+            len,
+            max: sq.max_message_bytes,
+        });
+    }
+    Ok(())
+}
+
+fn local_node<'a>(sq: &SendQueueState, ctx: &Ctx<'a>) -> Result<&'a NodeState, Fault> {
+    ctx.nodes
+        .get(sq.node.0 as usize)
+        .ok_or(Fault::ResponderUnavailable { responder: sq.qpn })
+}
+
+/// A data segment's range through the local node's lkey table.
+fn resolve_local<'n>(
+    node: &'n NodeState,
+    segment: &DataSegment,
+    write: bool,
+) -> Result<Span<'n>, Fault> {
+    let lkey = segment.lkey.get();
+    let addr = segment.addr.get();
+    let len = segment.transfer_len();
+    let region = node.local_keys.get(&lkey).ok_or(Fault::LocalKey { lkey })?;
+    let bounds = Fault::LocalBounds { lkey, addr, len };
+    let offset = region.translate(addr, len).ok_or(bounds)?;
+    if write && !region.access.contains(Access::LOCAL_WRITE) {
+        return Err(Fault::LocalWriteDenied { lkey });
+    }
+    Ok(Span {
+        region,
+        offset,
+        len: usize::try_from(len).map_err(|_| bounds)?,
+    })
+}
+
+/// A remote range through the responder node's rkey table.
+fn resolve_remote(
+    node: &NodeState,
+    remote: RemoteAddress,
+    len: u64,
+    needed: Access,
+) -> Result<Span<'_>, Fault> {
+    let rkey = remote.rkey.0;
+    let addr = remote.addr;
+    let region = node
+        .remote_keys
+        .get(&rkey)
+        .ok_or(Fault::RemoteKey { rkey })?;
+    let bounds = Fault::RemoteBounds { rkey, addr, len };
+    let offset = region.translate(addr, len).ok_or(bounds)?;
+    if !region.access.contains(needed) {
+        return Err(Fault::RemoteAccessDenied { rkey, needed });
+    }
+    Ok(Span {
+        region,
+        offset,
+        len: usize::try_from(len).map_err(|_| bounds)?,
+    })
+}
+
+/// The responder of an addressed WQE: the connected RC peer, or the DCT the address
+/// vector names. Returns its number and node.
+fn route<'a>(
+    sq: &SendQueueState,
+    wqe: &ParsedWqe<'_>,
+    ctx: &Ctx<'a>,
+) -> Result<(u32, &'a NodeState), Fault> {
+    let number = match sq.transport {
+        TransportKind::Rc => {
+            let peer = sq
+                .peer
+                .ok_or(Fault::ResponderUnavailable { responder: sq.qpn })?;
+            let responder = ctx
+                .responders
+                .get(&peer)
+                .filter(|r| r.dc_key.is_none() && !r.error);
+            responder.ok_or(Fault::ResponderUnavailable { responder: peer })?;
+            peer
+        }
+        TransportKind::Dc => {
+            // The parser gives every addressed DC WQE a target.
+            let target = wqe
+                .target
+                .ok_or(Fault::MalformedWqe(ParseError::MalformedSegment {
+                    octoword: 1,
+                    what: "DC WQE without an address vector",
+                }))?;
+            let lid = match target {
+                AnyDcTarget::Compact(av) => av.rlid.get(),
+                AnyDcTarget::Full(av) => av.rlid.get(),
+            };
+            let node = *ctx.lids.get(&lid).ok_or(Fault::UnknownLid { lid })?;
+            let dct = target.dct();
+            let responder = ctx
+                .responders
+                .get(&dct)
+                .filter(|r| r.dc_key.is_some() && r.node == node)
+                .ok_or(Fault::UnknownDct { dct })?;
+            if responder.dc_key != Some(target.dc_key()) {
+                return Err(Fault::WrongDcKey { dct });
+            }
+            if responder.error {
+                return Err(Fault::ResponderUnavailable { responder: dct });
+            }
+            dct
+        }
+    };
+    let node = ctx
+        .responders
+        .get(&number)
+        .and_then(|r| ctx.nodes.get(r.node.0 as usize))
+        .ok_or(Fault::ResponderUnavailable { responder: number })?;
+    Ok((number, node))
+}
+
+/// Stores bytes at a translated offset. Cannot fail: the range was translated through a
+/// region, which lies inside its buffer.
+fn store(buffer: &DmaBuffer, offset: usize, bytes: &[u8]) {
+    let _ = buffer.write(offset, bytes);
+}
+
+fn perform_write(
+    sq: &SendQueueState,
+    wqe: &ParsedWqe<'_>,
+    remote: RemoteAddress,
+    data: ParsedData<'_>,
+    ctx: &mut Ctx<'_>,
+) -> Result<Done, Fault> {
+    let len = match data {
+        ParsedData::Empty => 0,
+        ParsedData::Pointers(segments) => segments.total_len(),
+        ParsedData::Inline(payload) => payload.len() as u64,
+    };
+    check_length(sq, len)?;
+    let local = local_node(sq, ctx)?;
+    if let ParsedData::Pointers(segments) = data {
+        for segment in segments.iter() {
+            resolve_local(local, segment, false)?;
+        }
+    }
+    let (responder, node) = route(sq, wqe, ctx)?;
+    let destination = match len {
+        0 => None,
+        _ => Some(resolve_remote(node, remote, len, Access::REMOTE_WRITE)?),
+    };
+    let with_imm = wqe.opcode == Opcode::RdmaWriteImm;
+    let receive_cq = if with_imm {
+        Some(reserve_receive(responder, ctx)?)
+    } else {
+        None
+    };
+
+    // Every check passed: move the bytes.
+    if let Some(destination) = destination {
+        let target = &destination.region.buffer;
+        match data {
+            ParsedData::Empty => {}
+            ParsedData::Inline(payload) => {
+                let (head, tail) = payload.parts();
+                store(target, destination.offset, head);
+                store(target, destination.offset + head.len(), tail);
+            }
+            ParsedData::Pointers(segments) => {
+                let mut chunk = [0u8; COPY_CHUNK];
+                let mut at = destination.offset;
+                for segment in segments.iter() {
+                    let source = resolve_local(local, segment, false)?;
+                    let mut done = 0;
+                    while done < source.len {
+                        let n = (source.len - done).min(COPY_CHUNK);
+                        let _ = source
+                            .region
+                            .buffer
+                            .read(source.offset + done, &mut chunk[..n]);
+                        store(target, at, &chunk[..n]);
+                        done += n;
+                        at += n;
+                    }
+                }
+            }
+        }
+        CounterBlock::add(&ctx.counters.bytes_written, len);
+    }
+    if let Some(cq) = receive_cq {
+        deliver_immediate(sq, wqe, responder, cq, len, ctx);
+    }
+    Ok(Done::default())
+}
+
+/// Checks that a responder can take a WRITE_WITH_IMM: a receive credit, and room in its
+/// receive CQ. Returns that CQ.
+fn reserve_receive(responder: u32, ctx: &mut Ctx<'_>) -> Result<u32, Fault> {
+    let not_ready = Fault::ReceiverNotReady { responder };
+    let state = ctx.responders.get(&responder).ok_or(not_ready)?;
+    if state.credits == 0 {
+        return Err(not_ready);
+    }
+    let cqn = state.cq.ok_or(not_ready)?;
+    let overrun = Fault::ResponderCqOverrun { responder };
+    let cq = ctx.cqs.get_mut(&cqn).ok_or(overrun)?;
+    match cq.room() {
+        Ok(()) => Ok(cqn),
+        Err(refusal) => {
+            if refusal == CqRefusal::Overrun {
+                cq.fail();
+                ctx.effects.overrun_cqs.push(cqn);
+            }
+            Err(overrun)
+        }
+    }
+}
+
+/// Consumes a receive credit and writes the responder CQE of a WRITE_WITH_IMM.
+fn deliver_immediate(
+    sq: &SendQueueState,
+    wqe: &ParsedWqe<'_>,
+    responder: u32,
+    cq: u32,
+    len: u64,
+    ctx: &mut Ctx<'_>,
+) {
+    let source_lid = ctx.nodes.get(sq.node.0 as usize).map_or(0, |n| n.lid);
+    let Some(state) = ctx.responders.get_mut(&responder) else {
+        return;
+    };
+    state.credits = state.credits.saturating_sub(1);
+    let receive_counter = state.received as u16;
+    state.received = state.received.wrapping_add(1);
+    let cqe = responder_cqe(&ResponderCqe {
+        responder,
+        source_qpn: sq.qpn,
+        source_lid,
+        imm: wqe.imm,
+        byte_count: u32::try_from(len).unwrap_or(u32::MAX),
+        receive_counter,
+        solicited: wqe.flags.solicited == Solicited::Yes,
+    });
+    if write_cqe(cq, cqe, ctx) {
+        CounterBlock::add(&ctx.counters.responder_cqes, 1);
+    }
+}
+
+fn perform_read(
+    sq: &SendQueueState,
+    wqe: &ParsedWqe<'_>,
+    remote: RemoteAddress,
+    data: ParsedData<'_>,
+    ctx: &mut Ctx<'_>,
+) -> Result<Done, Fault> {
+    let segments = match data {
+        ParsedData::Empty => None,
+        ParsedData::Pointers(segments) => Some(segments),
+        // The parser refuses inline data on a READ.
+        ParsedData::Inline(_) => {
+            return Err(Fault::MalformedWqe(ParseError::MalformedSegment {
+                octoword: 2,
+                what: "inline data on an RDMA READ",
+            }))
+        }
+    };
+    let len = segments.map_or(0, |s| s.total_len());
+    check_length(sq, len)?;
+    let local = local_node(sq, ctx)?;
+    for segment in segments.iter().flat_map(|s| s.iter()) {
+        resolve_local(local, segment, true)?;
+    }
+    let (_, node) = route(sq, wqe, ctx)?;
+    let mut response = Vec::new();
+    if len > 0 {
+        let source = resolve_remote(node, remote, len, Access::REMOTE_READ)?;
+        // The responder reads now; the bytes land locally when the response arrives.
+        let mut at = source.offset;
+        for segment in segments.iter().flat_map(|s| s.iter()) {
+            let destination = resolve_local(local, segment, true)?;
+            let mut bytes = vec![0u8; destination.len];
+            let _ = source.region.buffer.read(at, &mut bytes);
+            at += destination.len;
+            response.push(LocalWrite {
+                region: destination.region.clone(),
+                offset: destination.offset,
+                bytes,
+            });
+        }
+        CounterBlock::add(&ctx.counters.bytes_read, len);
+    }
+    Ok(Done {
+        byte_count: u32::try_from(len).unwrap_or(u32::MAX),
+        response,
+    })
+}
+
+fn perform_atomic_wqe(
+    sq: &SendQueueState,
+    wqe: &ParsedWqe<'_>,
+    remote: RemoteAddress,
+    op: &AtomicOp,
+    result: &DataSegment,
+    ctx: &mut Ctx<'_>,
+) -> Result<Done, Fault> {
+    let size = op.operand_bytes();
+    check_length(sq, size.into())?;
+    let local = local_node(sq, ctx)?;
+    // The parser checked that the result segment's length is the operand size.
+    let destination = resolve_local(local, result, true)?;
+    let (_, node) = route(sq, wqe, ctx)?;
+    let misaligned = Fault::MisalignedAtomic {
+        addr: remote.addr,
+        align: size,
+    };
+    if remote.addr % u64::from(size) != 0 {
+        return Err(misaligned);
+    }
+    let operand = resolve_remote(node, remote, size.into(), Access::REMOTE_ATOMIC)?;
+    let original =
+        perform_atomic(&operand.region.buffer, operand.offset, op).map_err(|_| misaligned)?;
+    CounterBlock::add(&ctx.counters.atomics, 1);
+    let bytes = original.to_be_bytes()[8 - size as usize..].to_vec();
+    Ok(Done {
+        byte_count: size,
+        response: vec![LocalWrite {
+            region: destination.region.clone(),
+            offset: destination.offset,
+            bytes,
+        }],
+    })
+}

@@ -1,0 +1,828 @@
+//! The fabric: nodes, memory regions, queue pairs, DC targets and completion queues, and
+//! the control-plane calls that make them.
+
+use core::fmt;
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+
+use crate::cq::CqMode;
+use crate::memory::DmaBuffer;
+use crate::queue::{CompletionQueueMemory, SendQueueMemory};
+use crate::wqe::{Qpn, TransportKind};
+
+use super::completion::CqState;
+use super::counters::{CounterBlock, Counters, StepReport};
+use super::engine::EngineHandle;
+use super::error::SoftNicError;
+use super::fault::Fault;
+use super::region::{Access, KeySpace, MemoryRegion, Region};
+
+/// The largest message a queue accepts unless configured otherwise: 1 GiB (NVSHMEM's
+/// `IBGDA_LOG_MAX_MSG_SIZE` of 30).
+pub const DEFAULT_MAX_MESSAGE_BYTES: u64 = 1 << 30;
+
+/// The first queue number handed out (numbers below are reserved, as special QPs are).
+const FIRST_QUEUE_NUMBER: u32 = 0x100;
+
+/// A node of the fabric: one host port with its own LID, memory regions and key space.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct NodeId(pub(crate) u32);
+
+impl NodeId {
+    /// The node's index on its fabric.
+    pub fn index(self) -> u32 {
+        self.0
+    }
+}
+
+impl fmt::Display for NodeId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "node{}", self.0)
+    }
+}
+
+/// The number of a DC target (in the same 24-bit space as queue pair numbers).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct DctNumber(pub(crate) Qpn);
+
+impl DctNumber {
+    /// The number, as an address vector's `dqp_dct` names it.
+    pub fn get(self) -> u32 {
+        self.0.get()
+    }
+    /// The number as a queue number.
+    pub fn qpn(self) -> Qpn {
+        self.0
+    }
+}
+
+/// The number of a completion queue on a fabric.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Cqn(pub(crate) u32);
+
+impl Cqn {
+    /// The number.
+    pub fn get(self) -> u32 {
+        self.0
+    }
+}
+
+/// A queue that receives: an RC queue pair or a DC target.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum QueueId {
+    /// A queue pair.
+    Qp(Qpn),
+    /// A DC target.
+    Dct(DctNumber),
+}
+
+impl QueueId {
+    /// The queue's number.
+    pub fn number(self) -> u32 {
+        match self {
+            Self::Qp(q) => q.get(),
+            Self::Dct(d) => d.get(),
+        }
+    }
+}
+
+impl From<Qpn> for QueueId {
+    fn from(qpn: Qpn) -> Self {
+        Self::Qp(qpn)
+    }
+}
+impl From<DctNumber> for QueueId {
+    fn from(dct: DctNumber) -> Self {
+        Self::Dct(dct)
+    }
+}
+
+/// When the NIC reads a send queue's doorbell record.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum DoorbellWatch {
+    /// On every step, whether or not the doorbell changed: the record is authoritative and
+    /// a doorbell rung with an unchanged value is not missed.
+    #[default]
+    PollRecord,
+    /// Only when the doorbell changes to a value naming this queue; the record read then
+    /// bounds the work until the next doorbell.
+    DoorbellOnly,
+}
+
+/// The receive side of a queue: where WRITE_WITH_IMM completions go.
+#[derive(Clone, Debug)]
+pub struct ReceiveConfig {
+    /// The receive CQ (it may be the send CQ, or another queue's CQ).
+    pub cq: CompletionQueueMemory,
+    /// How CQEs are placed in it.
+    pub cq_mode: CqMode,
+}
+
+/// How to make a queue pair.
+#[derive(Clone, Debug)]
+pub struct QpConfig {
+    /// RC (connected with [`Fabric::connect`]) or DC initiator.
+    pub transport: TransportKind,
+    /// The send queue's memory.
+    pub sq: SendQueueMemory,
+    /// The send CQ's memory. Queues given the same ring share one CQ.
+    pub cq: CompletionQueueMemory,
+    /// How CQEs are placed in the send CQ.
+    pub cq_mode: CqMode,
+    /// The receive side (RC only; DC initiators receive nothing). Without it the queue
+    /// cannot take receive credits, so a WRITE_WITH_IMM to it fails with RNR.
+    pub receive: Option<ReceiveConfig>,
+    /// The longest message (WRITE, READ or DUMP length) the queue accepts.
+    pub max_message_bytes: u64,
+    /// How many more WQEs of this queue execute before a READ or atomic response lands in
+    /// local memory (0: at once).
+    pub response_delay: u32,
+    /// When the doorbell record is read.
+    pub doorbell_watch: DoorbellWatch,
+}
+
+impl QpConfig {
+    /// A configuration with a ring-mode CQ, no receive side, the default message limit,
+    /// no response delay and the record polled every step.
+    pub fn new(transport: TransportKind, sq: SendQueueMemory, cq: CompletionQueueMemory) -> Self {
+        Self {
+            transport,
+            sq,
+            cq,
+            cq_mode: CqMode::Ring,
+            receive: None,
+            max_message_bytes: DEFAULT_MAX_MESSAGE_BYTES,
+            response_delay: 0,
+            doorbell_watch: DoorbellWatch::PollRecord,
+        }
+    }
+}
+
+/// How to make a DC target.
+#[derive(Clone, Debug)]
+pub struct DctConfig {
+    /// The DC access key initiators must present.
+    pub dc_key: u64,
+    /// The receive side, for WRITE_WITH_IMM.
+    pub receive: Option<ReceiveConfig>,
+}
+
+impl From<u64> for DctConfig {
+    fn from(dc_key: u64) -> Self {
+        Self {
+            dc_key,
+            receive: None,
+        }
+    }
+}
+
+/// The state of a queue pair.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum QpState {
+    /// An RC queue pair not yet connected: it executes nothing.
+    Init,
+    /// Executing WQEs.
+    ReadyToSend,
+    /// In error: every WQE is flushed.
+    Error,
+}
+
+/// Why a queue went to the error state.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ErrorCause {
+    /// A WQE failed.
+    Wqe {
+        /// The fault.
+        fault: Fault,
+        /// The WQE's index.
+        wqe_counter: u16,
+    },
+    /// A CQ the queue uses overran.
+    CompletionQueue {
+        /// The CQ.
+        cq: Cqn,
+    },
+}
+
+/// A snapshot of a queue pair.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct QpStatus {
+    /// Its state.
+    pub state: QpState,
+    /// WQEBBs consumed from its ring (free-running).
+    pub consumer: u64,
+    /// WQEs consumed (executed, failed or flushed).
+    pub wqes: u64,
+    /// READ and atomic responses still in flight.
+    pub responses_in_flight: usize,
+    /// Signaled CQEs waiting for those responses.
+    pub cqes_waiting: usize,
+    /// Why it is in error, if it is.
+    pub error: Option<ErrorCause>,
+}
+
+/// An asynchronous event, as a NIC reports it on its event queue.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AsyncEvent {
+    /// A CQ overran and entered the error state (`IBV_EVENT_CQ_ERR`).
+    CqError {
+        /// The CQ.
+        cq: Cqn,
+    },
+    /// A queue went to the error state because its CQ did (`IBV_EVENT_QP_FATAL`).
+    QueueFatal {
+        /// The queue.
+        queue: QueueId,
+        /// The CQ that failed.
+        cq: Cqn,
+    },
+}
+
+// ---------------------------------------------------------------------------------------
+// State.
+
+/// One node's tables.
+#[derive(Debug)]
+pub(crate) struct NodeState {
+    pub(crate) lid: u16,
+    pub(crate) local_keys: HashMap<u32, Arc<Region>>,
+    pub(crate) remote_keys: HashMap<u32, Arc<Region>>,
+    keys: KeySpace,
+}
+
+/// A response on its way back to local memory.
+#[derive(Debug)]
+pub(crate) struct InFlight {
+    /// The sequence number of the WQE that issued it.
+    pub(crate) seq: u64,
+    /// It lands once the queue has executed this many WQEs.
+    pub(crate) lands_at: u64,
+    pub(crate) writes: Vec<LocalWrite>,
+}
+
+/// Bytes to place in a local region.
+#[derive(Debug)]
+pub(crate) struct LocalWrite {
+    pub(crate) region: Arc<Region>,
+    pub(crate) offset: usize,
+    pub(crate) bytes: Vec<u8>,
+}
+
+/// A signaled CQE waiting for the responses it covers.
+#[derive(Debug)]
+pub(crate) struct WaitingCqe {
+    pub(crate) seq: u64,
+    pub(crate) cqe: [u8; 64],
+}
+
+/// The send side of a queue pair.
+#[derive(Debug)]
+pub(crate) struct SendQueueState {
+    pub(crate) qpn: u32,
+    pub(crate) node: NodeId,
+    pub(crate) transport: TransportKind,
+    pub(crate) memory: SendQueueMemory,
+    pub(crate) cq: u32,
+    pub(crate) max_message_bytes: u64,
+    pub(crate) response_delay: u32,
+    pub(crate) watch: DoorbellWatch,
+    pub(crate) state: QpState,
+    pub(crate) error: Option<ErrorCause>,
+    /// The connected RC peer.
+    pub(crate) peer: Option<u32>,
+    /// WQEBBs consumed (free-running).
+    pub(crate) consumer: u64,
+    /// WQEs consumed (the sequence number of the next one).
+    pub(crate) executed: u64,
+    pub(crate) last_doorbell: u64,
+    /// `DoorbellOnly`: the record value read at the last doorbell.
+    pub(crate) armed_limit: Option<u16>,
+    pub(crate) in_flight: VecDeque<InFlight>,
+    pub(crate) waiting_cqes: VecDeque<WaitingCqe>,
+}
+
+/// The receive side of an RC queue pair or a DC target.
+#[derive(Debug)]
+pub(crate) struct ResponderState {
+    pub(crate) node: NodeId,
+    /// `Some` for a DC target.
+    pub(crate) dc_key: Option<u64>,
+    pub(crate) credits: u64,
+    /// Receives consumed (free-running; its low 16 bits are the responder CQE's counter).
+    pub(crate) received: u32,
+    pub(crate) cq: Option<u32>,
+    pub(crate) error: bool,
+}
+
+/// Consequences of a WQE applied after it: CQs that overran.
+#[derive(Debug, Default)]
+pub(crate) struct Effects {
+    pub(crate) overrun_cqs: Vec<u32>,
+}
+
+/// Everything the NIC knows, behind the fabric's lock.
+#[derive(Debug, Default)]
+pub(crate) struct FabricState {
+    pub(crate) nodes: Vec<NodeState>,
+    pub(crate) lids: HashMap<u16, NodeId>,
+    pub(crate) sqs: BTreeMap<u32, SendQueueState>,
+    pub(crate) responders: BTreeMap<u32, ResponderState>,
+    pub(crate) cqs: BTreeMap<u32, CqState>,
+    pub(crate) effects: Effects,
+    pub(crate) events: Vec<AsyncEvent>,
+    next_queue_number: u32,
+    next_cqn: u32,
+}
+
+/// What a [`Fabric`] handle shares.
+#[derive(Debug, Default)]
+pub(crate) struct FabricShared {
+    state: Mutex<FabricState>,
+    pub(crate) counters: CounterBlock,
+}
+
+impl FabricShared {
+    pub(crate) fn lock(&self) -> MutexGuard<'_, FabricState> {
+        // The engine never panics while holding the lock; if a caller's thread did, the
+        // state is still consistent (every update is complete before the lock is left).
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Removes a region's keys from its node (called when its last handle is dropped).
+    pub(crate) fn deregister(&self, region: &Arc<Region>) {
+        let mut state = self.lock();
+        if let Some(node) = state.nodes.get_mut(region.node.0 as usize) {
+            if node
+                .local_keys
+                .get(&region.lkey)
+                .is_some_and(|r| Arc::ptr_eq(r, region))
+            {
+                node.local_keys.remove(&region.lkey);
+            }
+            if node
+                .remote_keys
+                .get(&region.rkey)
+                .is_some_and(|r| Arc::ptr_eq(r, region))
+            {
+                node.remote_keys.remove(&region.rkey);
+            }
+        }
+        region
+            .live
+            .store(false, core::sync::atomic::Ordering::Release);
+    }
+}
+
+/// A simulated InfiniBand fabric with software mlx5 NICs: a cheaply clonable handle.
+///
+/// ```
+/// use std::sync::Arc;
+/// use ibgda::memory::DmaBuffer;
+/// use ibgda::softnic::{Access, Fabric};
+/// let fabric = Fabric::new();
+/// let node = fabric.add_node(1)?;
+/// let buffer = Arc::new(DmaBuffer::zeroed(4096, 64).unwrap());
+/// let region = fabric.register(node, buffer.clone(), 0, 4096, Access::LOCAL_WRITE | Access::REMOTE_READ)?;
+/// assert_ne!(region.lkey().0, region.rkey().0);
+/// assert_eq!(region.addr(), buffer.addr());
+/// # Ok::<(), ibgda::softnic::SoftNicError>(())
+/// ```
+#[derive(Clone, Debug, Default)]
+pub struct Fabric {
+    shared: Arc<FabricShared>,
+}
+
+impl Fabric {
+    /// An empty fabric.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Adds a node with LID `lid` (DC address vectors reach it by that LID).
+    pub fn add_node(&self, lid: u16) -> Result<NodeId, SoftNicError> {
+        let mut state = self.shared.lock();
+        if state.lids.contains_key(&lid) {
+            return Err(SoftNicError::DuplicateLid { lid });
+        }
+        let id = NodeId(state.nodes.len() as u32);
+        state.nodes.push(NodeState {
+            lid,
+            local_keys: HashMap::new(),
+            remote_keys: HashMap::new(),
+            keys: KeySpace::new(id),
+        });
+        state.lids.insert(lid, id);
+        Ok(id)
+    }
+
+    /// The LID of a node.
+    pub fn lid(&self, node: NodeId) -> Option<u16> {
+        self.shared.lock().nodes.get(node.0 as usize).map(|n| n.lid)
+    }
+
+    /// Registers `len` bytes of `buffer` starting at `offset` on `node` with `access`.
+    /// Remote write and remote atomic access require local write (as in verbs).
+    pub fn register(
+        &self,
+        node: NodeId,
+        buffer: Arc<DmaBuffer>,
+        offset: usize,
+        len: usize,
+        access: Access,
+    ) -> Result<MemoryRegion, SoftNicError> {
+        if len == 0 {
+            return Err(SoftNicError::EmptyRegion);
+        }
+        let out_of_bounds = SoftNicError::RegionOutOfBounds {
+            offset,
+            len,
+            buffer_len: buffer.len(),
+        };
+        let end = offset.checked_add(len).ok_or(out_of_bounds)?;
+        if end > buffer.len() {
+            return Err(out_of_bounds);
+        }
+        let start = buffer
+            .addr()
+            .checked_add(offset as u64)
+            .filter(|s| s.checked_add(len as u64).is_some())
+            .ok_or(out_of_bounds)?;
+        if access.intersects(Access::REMOTE_WRITE | Access::REMOTE_ATOMIC)
+            && !access.contains(Access::LOCAL_WRITE)
+        {
+            return Err(SoftNicError::InvalidAccess { access });
+        }
+        let mut state = self.shared.lock();
+        let node_state = state
+            .nodes
+            .get_mut(node.0 as usize)
+            .ok_or(SoftNicError::UnknownNode { node })?;
+        let (lkey, rkey) = loop {
+            let (lkey, rkey) = node_state
+                .keys
+                .next_pair()
+                .ok_or(SoftNicError::KeysExhausted { node })?;
+            // Keys never repeat within a node's space, but an lkey may equal an older rkey
+            // (or the reverse); skip such pairs so every live key names one region.
+            let taken = |k: &u32| {
+                node_state.local_keys.contains_key(k) || node_state.remote_keys.contains_key(k)
+            };
+            if !taken(&lkey) && !taken(&rkey) {
+                break (lkey, rkey);
+            }
+        };
+        let region = Arc::new(Region {
+            node,
+            buffer,
+            offset,
+            len,
+            start,
+            access,
+            lkey,
+            rkey,
+            live: true.into(),
+        });
+        node_state.local_keys.insert(lkey, region.clone());
+        node_state.remote_keys.insert(rkey, region.clone());
+        Ok(MemoryRegion::new(region, Arc::downgrade(&self.shared)))
+    }
+
+    /// Creates a queue pair on `node` and returns its number (unique on the fabric).
+    pub fn create_qp(&self, node: NodeId, config: QpConfig) -> Result<Qpn, SoftNicError> {
+        let sq = &config.sq;
+        if sq.ring.len() != sq.size.bytes() {
+            return Err(SoftNicError::InvalidQueueMemory {
+                what: "send ring length does not match its size",
+            });
+        }
+        if sq.dbrec.len() < 8 || sq.doorbell.len() < 8 {
+            return Err(SoftNicError::InvalidQueueMemory {
+                what: "doorbell record or doorbell shorter than 8 bytes",
+            });
+        }
+        if config.transport == TransportKind::Dc && config.receive.is_some() {
+            return Err(SoftNicError::InvalidQueueMemory {
+                what: "a DC initiator has no receive side",
+            });
+        }
+        let mut state = self.shared.lock();
+        check_node(&state, node)?;
+        let qpn = state.allocate_queue_number()?;
+        let cq = state.attach_cq(config.cq, config.cq_mode, qpn)?;
+        let receive_cq = match config.receive {
+            Some(receive) => match state.attach_cq(receive.cq, receive.cq_mode, qpn) {
+                Ok(cqn) => Some(cqn),
+                Err(e) => {
+                    state.detach_cq(cq, qpn);
+                    return Err(e);
+                }
+            },
+            None => None,
+        };
+        // The initial doorbell value is whatever the memory holds now: only changes count.
+        let last_doorbell = config
+            .sq
+            .doorbell
+            .word(0)
+            .map(|w| w.load(core::sync::atomic::Ordering::Acquire))
+            .unwrap_or(0);
+        let rc = config.transport == TransportKind::Rc;
+        state.sqs.insert(
+            qpn,
+            SendQueueState {
+                qpn,
+                node,
+                transport: config.transport,
+                memory: config.sq,
+                cq,
+                max_message_bytes: config.max_message_bytes,
+                response_delay: config.response_delay,
+                watch: config.doorbell_watch,
+                state: if rc {
+                    QpState::Init
+                } else {
+                    QpState::ReadyToSend
+                },
+                error: None,
+                peer: None,
+                consumer: 0,
+                executed: 0,
+                last_doorbell,
+                armed_limit: None,
+                in_flight: VecDeque::new(),
+                waiting_cqes: VecDeque::new(),
+            },
+        );
+        if rc {
+            state.responders.insert(
+                qpn,
+                ResponderState {
+                    node,
+                    dc_key: None,
+                    credits: 0,
+                    received: 0,
+                    cq: receive_cq,
+                    error: false,
+                },
+            );
+        }
+        Qpn::new(qpn).map_err(|_| SoftNicError::QueueNumbersExhausted)
+    }
+
+    /// Connects two RC queue pairs (on the same node or not; `a == b` is a queue pair
+    /// connected to itself). Both must be unconnected.
+    pub fn connect(&self, a: Qpn, b: Qpn) -> Result<(), SoftNicError> {
+        let mut state = self.shared.lock();
+        for qpn in [a.get(), b.get()] {
+            let sq = state
+                .sqs
+                .get(&qpn)
+                .ok_or(SoftNicError::UnknownQueue { number: qpn })?;
+            if sq.transport != TransportKind::Rc {
+                return Err(SoftNicError::NotReliableConnected { number: qpn });
+            }
+            if sq.peer.is_some() {
+                return Err(SoftNicError::AlreadyConnected { number: qpn });
+            }
+        }
+        for (qpn, peer) in [(a.get(), b.get()), (b.get(), a.get())] {
+            if let Some(sq) = state.sqs.get_mut(&qpn) {
+                sq.peer = Some(peer);
+                if sq.state == QpState::Init {
+                    sq.state = QpState::ReadyToSend;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Creates a DC target on `node`: `create_dct(node, dc_key)`, or with a
+    /// [`DctConfig`] that gives it a receive side.
+    pub fn create_dct(
+        &self,
+        node: NodeId,
+        config: impl Into<DctConfig>,
+    ) -> Result<DctNumber, SoftNicError> {
+        let config = config.into();
+        let mut state = self.shared.lock();
+        check_node(&state, node)?;
+        let number = state.allocate_queue_number()?;
+        let cq = match config.receive {
+            Some(receive) => Some(state.attach_cq(receive.cq, receive.cq_mode, number)?),
+            None => None,
+        };
+        state.responders.insert(
+            number,
+            ResponderState {
+                node,
+                dc_key: Some(config.dc_key),
+                credits: 0,
+                received: 0,
+                cq,
+                error: false,
+            },
+        );
+        Qpn::new(number)
+            .map(DctNumber)
+            .map_err(|_| SoftNicError::QueueNumbersExhausted)
+    }
+
+    /// Posts `count` receive credits to an RC queue pair or DC target with a receive side:
+    /// each WRITE_WITH_IMM to it consumes one.
+    pub fn post_receives(&self, queue: impl Into<QueueId>, count: u32) -> Result<(), SoftNicError> {
+        let queue = queue.into();
+        let mut state = self.shared.lock();
+        let responder = state.responder_mut(queue)?;
+        if responder.cq.is_none() {
+            return Err(SoftNicError::NoReceiveQueue { queue });
+        }
+        responder.credits = responder.credits.saturating_add(count.into());
+        Ok(())
+    }
+
+    /// The receive credits a queue holds.
+    pub fn receive_credits(&self, queue: impl Into<QueueId>) -> Option<u64> {
+        let queue = queue.into();
+        let mut state = self.shared.lock();
+        state.responder_mut(queue).ok().map(|r| r.credits)
+    }
+
+    /// Destroys a queue pair. Its memory is released by the NIC; a connected peer's later
+    /// WQEs find no responder.
+    pub fn destroy_qp(&self, qpn: Qpn) -> Result<(), SoftNicError> {
+        let mut state = self.shared.lock();
+        let number = qpn.get();
+        let sq = state
+            .sqs
+            .remove(&number)
+            .ok_or(SoftNicError::UnknownQueue { number })?;
+        state.detach_cq(sq.cq, number);
+        if let Some(responder) = state.responders.remove(&number) {
+            if let Some(cq) = responder.cq {
+                state.detach_cq(cq, number);
+            }
+        }
+        Ok(())
+    }
+
+    /// Destroys a DC target.
+    pub fn destroy_dct(&self, dct: DctNumber) -> Result<(), SoftNicError> {
+        let mut state = self.shared.lock();
+        let number = dct.get();
+        if state
+            .responders
+            .get(&number)
+            .is_none_or(|r| r.dc_key.is_none())
+        {
+            return Err(SoftNicError::UnknownQueue { number });
+        }
+        if let Some(cq) = state.responders.remove(&number).and_then(|r| r.cq) {
+            state.detach_cq(cq, number);
+        }
+        Ok(())
+    }
+
+    /// A snapshot of a queue pair.
+    pub fn qp_status(&self, qpn: Qpn) -> Option<QpStatus> {
+        let state = self.shared.lock();
+        state.sqs.get(&qpn.get()).map(|sq| QpStatus {
+            state: sq.state,
+            consumer: sq.consumer,
+            wqes: sq.executed,
+            responses_in_flight: sq.in_flight.len(),
+            cqes_waiting: sq.waiting_cqes.len(),
+            error: sq.error,
+        })
+    }
+
+    /// The send CQ of a queue pair.
+    pub fn send_cq(&self, qpn: Qpn) -> Option<Cqn> {
+        self.shared.lock().sqs.get(&qpn.get()).map(|sq| Cqn(sq.cq))
+    }
+
+    /// The receive CQ of a queue pair or DC target.
+    pub fn receive_cq(&self, queue: impl Into<QueueId>) -> Option<Cqn> {
+        let queue = queue.into();
+        let mut state = self.shared.lock();
+        state.responder_mut(queue).ok().and_then(|r| r.cq).map(Cqn)
+    }
+
+    /// Whether a CQ is in the error state (`None` if it does not exist).
+    pub fn cq_in_error(&self, cq: Cqn) -> Option<bool> {
+        self.shared.lock().cqs.get(&cq.0).map(|c| c.error)
+    }
+
+    /// One deterministic pass: every send queue in QPN order observes its doorbell and
+    /// executes every published WQE.
+    pub fn step(&self) -> StepReport {
+        self.step_limited(u64::MAX)
+    }
+
+    /// A pass that stops after `max_wqes` WQEs (executed, failed or flushed), so that
+    /// tests can observe the state between WQEs.
+    pub fn step_limited(&self, max_wqes: u64) -> StepReport {
+        let mut state = self.shared.lock();
+        state.step(&self.shared.counters, max_wqes)
+    }
+
+    /// Steps until a step does nothing; returns the sum of the steps' reports.
+    pub fn run_until_idle(&self) -> StepReport {
+        let mut total = StepReport::default();
+        loop {
+            let report = self.step();
+            if !report.made_progress() {
+                return total;
+            }
+            total += report;
+        }
+    }
+
+    /// Starts a background thread that steps the fabric until the handle is dropped.
+    pub fn spawn_engine(&self) -> EngineHandle {
+        EngineHandle::spawn(self.clone())
+    }
+
+    /// The fabric-wide counters (readable while an engine runs).
+    pub fn counters(&self) -> Counters {
+        self.shared.counters.snapshot()
+    }
+
+    /// Every asynchronous event recorded so far.
+    pub fn async_events(&self) -> Vec<AsyncEvent> {
+        self.shared.lock().events.clone()
+    }
+
+    /// Removes and returns the asynchronous events recorded so far.
+    pub fn take_async_events(&self) -> Vec<AsyncEvent> {
+        core::mem::take(&mut self.shared.lock().events)
+    }
+}
+
+fn check_node(state: &FabricState, node: NodeId) -> Result<(), SoftNicError> {
+    if (node.0 as usize) < state.nodes.len() {
+        Ok(())
+    } else {
+        Err(SoftNicError::UnknownNode { node })
+    }
+}
+
+impl FabricState {
+    fn allocate_queue_number(&mut self) -> Result<u32, SoftNicError> {
+        let number = self.next_queue_number.max(FIRST_QUEUE_NUMBER);
+        if number > Qpn::MAX {
+            return Err(SoftNicError::QueueNumbersExhausted);
+        }
+        self.next_queue_number = number + 1;
+        Ok(number)
+    }
+
+    /// The CQ over `memory` (made now, or shared with the queues already using it), with
+    /// `user` added to its users.
+    fn attach_cq(
+        &mut self,
+        memory: CompletionQueueMemory,
+        mode: CqMode,
+        user: u32,
+    ) -> Result<u32, SoftNicError> {
+        let existing = self
+            .cqs
+            .iter_mut()
+            .find(|(_, cq)| Arc::ptr_eq(&cq.memory.ring, &memory.ring));
+        if let Some((&cqn, cq)) = existing {
+            if cq.mode != mode
+                || cq.memory.entries != memory.entries
+                || !Arc::ptr_eq(&cq.memory.dbrec, &memory.dbrec)
+            {
+                return Err(SoftNicError::CqConflict);
+            }
+            cq.users.insert(user);
+            return Ok(cqn);
+        }
+        let mut cq =
+            CqState::new(memory, mode).map_err(|what| SoftNicError::InvalidQueueMemory { what })?;
+        cq.users.insert(user);
+        self.next_cqn += 1;
+        let cqn = self.next_cqn;
+        self.cqs.insert(cqn, cq);
+        Ok(cqn)
+    }
+
+    /// Removes `user` from a CQ; a CQ nobody uses is forgotten.
+    fn detach_cq(&mut self, cqn: u32, user: u32) {
+        if let Some(cq) = self.cqs.get_mut(&cqn) {
+            cq.users.remove(&user);
+            if cq.users.is_empty() {
+                self.cqs.remove(&cqn);
+            }
+        }
+    }
+
+    fn responder_mut(&mut self, queue: QueueId) -> Result<&mut ResponderState, SoftNicError> {
+        let number = queue.number();
+        let is_dct = matches!(queue, QueueId::Dct(_));
+        self.responders
+            .get_mut(&number)
+            .filter(|r| r.dc_key.is_some() == is_dct)
+            .ok_or(SoftNicError::UnknownQueue { number })
+    }
+}
