@@ -1,1 +1,683 @@
-fn main() {}
+//! The ibgda demo: CPU producers post through typed RC and DC queues to the software NIC,
+//! every result is validated against a model of remote memory, and a short table reports
+//! operations, errors, rate and post-to-completion latency. No GPU and no NIC needed.
+//!
+//! ```text
+//! ibgda-demo [run] [--producers N] [--queues N] [--targets N] [--batch N]
+//!                  [--payload BYTES] [--duration SECONDS]
+//! ibgda-demo wqes      # build, dump and parse one WQE of every kind
+//! ```
+
+use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use ibgda::memory::DmaBuffer;
+use std::num::NonZeroU32;
+
+use ibgda::queue::{
+    DoorbellPolicy, PollError, QueuePair, Registered, SendQueueConfig, Ticket, WaitError,
+};
+use ibgda::softnic::{Access, Fabric, MemoryRegion, QueuePairSpec};
+use ibgda::wqe::*;
+
+mod wqes;
+
+const USAGE: &str =
+    "usage: ibgda-demo [run] [--producers N] [--queues N] [--targets N] [--batch N] \
+[--payload BYTES] [--duration SECONDS]\n       ibgda-demo wqes";
+
+#[derive(Clone, Copy, Debug)]
+struct Options {
+    producers: usize,
+    queues: usize,
+    targets: usize,
+    batch: usize,
+    payload: usize,
+    duration: Duration,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Self {
+            producers: 4,
+            queues: 2,
+            targets: 4,
+            batch: 8,
+            payload: 8,
+            duration: Duration::from_secs(3),
+        }
+    }
+}
+
+fn parse_args(args: &[String]) -> Result<Options, String> {
+    let mut o = Options::default();
+    let mut it = args.iter();
+    while let Some(flag) = it.next() {
+        let mut value = |name: &str, max: u64| -> Result<u64, String> {
+            let raw = it.next().ok_or(format!("{name} needs a value"))?;
+            let v: u64 = raw
+                .parse()
+                .map_err(|_| format!("{name}: '{raw}' is not a number"))?;
+            if v == 0 || v > max {
+                return Err(format!("{name}: {v} is outside 1..={max}"));
+            }
+            Ok(v)
+        };
+        match flag.as_str() {
+            "--producers" => o.producers = value("--producers", 64)? as usize,
+            "--queues" => o.queues = value("--queues", 64)? as usize,
+            "--targets" => o.targets = value("--targets", 64)? as usize,
+            "--batch" => o.batch = value("--batch", 256)? as usize,
+            "--payload" => o.payload = value("--payload", 1 << 20)? as usize,
+            "--duration" => o.duration = Duration::from_secs(value("--duration", 3600)?),
+            "-h" | "--help" => return Err(String::new()),
+            other => return Err(format!("unknown argument '{other}'")),
+        }
+    }
+    Ok(o)
+}
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let (command, rest) = match args.first().map(String::as_str) {
+        Some("wqes") => ("wqes", &args[1..]),
+        Some("run") => ("run", &args[1..]),
+        _ => ("run", &args[..]),
+    };
+    if command == "wqes" {
+        return match wqes::dump_every_kind() {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("error: {e}");
+                ExitCode::FAILURE
+            }
+        };
+    }
+    let options = match parse_args(rest) {
+        Ok(o) => o,
+        Err(e) => {
+            if !e.is_empty() {
+                eprintln!("error: {e}");
+            }
+            eprintln!("{USAGE}");
+            return if e.is_empty() {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::FAILURE
+            };
+        }
+    };
+    match run(options) {
+        Ok(0) => ExitCode::SUCCESS,
+        Ok(_) => ExitCode::FAILURE,
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// The operations a producer cycles through.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(usize)]
+enum Kind {
+    InlineWrite,
+    PointerWrite,
+    Read,
+    FetchAdd,
+    CompareSwap,
+    DcWrite,
+}
+
+const KINDS: [Kind; 6] = [
+    Kind::InlineWrite,
+    Kind::PointerWrite,
+    Kind::Read,
+    Kind::FetchAdd,
+    Kind::CompareSwap,
+    Kind::DcWrite,
+];
+
+impl Kind {
+    fn name(self) -> &'static str {
+        match self {
+            Self::InlineWrite => "8 B inline write (RC)",
+            Self::PointerWrite => "pointer write (RC)",
+            Self::Read => "read (RC)",
+            Self::FetchAdd => "fetch-add (RC)",
+            Self::CompareSwap => "compare-swap (RC)",
+            Self::DcWrite => "8 B inline write (DC)",
+        }
+    }
+}
+
+/// What every producer reports.
+#[derive(Default)]
+struct Tally {
+    ops: [u64; KINDS.len()],
+    errors: [u64; KINDS.len()],
+    latencies_ns: Vec<u64>,
+    first_error: Option<String>,
+}
+
+struct Shared {
+    ops: AtomicU64,
+    errors: AtomicU64,
+    stop: AtomicBool,
+}
+
+/// One producer's memory and queues.
+struct Producer {
+    rc: Vec<QueuePair<Rc>>,
+    dci: QueuePair<Dc<Full>>,
+    targets: Vec<DcTarget<Full>>,
+    /// Remote memory on node B: per RC queue [inline word | payload | counter | cas word],
+    /// then one word per DC target.
+    remote: MemoryRegion,
+    remote_buf: Arc<DmaBuffer>,
+    /// Local memory on node A: per RC queue and operation of a round, a payload source, a
+    /// READ destination and an 8-byte atomic result.
+    local: MemoryRegion,
+    local_buf: Arc<DmaBuffer>,
+    layout: Layout,
+}
+
+#[derive(Clone, Copy)]
+struct Layout {
+    queues: usize,
+    payload: usize,
+    batch: usize,
+}
+
+impl Layout {
+    fn padded(&self) -> usize {
+        self.payload.next_multiple_of(8)
+    }
+    fn remote_per_queue(&self) -> usize {
+        8 + self.padded() + 16
+    }
+    fn remote_len(&self, targets: usize) -> usize {
+        (self.queues * self.remote_per_queue() + 8 * targets).next_multiple_of(64)
+    }
+    fn remote_inline(&self, q: usize) -> u64 {
+        (q * self.remote_per_queue()) as u64
+    }
+    fn remote_payload(&self, q: usize) -> u64 {
+        self.remote_inline(q) + 8
+    }
+    fn remote_counter(&self, q: usize) -> u64 {
+        self.remote_payload(q) + self.padded() as u64
+    }
+    fn remote_cas(&self, q: usize) -> u64 {
+        self.remote_counter(q) + 8
+    }
+    fn remote_dc(&self, t: usize) -> u64 {
+        (self.queues * self.remote_per_queue() + 8 * t) as u64
+    }
+    fn local_per_op(&self) -> usize {
+        2 * self.padded() + 8
+    }
+    fn local_len(&self) -> usize {
+        (self.queues * self.batch * self.local_per_op()).next_multiple_of(64)
+    }
+    fn local_source(&self, q: usize, j: usize) -> u64 {
+        ((q * self.batch + j) * self.local_per_op()) as u64
+    }
+    fn local_read(&self, q: usize, j: usize) -> u64 {
+        self.local_source(q, j) + self.padded() as u64
+    }
+    fn local_result(&self, q: usize, j: usize) -> u64 {
+        self.local_read(q, j) + self.padded() as u64
+    }
+}
+
+fn run(o: Options) -> Result<u64, Box<dyn std::error::Error>> {
+    let fabric = Fabric::new();
+    let node_a = fabric.add_node(1)?;
+    let node_b = fabric.add_node(2)?;
+    let lid_b = fabric.lid(node_b).ok_or("node B has no LID")?;
+    let dc_key = 0x5623_ceaf;
+    let dcts = (0..o.targets)
+        .map(|_| fabric.create_dct(node_b, dc_key))
+        .collect::<Result<Vec<_>, _>>()?;
+    let layout = Layout {
+        queues: o.queues,
+        payload: o.payload,
+        batch: o.batch,
+    };
+    let ring = RingSize::new((4 * o.batch).next_power_of_two().max(64))?;
+    let every = NonZeroU32::new(o.batch as u32).ok_or("the batch is at least 1")?;
+    let spec = QueuePairSpec {
+        send: SendQueueConfig {
+            doorbell: DoorbellPolicy::Every(every),
+            ..Default::default()
+        },
+        ..QueuePairSpec::new(ring)
+    };
+    let all =
+        Access::LOCAL_WRITE | Access::REMOTE_WRITE | Access::REMOTE_READ | Access::REMOTE_ATOMIC;
+    let mut producers = Vec::new();
+    for _ in 0..o.producers {
+        let mut rc = Vec::new();
+        for _ in 0..o.queues {
+            let qp = fabric.create_queue_pair::<Rc>(node_a, spec)?;
+            // The responder's queue lives in the fabric; RC WRITE, READ and atomics
+            // complete at the requester, so its host handle is not kept.
+            let peer = fabric.create_queue_pair::<Rc>(node_b, spec)?;
+            fabric.connect(qp.qpn(), peer.qpn())?;
+            rc.push(qp);
+        }
+        let dci = fabric.create_queue_pair::<Dc<Full>>(node_a, spec)?;
+        let targets = dcts
+            .iter()
+            .map(|d| {
+                let link = LinkAddress::InfiniBand {
+                    lid: lid_b,
+                    sl: 0,
+                    static_rate: 0,
+                    source_path_bits: 0,
+                    force_loopback: false,
+                    grh: None,
+                };
+                FullAddressVector {
+                    dct: d.get(),
+                    dc_key,
+                    link,
+                }
+                .encode()
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let remote_len = layout.remote_len(o.targets);
+        let remote_buf = Arc::new(DmaBuffer::zeroed(remote_len, 4096)?);
+        let remote = fabric.register(node_b, remote_buf.clone(), 0, remote_len, all)?;
+        let local_len = layout.local_len();
+        let local_buf = Arc::new(DmaBuffer::zeroed(local_len, 4096)?);
+        let local = fabric.register(node_a, local_buf.clone(), 0, local_len, all)?;
+        producers.push(Producer {
+            rc,
+            dci,
+            targets,
+            remote,
+            remote_buf,
+            local,
+            local_buf,
+            layout,
+        });
+    }
+
+    println!(
+        "ibgda demo: software NIC, {} producers x ({} RC + 1 DC) queues, {} DC targets, \
+         doorbell every {} WQEs, {} B pointer payload, {:?}",
+        o.producers, o.queues, o.targets, o.batch, o.payload, o.duration
+    );
+    let shared = Arc::new(Shared {
+        ops: AtomicU64::new(0),
+        errors: AtomicU64::new(0),
+        stop: AtomicBool::new(false),
+    });
+    let engine = fabric.spawn_engine();
+    let start = Instant::now();
+    let handles: Vec<_> = producers
+        .into_iter()
+        .enumerate()
+        .map(|(p, producer)| {
+            let shared = shared.clone();
+            std::thread::spawn(move || produce(p as u64, producer, &shared))
+        })
+        .collect();
+    let mut last_report = Instant::now();
+    while start.elapsed() < o.duration {
+        std::thread::sleep(Duration::from_millis(20));
+        if last_report.elapsed() >= Duration::from_secs(1) {
+            last_report = Instant::now();
+            eprintln!(
+                "[{:5.1} s] {} operations, {} errors",
+                start.elapsed().as_secs_f64(),
+                shared.ops.load(Ordering::Relaxed),
+                shared.errors.load(Ordering::Relaxed)
+            );
+        }
+    }
+    shared.stop.store(true, Ordering::Relaxed);
+    let mut total = Tally::default();
+    for h in handles {
+        let t = h.join().map_err(|_| "a producer panicked")?;
+        for k in 0..KINDS.len() {
+            total.ops[k] += t.ops[k];
+            total.errors[k] += t.errors[k];
+        }
+        total.latencies_ns.extend(t.latencies_ns);
+        total.first_error = total.first_error.or(t.first_error);
+    }
+    let elapsed = start.elapsed();
+    drop(engine);
+    let counters = fabric.counters();
+
+    let ops: u64 = total.ops.iter().sum();
+    let errors: u64 = total.errors.iter().sum();
+    println!();
+    println!("{:<24} {:>12} {:>8}", "operation", "count", "errors");
+    for (k, kind) in KINDS.iter().enumerate() {
+        println!(
+            "{:<24} {:>12} {:>8}",
+            kind.name(),
+            total.ops[k],
+            total.errors[k]
+        );
+    }
+    println!("{:<24} {:>12} {:>8}", "total", ops, errors);
+    total.latencies_ns.sort_unstable();
+    let pct = |q: f64| -> f64 {
+        let v = &total.latencies_ns;
+        match v.len() {
+            0 => f64::NAN,
+            n => v[((n - 1) as f64 * q).round() as usize] as f64 / 1000.0,
+        }
+    };
+    println!();
+    println!(
+        "rate                     {:.3} M operations/s over {:.2} s",
+        ops as f64 / elapsed.as_secs_f64() / 1e6,
+        elapsed.as_secs_f64()
+    );
+    println!(
+        "post to completion       p50 {:.1} us, p99 {:.1} us (CPU clock; signaled WQE of each round, {} rounds)",
+        pct(0.5),
+        pct(0.99),
+        total.latencies_ns.len()
+    );
+    println!(
+        "software NIC             {} WQEs executed, {} failed, {} flushed, {} doorbells, {} CQEs",
+        counters.wqes_executed,
+        counters.wqes_failed,
+        counters.wqes_flushed,
+        counters.doorbells,
+        counters.cqes_written
+    );
+    if let Some(e) = &total.first_error {
+        println!("first error              {e}");
+    }
+    Ok(errors)
+}
+
+/// What remote memory must hold, per RC queue.
+#[derive(Clone, Default)]
+struct Model {
+    inline: u64,
+    payload: Vec<u8>,
+    counter: u64,
+    cas: u64,
+}
+
+/// A result to check after the round completes: `want` at `at` in local memory.
+struct Check {
+    kind: Kind,
+    at: usize,
+    want: Vec<u8>,
+}
+
+/// Posts rounds of `batch` operations on each RC queue in turn (the last one signaled),
+/// waits for each round, and checks every READ and atomic result against the model of
+/// remote memory, and remote memory itself.
+// `q` indexes the queues, the model and the memory layout together.
+#[allow(clippy::needless_range_loop)]
+fn produce(p: u64, mut pr: Producer, shared: &Shared) -> Tally {
+    let mut tally = Tally::default();
+    let l = pr.layout;
+    let regs = [pr.local.registered()];
+    let mut model = vec![
+        Model {
+            payload: vec![0; l.payload],
+            ..Model::default()
+        };
+        l.queues
+    ];
+    let mut dc_model = vec![0u64; pr.targets.len()];
+    let mut round = 0u64;
+    let fail = |tally: &mut Tally, kind: Kind, what: String| {
+        tally.errors[kind as usize] += 1;
+        shared.errors.fetch_add(1, Ordering::Relaxed);
+        tally.first_error.get_or_insert(what);
+    };
+    while !shared.stop.load(Ordering::Relaxed) {
+        for q in 0..l.queues {
+            round += 1;
+            let mut checks = Vec::new();
+            let mut last = None;
+            let mut last_dc = None;
+            let started = Instant::now();
+            for j in 0..l.batch {
+                let kind = KINDS[(round as usize + j) % KINDS.len()];
+                let tag = p << 48 | (round & 0xff_ffff_ffff) << 8 | j as u64;
+                let sig = j + 1 == l.batch;
+                let m = &mut model[q];
+                let posted: Result<Option<Ticket>, String> = match kind {
+                    Kind::InlineWrite => {
+                        m.inline = tag;
+                        let v = tag.to_be_bytes();
+                        let b = RdmaWrite::new(pr.remote.remote(l.remote_inline(q))).inline(&v);
+                        post(
+                            &mut pr.rc[q],
+                            if sig { b.signaled() } else { b }.build(),
+                            &[],
+                        )
+                    }
+                    Kind::PointerWrite => {
+                        let pattern: Vec<u8> = (0..l.payload)
+                            .map(|i| (tag as usize).wrapping_add(i * 31) as u8)
+                            .collect();
+                        let src = l.local_source(q, j);
+                        let written = pr
+                            .local_buf
+                            .write(src as usize, &pattern)
+                            .map_err(|e| e.to_string());
+                        m.payload.clone_from(&pattern);
+                        written
+                            .and_then(|()| {
+                                pr.local
+                                    .sge(src, l.payload as u32)
+                                    .map_err(|e| e.to_string())
+                            })
+                            .and_then(|sge| {
+                                let b =
+                                    RdmaWrite::new(pr.remote.remote(l.remote_payload(q))).sge(sge);
+                                post(
+                                    &mut pr.rc[q],
+                                    if sig { b.signaled() } else { b }.build(),
+                                    &regs,
+                                )
+                            })
+                    }
+                    Kind::Read => {
+                        let dst = l.local_read(q, j);
+                        checks.push(Check {
+                            kind,
+                            at: dst as usize,
+                            want: m.payload.clone(),
+                        });
+                        pr.local
+                            .sge(dst, l.payload as u32)
+                            .map_err(|e| e.to_string())
+                            .and_then(|sge| {
+                                let b =
+                                    RdmaRead::new(pr.remote.remote(l.remote_payload(q))).sge(sge);
+                                post(
+                                    &mut pr.rc[q],
+                                    if sig { b.signaled() } else { b }.build(),
+                                    &regs,
+                                )
+                            })
+                    }
+                    Kind::FetchAdd => {
+                        let result = l.local_result(q, j);
+                        checks.push(Check {
+                            kind,
+                            at: result as usize,
+                            want: m.counter.to_be_bytes().to_vec(),
+                        });
+                        m.counter += j as u64 + 1;
+                        let b = Atomic::fetch_add(
+                            pr.remote.remote(l.remote_counter(q)),
+                            pr.local.local(result),
+                            j as u64 + 1,
+                        );
+                        post(
+                            &mut pr.rc[q],
+                            if sig { b.signaled() } else { b }.build(),
+                            &regs,
+                        )
+                    }
+                    Kind::CompareSwap => {
+                        let result = l.local_result(q, j);
+                        // Alternate a matching and a failing compare; either returns the old value.
+                        let matching = (round + j as u64) % 2 == 0;
+                        let compare = if matching { m.cas } else { !m.cas };
+                        checks.push(Check {
+                            kind,
+                            at: result as usize,
+                            want: m.cas.to_be_bytes().to_vec(),
+                        });
+                        if matching {
+                            m.cas = tag;
+                        }
+                        let b = Atomic::compare_swap(
+                            pr.remote.remote(l.remote_cas(q)),
+                            pr.local.local(result),
+                            compare,
+                            tag,
+                        );
+                        post(
+                            &mut pr.rc[q],
+                            if sig { b.signaled() } else { b }.build(),
+                            &regs,
+                        )
+                    }
+                    Kind::DcWrite => {
+                        let t = (round as usize + j) % pr.targets.len();
+                        dc_model[t] = tag;
+                        let v = tag.to_be_bytes();
+                        let to = pr.targets[t].at(pr.remote.remote(l.remote_dc(t)));
+                        RdmaWrite::new(to)
+                            .inline(&v)
+                            .build()
+                            .map_err(|e| e.to_string())
+                            .and_then(|w| {
+                                let ticket = pr.dci.post(&w, &[]).map_err(|e| e.to_string())?;
+                                last_dc = Some(ticket);
+                                Ok(None)
+                            })
+                    }
+                };
+                tally.ops[kind as usize] += 1;
+                shared.ops.fetch_add(1, Ordering::Relaxed);
+                match posted {
+                    Ok(Some(ticket)) => last = Some(ticket),
+                    Ok(None) => {}
+                    Err(e) => fail(
+                        &mut tally,
+                        kind,
+                        format!("producer {p} queue {q}: {kind:?}: {e}"),
+                    ),
+                }
+            }
+            if let Some(ticket) = last {
+                match pr.rc[q].wait(ticket, Duration::from_secs(10)) {
+                    Ok(()) => tally.latencies_ns.push(started.elapsed().as_nanos() as u64),
+                    Err(e) => fail(
+                        &mut tally,
+                        Kind::InlineWrite,
+                        format!("producer {p} queue {q}: {}", describe(&e)),
+                    ),
+                }
+            }
+            if let Some(ticket) = last_dc {
+                if let Err(e) = pr.dci.wait(ticket, Duration::from_secs(10)) {
+                    fail(
+                        &mut tally,
+                        Kind::DcWrite,
+                        format!("producer {p} DCI: {}", describe(&e)),
+                    );
+                }
+            }
+            let local = pr.local_buf.to_vec();
+            for c in checks {
+                if local[c.at..c.at + c.want.len()] != c.want[..] {
+                    fail(
+                        &mut tally,
+                        c.kind,
+                        format!(
+                            "producer {p} queue {q}: {:?} result differs from the model",
+                            c.kind
+                        ),
+                    );
+                }
+            }
+            let remote = pr.remote_buf.to_vec();
+            let word = |at: u64| {
+                u64::from_be_bytes(
+                    remote[at as usize..at as usize + 8]
+                        .try_into()
+                        .unwrap_or_default(),
+                )
+            };
+            let m = &model[q];
+            if word(l.remote_inline(q)) != m.inline {
+                fail(
+                    &mut tally,
+                    Kind::InlineWrite,
+                    format!("producer {p} queue {q}: inline word differs"),
+                );
+            }
+            let at = l.remote_payload(q) as usize;
+            if remote[at..at + l.payload] != m.payload[..] {
+                fail(
+                    &mut tally,
+                    Kind::PointerWrite,
+                    format!("producer {p} queue {q}: payload differs"),
+                );
+            }
+            if word(l.remote_counter(q)) != m.counter {
+                fail(
+                    &mut tally,
+                    Kind::FetchAdd,
+                    format!("producer {p} queue {q}: counter differs"),
+                );
+            }
+            if word(l.remote_cas(q)) != m.cas {
+                fail(
+                    &mut tally,
+                    Kind::CompareSwap,
+                    format!("producer {p} queue {q}: compare-swap word differs"),
+                );
+            }
+            for (t, want) in dc_model.iter().enumerate() {
+                if last_dc.is_some() && word(l.remote_dc(t)) != *want {
+                    fail(
+                        &mut tally,
+                        Kind::DcWrite,
+                        format!("producer {p}: DC target {t} word differs"),
+                    );
+                }
+            }
+        }
+    }
+    tally
+}
+
+fn post<S: WqeSpec<Transport = Rc>>(
+    qp: &mut QueuePair<Rc>,
+    wqe: Result<Wqe<S>, WqeError>,
+    regs: &[Arc<dyn Registered>],
+) -> Result<Option<Ticket>, String> {
+    let wqe = wqe.map_err(|e| e.to_string())?;
+    qp.post(&wqe, regs).map(Some).map_err(|e| e.to_string())
+}
+
+fn describe(e: &WaitError) -> String {
+    match e {
+        WaitError::Poll(PollError::Completion(c)) => format!("completion error: {c}"),
+        other => other.to_string(),
+    }
+}

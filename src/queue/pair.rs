@@ -275,16 +275,28 @@ impl<T: Transport> QueuePair<T> {
     /// ticket's WQE and those after it are unsignaled, a signaled NOP is posted so that a
     /// completion will come.
     pub fn wait(&mut self, ticket: Ticket, timeout: Duration) -> Result<(), WaitError> {
+        self.wait_driving(ticket, timeout, &mut || {})
+    }
+
+    /// [`QueuePair::wait`], calling `progress` between polls that find nothing: for a NIC
+    /// that needs driving (the software NIC in step mode), or to do other work meanwhile.
+    pub fn wait_driving(
+        &mut self,
+        ticket: Ticket,
+        timeout: Duration,
+        progress: &mut dyn FnMut(),
+    ) -> Result<(), WaitError> {
         if self.sq.is_complete(ticket) {
             return Ok(());
         }
-        if self.sq.has_unsignaled_tail() && ticket.end() == self.sq.producer() {
+        if ticket.end() > self.sq.signaled_through() {
             self.sq.signal_tail()?;
         }
         self.sq.ring_doorbell();
         let mut spin = Spin::new(timeout);
         while !self.sq.is_complete(ticket) {
             if self.poll()?.is_none() {
+                progress();
                 spin.pause()?;
             }
         }
@@ -293,10 +305,19 @@ impl<T: Transport> QueuePair<T> {
 
     /// Completes everything posted to this queue pair (signaling the tail if needed).
     pub fn drain(&mut self, timeout: Duration) -> Result<(), WaitError> {
+        self.drain_driving(timeout, &mut || {})
+    }
+
+    /// [`QueuePair::drain`], calling `progress` between polls that find nothing.
+    pub fn drain_driving(
+        &mut self,
+        timeout: Duration,
+        progress: &mut dyn FnMut(),
+    ) -> Result<(), WaitError> {
         let Some(end) = self.begin_drain()? else {
             return Ok(());
         };
-        self.wait(end, timeout)
+        self.wait_driving(end, timeout, progress)
     }
 
     /// Prepares a drain: signals the tail, rings, and returns the ticket covering all.

@@ -285,6 +285,11 @@ impl<T: Transport, P: Placement, S: OrderingScope + ValidFor<P>> SendQueue<T, P,
     pub fn is_idle(&self) -> bool {
         self.state.retired == self.state.producer
     }
+    /// The end of the last signaled WQE: a completion will come for everything before it.
+    pub fn signaled_through(&self) -> u64 {
+        self.state.producer - u64::from(self.state.unsignaled)
+    }
+
     /// Whether the WQEs after the last signaled one are still waiting for a later signaled
     /// WQE to retire them.
     pub fn has_unsignaled_tail(&self) -> bool {
