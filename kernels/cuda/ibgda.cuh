@@ -1,0 +1,845 @@
+/* ibgda.cuh: the ibgda device library. GPU threads build mlx5 send WQEs, reserve and
+ * publish ring slots, write the doorbell record and the 8-byte doorbell, and poll
+ * completions, through the layouts of the generated ibgda_layout.h (never their own).
+ *
+ * Header-only and include-free apart from that header, so NVRTC compiles it without a
+ * CUDA toolkit's headers.
+ *
+ * Ordering scopes are template tags (ibgda::scope::GpuFence, ...) that match the Rust
+ * markers of ibgda::order; each scope compiles to exactly the PTX its Rust
+ * OrderingScope::DEVICE_SEQUENCE documents (the kernels crate's tests parse the PTX).
+ *
+ * Counters: every producer counter is a free-running 64-bit count of WQEBBs; a WQE's
+ * 16-bit index is its first WQEBB's count & 0xffff, its slot count & (ring - 1).
+ */
+#pragma once
+#include "ibgda_layout.h"
+
+namespace ibgda {
+
+typedef unsigned char u8;
+typedef unsigned short u16;
+typedef unsigned int u32;
+typedef unsigned long long u64;
+
+/* -------------------------------------------------------------------------------------
+ * Byte order and raw memory operations (inline PTX, so each compiles to one known
+ * instruction).
+ * ----------------------------------------------------------------------------------- */
+
+__device__ __forceinline__ u32 bswap32(u32 x) { return __byte_perm(x, 0, 0x0123); }
+__device__ __forceinline__ u16 bswap16(u16 x) { return (u16)((x >> 8) | (x << 8)); }
+
+__device__ __forceinline__ u64 gaddr(const void* p) { return (u64)__cvta_generic_to_global(p); }
+
+namespace ptx {
+__device__ __forceinline__ void st_relaxed_sys_b32(void* p, u32 v) {
+    asm volatile("st.relaxed.sys.global.b32 [%0], %1;" ::"l"(gaddr(p)), "r"(v) : "memory");
+}
+__device__ __forceinline__ void st_volatile_b32(void* p, u32 v) {
+    asm volatile("st.volatile.global.b32 [%0], %1;" ::"l"(gaddr(p)), "r"(v) : "memory");
+}
+__device__ __forceinline__ void st_release_gpu_b32(void* p, u32 v) {
+    asm volatile("st.release.gpu.global.b32 [%0], %1;" ::"l"(gaddr(p)), "r"(v) : "memory");
+}
+__device__ __forceinline__ void st_release_sys_b32(void* p, u32 v) {
+    asm volatile("st.release.sys.global.b32 [%0], %1;" ::"l"(gaddr(p)), "r"(v) : "memory");
+}
+__device__ __forceinline__ void st_release_gpu_b64(void* p, u64 v) {
+    asm volatile("st.release.gpu.global.b64 [%0], %1;" ::"l"(gaddr(p)), "l"(v) : "memory");
+}
+__device__ __forceinline__ void st_release_sys_b64(void* p, u64 v) {
+    asm volatile("st.release.sys.global.b64 [%0], %1;" ::"l"(gaddr(p)), "l"(v) : "memory");
+}
+__device__ __forceinline__ void st_mmio_b64(void* p, u64 v) {
+    asm volatile("st.mmio.relaxed.sys.global.b64 [%0], %1;" ::"l"(gaddr(p)), "l"(v) : "memory");
+}
+__device__ __forceinline__ void st_relaxed_gpu_b64(void* p, u64 v) {
+    asm volatile("st.relaxed.gpu.global.b64 [%0], %1;" ::"l"(gaddr(p)), "l"(v) : "memory");
+}
+__device__ __forceinline__ u64 ld_volatile_b64(const void* p) {
+    u64 v;
+    asm volatile("ld.volatile.global.b64 %0, [%1];" : "=l"(v) : "l"(gaddr(p)) : "memory");
+    return v;
+}
+__device__ __forceinline__ u64 ld_relaxed_sys_b64(const void* p) {
+    u64 v;
+    asm volatile("ld.relaxed.sys.global.b64 %0, [%1];" : "=l"(v) : "l"(gaddr(p)) : "memory");
+    return v;
+}
+__device__ __forceinline__ u64 ld_relaxed_gpu_b64(const void* p) {
+    u64 v;
+    asm volatile("ld.relaxed.gpu.global.b64 %0, [%1];" : "=l"(v) : "l"(gaddr(p)) : "memory");
+    return v;
+}
+__device__ __forceinline__ u64 ld_acquire_gpu_b64(const void* p) {
+    u64 v;
+    asm volatile("ld.acquire.gpu.global.b64 %0, [%1];" : "=l"(v) : "l"(gaddr(p)) : "memory");
+    return v;
+}
+__device__ __forceinline__ u64 ld_acquire_sys_b64(const void* p) {
+    u64 v;
+    asm volatile("ld.acquire.sys.global.b64 %0, [%1];" : "=l"(v) : "l"(gaddr(p)) : "memory");
+    return v;
+}
+__device__ __forceinline__ void fence_release_gpu() { asm volatile("fence.release.gpu;" ::: "memory"); }
+__device__ __forceinline__ void fence_acquire_gpu() { asm volatile("fence.acquire.gpu;" ::: "memory"); }
+__device__ __forceinline__ void fence_acq_rel_gpu() { asm volatile("fence.acq_rel.gpu;" ::: "memory"); }
+__device__ __forceinline__ u64 globaltimer() {
+    u64 t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t)::"memory");
+    return t;
+}
+} // namespace ptx
+
+/* A bound on every wait loop, for tests: with IBGDA_SPIN_LIMIT_NS > 0 (a compile option)
+ * a wait gives up after that many ns of %globaltimer and reports SPIN_TIMEOUT; with 0 (the
+ * default) waits are unbounded and the bound compiles to nothing. */
+#ifndef IBGDA_SPIN_LIMIT_NS
+#define IBGDA_SPIN_LIMIT_NS 0ull
+#endif
+constexpr int SPIN_TIMEOUT = -0x400;
+struct Spin {
+    u64 t0 = 0;
+    __device__ __forceinline__ bool expired() {
+        if constexpr (IBGDA_SPIN_LIMIT_NS == 0) {
+            return false;
+        } else {
+            const u64 t = ptx::globaltimer();
+            if (t0 == 0) t0 = t;
+            return t - t0 > IBGDA_SPIN_LIMIT_NS;
+        }
+    }
+};
+
+/* -------------------------------------------------------------------------------------
+ * Ordering scopes: one tag per ibgda::order marker. Each provides
+ *   ring(dbrec, record, db, value): the doorbell-record store and the doorbell store with
+ *       the scope's ordering around them (its DEVICE_SEQUENCE "dbrec"/"db" part);
+ *   cq_load(p), cq_acquire(): the load of a CQE's last word and what follows a valid one
+ *       (the "cq" part);
+ *   publish_release(): what a thread does before it marks its WQEs ready for another
+ *       thread to ring (fence.acq_rel.gpu; none for Unordered). Not part of the doorbell
+ *       sequence: only the shared paths (per thread, per warp) publish.
+ * ----------------------------------------------------------------------------------- */
+namespace scope {
+
+/* Table 4 "None (unsafe control)". */
+struct Unordered {
+    static constexpr u32 KIND = layout::SCOPE_UNORDERED;
+    __device__ __forceinline__ static void ring(u32* dbrec, u32 record, u64* db, u64 value) {
+        ptx::st_relaxed_sys_b32(dbrec, record);
+        ptx::st_mmio_b64(db, value);
+    }
+    __device__ __forceinline__ static u64 cq_load(const u64* p) { return ptx::ld_volatile_b64(p); }
+    __device__ __forceinline__ static void cq_acquire() {}
+    __device__ __forceinline__ static void publish_release() {}
+};
+
+/* Table 4 "GPU-scope fence" (DOCA GPUNetIO, NCCL GDAKI). */
+struct GpuFence {
+    static constexpr u32 KIND = layout::SCOPE_GPU_FENCE;
+    __device__ __forceinline__ static void ring(u32* dbrec, u32 record, u64* db, u64 value) {
+        ptx::st_relaxed_sys_b32(dbrec, record);
+        ptx::fence_release_gpu();
+        ptx::st_mmio_b64(db, value);
+    }
+    __device__ __forceinline__ static u64 cq_load(const u64* p) { return ptx::ld_relaxed_sys_b64(p); }
+    __device__ __forceinline__ static void cq_acquire() { ptx::fence_acquire_gpu(); }
+    __device__ __forceinline__ static void publish_release() { ptx::fence_acq_rel_gpu(); }
+};
+
+/* Table 4 "+ fenced doorbell record". */
+struct GpuFencedDbrec {
+    static constexpr u32 KIND = layout::SCOPE_GPU_FENCED_DBREC;
+    __device__ __forceinline__ static void ring(u32* dbrec, u32 record, u64* db, u64 value) {
+        ptx::fence_release_gpu();
+        ptx::st_relaxed_sys_b32(dbrec, record);
+        ptx::fence_release_gpu();
+        ptx::st_mmio_b64(db, value);
+    }
+    __device__ __forceinline__ static u64 cq_load(const u64* p) { return ptx::ld_relaxed_sys_b64(p); }
+    __device__ __forceinline__ static void cq_acquire() { ptx::fence_acquire_gpu(); }
+    __device__ __forceinline__ static void publish_release() { ptx::fence_acq_rel_gpu(); }
+};
+
+/* Table 4 "GPU-scope release store" (DeepEP; NVSHMEM GPU-memory-only builds). */
+struct GpuReleaseStore {
+    static constexpr u32 KIND = layout::SCOPE_GPU_RELEASE_STORE;
+    __device__ __forceinline__ static void ring(u32* dbrec, u32 record, u64* db, u64 value) {
+        ptx::st_release_gpu_b32(dbrec, record);
+        ptx::st_release_gpu_b64(db, value);
+    }
+    __device__ __forceinline__ static u64 cq_load(const u64* p) { return ptx::ld_acquire_gpu_b64(p); }
+    __device__ __forceinline__ static void cq_acquire() {}
+    __device__ __forceinline__ static void publish_release() { ptx::fence_acq_rel_gpu(); }
+};
+
+/* Table 4 "__threadfence()" (NVSHMEM's default). */
+struct ThreadFence {
+    static constexpr u32 KIND = layout::SCOPE_THREAD_FENCE;
+    __device__ __forceinline__ static void ring(u32* dbrec, u32 record, u64* db, u64 value) {
+        __threadfence();
+        ptx::st_volatile_b32(dbrec, record);
+        __threadfence();
+        ptx::st_mmio_b64(db, value);
+    }
+    __device__ __forceinline__ static u64 cq_load(const u64* p) { return ptx::ld_volatile_b64(p); }
+    __device__ __forceinline__ static void cq_acquire() { __threadfence(); }
+    __device__ __forceinline__ static void publish_release() { ptx::fence_acq_rel_gpu(); }
+};
+
+/* Table 4 "System-scope release store". */
+struct SystemReleaseStore {
+    static constexpr u32 KIND = layout::SCOPE_SYSTEM_RELEASE_STORE;
+    __device__ __forceinline__ static void ring(u32* dbrec, u32 record, u64* db, u64 value) {
+        ptx::st_release_sys_b32(dbrec, record);
+        ptx::st_release_sys_b64(db, value);
+    }
+    __device__ __forceinline__ static u64 cq_load(const u64* p) { return ptx::ld_acquire_sys_b64(p); }
+    __device__ __forceinline__ static void cq_acquire() {}
+    __device__ __forceinline__ static void publish_release() { ptx::fence_acq_rel_gpu(); }
+};
+
+/* Table 4 "System-scope fence" (NVSHMEM with queues in host memory). */
+struct SystemFence {
+    static constexpr u32 KIND = layout::SCOPE_SYSTEM_FENCE;
+    __device__ __forceinline__ static void ring(u32* dbrec, u32 record, u64* db, u64 value) {
+        __threadfence_system();
+        ptx::st_volatile_b32(dbrec, record);
+        __threadfence_system();
+        ptx::st_mmio_b64(db, value);
+    }
+    __device__ __forceinline__ static u64 cq_load(const u64* p) { return ptx::ld_volatile_b64(p); }
+    __device__ __forceinline__ static void cq_acquire() { __threadfence_system(); }
+    __device__ __forceinline__ static void publish_release() { ptx::fence_acq_rel_gpu(); }
+};
+
+} // namespace scope
+
+/* -------------------------------------------------------------------------------------
+ * Octowords and segment encoding. A segment is assembled in registers as four 32-bit
+ * words in memory order and stored with one 16-byte store. Field offsets come from the
+ * generated layout; big-endian fields are byte-swapped.
+ * ----------------------------------------------------------------------------------- */
+
+struct alignas(16) Oct {
+    u32 w[4];
+};
+
+__device__ __forceinline__ Oct oct_zero() { return Oct{{0u, 0u, 0u, 0u}}; }
+
+/* Places a field at byte `off` (compile-time) of an octoword. */
+template <u32 OFF> __device__ __forceinline__ void put_u8(Oct& o, u32 v) {
+    static_assert(OFF < 16, "field inside the octoword");
+    o.w[OFF / 4] |= (v & 0xffu) << ((OFF % 4) * 8);
+}
+template <u32 OFF> __device__ __forceinline__ void put_be16(Oct& o, u32 v) {
+    put_u8<OFF>(o, v >> 8);
+    put_u8<OFF + 1>(o, v);
+}
+template <u32 OFF> __device__ __forceinline__ void put_be32(Oct& o, u32 v) {
+    static_assert(OFF % 4 == 0 && OFF < 16, "aligned 32-bit field");
+    o.w[OFF / 4] = bswap32(v);
+}
+template <u32 OFF> __device__ __forceinline__ void put_be64(Oct& o, u64 v) {
+    static_assert(OFF % 8 == 0 && OFF < 16, "aligned 64-bit field");
+    o.w[OFF / 4] = bswap32((u32)(v >> 32));
+    o.w[OFF / 4 + 1] = bswap32((u32)v);
+}
+
+/* The WQEBBs of one WQE in a ring: one pointer per WQEBB, so a WQE can run past the
+ * ring's end and continue at slot 0 (mlx5-facts §2). */
+struct WqeSlots {
+    u8* ring;
+    u32 mask;  /* ring WQEBBs - 1 */
+    u32 start; /* free-running index of the first WQEBB (low 32 bits suffice) */
+    __device__ __forceinline__ u8* octo(u32 i) const {
+        return ring + ((u64)((start + (i >> 2)) & mask) << 6) + ((i & 3u) << 4);
+    }
+    __device__ __forceinline__ void put(u32 i, const Oct& o) const { *(Oct*)octo(i) = o; }
+};
+
+/* The control-segment fields a WQE (not the queue) decides. */
+struct Ctrl {
+    u32 qpn;
+    u32 fm_ce_se;
+    u32 stream_id;
+    u32 imm;
+};
+
+__device__ __forceinline__ Ctrl ctrl(u32 qpn, u32 fm_ce_se) { return Ctrl{qpn, fm_ce_se, 0u, 0u}; }
+
+__device__ __forceinline__ Oct ctrl_segment(u32 opmod, u32 index, u32 opcode, u32 ds, const Ctrl& c) {
+    Oct o = oct_zero();
+    put_be32<layout::CTRL_OPMOD_IDX_OPCODE>(o, (opmod << 24) | ((index & 0xffffu) << 8) | opcode);
+    put_be32<layout::CTRL_QPN_DS>(o, (c.qpn << 8) | ds);
+    put_be16<layout::CTRL_DCI_STREAM_CHANNEL_ID>(o, c.stream_id);
+    put_u8<layout::CTRL_FM_CE_SE>(o, c.fm_ce_se);
+    /* Only WRITE_WITH_IMM carries the immediate; every other opcode has 0 there (as the
+     * host encoder writes it). */
+    put_be32<layout::CTRL_IMM>(o, opcode == layout::OPCODE_RDMA_WRITE_IMM ? c.imm : 0u);
+    return o;
+}
+
+__device__ __forceinline__ Oct raddr_segment(u64 raddr, u32 rkey) {
+    Oct o = oct_zero();
+    put_be64<layout::RADDR_RADDR>(o, raddr);
+    put_be32<layout::RADDR_RKEY>(o, rkey);
+    return o;
+}
+
+__device__ __forceinline__ Oct data_segment(u32 byte_count, u32 lkey, u64 addr) {
+    Oct o = oct_zero();
+    put_be32<layout::DATA_BYTE_COUNT>(o, byte_count);
+    put_be32<layout::DATA_LKEY>(o, lkey);
+    put_be64<layout::DATA_ADDR>(o, addr);
+    return o;
+}
+
+/* Octowords an inline payload of `len` bytes takes with its header (none when empty). */
+__host__ __device__ constexpr u32 inline_octowords(u32 len) {
+    return len == 0 ? 0u : (layout::INLINE_HEADER_BYTES + len + layout::OCTOWORD_BYTES - 1) / layout::OCTOWORD_BYTES;
+}
+
+__host__ __device__ constexpr u32 wqebbs_for_ds(u32 ds) {
+    return (ds * layout::OCTOWORD_BYTES + layout::WQEBB_BYTES - 1) / layout::WQEBB_BYTES;
+}
+
+/* -------------------------------------------------------------------------------------
+ * Transports: RC (no address vector), DC with the compact or the full address vector.
+ * A DC WQE copies its target's address-vector octowords (prepared by the host with the
+ * Rust encoder) right after the control segment.
+ * ----------------------------------------------------------------------------------- */
+namespace transport {
+struct Rc {
+    static constexpr u32 AV_DS = 0;
+};
+struct DcCompact {
+    static constexpr u32 AV_DS = layout::AV_COMPACT_BYTES / layout::OCTOWORD_BYTES;
+};
+struct DcFull {
+    static constexpr u32 AV_DS = layout::AV_FULL_BYTES / layout::OCTOWORD_BYTES;
+};
+static_assert(1 + Rc::AV_DS + 2 == layout::DS_RC_WRITE_SGE, "RC WRITE DS");
+static_assert(1 + DcCompact::AV_DS + 2 == layout::DS_DCC_WRITE_SGE, "DC compact WRITE DS");
+static_assert(1 + DcFull::AV_DS + 2 == layout::DS_DCF_WRITE_SGE, "DC full WRITE DS");
+static_assert(1 + Rc::AV_DS + 3 == layout::DS_RC_ATOMIC_1, "RC atomic DS");
+static_assert(1 + DcFull::AV_DS + 4 == layout::DS_DCF_ATOMIC_2, "DC full masked CS8 DS");
+} // namespace transport
+
+/* The address vector of a DC WQE: AV_DS octowords. Unused for RC. */
+struct Target {
+    const Oct* av;
+};
+
+template <class T> __device__ __forceinline__ void put_target(const WqeSlots& s, const Target& t) {
+#pragma unroll
+    for (u32 i = 0; i < T::AV_DS; i++) s.put(1 + i, t.av[i]);
+}
+
+/* --- the shapes of the Rust builders. Each returns its DS. ------------------------- */
+
+/* RDMA WRITE (or WRITE_IMM when `imm_valid`) with one gather entry. */
+template <class T>
+__device__ __forceinline__ u32 build_write(const WqeSlots& s, const Ctrl& c, const Target& t, u64 raddr,
+                                           u32 rkey, u64 laddr, u32 len, u32 lkey, bool with_imm) {
+    const u32 ds = 1 + T::AV_DS + 2;
+    s.put(0, ctrl_segment(0, s.start, with_imm ? layout::OPCODE_RDMA_WRITE_IMM : layout::OPCODE_RDMA_WRITE, ds, c));
+    put_target<T>(s, t);
+    s.put(1 + T::AV_DS, raddr_segment(raddr, rkey));
+    s.put(2 + T::AV_DS, data_segment(len, lkey, laddr));
+    return ds;
+}
+
+/* RDMA READ with one scatter entry. */
+template <class T>
+__device__ __forceinline__ u32 build_read(const WqeSlots& s, const Ctrl& c, const Target& t, u64 raddr, u32 rkey,
+                                          u64 laddr, u32 len, u32 lkey) {
+    const u32 ds = 1 + T::AV_DS + 2;
+    s.put(0, ctrl_segment(0, s.start, layout::OPCODE_RDMA_READ, ds, c));
+    put_target<T>(s, t);
+    s.put(1 + T::AV_DS, raddr_segment(raddr, rkey));
+    s.put(2 + T::AV_DS, data_segment(len, lkey, laddr));
+    return ds;
+}
+
+/* RDMA WRITE of an 8-byte inline payload (the bytes of `value` in memory order): the
+ * paper's one-operation case, in registers, one octoword for the payload. */
+template <class T>
+__device__ __forceinline__ u32 build_write_inline8(const WqeSlots& s, const Ctrl& c, const Target& t, u64 raddr,
+                                                   u32 rkey, u64 value) {
+    const u32 ds = 1 + T::AV_DS + 1 + inline_octowords(8);
+    s.put(0, ctrl_segment(0, s.start, layout::OPCODE_RDMA_WRITE, ds, c));
+    put_target<T>(s, t);
+    s.put(1 + T::AV_DS, raddr_segment(raddr, rkey));
+    Oct p = oct_zero();
+    put_be32<layout::INLINE_HEADER_BYTE_COUNT>(p, 8u | layout::INLINE_SEGMENT_FLAG);
+    p.w[1] = (u32)value;
+    p.w[2] = (u32)(value >> 32);
+    s.put(2 + T::AV_DS, p);
+    return ds;
+}
+
+/* RDMA WRITE (WRITE_IMM when `with_imm`) of an inline payload of `len` bytes read from
+ * `payload` (any alignment), zero-padded to the octoword. */
+template <class T>
+__device__ __forceinline__ u32 build_write_inline(const WqeSlots& s, const Ctrl& c, const Target& t, u64 raddr,
+                                                  u32 rkey, const u8* payload, u32 len, bool with_imm) {
+    const u32 n = inline_octowords(len);
+    const u32 ds = 1 + T::AV_DS + 1 + n;
+    s.put(0, ctrl_segment(0, s.start, with_imm ? layout::OPCODE_RDMA_WRITE_IMM : layout::OPCODE_RDMA_WRITE, ds, c));
+    put_target<T>(s, t);
+    s.put(1 + T::AV_DS, raddr_segment(raddr, rkey));
+    for (u32 k = 0; k < n; k++) {
+        Oct o = oct_zero();
+        for (u32 j = 0; j < 16; j++) {
+            const int p = (int)(16 * k + j) - (int)layout::INLINE_HEADER_BYTES;
+            u32 b;
+            if (p < 0) {
+                const u32 header = len | layout::INLINE_SEGMENT_FLAG;
+                b = (header >> (8 * (3 - j))) & 0xffu; /* big-endian header, bytes 0..3 */
+            } else {
+                b = (u32)p < len ? payload[p] : 0u;
+            }
+            o.w[j / 4] |= b << ((j % 4) * 8);
+        }
+        s.put(2 + T::AV_DS + k, o);
+    }
+    return ds;
+}
+
+/* The atomic operations, with their operands as the Rust AtomicOp holds them. */
+enum class AtomicKind : u32 { CompareSwap, FetchAdd, MaskedCompareSwap4, MaskedCompareSwap8, MaskedFetchAdd4, MaskedFetchAdd8 };
+
+/* An atomic (`op0` = swap or add, `op1` = compare or field boundary, `op2` = swap mask,
+ * `op3` = compare mask) returning the original value to `result`. */
+template <class T>
+__device__ __forceinline__ u32 build_atomic(const WqeSlots& s, const Ctrl& c, const Target& t, AtomicKind kind,
+                                            u64 raddr, u32 rkey, u64 result, u32 lkey, u64 op0, u64 op1, u64 op2,
+                                            u64 op3) {
+    const bool two = kind == AtomicKind::MaskedCompareSwap8;
+    const u32 ds = 1 + T::AV_DS + 1 + (two ? 2u : 1u) + 1;
+    u32 opcode, opmod = 0, bytes = 8;
+    switch (kind) {
+    case AtomicKind::CompareSwap: opcode = layout::OPCODE_ATOMIC_CS; break;
+    case AtomicKind::FetchAdd: opcode = layout::OPCODE_ATOMIC_FA; break;
+    case AtomicKind::MaskedCompareSwap4: opcode = layout::OPCODE_ATOMIC_MASKED_CS; opmod = layout::OPMOD_ATOMIC_4; bytes = 4; break;
+    case AtomicKind::MaskedCompareSwap8: opcode = layout::OPCODE_ATOMIC_MASKED_CS; opmod = layout::OPMOD_ATOMIC_8; break;
+    case AtomicKind::MaskedFetchAdd4: opcode = layout::OPCODE_ATOMIC_MASKED_FA; opmod = layout::OPMOD_ATOMIC_4; bytes = 4; break;
+    default: opcode = layout::OPCODE_ATOMIC_MASKED_FA; opmod = layout::OPMOD_ATOMIC_8; break;
+    }
+    s.put(0, ctrl_segment(opmod, s.start, opcode, ds, c));
+    put_target<T>(s, t);
+    s.put(1 + T::AV_DS, raddr_segment(raddr, rkey));
+    Oct a = oct_zero();
+    switch (kind) {
+    case AtomicKind::CompareSwap:
+        put_be64<layout::ATOMIC_SWAP_ADD>(a, op0);
+        put_be64<layout::ATOMIC_COMPARE>(a, op1);
+        break;
+    case AtomicKind::FetchAdd:
+        put_be64<layout::ATOMIC_SWAP_ADD>(a, op0);
+        break;
+    case AtomicKind::MaskedCompareSwap4:
+        put_be32<layout::MASKED_CS4_SWAP>(a, (u32)op0);
+        put_be32<layout::MASKED_CS4_COMPARE>(a, (u32)op1);
+        put_be32<layout::MASKED_CS4_SWAP_MASK>(a, (u32)op2);
+        put_be32<layout::MASKED_CS4_COMPARE_MASK>(a, (u32)op3);
+        break;
+    case AtomicKind::MaskedCompareSwap8: {
+        static_assert(layout::MASKED_CS8_SWAP_MASK == 16 && layout::MASKED_CS8_COMPARE_MASK == 24,
+                      "masks in the second octoword");
+        put_be64<layout::MASKED_CS8_SWAP>(a, op0);
+        put_be64<layout::MASKED_CS8_COMPARE>(a, op1);
+        Oct b = oct_zero();
+        put_be64<layout::MASKED_CS8_SWAP_MASK - 16>(b, op2);
+        put_be64<layout::MASKED_CS8_COMPARE_MASK - 16>(b, op3);
+        s.put(3 + T::AV_DS, b); /* may sit across a WQEBB boundary from the first */
+        break;
+    }
+    case AtomicKind::MaskedFetchAdd4:
+        put_be32<layout::MASKED_FA4_ADD>(a, (u32)op0);
+        put_be32<layout::MASKED_FA4_FIELD_BOUNDARY>(a, (u32)op1);
+        break;
+    default:
+        put_be64<layout::MASKED_FA8_ADD>(a, op0);
+        put_be64<layout::MASKED_FA8_FIELD_BOUNDARY>(a, op1);
+        break;
+    }
+    s.put(2 + T::AV_DS, a);
+    s.put(ds - 1, data_segment(bytes, lkey, result));
+    return ds;
+}
+
+/* NOP (no address vector on any transport). */
+__device__ __forceinline__ u32 build_nop(const WqeSlots& s, const Ctrl& c) {
+    s.put(0, ctrl_segment(0, s.start, layout::OPCODE_NOP, layout::DS_NOP, c));
+    return layout::DS_NOP;
+}
+
+/* DUMP of one local buffer (no address vector on any transport). */
+__device__ __forceinline__ u32 build_dump(const WqeSlots& s, const Ctrl& c, u64 laddr, u32 len, u32 lkey) {
+    s.put(0, ctrl_segment(0, s.start, layout::OPCODE_DUMP, layout::DS_DUMP, c));
+    s.put(1, data_segment(len, lkey, laddr));
+    return layout::DS_DUMP;
+}
+
+/* -------------------------------------------------------------------------------------
+ * Queue access: the descriptor the host made (by value), its memory, the doorbell value.
+ * ----------------------------------------------------------------------------------- */
+
+struct Queue {
+    DeviceQueueDescriptor d;
+
+    __device__ __forceinline__ DeviceProducerState* state() const { return (DeviceProducerState*)d.state; }
+    __device__ __forceinline__ u32 capacity() const { return 1u << d.log_sq_wqebbs; }
+    __device__ __forceinline__ WqeSlots slots(u64 start) const {
+        return WqeSlots{(u8*)d.sq_ring, capacity() - 1, (u32)start};
+    }
+    /* The 8-byte doorbell announcing everything before `next`: bytes 0..8 of a control
+     * segment with index = next free WQEBB, opcode 0, ds 0 (as NVSHMEM, DOCA and the host
+     * shared queue ring). */
+    __device__ __forceinline__ u64 doorbell_value(u64 next) const {
+        const u64 lo = bswap32(((u32)next & 0xffffu) << 8);
+        const u64 hi = bswap32(d.qpn << 8);
+        return lo | (hi << 32);
+    }
+    /* The send counter of the doorbell record: big-endian next free WQEBB & 0xffff. */
+    __device__ __forceinline__ u32 dbrec_value(u64 next) const { return bswap32((u32)next & 0xffffu); }
+    /* Whether a WQE occupying [at, at + wqebbs) must be signaled: it crosses a multiple of
+     * the signal interval (the host queues' rule), so a full ring always holds one. */
+    __device__ __forceinline__ bool must_signal(u64 at, u32 wqebbs) const {
+        const u64 i = d.signal_interval;
+        return (at + wqebbs) / i > at / i;
+    }
+    /* The size in WQEBBs of the WQE starting at `at`, from its control segment's DS. */
+    __device__ __forceinline__ u32 wqebbs_at(u64 at) const {
+        const u8* p = slots(at).octo(0) + layout::CTRL_QPN_DS + 3;
+        const u32 ds = *p & layout::MAX_DS;
+        return ds == 0 ? 1u : wqebbs_for_ds(ds);
+    }
+    template <class S> __device__ __forceinline__ void ring(u64 next) const {
+        S::ring((u32*)d.sq_dbrec, dbrec_value(next), (u64*)d.doorbell, doorbell_value(next));
+    }
+};
+
+/* What one CQ poll found. */
+struct Polled {
+    int status;     /* 1: a CQE consumed; 0: none; <0: -(syndrome) of an error CQE, or -0x100 stray */
+    u64 retired_to; /* every WQEBB before it is complete (when status != 0) */
+};
+
+constexpr int POLL_STRAY = -0x100;
+
+/* Reads the CQE at `consumer` (ring mode: owner bit) or entry 0 (collapsed mode: a new WQE
+ * counter) with the scope's load; on a valid entry, the scope's acquire. Returns whether
+ * one was found, its last word in `tail`. */
+template <class S>
+__device__ __forceinline__ bool cqe_ready(const Queue& q, u64 consumer, u32 collapsed_seen, u64& tail, u32& slot) {
+    const u32 n = 1u << q.d.log_cq_entries;
+    slot = q.d.cq_mode ? 0u : (u32)consumer & (n - 1);
+    const u64* last = (const u64*)(q.d.cq_ring + (u64)slot * layout::CQE_BYTES + layout::CQE_SOP_DROP_QPN);
+    static_assert(layout::CQE_SOP_DROP_QPN + 8 == layout::CQE_BYTES, "last word of a CQE");
+    tail = S::cq_load(last);
+    const u32 op_own = (u32)(tail >> 56);
+    if ((op_own >> 4) == layout::CQE_OPCODE_INVALID) return false;
+    if (q.d.cq_mode) {
+        const u32 counter = ((u32)(tail >> 32) & 0xffu) << 8 | ((u32)(tail >> 40) & 0xffu);
+        if (counter + 1 == collapsed_seen) return false;
+    } else {
+        const u32 parity = ((u32)(consumer >> q.d.log_cq_entries)) & 1u;
+        if ((op_own & 1u) != parity) return false;
+    }
+    S::cq_acquire();
+    return true;
+}
+
+/* Decodes a valid CQE's last word: the WQE counter and the error syndrome (0 if none). */
+__device__ __forceinline__ u32 cqe_counter(u64 tail) {
+    static_assert(layout::CQE_WQE_COUNTER == layout::CQE_SOP_DROP_QPN + 4, "counter after sop_drop_qpn");
+    return ((u32)(tail >> 32) & 0xffu) << 8 | ((u32)(tail >> 40) & 0xffu);
+}
+__device__ __forceinline__ u32 cqe_qpn(u64 tail) { return bswap32((u32)tail) & layout::QPN_MAX; }
+
+/* -------------------------------------------------------------------------------------
+ * The exclusive producer: one thread owns the queue pair (mini-gda's model, one thread
+ * per QP). Its counters live in registers between load() and store(); reserving, posting,
+ * ringing and polling touch no shared counter, so the doorbell path holds only the WQE
+ * stores, the doorbell record and the doorbell with the scope's ordering.
+ * ----------------------------------------------------------------------------------- */
+template <class S> struct Exclusive {
+    Queue q;
+    u64 next;     /* next WQEBB to fill */
+    u64 retired;  /* every WQEBB before it is complete */
+    u64 consumer; /* CQEs consumed */
+    u32 collapsed_seen;
+
+    __device__ __forceinline__ static Exclusive load(const DeviceQueueDescriptor& d) {
+        Exclusive e;
+        e.q = Queue{d};
+        const DeviceProducerState* st = e.q.state();
+        e.next = st->reserved;
+        e.retired = st->retired;
+        e.consumer = st->cq_consumer;
+        e.collapsed_seen = st->collapsed_seen;
+        return e;
+    }
+    /* Writes the counters back (for a later kernel, or another owner). */
+    __device__ __forceinline__ void store() const {
+        DeviceProducerState* st = q.state();
+        st->reserved = next;
+        st->ready = next;
+        st->posted = next;
+        st->retired = retired;
+        st->cq_consumer = consumer;
+        st->collapsed_seen = collapsed_seen;
+    }
+    __device__ __forceinline__ u32 free_wqebbs() const { return q.capacity() - (u32)(next - retired); }
+
+    /* Slots for `wqebbs` more, or false when the ring has no room (poll first). */
+    __device__ __forceinline__ bool reserve(u32 wqebbs, WqeSlots& s) {
+        if (wqebbs > free_wqebbs()) return false;
+        s = q.slots(next);
+        return true;
+    }
+    /* Marks `wqebbs` written at the reservation (the caller set CQ_UPDATE in the flags it
+     * built with, by q.must_signal or its own choice). Returns the ticket (end counter). */
+    __device__ __forceinline__ u64 commit(u32 wqebbs) {
+        next += wqebbs;
+        return next;
+    }
+    /* Doorbell record and doorbell for everything written. */
+    __device__ __forceinline__ void ring() const { q.template ring<S>(next); }
+
+    /* One poll of the CQ: consumes at most one CQE and retires the WQEs it covers. */
+    __device__ __forceinline__ Polled poll() {
+        u64 tail;
+        u32 slot;
+        if (!cqe_ready<S>(q, consumer, collapsed_seen, tail, slot)) return Polled{0, retired};
+        const u32 counter = cqe_counter(tail);
+        consumer++;
+        if (q.d.cq_mode) {
+            collapsed_seen = counter + 1;
+        } else {
+            ptx::st_relaxed_sys_b32((void*)q.d.cq_dbrec, bswap32((u32)consumer & 0xffffffu));
+        }
+        const u64 start = retired + (u16)(counter - (u16)retired);
+        if (start >= next || cqe_qpn(tail) != q.d.qpn) return Polled{POLL_STRAY, retired};
+        retired = start + q.wqebbs_at(start);
+        const u32 opcode = (u32)(tail >> 60);
+        if (opcode == layout::CQE_OPCODE_REQ_ERR) {
+            const u8* e = (const u8*)(q.d.cq_ring + (u64)slot * layout::CQE_BYTES);
+            return Polled{-(int)e[layout::ERR_CQE_SYNDROME], retired};
+        }
+        return Polled{1, retired};
+    }
+    /* Polls until every WQEBB before `ticket` is complete; the first error wins. */
+    __device__ __forceinline__ int wait(u64 ticket) {
+        Spin spin;
+        while (retired < ticket) {
+            const Polled p = poll();
+            if (p.status < 0) return p.status;
+            if (spin.expired()) return SPIN_TIMEOUT;
+        }
+        return 0;
+    }
+};
+
+/* -------------------------------------------------------------------------------------
+ * The shared producer protocol (the device form of ibgda::queue::SharedSendQueue):
+ *  1. reserve: atomicAdd on `reserved` (one per thread, or one per warp);
+ *  2. wait until the ring has room (retired + capacity >= end), polling the CQ under the
+ *     poll lock when nobody else does;
+ *  3. build the WQEs in the owned slots;
+ *  4. publish in reservation order: wait until `ready == start`, the scope's
+ *     publish_release (fence.acq_rel.gpu), then `ready = end`;
+ *  5. ring when the WQEs cross a multiple of the batch or nobody reserved after them:
+ *     under the doorbell lock, read `ready` (acquire) and if it passed `posted`, the
+ *     scope's doorbell record and doorbell for it.
+ * ----------------------------------------------------------------------------------- */
+
+__device__ __forceinline__ bool try_lock(u32* lock) {
+    if (atomicCAS(lock, 0u, 1u) != 0u) return false;
+    ptx::fence_acq_rel_gpu();
+    return true;
+}
+__device__ __forceinline__ void unlock(u32* lock) {
+    ptx::fence_acq_rel_gpu();
+    atomicExch(lock, 0u);
+}
+
+/* One poll by whoever holds the poll lock; others return at once. */
+template <class S> __device__ __noinline__ Polled shared_poll(const Queue& q) {
+    DeviceProducerState* st = q.state();
+    if (!try_lock(&st->poll_lock)) return Polled{0, ptx::ld_acquire_gpu_b64(&st->retired)};
+    const u64 consumer = ptx::ld_relaxed_gpu_b64(&st->cq_consumer);
+    const u64 retired = ptx::ld_relaxed_gpu_b64(&st->retired);
+    const u32 seen = *(volatile u32*)&st->collapsed_seen;
+    u64 tail;
+    u32 slot;
+    Polled r{0, retired};
+    if (cqe_ready<S>(q, consumer, seen, tail, slot)) {
+        const u32 counter = cqe_counter(tail);
+        ptx::st_relaxed_gpu_b64(&st->cq_consumer, consumer + 1);
+        if (q.d.cq_mode) {
+            *(volatile u32*)&st->collapsed_seen = counter + 1;
+        } else {
+            ptx::st_relaxed_sys_b32((void*)q.d.cq_dbrec, bswap32((u32)(consumer + 1) & 0xffffffu));
+        }
+        const u64 ready = ptx::ld_acquire_gpu_b64(&st->ready);
+        const u64 start = retired + (u16)(counter - (u16)retired);
+        if (start >= ready || cqe_qpn(tail) != q.d.qpn) {
+            r.status = POLL_STRAY;
+        } else {
+            r.retired_to = start + q.wqebbs_at(start);
+            ptx::st_release_gpu_b64(&st->retired, r.retired_to);
+            const u32 opcode = (u32)(tail >> 60);
+            if (opcode == layout::CQE_OPCODE_REQ_ERR) {
+                const u8* e = (const u8*)(q.d.cq_ring + (u64)slot * layout::CQE_BYTES);
+                r.status = -(int)e[layout::ERR_CQE_SYNDROME];
+            } else {
+                r.status = 1;
+            }
+        }
+    }
+    unlock(&st->poll_lock);
+    return r;
+}
+
+/* Waits until the ring has room for everything before `end`. */
+template <class S> __device__ __forceinline__ int wait_for_room(const Queue& q, u64 end) {
+    DeviceProducerState* st = q.state();
+    Spin spin;
+    while (ptx::ld_acquire_gpu_b64(&st->retired) + q.capacity() < end) {
+        const Polled p = shared_poll<S>(q);
+        if (p.status < 0) return p.status;
+        if (spin.expired()) return SPIN_TIMEOUT;
+    }
+    return 0;
+}
+
+/* Announces everything published, under the doorbell lock. */
+template <class S> __device__ __noinline__ int shared_ring(const Queue& q) {
+    DeviceProducerState* st = q.state();
+    Spin spin;
+    while (!try_lock(&st->doorbell_lock)) {
+        if (spin.expired()) return SPIN_TIMEOUT;
+    }
+    const u64 ready = ptx::ld_acquire_gpu_b64(&st->ready);
+    const u64 posted = ptx::ld_relaxed_gpu_b64(&st->posted);
+    if (ready > posted) {
+        q.template ring<S>(ready);
+        ptx::st_relaxed_gpu_b64(&st->posted, ready);
+    }
+    unlock(&st->doorbell_lock);
+    return 0;
+}
+
+/* Publishes [start, end) after every earlier reservation, and rings if the WQEs cross a
+ * multiple of `batch` WQEBBs or nobody reserved after them. */
+template <class S> __device__ __forceinline__ int shared_publish(const Queue& q, u64 start, u64 end, u32 batch) {
+    DeviceProducerState* st = q.state();
+    Spin spin;
+    while (ptx::ld_relaxed_gpu_b64(&st->ready) != start) {
+        if (spin.expired()) return SPIN_TIMEOUT;
+    }
+    S::publish_release();
+    ptx::st_relaxed_gpu_b64(&st->ready, end);
+    const bool crosses = end / batch > start / batch;
+    if (crosses || ptx::ld_relaxed_gpu_b64(&st->reserved) == end) return shared_ring<S>(q);
+    return 0;
+}
+
+/* Per thread: one 8-byte inline RC WRITE through the shared protocol. Returns the ticket
+ * (end counter) or 0 with *status < 0 on an error completion seen while waiting. */
+template <class S>
+__device__ __forceinline__ u64 post_write_inline8_thread(const Queue& q, u64 raddr, u32 rkey, u64 value, u32 batch,
+                                                         int* status) {
+    constexpr u32 W = wqebbs_for_ds(layout::DS_RC_WRITE_SGE);
+    DeviceProducerState* st = q.state();
+    const u64 start = atomicAdd(&st->reserved, (u64)W);
+    const u64 end = start + W;
+    const int s = wait_for_room<S>(q, end);
+    if (s < 0) *status = s;
+    const u32 flags = q.must_signal(start, W) ? layout::FM_CE_SE_CQ_UPDATE : 0u;
+    build_write_inline8<transport::Rc>(q.slots(start), ctrl(q.d.qpn, flags), Target{nullptr}, raddr, rkey, value);
+    const int p = shared_publish<S>(q, start, end, batch);
+    if (p < 0) *status = p;
+    return end;
+}
+
+/* Per warp, cooperatively: lane 0 reserves one WQEBB per active lane, every lane builds
+ * its 8-byte inline RC WRITE in lockstep, lane 0 publishes the warp's WQEs and rings. All
+ * 32 lanes must call it together. Returns the warp's ticket. */
+template <class S>
+__device__ __forceinline__ u64 post_write_inline8_warp(const Queue& q, u64 raddr, u32 rkey, u64 value, u32 batch,
+                                                       int* status) {
+    constexpr u32 W = wqebbs_for_ds(layout::DS_RC_WRITE_SGE);
+    static_assert(W == 1, "one WQEBB per lane");
+    DeviceProducerState* st = q.state();
+    const u32 lane = threadIdx.x & 31u;
+    u64 start = 0;
+    if (lane == 0) {
+        start = atomicAdd(&st->reserved, 32ull * W);
+        const int s = wait_for_room<S>(q, start + 32ull * W);
+        if (s < 0) *status = s;
+    }
+    start = __shfl_sync(0xffffffffu, start, 0);
+    const u64 mine = start + lane * W;
+    const u32 flags = q.must_signal(mine, W) ? layout::FM_CE_SE_CQ_UPDATE : 0u;
+    build_write_inline8<transport::Rc>(q.slots(mine), ctrl(q.d.qpn, flags), Target{nullptr}, raddr, rkey, value);
+    __syncwarp();
+    const u64 end = start + 32ull * W;
+    if (lane == 0) {
+        const int p = shared_publish<S>(q, start, end, batch);
+        if (p < 0) *status = p;
+    }
+    __syncwarp();
+    return end;
+}
+
+/* Posts a signaled NOP if no signaled WQE at or after `ticket` has been reserved, so that
+ * a wait on `ticket` can finish (one signaled CQE retires everything before it). */
+template <class S> __device__ __forceinline__ int ensure_signaled(const Queue& q, u64 ticket, u32 batch) {
+    DeviceProducerState* st = q.state();
+    const u64 i = q.d.signal_interval;
+    const u64 boundary = (ticket + i - 1) / i * i;
+    if (ptx::ld_relaxed_gpu_b64(&st->reserved) >= boundary) return 0;
+    const u64 start = atomicAdd(&st->reserved, 1ull);
+    const int s = wait_for_room<S>(q, start + 1);
+    build_nop(q.slots(start), ctrl(q.d.qpn, layout::FM_CE_SE_CQ_UPDATE));
+    const int p = shared_publish<S>(q, start, start + 1, 1);
+    return s < 0 ? s : p;
+}
+
+/* Waits for one ticket: everything before it complete. */
+template <class S> __device__ __forceinline__ int wait_ticket(const Queue& q, u64 ticket, u32 batch) {
+    int s = ensure_signaled<S>(q, ticket, batch);
+    if (s < 0) return s;
+    DeviceProducerState* st = q.state();
+    Spin spin;
+    while (ptx::ld_acquire_gpu_b64(&st->retired) < ticket) {
+        const Polled p = shared_poll<S>(q);
+        if (p.status < 0) return p.status;
+        if (spin.expired()) return SPIN_TIMEOUT;
+    }
+    return 0;
+}
+
+/* Waits for one QP: everything reserved on it so far complete. */
+template <class S> __device__ __forceinline__ int wait_qp(const Queue& q, u32 batch) {
+    return wait_ticket<S>(q, ptx::ld_relaxed_gpu_b64(&q.state()->reserved), batch);
+}
+
+/* Quiet: every queue of `qs` complete up to what was reserved on it. */
+template <class S> __device__ __forceinline__ int quiet_all(const DeviceQueueDescriptor* qs, u32 n, u32 batch) {
+    int first = 0;
+    for (u32 i = 0; i < n; i++) {
+        const int s = wait_qp<S>(Queue{qs[i]}, batch);
+        if (s < 0 && first == 0) first = s;
+    }
+    return first;
+}
+
+} // namespace ibgda

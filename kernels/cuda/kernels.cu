@@ -1,0 +1,443 @@
+/* kernels.cu: the test and benchmark kernels of ibgda-kernels, on the device library.
+ *
+ * Per scope S (a tag of ibgda::scope), extern "C" kernels named <kernel>_<S>:
+ *   ibgda_doorbell_path_S  one exclusive post of an 8-byte inline RC WRITE and its doorbell
+ *                          (the PTX test checks its ordering instructions exactly)
+ *   ibgda_poll_path_S      one exclusive CQ poll (ring mode) and its retirement
+ *   ibgda_issue_bench_S    one thread, `iters` inline writes, each timed from reserve to
+ *                          doorbell (%globaltimer and clock64), then waited for
+ *   ibgda_post_batch_S     one thread, `batch` WQEs per doorbell, exclusive producer
+ *   ibgda_post_thread_S    every thread posts through the shared protocol (per thread)
+ *   ibgda_post_warp_S      every warp posts cooperatively (one reservation per warp)
+ * and, scope-free:
+ *   ibgda_build_requests   builds WqeRequests into rings (the byte-equality test)
+ *   ibgda_sink             a persistent stand-in for the NIC: consumes doorbells, checks
+ *                          WQEs and payloads, writes CQEs
+ */
+#include "ibgda.cuh"
+
+using namespace ibgda;
+
+/* ---------------------------------------------------------------------------------------
+ * Building requests (host-built vs device-built bytes).
+ * ------------------------------------------------------------------------------------- */
+
+template <class T> __device__ u32 build_request(const WqeSlots& s, const Ctrl& c, const Target& t, const WqeRequest& r) {
+    switch (r.shape) {
+    case layout::SHAPE_WRITE: return build_write<T>(s, c, t, r.raddr, r.rkey, r.laddr, r.len, r.lkey, false);
+    case layout::SHAPE_WRITE_IMM: return build_write<T>(s, c, t, r.raddr, r.rkey, r.laddr, r.len, r.lkey, true);
+    case layout::SHAPE_WRITE_INLINE:
+        return build_write_inline<T>(s, c, t, r.raddr, r.rkey, r.inline_data, r.len, false);
+    case layout::SHAPE_READ: return build_read<T>(s, c, t, r.raddr, r.rkey, r.laddr, r.len, r.lkey);
+    case layout::SHAPE_COMPARE_SWAP:
+        return build_atomic<T>(s, c, t, AtomicKind::CompareSwap, r.raddr, r.rkey, r.laddr, r.lkey, r.op0, r.op1, r.op2, r.op3);
+    case layout::SHAPE_FETCH_ADD:
+        return build_atomic<T>(s, c, t, AtomicKind::FetchAdd, r.raddr, r.rkey, r.laddr, r.lkey, r.op0, r.op1, r.op2, r.op3);
+    case layout::SHAPE_MASKED_COMPARE_SWAP_4:
+        return build_atomic<T>(s, c, t, AtomicKind::MaskedCompareSwap4, r.raddr, r.rkey, r.laddr, r.lkey, r.op0, r.op1, r.op2, r.op3);
+    case layout::SHAPE_MASKED_COMPARE_SWAP_8:
+        return build_atomic<T>(s, c, t, AtomicKind::MaskedCompareSwap8, r.raddr, r.rkey, r.laddr, r.lkey, r.op0, r.op1, r.op2, r.op3);
+    case layout::SHAPE_MASKED_FETCH_ADD_4:
+        return build_atomic<T>(s, c, t, AtomicKind::MaskedFetchAdd4, r.raddr, r.rkey, r.laddr, r.lkey, r.op0, r.op1, r.op2, r.op3);
+    case layout::SHAPE_MASKED_FETCH_ADD_8:
+        return build_atomic<T>(s, c, t, AtomicKind::MaskedFetchAdd8, r.raddr, r.rkey, r.laddr, r.lkey, r.op0, r.op1, r.op2, r.op3);
+    case layout::SHAPE_NOP: return build_nop(s, c);
+    case layout::SHAPE_DUMP: return build_dump(s, c, r.laddr, r.len, r.lkey);
+    default: return 0;
+    }
+}
+
+/* Request i is built into ring i (2^log_ring WQEBBs each) at its index; ds[i] gets its DS. */
+extern "C" __global__ void ibgda_build_requests(const WqeRequest* reqs, u32 n, u8* rings, u32 log_ring, u32* ds) {
+    const u32 i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    const WqeRequest& r = reqs[i];
+    const WqeSlots s{rings + ((u64)i << (log_ring + 6)), (1u << log_ring) - 1, r.index};
+    const Ctrl c{r.qpn, r.fm_ce_se, r.stream_id, r.imm};
+    /* The address vector sits 8-byte aligned in the request: copy it to an aligned array. */
+    Oct av[3];
+    const u32* w = (const u32*)r.av;
+#pragma unroll
+    for (u32 k = 0; k < 3; k++) av[k] = Oct{{w[4 * k], w[4 * k + 1], w[4 * k + 2], w[4 * k + 3]}};
+    const Target t{av};
+    u32 d;
+    switch (r.transport) {
+    case layout::TRANSPORT_DC_COMPACT: d = build_request<transport::DcCompact>(s, c, t, r); break;
+    case layout::TRANSPORT_DC_FULL: d = build_request<transport::DcFull>(s, c, t, r); break;
+    default: d = build_request<transport::Rc>(s, c, t, r); break;
+    }
+    ds[i] = d;
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Per-scope kernels.
+ * ------------------------------------------------------------------------------------- */
+
+template <class S> __device__ __forceinline__ void doorbell_path(const DeviceQueueDescriptor& d, u64 raddr, u32 rkey, u64 value) {
+    Exclusive<S> e = Exclusive<S>::load(d);
+    WqeSlots s;
+    if (!e.reserve(1, s)) return;
+    build_write_inline8<transport::Rc>(s, ctrl(d.qpn, layout::FM_CE_SE_CQ_UPDATE), Target{nullptr}, raddr, rkey, value);
+    e.commit(1);
+    e.ring();
+    e.store();
+}
+
+template <class S> __device__ __forceinline__ void poll_path(const DeviceQueueDescriptor& d, int* out) {
+    Exclusive<S> e = Exclusive<S>::load(d);
+    const Polled p = e.poll();
+    out[0] = p.status;
+    e.store();
+}
+
+/* One thread; iteration i: t0, reserve, build, commit, ring, t1; then wait for its CQE.
+ * Records issue ns and cycles of the `iters` iterations after `warmup`, and the
+ * put+completion ns. clocks[0..2] = clock64 and %globaltimer over the timed iterations. */
+template <class S>
+__device__ __forceinline__ void issue_bench(const DeviceQueueDescriptor& d, u32 warmup, u32 iters, u64 raddr, u32 rkey,
+                                            u64* issue_ns, u64* issue_cycles, u64* total_ns, u64* clocks, int* status) {
+    Exclusive<S> e = Exclusive<S>::load(d);
+    int err = 0;
+    u64 g_start = 0, c_start = 0;
+    for (u32 i = 0; i < warmup + iters; i++) {
+        if (i == warmup) {
+            g_start = ptx::globaltimer();
+            c_start = clock64();
+        }
+        const u64 t0 = ptx::globaltimer();
+        const long long c0 = clock64();
+        WqeSlots s;
+        if (!e.reserve(1, s)) { /* never: one WQE outstanding at a time */
+            err = -0x200;
+            break;
+        }
+        build_write_inline8<transport::Rc>(s, ctrl(d.qpn, layout::FM_CE_SE_CQ_UPDATE), Target{nullptr}, raddr, rkey,
+                                           0x0123456789abcdefull ^ i);
+        const u64 ticket = e.commit(1);
+        e.ring();
+        const long long c1 = clock64();
+        const u64 t1 = ptx::globaltimer();
+        const int w = e.wait(ticket);
+        if (w < 0) err = w;
+        const u64 t2 = ptx::globaltimer();
+        if (i >= warmup) {
+            issue_ns[i - warmup] = t1 - t0;
+            issue_cycles[i - warmup] = (u64)(c1 - c0);
+            total_ns[i - warmup] = t2 - t0;
+        }
+    }
+    clocks[0] = clock64() - c_start;
+    clocks[1] = ptx::globaltimer() - g_start;
+    e.store();
+    *status = err;
+}
+
+/* One thread, exclusive producer: `rounds` rounds of `batch` inline writes, one doorbell
+ * per round; waits for everything at the end. clocks[0] = %globaltimer ns of the run. */
+template <class S>
+__device__ __forceinline__ void post_batch(const DeviceQueueDescriptor& d, u32 rounds, u32 batch, u64 raddr, u32 rkey,
+                                           u64* clocks, int* status) {
+    Exclusive<S> e = Exclusive<S>::load(d);
+    int err = 0;
+    const u64 t0 = ptx::globaltimer();
+    u64 ticket = e.next;
+    for (u32 r = 0; r < rounds; r++) {
+        for (u32 k = 0; k < batch; k++) {
+            WqeSlots s;
+            while (!e.reserve(1, s)) {
+                const Polled p = e.poll();
+                if (p.status < 0) err = p.status;
+            }
+            const u32 flags = (k == batch - 1 || e.q.must_signal(e.next, 1)) ? layout::FM_CE_SE_CQ_UPDATE : 0u;
+            build_write_inline8<transport::Rc>(s, ctrl(d.qpn, flags), Target{nullptr}, raddr, rkey, ((u64)r << 32) | k);
+            ticket = e.commit(1);
+        }
+        e.ring();
+    }
+    const int w = e.wait(ticket);
+    if (w < 0) err = w;
+    clocks[0] = ptx::globaltimer() - t0;
+    e.store();
+    *status = err;
+}
+
+/* Every thread posts `per_thread` inline writes (payload: thread id << 32 | sequence) to
+ * queue blockIdx.x % nq through the per-thread shared protocol, then waits for its last. */
+template <class S>
+__device__ __forceinline__ void post_thread(const DeviceQueueDescriptor* qs, u32 nq, u32 per_thread, u32 batch, u64 raddr,
+                                            u32 rkey, int* status) {
+    const Queue q{qs[blockIdx.x % nq]};
+    const u32 tid = blockIdx.x * blockDim.x + threadIdx.x;
+    int err = 0;
+    u64 ticket = 0;
+    for (u32 k = 0; k < per_thread; k++) {
+        ticket = post_write_inline8_thread<S>(q, raddr + 8ull * tid, rkey, ((u64)tid << 32) | k, batch, &err);
+    }
+    const int w = wait_ticket<S>(q, ticket, batch);
+    if (w < 0) err = w;
+    if (err < 0) atomicMin(status, err);
+}
+
+/* Every warp posts `iters` rounds of 32 inline writes (one per lane; payload: thread id <<
+ * 32 | round) to queue blockIdx.x % nq cooperatively, then lane 0 waits for the warp's
+ * last ticket. */
+template <class S>
+__device__ __forceinline__ void post_warp(const DeviceQueueDescriptor* qs, u32 nq, u32 iters, u32 batch, u64 raddr, u32 rkey,
+                                          int* status) {
+    const Queue q{qs[blockIdx.x % nq]};
+    const u32 tid = blockIdx.x * blockDim.x + threadIdx.x;
+    int err = 0;
+    u64 ticket = 0;
+    for (u32 k = 0; k < iters; k++) {
+        ticket = post_write_inline8_warp<S>(q, raddr + 8ull * tid, rkey, ((u64)tid << 32) | k, batch, &err);
+    }
+    if ((threadIdx.x & 31u) == 0) {
+        const int w = wait_ticket<S>(q, ticket, batch);
+        if (w < 0) err = w;
+    }
+    if (err < 0) atomicMin(status, err);
+}
+
+#define IBGDA_SCOPE_KERNELS(S)                                                                                         \
+    extern "C" __global__ void ibgda_doorbell_path_##S(DeviceQueueDescriptor d, u64 raddr, u32 rkey, u64 value) {     \
+        doorbell_path<scope::S>(d, raddr, rkey, value);                                                                \
+    }                                                                                                                  \
+    extern "C" __global__ void ibgda_poll_path_##S(DeviceQueueDescriptor d, int* out) { poll_path<scope::S>(d, out); } \
+    extern "C" __global__ void ibgda_issue_bench_##S(DeviceQueueDescriptor d, u32 warmup, u32 iters, u64 raddr,        \
+                                                     u32 rkey, u64* issue_ns, u64* issue_cycles, u64* total_ns,        \
+                                                     u64* clocks, int* status) {                                       \
+        issue_bench<scope::S>(d, warmup, iters, raddr, rkey, issue_ns, issue_cycles, total_ns, clocks, status);        \
+    }                                                                                                                  \
+    extern "C" __global__ void ibgda_post_batch_##S(DeviceQueueDescriptor d, u32 rounds, u32 batch, u64 raddr,         \
+                                                    u32 rkey, u64* clocks, int* status) {                              \
+        post_batch<scope::S>(d, rounds, batch, raddr, rkey, clocks, status);                                           \
+    }                                                                                                                  \
+    extern "C" __global__ void ibgda_post_thread_##S(const DeviceQueueDescriptor* qs, u32 nq, u32 per_thread,          \
+                                                     u32 batch, u64 raddr, u32 rkey, int* status) {                    \
+        post_thread<scope::S>(qs, nq, per_thread, batch, raddr, rkey, status);                                         \
+    }                                                                                                                  \
+    extern "C" __global__ void ibgda_post_warp_##S(const DeviceQueueDescriptor* qs, u32 nq, u32 iters, u32 batch,      \
+                                                   u64 raddr, u32 rkey, int* status) {                                 \
+        post_warp<scope::S>(qs, nq, iters, batch, raddr, rkey, status);                                                \
+    }
+
+IBGDA_SCOPE_KERNELS(Unordered)
+IBGDA_SCOPE_KERNELS(GpuFence)
+IBGDA_SCOPE_KERNELS(GpuFencedDbrec)
+IBGDA_SCOPE_KERNELS(GpuReleaseStore)
+IBGDA_SCOPE_KERNELS(ThreadFence)
+IBGDA_SCOPE_KERNELS(SystemReleaseStore)
+IBGDA_SCOPE_KERNELS(SystemFence)
+
+/* ---------------------------------------------------------------------------------------
+ * The sink: a persistent stand-in for the NIC on GPU-placed (or host-mapped) queues.
+ * Doorbell-driven, as a NIC is: a changed doorbell value (acquire) makes it read the
+ * doorbell record and consume the WQEs up to it. Mode 0 checks every WQE's control
+ * segment and, for 8-byte inline WRITEs whose payload is (producer << 32 | sequence),
+ * that each producer's sequence arrives complete and in order; it writes a CQE for every
+ * signaled WQE. Mode 1 ("only retires", for rate runs of one-WQEBB WQEs) reads one control
+ * segment per doorbell and writes one CQE for the last signaled WQE announced.
+ * ------------------------------------------------------------------------------------- */
+
+struct SinkQueue {
+    u64 consumed;
+    u64 last_doorbell;
+    u64 cq_produced;
+    u64 reserved;
+};
+
+__device__ void sink_write_cqe(const Queue& q, SinkQueue& sq, u32 counter, u32 opcode) {
+    const u32 n = 1u << q.d.log_cq_entries;
+    const u64 p = sq.cq_produced;
+    if (!q.d.cq_mode) {
+        /* Never overrun: wait for the consumer index (CQ doorbell record) to free a slot. */
+        Spin spin;
+        for (;;) {
+            const u32 ci = bswap32((u32)ptx::ld_relaxed_sys_b64((const void*)q.d.cq_dbrec)) & 0xffffffu;
+            if ((((u32)p - ci) & 0xffffffu) < n) break;
+            if (spin.expired()) return; /* the CQE is dropped; the test sees a missing completion */
+        }
+    }
+    const u32 slot = q.d.cq_mode ? 0u : (u32)p & (n - 1);
+    u64* cqe = (u64*)(q.d.cq_ring + (u64)slot * layout::CQE_BYTES);
+#pragma unroll
+    for (u32 k = 0; k < layout::CQE_SOP_DROP_QPN / 8; k++) *(volatile u64*)&cqe[k] = 0ull;
+    const u32 owner = (u32)(p >> q.d.log_cq_entries) & 1u;
+    const u64 sop = bswap32((opcode << 24) | q.d.qpn);
+    const u64 ctr = bswap16((u16)counter);
+    const u64 last = sop | (ctr << 32) | ((u64)((layout::CQE_OPCODE_REQ << 4) | owner) << 56);
+    ptx::st_release_sys_b64(&cqe[layout::CQE_SOP_DROP_QPN / 8], last);
+    sq.cq_produced = p + 1;
+}
+
+__device__ void sink_queue(const Queue& q, SinkQueue& sq, u32 mode, u32* expect_seq, u32 max_producers, SinkStats& acc) {
+    const u64 db = ptx::ld_acquire_sys_b64((const void*)q.d.doorbell);
+    if (db == sq.last_doorbell) return;
+    sq.last_doorbell = db;
+    acc.doorbells++;
+    const u32 db_qpn = bswap32((u32)(db >> 32)) >> 8;
+    const u32 db_idx = (bswap32((u32)db) >> 8) & 0xffffu;
+    const u64 record = ptx::ld_relaxed_sys_b64((const void*)(q.d.sq_dbrec - layout::SEND_DBREC_OFFSET));
+    const u32 rec = bswap32((u32)(record >> 32)) & 0xffffu;
+    const u32 cap = q.capacity();
+    if (db_qpn != q.d.qpn || (u16)(rec - db_idx) > cap) acc.bad_doorbells++;
+    const u64 target = sq.consumed + (u16)(rec - (u16)sq.consumed);
+    if (target - sq.consumed > cap) {
+        acc.bad_doorbells++;
+        return;
+    }
+    if (mode == 1 && target > sq.consumed) {
+        /* Only retire: the last WQE if signaled, else the last one crossing a multiple of
+         * the signal interval (one-WQEBB WQEs). */
+        const u64 i = q.d.signal_interval;
+        u64 at = target - 1;
+        const u64* c = (const u64*)q.slots(at).octo(0);
+        u64 w1 = *(const volatile u64*)&c[1];
+        if ((((u32)(w1 >> 24)) & layout::FM_CE_SE_CQ_UPDATE) == 0) {
+            const u64 m = target / i * i;
+            if (m > sq.consumed && m >= 1) {
+                at = m - 1;
+                c = (const u64*)q.slots(at).octo(0);
+                w1 = *(const volatile u64*)&c[1];
+            } else {
+                at = ~0ull;
+            }
+        }
+        if (at != ~0ull) {
+            const u64 w0 = *(const volatile u64*)&c[0];
+            const u32 word0 = bswap32((u32)w0);
+            if (((word0 >> 8) & 0xffffu) != ((u32)at & 0xffffu) || (((u32)(w1 >> 24)) & layout::FM_CE_SE_CQ_UPDATE) == 0)
+                acc.bad_wqes++;
+            sink_write_cqe(q, sq, (u32)at & 0xffffu, word0 & 0xffu);
+            acc.cqes++;
+        }
+        acc.wqes += target - sq.consumed;
+        sq.consumed = target;
+        return;
+    }
+    while (sq.consumed < target) {
+        const u64 at = sq.consumed;
+        const u64* c = (const u64*)q.slots(at).octo(0);
+        const u64 w0 = *(const volatile u64*)&c[0];
+        const u64 w1 = *(const volatile u64*)&c[1];
+        const u32 word0 = bswap32((u32)w0);
+        const u32 word1 = bswap32((u32)(w0 >> 32));
+        const u32 ds = word1 & layout::MAX_DS;
+        const u32 opcode = word0 & 0xffu;
+        if (((word0 >> 8) & 0xffffu) != ((u32)at & 0xffffu) || (word1 >> 8) != q.d.qpn || ds == 0) {
+            acc.bad_wqes++;
+            sq.consumed = target; /* give up on this queue's stream */
+            return;
+        }
+        const u32 wqebbs = wqebbs_for_ds(ds);
+        if (opcode == layout::OPCODE_RDMA_WRITE && ds == layout::DS_RC_WRITE_SGE && expect_seq != nullptr) {
+            const u64* pl = (const u64*)q.slots(at).octo(2);
+            const u64 h = *(const volatile u64*)&pl[0];
+            const u64 v = (h >> 32) | (*(const volatile u64*)&pl[1] << 32);
+            if (bswap32((u32)h) == (8u | layout::INLINE_SEGMENT_FLAG)) {
+                const u32 producer = (u32)(v >> 32), seq = (u32)v;
+                if (producer >= max_producers || expect_seq[producer] != seq) {
+                    acc.bad_payloads++;
+                } else {
+                    expect_seq[producer] = seq + 1;
+                }
+            }
+        }
+        if ((((u32)(w1 >> 24)) & layout::FM_CE_SE_CQ_UPDATE) != 0) {
+            sink_write_cqe(q, sq, (u32)at & 0xffffu, opcode);
+            acc.cqes++;
+        }
+        acc.wqes++;
+        sq.consumed = at + wqebbs;
+    }
+}
+
+/* Thread t serves queues t, t + threads, ...; runs until *stop (host-mapped) is set, then
+ * adds its counts to *stats. */
+extern "C" __global__ void ibgda_sink(const DeviceQueueDescriptor* qs, u32 nq, SinkQueue* sqs, u32 mode, u32* expect_seq,
+                                      u32 max_producers, const volatile u32* stop, SinkStats* stats) {
+    const u32 t = blockIdx.x * blockDim.x + threadIdx.x;
+    const u32 threads = gridDim.x * blockDim.x;
+    SinkStats acc = {};
+    u32 spins = 0;
+    for (;;) {
+        for (u32 i = t; i < nq; i += threads) {
+            const Queue q{qs[i]};
+            SinkQueue sq = sqs[i];
+            sink_queue(q, sq, mode, expect_seq, max_producers, acc);
+            sqs[i] = sq;
+        }
+        if ((++spins & 255u) == 0 && *stop) break;
+    }
+    /* A last pass, so nothing rung before the stop is missed. */
+    for (u32 i = t; i < nq; i += threads) {
+        const Queue q{qs[i]};
+        SinkQueue sq = sqs[i];
+        sink_queue(q, sq, mode, expect_seq, max_producers, acc);
+        sqs[i] = sq;
+    }
+    atomicAdd(&stats->doorbells, acc.doorbells);
+    atomicAdd(&stats->wqes, acc.wqes);
+    atomicAdd(&stats->cqes, acc.cqes);
+    atomicAdd(&stats->bad_wqes, acc.bad_wqes);
+    atomicAdd(&stats->bad_payloads, acc.bad_payloads);
+    atomicAdd(&stats->bad_doorbells, acc.bad_doorbells);
+}
+
+/* ---------------------------------------------------------------------------------------
+ * One launch holding both sides, for tools that serialize kernels (compute-sanitizer):
+ * the last block is the sink (mode 0, payloads checked), the others post cooperatively
+ * (one warp each... every warp of every other block) to qs[0], then count themselves done.
+ * ------------------------------------------------------------------------------------- */
+template <class S>
+__device__ __forceinline__ void selftest(const DeviceQueueDescriptor* qs, SinkQueue* sqs, u32* expect_seq, u32 max_producers,
+                                         u32 iters, SinkStats* stats, u32* done, int* status) {
+    const u32 producers = gridDim.x - 1;
+    if (blockIdx.x == producers) {
+        if (threadIdx.x != 0) return;
+        SinkStats acc = {};
+        const Queue q{qs[0]};
+        SinkQueue sq = sqs[0];
+        Spin spin;
+        while (*(volatile u32*)done < producers && !spin.expired()) sink_queue(q, sq, 0, expect_seq, max_producers, acc);
+        ptx::fence_acq_rel_gpu();
+        sink_queue(q, sq, 0, expect_seq, max_producers, acc);
+        sqs[0] = sq;
+        *stats = acc;
+        return;
+    }
+    post_warp<S>(qs, 1, iters, 32, 0x70000000ull, 0x99u, status);
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        ptx::fence_acq_rel_gpu();
+        atomicAdd(done, 1u);
+    }
+}
+
+#define IBGDA_SELFTEST(S)                                                                                              \
+    extern "C" __global__ void ibgda_selftest_##S(const DeviceQueueDescriptor* qs, SinkQueue* sqs, u32* expect_seq,    \
+                                                  u32 max_producers, u32 iters, SinkStats* stats, u32* done,          \
+                                                  int* status) {                                                       \
+        selftest<scope::S>(qs, sqs, expect_seq, max_producers, iters, stats, done, status);                            \
+    }
+IBGDA_SELFTEST(GpuFence)
+IBGDA_SELFTEST(GpuReleaseStore)
+IBGDA_SELFTEST(ThreadFence)
+
+/* Block 0 stores `value` to cells[0] with st.mmio.relaxed.sys; block 1 waits (acquire, at
+ * most 1 s) to see it and records what it saw in cells[1] and how long it took in cells[2]. */
+extern "C" __global__ void ibgda_mmio_probe(u64* cells, u64 value) {
+    if (blockIdx.x == 0) {
+        ptx::st_mmio_b64(&cells[0], value);
+        return;
+    }
+    const u64 t0 = ptx::globaltimer();
+    u64 seen = 0, t = t0;
+    while (t - t0 < 1000000000ull) {
+        seen = ptx::ld_acquire_sys_b64(&cells[0]);
+        t = ptx::globaltimer();
+        if (seen == value) break;
+    }
+    cells[1] = seen;
+    cells[2] = t - t0;
+}

@@ -1,0 +1,138 @@
+/* raw_baseline.cu: the benchmark reference. The same one-thread issue loop as
+ * ibgda_issue_bench_<S> (kernels.cu), written by hand: no device library, raw pointer
+ * arithmetic, the 8-byte inline RC WRITE's three octowords as literal words, and the
+ * scope's fences as literal inline PTX. It must produce the same bytes (the host test
+ * checks the ring after a run) and the same ordering instructions (the PTX test checks).
+ * Only the generated header is included, for the descriptor passed as the argument. */
+#include "ibgda_layout.h"
+
+typedef unsigned int u32;
+typedef unsigned long long u64;
+
+#define RAW_BSWAP32(x) __byte_perm((x), 0, 0x0123)
+
+__device__ __forceinline__ u64 raw_gt() {
+    u64 t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t)::"memory");
+    return t;
+}
+
+/* K: the scope's number (ibgda::layout::SCOPE_*). */
+template <int K>
+__device__ __forceinline__ void raw_issue(const ibgda::DeviceQueueDescriptor& d, u32 warmup, u32 iters, u64 raddr, u32 rkey,
+                                          u64* issue_ns, u64* issue_cycles, u64* total_ns, u64* clocks, int* status) {
+    u64* st = (u64*)d.state;
+    u64 next = st[0], retired = st[3], consumer = st[4];
+    const u32 cap = 1u << d.log_sq_wqebbs, ncqe = 1u << d.log_cq_entries;
+    int err = 0;
+    u64 g_start = 0, c_start = 0;
+    for (u32 i = 0; i < warmup + iters; i++) {
+        if (i == warmup) {
+            g_start = raw_gt();
+            c_start = clock64();
+        }
+        const u64 t0 = raw_gt();
+        const long long c0 = clock64();
+        if (next - retired >= cap) { err = -0x200; break; } /* never: one outstanding at a time */
+        u32* w = (u32*)(d.sq_ring + ((next & (cap - 1)) << 6));
+        const u64 value = 0x0123456789abcdefull ^ i;
+        /* ctrl: opmod 0 | idx | RDMA_WRITE (8); qpn | ds 3; sig 0, stream 0, CQ_UPDATE; imm 0 */
+        *(uint4*)&w[0] = make_uint4(RAW_BSWAP32((((u32)next & 0xffffu) << 8) | 0x08u), RAW_BSWAP32((d.qpn << 8) | 3u),
+                                    0x08u << 24, 0u);
+        /* raddr: big-endian address, rkey, 0 */
+        *(uint4*)&w[4] = make_uint4(RAW_BSWAP32((u32)(raddr >> 32)), RAW_BSWAP32((u32)raddr), RAW_BSWAP32(rkey), 0u);
+        /* inline: header 8 | 0x80000000, payload bytes, zero pad */
+        *(uint4*)&w[8] = make_uint4(RAW_BSWAP32(0x80000008u), (u32)value, (u32)(value >> 32), 0u);
+        next += 1;
+        const u32 rec = RAW_BSWAP32((u32)next & 0xffffu);
+        const u64 db = (u64)RAW_BSWAP32(((u32)next & 0xffffu) << 8) | ((u64)RAW_BSWAP32(d.qpn << 8) << 32);
+        const u64 dbrec = __cvta_generic_to_global((void*)d.sq_dbrec);
+        const u64 bell = __cvta_generic_to_global((void*)d.doorbell);
+        if constexpr (K == 0) { /* Unordered */
+            asm volatile("st.relaxed.sys.global.b32 [%0], %1;" ::"l"(dbrec), "r"(rec) : "memory");
+            asm volatile("st.mmio.relaxed.sys.global.b64 [%0], %1;" ::"l"(bell), "l"(db) : "memory");
+        } else if constexpr (K == 1) { /* GpuFence */
+            asm volatile("st.relaxed.sys.global.b32 [%0], %1;" ::"l"(dbrec), "r"(rec) : "memory");
+            asm volatile("fence.release.gpu;" ::: "memory");
+            asm volatile("st.mmio.relaxed.sys.global.b64 [%0], %1;" ::"l"(bell), "l"(db) : "memory");
+        } else if constexpr (K == 2) { /* GpuFencedDbrec */
+            asm volatile("fence.release.gpu;" ::: "memory");
+            asm volatile("st.relaxed.sys.global.b32 [%0], %1;" ::"l"(dbrec), "r"(rec) : "memory");
+            asm volatile("fence.release.gpu;" ::: "memory");
+            asm volatile("st.mmio.relaxed.sys.global.b64 [%0], %1;" ::"l"(bell), "l"(db) : "memory");
+        } else if constexpr (K == 3) { /* GpuReleaseStore */
+            asm volatile("st.release.gpu.global.b32 [%0], %1;" ::"l"(dbrec), "r"(rec) : "memory");
+            asm volatile("st.release.gpu.global.b64 [%0], %1;" ::"l"(bell), "l"(db) : "memory");
+        } else if constexpr (K == 4) { /* ThreadFence */
+            asm volatile("membar.gl;" ::: "memory");
+            asm volatile("st.volatile.global.b32 [%0], %1;" ::"l"(dbrec), "r"(rec) : "memory");
+            asm volatile("membar.gl;" ::: "memory");
+            asm volatile("st.mmio.relaxed.sys.global.b64 [%0], %1;" ::"l"(bell), "l"(db) : "memory");
+        } else if constexpr (K == 5) { /* SystemReleaseStore */
+            asm volatile("st.release.sys.global.b32 [%0], %1;" ::"l"(dbrec), "r"(rec) : "memory");
+            asm volatile("st.release.sys.global.b64 [%0], %1;" ::"l"(bell), "l"(db) : "memory");
+        } else { /* SystemFence */
+            asm volatile("membar.sys;" ::: "memory");
+            asm volatile("st.volatile.global.b32 [%0], %1;" ::"l"(dbrec), "r"(rec) : "memory");
+            asm volatile("membar.sys;" ::: "memory");
+            asm volatile("st.mmio.relaxed.sys.global.b64 [%0], %1;" ::"l"(bell), "l"(db) : "memory");
+        }
+        const long long c1 = clock64();
+        const u64 t1 = raw_gt();
+        /* wait: poll the CQ ring (owner bit) until the CQE for this WQE */
+        while (retired < next) {
+            const u32 slot = (u32)consumer & (ncqe - 1);
+            const u64 tail_addr = __cvta_generic_to_global((void*)(d.cq_ring + slot * 64u + 56u));
+            u64 tail;
+            if constexpr (K == 0 || K == 4 || K == 6) {
+                asm volatile("ld.volatile.global.b64 %0, [%1];" : "=l"(tail) : "l"(tail_addr) : "memory");
+            } else if constexpr (K == 1 || K == 2) {
+                asm volatile("ld.relaxed.sys.global.b64 %0, [%1];" : "=l"(tail) : "l"(tail_addr) : "memory");
+            } else if constexpr (K == 3) {
+                asm volatile("ld.acquire.gpu.global.b64 %0, [%1];" : "=l"(tail) : "l"(tail_addr) : "memory");
+            } else {
+                asm volatile("ld.acquire.sys.global.b64 %0, [%1];" : "=l"(tail) : "l"(tail_addr) : "memory");
+            }
+            const u32 op_own = (u32)(tail >> 56);
+            if ((op_own >> 4) == 0xfu || (op_own & 1u) != ((u32)(consumer / ncqe) & 1u)) continue;
+            if constexpr (K == 1 || K == 2) asm volatile("fence.acquire.gpu;" ::: "memory");
+            if constexpr (K == 4) asm volatile("membar.gl;" ::: "memory");
+            if constexpr (K == 6) asm volatile("membar.sys;" ::: "memory");
+            consumer += 1;
+            const u64 cidb = __cvta_generic_to_global((void*)d.cq_dbrec);
+            asm volatile("st.relaxed.sys.global.b32 [%0], %1;" ::"l"(cidb), "r"(RAW_BSWAP32((u32)consumer & 0xffffffu)) : "memory");
+            const u32 counter = ((u32)(tail >> 32) & 0xffu) << 8 | ((u32)(tail >> 40) & 0xffu);
+            retired = retired + (unsigned short)(counter - (unsigned short)retired) + 1; /* one-WQEBB WQEs */
+            if ((op_own >> 4) == 13u) err = -(int)((const unsigned char*)(d.cq_ring + slot * 64u))[55];
+        }
+        const u64 t2 = raw_gt();
+        if (i >= warmup) {
+            issue_ns[i - warmup] = t1 - t0;
+            issue_cycles[i - warmup] = (u64)(c1 - c0);
+            total_ns[i - warmup] = t2 - t0;
+        }
+    }
+    clocks[0] = clock64() - c_start;
+    clocks[1] = raw_gt() - g_start;
+    st[0] = next;
+    st[1] = next;
+    st[2] = next;
+    st[3] = retired;
+    st[4] = consumer;
+    *status = err;
+}
+
+#define RAW_KERNEL(NAME, K)                                                                                            \
+    extern "C" __global__ void ibgda_raw_issue_##NAME(ibgda::DeviceQueueDescriptor d, u32 warmup, u32 iters, u64 raddr, \
+                                                      u32 rkey, u64* issue_ns, u64* issue_cycles, u64* total_ns,       \
+                                                      u64* clocks, int* status) {                                      \
+        raw_issue<K>(d, warmup, iters, raddr, rkey, issue_ns, issue_cycles, total_ns, clocks, status);                 \
+    }
+
+RAW_KERNEL(Unordered, 0)
+RAW_KERNEL(GpuFence, 1)
+RAW_KERNEL(GpuFencedDbrec, 2)
+RAW_KERNEL(GpuReleaseStore, 3)
+RAW_KERNEL(ThreadFence, 4)
+RAW_KERNEL(SystemReleaseStore, 5)
+RAW_KERNEL(SystemFence, 6)

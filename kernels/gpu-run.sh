@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# Runs the prebuilt GPU test and benchmark binaries on the GPU machine (no cargo there).
+# Build here first (see kernels/README.md), copy into .gpu/, then through the device tool:
+#   bash kernels/gpu-run.sh [tests|sanitize|bench|all]   (carry: .gpu)
+# Writes logs and raw numbers under $OUT (or ./gpu-out).
+set -uo pipefail
+what=${1:-all}
+out=${OUT:-gpu-out}
+mkdir -p "$out"
+for d in /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib /usr/lib/x86_64-linux-gnu; do
+    if [[ -e $d/libnvrtc.so.13 ]]; then export IBGDA_NVRTC_DIR=$d; break; fi
+done
+echo "NVRTC from: ${IBGDA_NVRTC_DIR:-loader path}"
+# Producer and sink kernels wait on each other: load kernels eagerly (Gpu::open also sets it).
+export CUDA_MODULE_LOADING=EAGER
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.gpu --format=csv,noheader
+rc=0
+t() { timeout "$1" .gpu/gpu-tests --ignored --exact --test-threads=1 --nocapture "$2" 2>&1 | tee -a "$out/gpu-tests.log" | grep -v '^$' || rc=1; }
+if [[ $what == tests || $what == all ]]; then
+    timeout 120 .gpu/nvrtc-tests --nocapture > "$out/nvrtc-tests.log" 2>&1 || rc=1
+    grep "test result" "$out/nvrtc-tests.log"
+    t 30 mmio_store_to_device_memory_is_seen_by_another_sm
+    t 30 device_built_wqes_equal_the_host_encoder_for_every_shape
+    t 40 issue_path_end_to_end_against_the_sink_typed_and_raw
+    t 40 cooperative_and_per_thread_publication_deliver_every_payload
+    t 30 producers_and_sink_in_one_launch
+fi
+if [[ $what == bench || $what == all ]]; then
+    timeout 100 .gpu/ibgda-gpu-bench "$out" 2>&1 | tee "$out/bench.log" || rc=1
+fi
+if [[ $what == sanitize || $what == all ]]; then
+    for tool in memcheck racecheck; do
+        for test in device_built_wqes_equal_the_host_encoder_for_every_shape producers_and_sink_in_one_launch; do
+            IBGDA_SMALL=1 timeout 70 compute-sanitizer --tool $tool --error-exitcode 9 \
+                .gpu/gpu-tests --ignored --exact --test-threads=1 --nocapture $test \
+                > "$out/sanitize-$tool-$test.log" 2>&1
+            e=$?; [[ $e == 0 ]] || rc=1
+            echo "== $tool $test: exit $e"; grep -E "ERROR SUMMARY|RACECHECK SUMMARY|test result|Saved host" "$out/sanitize-$tool-$test.log"
+        done
+    done
+fi
+exit $rc

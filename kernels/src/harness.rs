@@ -1,0 +1,433 @@
+//! What the GPU tests and the benchmark share: GPU-placed queue pairs, the doorbell sink
+//! (a persistent kernel standing in for the NIC), and the host encoder's side of the
+//! byte-equality test.
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use cudarc::driver::LaunchConfig;
+use ibgda::cq::CqMode;
+use ibgda::memory::{DeviceBuffer, DmaBuffer};
+use ibgda::order::{GpuThread, OrderingScope, ValidFor};
+use ibgda::queue::{
+    DeviceQueueDescriptor, DoorbellPolicy, Gpu as GpuPlaced, QpConfig, QueuePair, SendQueueConfig,
+};
+use ibgda::wqe::{
+    Atomic, Compact, CompactAddressVector, Destination, Dump, FenceMode, Full, FullAddressVector,
+    Grh, LKey, LinkAddress, LocalBuffer, Nop, Qpn, RKey, RdmaRead, RdmaWrite, RemoteAddress,
+    SendRing, Sge, Transport, WqeIndex, WqeLimits,
+};
+use ibgda::wqe::{CompletionMode, ControlFlags, Solicited};
+use zerocopy::IntoBytes;
+
+use crate::gpu::{Gpu, GpuError, KernelArg};
+use crate::request::{Shape, SinkStats, TransportForm, WqeRequest, REQUEST_INLINE_MAX};
+
+/// A GPU-placed RC queue pair for scope `S` over fresh device memory.
+pub fn gpu_queue_pair<S>(
+    gpu: &Gpu,
+    qpn: u32,
+    wqebbs: usize,
+    cq_entries: u32,
+    signal_interval: u32,
+    cq_mode: CqMode,
+    scope: S,
+) -> Result<QueuePair<ibgda::wqe::Rc, GpuPlaced, S>, GpuError>
+where
+    S: OrderingScope<Producer = GpuThread> + ValidFor<GpuPlaced>,
+{
+    let mem = gpu.gpu_queue_memory(wqebbs, cq_entries)?;
+    let config = QpConfig {
+        send: SendQueueConfig {
+            limits: WqeLimits::default(),
+            max_unsignaled_wqebbs: Some(signal_interval),
+            doorbell: DoorbellPolicy::Explicit,
+        },
+        cq_mode,
+    };
+    let qpn = Qpn::new(qpn).map_err(|e| GpuError::Invalid(e.to_string()))?;
+    Ok(QueuePair::for_device(
+        qpn, mem.sq, mem.cq, mem.state, config, scope,
+    )?)
+}
+
+/// The bytes of a descriptor, as the device reads an array of them.
+pub fn descriptor_bytes(d: &DeviceQueueDescriptor) -> [u8; 80] {
+    let mut b = [0u8; 80];
+    let words64 = [
+        d.sq_ring, d.sq_dbrec, d.doorbell, d.cq_ring, d.cq_dbrec, d.state,
+    ];
+    for (i, w) in words64.iter().enumerate() {
+        b[i * 8..i * 8 + 8].copy_from_slice(&w.to_ne_bytes());
+    }
+    let words32 = [
+        d.qpn,
+        d.log_sq_wqebbs,
+        d.log_cq_entries,
+        d.max_inline,
+        d.cq_mode,
+        d.transport,
+        d.scope,
+        d.signal_interval,
+    ];
+    for (i, w) in words32.iter().enumerate() {
+        b[48 + i * 4..52 + i * 4].copy_from_slice(&w.to_ne_bytes());
+    }
+    b
+}
+
+/// Device memory holding an array of descriptors.
+pub fn descriptor_array(
+    gpu: &Gpu,
+    ds: &[DeviceQueueDescriptor],
+) -> Result<Arc<DeviceBuffer>, GpuError> {
+    let bytes: Vec<u8> = ds.iter().flat_map(descriptor_bytes).collect();
+    gpu.device_buffer_from(&bytes)
+}
+
+/// A running doorbell sink (`ibgda_sink` on the side stream).
+pub struct Sink {
+    stop: Arc<DmaBuffer>,
+    stats: Arc<DeviceBuffer>,
+    expect: Arc<DeviceBuffer>,
+    _queues: Arc<DeviceBuffer>,
+    _state: Arc<DeviceBuffer>,
+}
+
+/// Sink mode 0: check every WQE and payload, a CQE per signaled WQE.
+pub const SINK_CHECK: u32 = 0;
+/// Sink mode 1: one control segment read and at most one CQE per doorbell.
+pub const SINK_RETIRE: u32 = 1;
+
+impl Sink {
+    /// Starts a sink over `queues` with `blocks` × `threads` threads (thread t serves
+    /// queues t, t + all threads, ...), checking payloads of up to `max_producers`.
+    pub fn start(
+        gpu: &Gpu,
+        queues: &[DeviceQueueDescriptor],
+        mode: u32,
+        max_producers: u32,
+        blocks: u32,
+        threads: u32,
+    ) -> Result<Self, GpuError> {
+        let descs = descriptor_array(gpu, queues)?;
+        let state = gpu.device_buffer(32 * queues.len())?;
+        let expect = gpu.device_buffer(4 * max_producers.max(1) as usize)?;
+        let stats = gpu.device_buffer(64)?;
+        let stop = gpu.mapped_host_buffer(8)?;
+        let stop_dev = stop
+            .device_addr()
+            .ok_or_else(|| GpuError::Invalid("unmapped".into()))?;
+        let args = [
+            KernelArg::U64(descs.addr()),
+            KernelArg::U32(queues.len() as u32),
+            KernelArg::U64(state.addr()),
+            KernelArg::U32(mode),
+            KernelArg::U64(if max_producers > 0 { expect.addr() } else { 0 }),
+            KernelArg::U32(max_producers),
+            KernelArg::U64(stop_dev),
+            KernelArg::U64(stats.addr()),
+        ];
+        let cfg = LaunchConfig {
+            grid_dim: (blocks, 1, 1),
+            block_dim: (threads, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        // SAFETY: `ibgda_sink(const DeviceQueueDescriptor*, u32, SinkQueue*, u32, u32*,
+        // u32, const volatile u32*, SinkStats*)`: the arguments above in that order, each
+        // a live allocation of the needed size, kept alive by the returned `Sink` (and the
+        // queue pairs by the caller) until `stop` synchronizes.
+        unsafe { gpu.launch_raw(false, "ibgda_sink", cfg, true, &args) }?;
+        Ok(Self {
+            stop,
+            stats,
+            expect,
+            _queues: descs,
+            _state: state,
+        })
+    }
+
+    /// Stops the sink (after the producers finished), waits for it, and returns its
+    /// counts and the per-producer next expected sequence numbers.
+    pub fn stop(self, gpu: &Gpu) -> Result<(SinkStats, Vec<u32>), GpuError> {
+        self.stop.words()[0].store(1, Ordering::Release);
+        gpu.synchronize()?;
+        let s = gpu.read_device(&self.stats)?;
+        let w = |i: usize| u64::from_ne_bytes(s[i * 8..i * 8 + 8].try_into().expect("8 bytes"));
+        let stats = SinkStats {
+            doorbells: w(0),
+            wqes: w(1),
+            cqes: w(2),
+            bad_wqes: w(3),
+            bad_payloads: w(4),
+            bad_doorbells: w(5),
+            ..Default::default()
+        };
+        let e = gpu.read_device(&self.expect)?;
+        let expect = e
+            .chunks(4)
+            .map(|c| u32::from_ne_bytes(c.try_into().expect("4 bytes")))
+            .collect();
+        Ok((stats, expect))
+    }
+}
+
+/// The `fm_ce_se` flags of test request `i` (a mix of completion, fence, solicited).
+pub fn request_flags(i: usize) -> ControlFlags {
+    ControlFlags {
+        fence: [FenceMode::None, FenceMode::Fence, FenceMode::StrongOrdering][i % 3],
+        completion: [CompletionMode::Always, CompletionMode::OnError][i / 3 % 2],
+        solicited: if i % 5 == 0 {
+            Solicited::Yes
+        } else {
+            Solicited::No
+        },
+    }
+}
+
+/// Every shape on every transport at indices that run past a 16-WQEBB ring's end, with
+/// inline payloads of many lengths.
+pub fn test_requests() -> Vec<WqeRequest> {
+    let mut out = Vec::new();
+    let mut n = 0usize;
+    for transport in [
+        TransportForm::Rc,
+        TransportForm::DcCompact,
+        TransportForm::DcFull,
+    ] {
+        for shape in Shape::ALL {
+            let lens: &[u32] = match shape {
+                Shape::WriteInline => &[1, 4, 8, 12, 13, 28, 44, 60, 61, 100, 128],
+                Shape::Write | Shape::WriteImm | Shape::Read | Shape::Dump => &[1, 8, 4096],
+                _ => &[8],
+            };
+            for &len in lens {
+                for index in [3u32, 14, 15, 0xfffe, 0x1_000f] {
+                    let mut r = WqeRequest {
+                        shape: shape as u32,
+                        transport: transport as u32,
+                        index,
+                        qpn: 0x12_3456 ^ (n as u32 & 0xff),
+                        fm_ce_se: u32::from(request_flags(n).byte()),
+                        imm: 0xdead_0000 | n as u32,
+                        rkey: 0x7700_0000 | n as u32,
+                        lkey: 0x1100_0000 | n as u32,
+                        raddr: 0x7f00_0000_1000 + 64 * n as u64,
+                        laddr: 0x5500_0000_2000 + 8 * n as u64,
+                        len,
+                        stream_id: 0,
+                        op0: 0x0102_0304_0506_0708 ^ n as u64,
+                        op1: 0x1112_1314_1516_1718,
+                        op2: 0x00ff_00ff_00ff_00ff,
+                        op3: 0xffff_0000_ffff_0000,
+                        ..Default::default()
+                    };
+                    if matches!(shape, Shape::MaskedCompareSwap4 | Shape::MaskedFetchAdd4) {
+                        r.op0 &= 0xffff_ffff;
+                        r.op1 &= 0xffff_ffff;
+                        r.op2 &= 0xffff_ffff;
+                        r.op3 &= 0xffff_ffff;
+                    }
+                    for (k, b) in r
+                        .inline_data
+                        .iter_mut()
+                        .enumerate()
+                        .take(REQUEST_INLINE_MAX)
+                    {
+                        *b = (k as u8).wrapping_mul(31).wrapping_add(n as u8);
+                    }
+                    match transport {
+                        TransportForm::Rc => {}
+                        TransportForm::DcCompact => {
+                            let t = compact_target(n);
+                            r.av[..16].copy_from_slice(t.segment().as_bytes());
+                        }
+                        TransportForm::DcFull => {
+                            let t = full_target(n);
+                            r.av.copy_from_slice(t.segment().as_bytes());
+                        }
+                    }
+                    out.push(r);
+                    n += 1;
+                }
+            }
+        }
+    }
+    out
+}
+
+fn compact_target(n: usize) -> ibgda::wqe::DcTarget<Compact> {
+    CompactAddressVector {
+        dct: 0x00ab_cd00 | (n as u32 & 0xff),
+        dc_key: 0x1234_5678_9abc_def0 ^ n as u64,
+        lid: 0x0102 + n as u16,
+        sl: (n % 16) as u8,
+        static_rate: 3,
+        source_path_bits: 5,
+        force_loopback: n % 2 == 0,
+    }
+    .encode()
+    .expect("valid compact AV")
+}
+
+fn full_target(n: usize) -> ibgda::wqe::DcTarget<Full> {
+    FullAddressVector {
+        dct: 0x00ef_0100 | (n as u32 & 0xff),
+        dc_key: 0x0fed_cba9_8765_4321 ^ n as u64,
+        link: LinkAddress::InfiniBand {
+            lid: 0x0203,
+            sl: 2,
+            static_rate: 1,
+            source_path_bits: 0,
+            force_loopback: false,
+            grh: Some(Grh {
+                sgid_index: 1,
+                flow_label: 0x1_2345,
+                traffic_class: 0x20,
+                hop_limit: 64,
+                dgid: [n as u8; 16],
+            }),
+        },
+    }
+    .encode()
+    .expect("valid full AV")
+}
+
+/// The host encoder's bytes for request `i` of [`test_requests`]: written with the Rust
+/// builders at its index into `ring` (which the caller poisoned).
+pub fn host_encode(i: usize, r: &WqeRequest, ring: &mut [u8]) -> Result<u32, String> {
+    let remote = RemoteAddress::new(r.raddr, RKey(r.rkey));
+    match r.transport {
+        x if x == TransportForm::Rc as u32 => encode_with(r, remote, ring),
+        x if x == TransportForm::DcCompact as u32 => {
+            encode_with(r, compact_target(i).at(remote), ring)
+        }
+        _ => encode_with(r, full_target(i).at(remote), ring),
+    }
+}
+
+fn flags_of(r: &WqeRequest) -> ControlFlags {
+    ControlFlags::from_byte(r.fm_ce_se as u8).expect("valid flags")
+}
+
+macro_rules! with_flags {
+    ($b:expr, $f:expr) => {{
+        let b = $b.completion($f.completion).fence($f.fence);
+        if $f.solicited == Solicited::Yes {
+            b.solicited()
+        } else {
+            b
+        }
+    }};
+}
+
+fn encode_with<D>(r: &WqeRequest, to: D, ring: &mut [u8]) -> Result<u32, String>
+where
+    D: Destination,
+    D::Transport: Transport,
+{
+    let e = |x: ibgda::wqe::WqeError| x.to_string();
+    let f = flags_of(r);
+    let qpn = Qpn::new(r.qpn).map_err(e)?;
+    let index = WqeIndex(r.index as u16);
+    let mut ring = SendRing::new(ring, WqeLimits::default()).map_err(e)?;
+    let sge = || Sge::new(r.laddr, r.len, LKey(r.lkey));
+    let result = LocalBuffer::new(r.laddr, LKey(r.lkey));
+    let shape = Shape::ALL[r.shape as usize];
+    let written = match shape {
+        Shape::Write => {
+            let w = with_flags!(RdmaWrite::new(to), f)
+                .sge(sge().map_err(e)?)
+                .build()
+                .map_err(e)?;
+            ring.write(index, qpn, &w)
+        }
+        Shape::WriteImm => {
+            let w = with_flags!(RdmaWrite::new(to), f)
+                .immediate(r.imm)
+                .sge(sge().map_err(e)?)
+                .build()
+                .map_err(e)?;
+            ring.write(index, qpn, &w)
+        }
+        Shape::WriteInline => {
+            let w = with_flags!(RdmaWrite::new(to), f)
+                .inline(&r.inline_data[..r.len as usize])
+                .build()
+                .map_err(e)?;
+            ring.write(index, qpn, &w)
+        }
+        Shape::Read => {
+            let w = with_flags!(RdmaRead::new(to), f)
+                .sge(sge().map_err(e)?)
+                .build()
+                .map_err(e)?;
+            ring.write(index, qpn, &w)
+        }
+        Shape::CompareSwap => {
+            let w = with_flags!(Atomic::compare_swap(to, result, r.op1, r.op0), f)
+                .build()
+                .map_err(e)?;
+            ring.write(index, qpn, &w)
+        }
+        Shape::FetchAdd => {
+            let w = with_flags!(Atomic::fetch_add(to, result, r.op0), f)
+                .build()
+                .map_err(e)?;
+            ring.write(index, qpn, &w)
+        }
+        Shape::MaskedCompareSwap4 => {
+            let w = with_flags!(
+                Atomic::masked_compare_swap_32(
+                    to,
+                    result,
+                    r.op0 as u32,
+                    r.op1 as u32,
+                    r.op2 as u32,
+                    r.op3 as u32
+                ),
+                f
+            )
+            .build()
+            .map_err(e)?;
+            ring.write(index, qpn, &w)
+        }
+        Shape::MaskedCompareSwap8 => {
+            let w = with_flags!(
+                Atomic::masked_compare_swap_64(to, result, r.op0, r.op1, r.op2, r.op3),
+                f
+            )
+            .build()
+            .map_err(e)?;
+            ring.write(index, qpn, &w)
+        }
+        Shape::MaskedFetchAdd4 => {
+            let w = with_flags!(
+                Atomic::masked_fetch_add_32(to, result, r.op0 as u32, r.op1 as u32),
+                f
+            )
+            .build()
+            .map_err(e)?;
+            ring.write(index, qpn, &w)
+        }
+        Shape::MaskedFetchAdd8 => {
+            let w = with_flags!(Atomic::masked_fetch_add_64(to, result, r.op0, r.op1), f)
+                .build()
+                .map_err(e)?;
+            ring.write(index, qpn, &w)
+        }
+        Shape::Nop => {
+            let w = with_flags!(Nop::<D::Transport>::new(), f)
+                .build()
+                .map_err(e)?;
+            ring.write(index, qpn, &w)
+        }
+        Shape::Dump => {
+            let w = with_flags!(Dump::<D::Transport>::new(sge().map_err(e)?), f)
+                .build()
+                .map_err(e)?;
+            ring.write(index, qpn, &w)
+        }
+    };
+    written.map_err(e)
+}
