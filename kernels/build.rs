@@ -3,13 +3,19 @@
 //!
 //! Without it the NVRTC tests report as ignored, unless `IBGDA_REQUIRE_NVRTC=1`, which
 //! makes this script fail (CI sets it). The crate itself never needs CUDA to build.
+//!
+//! It also compiles the CUDA software NIC's engine (`cuda/softnic.cuh`, portable C++) for
+//! the host with the system C++ compiler, so that the differential test against the CPU
+//! software NIC runs without a GPU.
 
 use std::env;
 use std::path::{Path, PathBuf};
 
 fn main() {
     println!("cargo::rustc-check-cfg=cfg(ibgda_nvrtc)");
+    println!("cargo::rustc-check-cfg=cfg(ibgda_no_host_engine)");
     println!("cargo::rerun-if-changed=build.rs");
+    build_host_engine();
     for var in [
         "IBGDA_NVRTC_DIR",
         "IBGDA_CUDA_WHEELS_DIR",
@@ -64,4 +70,35 @@ fn main() {
             );
         }
     }
+}
+
+/// The host build of the CUDA software NIC's engine: `cuda/softnic_host.cpp` (which includes
+/// `cuda/softnic.cuh` and the generated `cuda/ibgda_layout.h`) as a static library.
+///
+/// `IBGDA_SKIP_HOST_ENGINE=1` leaves it out (`cfg(ibgda_no_host_engine)`: the host engine
+/// then refuses to start, so its tests fail rather than pass): only for regenerating a
+/// layout header that the engine does not compile against yet.
+fn build_host_engine() {
+    println!("cargo::rerun-if-env-changed=IBGDA_SKIP_HOST_ENGINE");
+    if env::var("IBGDA_SKIP_HOST_ENGINE").is_ok_and(|v| v == "1") {
+        println!("cargo::rustc-cfg=ibgda_no_host_engine");
+        println!("cargo::warning=IBGDA_SKIP_HOST_ENGINE=1: the host build of the CUDA software NIC is left out");
+        return;
+    }
+    for f in [
+        "cuda/softnic_host.cpp",
+        "cuda/softnic.cuh",
+        "cuda/ibgda_layout.h",
+    ] {
+        println!("cargo::rerun-if-changed={f}");
+    }
+    cc::Build::new()
+        .cpp(true)
+        .std("c++17")
+        .file("cuda/softnic_host.cpp")
+        .include("cuda")
+        .warnings(true)
+        .extra_warnings(true)
+        .flag_if_supported("-Wno-unused-parameter")
+        .compile("ibgda_softnic_host");
 }

@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # Runs the prebuilt GPU test and benchmark binaries on the GPU machine (no cargo there).
 # Build here first (see kernels/README.md), copy into .gpu/, then through the device tool:
-#   bash kernels/gpu-run.sh [tests|sanitize|bench|all]   (carry: .gpu)
+#   bash kernels/gpu-run.sh [tests|sanitize|bench|softnic|all]   (carry: .gpu)
+# softnic: the CUDA software NIC: (a) the differential streams replayed by the GPU engine,
+# (b) GPU producers end to end through the persistent NIC, (c) compute-sanitizer memcheck
+# on (a) (small batch; (b) needs two kernels at once, which the sanitizer serializes).
 # Writes logs and raw numbers under $OUT (or ./gpu-out).
 set -uo pipefail
 what=${1:-all}
@@ -38,5 +41,16 @@ if [[ $what == sanitize || $what == all ]]; then
             echo "== $tool $test: exit $e"; grep -E "ERROR SUMMARY|RACECHECK SUMMARY|test result|Saved host" "$out/sanitize-$tool-$test.log"
         done
     done
+fi
+if [[ $what == softnic || $what == all ]]; then
+    timeout 120 .gpu/gpu-tests --ignored --test-threads=1 --nocapture cuda_nic_ 2>&1 \
+        | tee "$out/softnic-tests.log" | grep -E "^test |test result|GPU engine|engine [0-9]|QP 0x|requests|per-|panicked|SM clock" || rc=1
+    grep -q "test result: ok. 2 passed" "$out/softnic-tests.log" || rc=1
+    IBGDA_SMALL=1 timeout 100 compute-sanitizer --tool memcheck --error-exitcode 9 \
+        .gpu/gpu-tests --ignored --exact --test-threads=1 --nocapture cuda_nic_replays_the_differential_streams \
+        > "$out/sanitize-memcheck-softnic.log" 2>&1
+    e=$?; [[ $e == 0 ]] || rc=1
+    echo "== memcheck cuda_nic_replays_the_differential_streams: exit $e"
+    grep -E "ERROR SUMMARY|test result|GPU engine" "$out/sanitize-memcheck-softnic.log"
 fi
 exit $rc

@@ -147,6 +147,8 @@ constexpr unsigned DS_DUMP = 0x2u;
 /* mlx5_cqe64 */
 constexpr unsigned CQE_BYTES = 64;
 constexpr unsigned CQE_WQE_ID = 2;
+constexpr unsigned CQE_SLID = 22;
+constexpr unsigned CQE_FLAGS_RQPN = 24;
 constexpr unsigned CQE_SRQN_UIDX = 32;
 constexpr unsigned CQE_IMM_INVAL_PKEY = 36;
 constexpr unsigned CQE_BYTE_CNT = 44;
@@ -221,6 +223,47 @@ constexpr unsigned TRANSPORT_RC = 0u;
 constexpr unsigned TRANSPORT_DC_COMPACT = 1u;
 constexpr unsigned TRANSPORT_DC_FULL = 2u;
 constexpr unsigned REQUEST_INLINE_MAX = 0x80u;
+
+/* CUDA software NIC (cuda/softnic.cuh): access rights (ibgda::softnic::Access). */
+constexpr unsigned NIC_ACCESS_LOCAL_WRITE = 0x1u;
+constexpr unsigned NIC_ACCESS_REMOTE_WRITE = 0x2u;
+constexpr unsigned NIC_ACCESS_REMOTE_READ = 0x4u;
+constexpr unsigned NIC_ACCESS_REMOTE_ATOMIC = 0x8u;
+/* Faults: syndrome and vendor syndrome (ibgda::softnic::Fault). */
+constexpr unsigned FAULT_MALFORMED_WQE = 0x0201u; /* syndrome << 8 | vendor syndrome */
+constexpr unsigned FAULT_FOREIGN_QPN = 0x0202u; /* syndrome << 8 | vendor syndrome */
+constexpr unsigned FAULT_UNPUBLISHED = 0x0203u; /* syndrome << 8 | vendor syndrome */
+constexpr unsigned FAULT_MESSAGE_TOO_LONG = 0x0110u; /* syndrome << 8 | vendor syndrome */
+constexpr unsigned FAULT_LOCAL_KEY = 0x0420u; /* syndrome << 8 | vendor syndrome */
+constexpr unsigned FAULT_LOCAL_BOUNDS = 0x0421u; /* syndrome << 8 | vendor syndrome */
+constexpr unsigned FAULT_LOCAL_WRITE_DENIED = 0x0422u; /* syndrome << 8 | vendor syndrome */
+constexpr unsigned FAULT_UNKNOWN_LID = 0x1550u; /* syndrome << 8 | vendor syndrome */
+constexpr unsigned FAULT_UNKNOWN_DCT = 0x1551u; /* syndrome << 8 | vendor syndrome */
+constexpr unsigned FAULT_WRONG_DC_KEY = 0x1552u; /* syndrome << 8 | vendor syndrome */
+constexpr unsigned FAULT_RESPONDER_UNAVAILABLE = 0x1553u; /* syndrome << 8 | vendor syndrome */
+constexpr unsigned FAULT_MISALIGNED_ATOMIC = 0x1230u; /* syndrome << 8 | vendor syndrome */
+constexpr unsigned FAULT_REMOTE_KEY = 0x1340u; /* syndrome << 8 | vendor syndrome */
+constexpr unsigned FAULT_REMOTE_BOUNDS = 0x1341u; /* syndrome << 8 | vendor syndrome */
+constexpr unsigned FAULT_REMOTE_ACCESS_DENIED = 0x1342u; /* syndrome << 8 | vendor syndrome */
+constexpr unsigned FAULT_RECEIVER_NOT_READY = 0x1660u; /* syndrome << 8 | vendor syndrome */
+constexpr unsigned FAULT_RESPONDER_CQ_OVERRUN = 0x1470u; /* syndrome << 8 | vendor syndrome */
+constexpr unsigned FLUSH_VENDOR_SYNDROME = 0x0u;
+/* Table encodings (ibgda_kernels::softnic::tables). */
+constexpr unsigned NIC_NONE = 0xffffffffu;
+constexpr unsigned NIC_STATE_INIT = 0x0u;
+constexpr unsigned NIC_STATE_READY = 0x1u;
+constexpr unsigned NIC_STATE_ERROR = 0x2u;
+constexpr unsigned NIC_ERROR_NONE = 0x0u;
+constexpr unsigned NIC_ERROR_WQE = 0x1u;
+constexpr unsigned NIC_ERROR_CQ = 0x2u;
+constexpr unsigned NIC_TRANSPORT_RC = 0x0u;
+constexpr unsigned NIC_TRANSPORT_DC = 0x1u;
+constexpr unsigned NIC_WATCH_POLL_RECORD = 0x0u;
+constexpr unsigned NIC_WATCH_DOORBELL_ONLY = 0x1u;
+constexpr unsigned NIC_CQ_RING = 0x0u;
+constexpr unsigned NIC_CQ_COLLAPSED = 0x1u;
+constexpr unsigned NIC_WRITE_COPY_CHUNK = 0x1000u;
+constexpr unsigned NIC_CQ_INDEX_MASK = 0xffffffu;
 
 } /* namespace layout */
 
@@ -398,5 +441,272 @@ static_assert(IBGDA_OFFSETOF(SinkStats, queues) == 52, "SinkStats.queues: offset
 static_assert(sizeof(((SinkStats*)0)->queues) == 4, "SinkStats.queues: size");
 static_assert(IBGDA_OFFSETOF(SinkStats, reserved) == 56, "SinkStats.reserved: offset");
 static_assert(sizeof(((SinkStats*)0)->reserved) == 8, "SinkStats.reserved: size");
+
+/* ibgda_kernels::softnic::NicNode: one node of the fabric */
+struct alignas(4) NicNode {
+    unsigned int lid;
+    unsigned int reserved;
+};
+static_assert(sizeof(NicNode) == 8, "NicNode: size");
+static_assert(alignof(NicNode) == 4, "NicNode: alignment");
+static_assert(IBGDA_OFFSETOF(NicNode, lid) == 0, "NicNode.lid: offset");
+static_assert(sizeof(((NicNode*)0)->lid) == 4, "NicNode.lid: size");
+static_assert(IBGDA_OFFSETOF(NicNode, reserved) == 4, "NicNode.reserved: offset");
+static_assert(sizeof(((NicNode*)0)->reserved) == 4, "NicNode.reserved: size");
+
+/* ibgda_kernels::softnic::NicRegion: a registered memory region */
+struct alignas(8) NicRegion {
+    unsigned long long start;
+    unsigned long long base;
+    unsigned long long len;
+    unsigned int node;
+    unsigned int lkey;
+    unsigned int rkey;
+    unsigned int access;
+};
+static_assert(sizeof(NicRegion) == 40, "NicRegion: size");
+static_assert(alignof(NicRegion) == 8, "NicRegion: alignment");
+static_assert(IBGDA_OFFSETOF(NicRegion, start) == 0, "NicRegion.start: offset");
+static_assert(sizeof(((NicRegion*)0)->start) == 8, "NicRegion.start: size");
+static_assert(IBGDA_OFFSETOF(NicRegion, base) == 8, "NicRegion.base: offset");
+static_assert(sizeof(((NicRegion*)0)->base) == 8, "NicRegion.base: size");
+static_assert(IBGDA_OFFSETOF(NicRegion, len) == 16, "NicRegion.len: offset");
+static_assert(sizeof(((NicRegion*)0)->len) == 8, "NicRegion.len: size");
+static_assert(IBGDA_OFFSETOF(NicRegion, node) == 24, "NicRegion.node: offset");
+static_assert(sizeof(((NicRegion*)0)->node) == 4, "NicRegion.node: size");
+static_assert(IBGDA_OFFSETOF(NicRegion, lkey) == 28, "NicRegion.lkey: offset");
+static_assert(sizeof(((NicRegion*)0)->lkey) == 4, "NicRegion.lkey: size");
+static_assert(IBGDA_OFFSETOF(NicRegion, rkey) == 32, "NicRegion.rkey: offset");
+static_assert(sizeof(((NicRegion*)0)->rkey) == 4, "NicRegion.rkey: size");
+static_assert(IBGDA_OFFSETOF(NicRegion, access) == 36, "NicRegion.access: offset");
+static_assert(sizeof(((NicRegion*)0)->access) == 4, "NicRegion.access: size");
+
+/* ibgda_kernels::softnic::NicCq: a completion queue */
+struct alignas(8) NicCq {
+    unsigned long long ring;
+    unsigned long long dbrec;
+    unsigned int entries;
+    unsigned int log2_entries;
+    unsigned int mode;
+    unsigned int error;
+    unsigned int producer;
+    unsigned int reserved;
+};
+static_assert(sizeof(NicCq) == 40, "NicCq: size");
+static_assert(alignof(NicCq) == 8, "NicCq: alignment");
+static_assert(IBGDA_OFFSETOF(NicCq, ring) == 0, "NicCq.ring: offset");
+static_assert(sizeof(((NicCq*)0)->ring) == 8, "NicCq.ring: size");
+static_assert(IBGDA_OFFSETOF(NicCq, dbrec) == 8, "NicCq.dbrec: offset");
+static_assert(sizeof(((NicCq*)0)->dbrec) == 8, "NicCq.dbrec: size");
+static_assert(IBGDA_OFFSETOF(NicCq, entries) == 16, "NicCq.entries: offset");
+static_assert(sizeof(((NicCq*)0)->entries) == 4, "NicCq.entries: size");
+static_assert(IBGDA_OFFSETOF(NicCq, log2_entries) == 20, "NicCq.log2_entries: offset");
+static_assert(sizeof(((NicCq*)0)->log2_entries) == 4, "NicCq.log2_entries: size");
+static_assert(IBGDA_OFFSETOF(NicCq, mode) == 24, "NicCq.mode: offset");
+static_assert(sizeof(((NicCq*)0)->mode) == 4, "NicCq.mode: size");
+static_assert(IBGDA_OFFSETOF(NicCq, error) == 28, "NicCq.error: offset");
+static_assert(sizeof(((NicCq*)0)->error) == 4, "NicCq.error: size");
+static_assert(IBGDA_OFFSETOF(NicCq, producer) == 32, "NicCq.producer: offset");
+static_assert(sizeof(((NicCq*)0)->producer) == 4, "NicCq.producer: size");
+static_assert(IBGDA_OFFSETOF(NicCq, reserved) == 36, "NicCq.reserved: offset");
+static_assert(sizeof(((NicCq*)0)->reserved) == 4, "NicCq.reserved: size");
+
+/* ibgda_kernels::softnic::NicResponder: the receive side of an RC QP or a DCT */
+struct alignas(8) NicResponder {
+    unsigned long long dc_key;
+    unsigned long long credits;
+    unsigned int number;
+    unsigned int node;
+    unsigned int is_dct;
+    unsigned int error;
+    unsigned int received;
+    unsigned int cq;
+};
+static_assert(sizeof(NicResponder) == 40, "NicResponder: size");
+static_assert(alignof(NicResponder) == 8, "NicResponder: alignment");
+static_assert(IBGDA_OFFSETOF(NicResponder, dc_key) == 0, "NicResponder.dc_key: offset");
+static_assert(sizeof(((NicResponder*)0)->dc_key) == 8, "NicResponder.dc_key: size");
+static_assert(IBGDA_OFFSETOF(NicResponder, credits) == 8, "NicResponder.credits: offset");
+static_assert(sizeof(((NicResponder*)0)->credits) == 8, "NicResponder.credits: size");
+static_assert(IBGDA_OFFSETOF(NicResponder, number) == 16, "NicResponder.number: offset");
+static_assert(sizeof(((NicResponder*)0)->number) == 4, "NicResponder.number: size");
+static_assert(IBGDA_OFFSETOF(NicResponder, node) == 20, "NicResponder.node: offset");
+static_assert(sizeof(((NicResponder*)0)->node) == 4, "NicResponder.node: size");
+static_assert(IBGDA_OFFSETOF(NicResponder, is_dct) == 24, "NicResponder.is_dct: offset");
+static_assert(sizeof(((NicResponder*)0)->is_dct) == 4, "NicResponder.is_dct: size");
+static_assert(IBGDA_OFFSETOF(NicResponder, error) == 28, "NicResponder.error: offset");
+static_assert(sizeof(((NicResponder*)0)->error) == 4, "NicResponder.error: size");
+static_assert(IBGDA_OFFSETOF(NicResponder, received) == 32, "NicResponder.received: offset");
+static_assert(sizeof(((NicResponder*)0)->received) == 4, "NicResponder.received: size");
+static_assert(IBGDA_OFFSETOF(NicResponder, cq) == 36, "NicResponder.cq: offset");
+static_assert(sizeof(((NicResponder*)0)->cq) == 4, "NicResponder.cq: size");
+
+/* ibgda_kernels::softnic::NicQueue: a send queue and the NIC's state for it */
+struct alignas(8) NicQueue {
+    unsigned long long ring;
+    unsigned long long dbrec;
+    unsigned long long doorbell;
+    unsigned long long max_message_bytes;
+    unsigned long long consumer;
+    unsigned long long executed;
+    unsigned long long last_doorbell;
+    unsigned int qpn;
+    unsigned int node;
+    unsigned int transport;
+    unsigned int log_wqebbs;
+    unsigned int cq;
+    unsigned int peer;
+    unsigned int state;
+    unsigned int watch;
+    unsigned int armed;
+    unsigned int armed_limit;
+    unsigned int error_kind;
+    unsigned int error_syndrome;
+    unsigned int error_vendor;
+    unsigned int error_detail;
+};
+static_assert(sizeof(NicQueue) == 112, "NicQueue: size");
+static_assert(alignof(NicQueue) == 8, "NicQueue: alignment");
+static_assert(IBGDA_OFFSETOF(NicQueue, ring) == 0, "NicQueue.ring: offset");
+static_assert(sizeof(((NicQueue*)0)->ring) == 8, "NicQueue.ring: size");
+static_assert(IBGDA_OFFSETOF(NicQueue, dbrec) == 8, "NicQueue.dbrec: offset");
+static_assert(sizeof(((NicQueue*)0)->dbrec) == 8, "NicQueue.dbrec: size");
+static_assert(IBGDA_OFFSETOF(NicQueue, doorbell) == 16, "NicQueue.doorbell: offset");
+static_assert(sizeof(((NicQueue*)0)->doorbell) == 8, "NicQueue.doorbell: size");
+static_assert(IBGDA_OFFSETOF(NicQueue, max_message_bytes) == 24, "NicQueue.max_message_bytes: offset");
+static_assert(sizeof(((NicQueue*)0)->max_message_bytes) == 8, "NicQueue.max_message_bytes: size");
+static_assert(IBGDA_OFFSETOF(NicQueue, consumer) == 32, "NicQueue.consumer: offset");
+static_assert(sizeof(((NicQueue*)0)->consumer) == 8, "NicQueue.consumer: size");
+static_assert(IBGDA_OFFSETOF(NicQueue, executed) == 40, "NicQueue.executed: offset");
+static_assert(sizeof(((NicQueue*)0)->executed) == 8, "NicQueue.executed: size");
+static_assert(IBGDA_OFFSETOF(NicQueue, last_doorbell) == 48, "NicQueue.last_doorbell: offset");
+static_assert(sizeof(((NicQueue*)0)->last_doorbell) == 8, "NicQueue.last_doorbell: size");
+static_assert(IBGDA_OFFSETOF(NicQueue, qpn) == 56, "NicQueue.qpn: offset");
+static_assert(sizeof(((NicQueue*)0)->qpn) == 4, "NicQueue.qpn: size");
+static_assert(IBGDA_OFFSETOF(NicQueue, node) == 60, "NicQueue.node: offset");
+static_assert(sizeof(((NicQueue*)0)->node) == 4, "NicQueue.node: size");
+static_assert(IBGDA_OFFSETOF(NicQueue, transport) == 64, "NicQueue.transport: offset");
+static_assert(sizeof(((NicQueue*)0)->transport) == 4, "NicQueue.transport: size");
+static_assert(IBGDA_OFFSETOF(NicQueue, log_wqebbs) == 68, "NicQueue.log_wqebbs: offset");
+static_assert(sizeof(((NicQueue*)0)->log_wqebbs) == 4, "NicQueue.log_wqebbs: size");
+static_assert(IBGDA_OFFSETOF(NicQueue, cq) == 72, "NicQueue.cq: offset");
+static_assert(sizeof(((NicQueue*)0)->cq) == 4, "NicQueue.cq: size");
+static_assert(IBGDA_OFFSETOF(NicQueue, peer) == 76, "NicQueue.peer: offset");
+static_assert(sizeof(((NicQueue*)0)->peer) == 4, "NicQueue.peer: size");
+static_assert(IBGDA_OFFSETOF(NicQueue, state) == 80, "NicQueue.state: offset");
+static_assert(sizeof(((NicQueue*)0)->state) == 4, "NicQueue.state: size");
+static_assert(IBGDA_OFFSETOF(NicQueue, watch) == 84, "NicQueue.watch: offset");
+static_assert(sizeof(((NicQueue*)0)->watch) == 4, "NicQueue.watch: size");
+static_assert(IBGDA_OFFSETOF(NicQueue, armed) == 88, "NicQueue.armed: offset");
+static_assert(sizeof(((NicQueue*)0)->armed) == 4, "NicQueue.armed: size");
+static_assert(IBGDA_OFFSETOF(NicQueue, armed_limit) == 92, "NicQueue.armed_limit: offset");
+static_assert(sizeof(((NicQueue*)0)->armed_limit) == 4, "NicQueue.armed_limit: size");
+static_assert(IBGDA_OFFSETOF(NicQueue, error_kind) == 96, "NicQueue.error_kind: offset");
+static_assert(sizeof(((NicQueue*)0)->error_kind) == 4, "NicQueue.error_kind: size");
+static_assert(IBGDA_OFFSETOF(NicQueue, error_syndrome) == 100, "NicQueue.error_syndrome: offset");
+static_assert(sizeof(((NicQueue*)0)->error_syndrome) == 4, "NicQueue.error_syndrome: size");
+static_assert(IBGDA_OFFSETOF(NicQueue, error_vendor) == 104, "NicQueue.error_vendor: offset");
+static_assert(sizeof(((NicQueue*)0)->error_vendor) == 4, "NicQueue.error_vendor: size");
+static_assert(IBGDA_OFFSETOF(NicQueue, error_detail) == 108, "NicQueue.error_detail: offset");
+static_assert(sizeof(((NicQueue*)0)->error_detail) == 4, "NicQueue.error_detail: size");
+
+/* ibgda_kernels::softnic::NicStats: an engine's totals */
+struct alignas(8) NicStats {
+    unsigned long long doorbells;
+    unsigned long long foreign_doorbells;
+    unsigned long long wqes_executed;
+    unsigned long long wqes_failed;
+    unsigned long long wqes_flushed;
+    unsigned long long bytes_written;
+    unsigned long long bytes_read;
+    unsigned long long atomics;
+    unsigned long long cqes_written;
+    unsigned long long responder_cqes;
+    unsigned long long cqes_dropped;
+    unsigned long long async_events;
+};
+static_assert(sizeof(NicStats) == 96, "NicStats: size");
+static_assert(alignof(NicStats) == 8, "NicStats: alignment");
+static_assert(IBGDA_OFFSETOF(NicStats, doorbells) == 0, "NicStats.doorbells: offset");
+static_assert(sizeof(((NicStats*)0)->doorbells) == 8, "NicStats.doorbells: size");
+static_assert(IBGDA_OFFSETOF(NicStats, foreign_doorbells) == 8, "NicStats.foreign_doorbells: offset");
+static_assert(sizeof(((NicStats*)0)->foreign_doorbells) == 8, "NicStats.foreign_doorbells: size");
+static_assert(IBGDA_OFFSETOF(NicStats, wqes_executed) == 16, "NicStats.wqes_executed: offset");
+static_assert(sizeof(((NicStats*)0)->wqes_executed) == 8, "NicStats.wqes_executed: size");
+static_assert(IBGDA_OFFSETOF(NicStats, wqes_failed) == 24, "NicStats.wqes_failed: offset");
+static_assert(sizeof(((NicStats*)0)->wqes_failed) == 8, "NicStats.wqes_failed: size");
+static_assert(IBGDA_OFFSETOF(NicStats, wqes_flushed) == 32, "NicStats.wqes_flushed: offset");
+static_assert(sizeof(((NicStats*)0)->wqes_flushed) == 8, "NicStats.wqes_flushed: size");
+static_assert(IBGDA_OFFSETOF(NicStats, bytes_written) == 40, "NicStats.bytes_written: offset");
+static_assert(sizeof(((NicStats*)0)->bytes_written) == 8, "NicStats.bytes_written: size");
+static_assert(IBGDA_OFFSETOF(NicStats, bytes_read) == 48, "NicStats.bytes_read: offset");
+static_assert(sizeof(((NicStats*)0)->bytes_read) == 8, "NicStats.bytes_read: size");
+static_assert(IBGDA_OFFSETOF(NicStats, atomics) == 56, "NicStats.atomics: offset");
+static_assert(sizeof(((NicStats*)0)->atomics) == 8, "NicStats.atomics: size");
+static_assert(IBGDA_OFFSETOF(NicStats, cqes_written) == 64, "NicStats.cqes_written: offset");
+static_assert(sizeof(((NicStats*)0)->cqes_written) == 8, "NicStats.cqes_written: size");
+static_assert(IBGDA_OFFSETOF(NicStats, responder_cqes) == 72, "NicStats.responder_cqes: offset");
+static_assert(sizeof(((NicStats*)0)->responder_cqes) == 8, "NicStats.responder_cqes: size");
+static_assert(IBGDA_OFFSETOF(NicStats, cqes_dropped) == 80, "NicStats.cqes_dropped: offset");
+static_assert(sizeof(((NicStats*)0)->cqes_dropped) == 8, "NicStats.cqes_dropped: size");
+static_assert(IBGDA_OFFSETOF(NicStats, async_events) == 88, "NicStats.async_events: offset");
+static_assert(sizeof(((NicStats*)0)->async_events) == 8, "NicStats.async_events: size");
+
+/* ibgda_kernels::softnic::NicEngine: one engine's tables, scratch and totals */
+struct alignas(8) NicEngine {
+    unsigned long long nodes;
+    unsigned long long regions;
+    unsigned long long cqs;
+    unsigned long long responders;
+    unsigned long long queues;
+    unsigned long long scratch;
+    unsigned long long scratch_len;
+    unsigned int n_nodes;
+    unsigned int n_regions;
+    unsigned int n_cqs;
+    unsigned int n_responders;
+    unsigned int n_queues;
+    int status;
+    unsigned long long steps;
+    unsigned long long cycles;
+    unsigned long long ns;
+    NicStats stats;
+};
+static_assert(sizeof(NicEngine) == 200, "NicEngine: size");
+static_assert(alignof(NicEngine) == 8, "NicEngine: alignment");
+static_assert(IBGDA_OFFSETOF(NicEngine, nodes) == 0, "NicEngine.nodes: offset");
+static_assert(sizeof(((NicEngine*)0)->nodes) == 8, "NicEngine.nodes: size");
+static_assert(IBGDA_OFFSETOF(NicEngine, regions) == 8, "NicEngine.regions: offset");
+static_assert(sizeof(((NicEngine*)0)->regions) == 8, "NicEngine.regions: size");
+static_assert(IBGDA_OFFSETOF(NicEngine, cqs) == 16, "NicEngine.cqs: offset");
+static_assert(sizeof(((NicEngine*)0)->cqs) == 8, "NicEngine.cqs: size");
+static_assert(IBGDA_OFFSETOF(NicEngine, responders) == 24, "NicEngine.responders: offset");
+static_assert(sizeof(((NicEngine*)0)->responders) == 8, "NicEngine.responders: size");
+static_assert(IBGDA_OFFSETOF(NicEngine, queues) == 32, "NicEngine.queues: offset");
+static_assert(sizeof(((NicEngine*)0)->queues) == 8, "NicEngine.queues: size");
+static_assert(IBGDA_OFFSETOF(NicEngine, scratch) == 40, "NicEngine.scratch: offset");
+static_assert(sizeof(((NicEngine*)0)->scratch) == 8, "NicEngine.scratch: size");
+static_assert(IBGDA_OFFSETOF(NicEngine, scratch_len) == 48, "NicEngine.scratch_len: offset");
+static_assert(sizeof(((NicEngine*)0)->scratch_len) == 8, "NicEngine.scratch_len: size");
+static_assert(IBGDA_OFFSETOF(NicEngine, n_nodes) == 56, "NicEngine.n_nodes: offset");
+static_assert(sizeof(((NicEngine*)0)->n_nodes) == 4, "NicEngine.n_nodes: size");
+static_assert(IBGDA_OFFSETOF(NicEngine, n_regions) == 60, "NicEngine.n_regions: offset");
+static_assert(sizeof(((NicEngine*)0)->n_regions) == 4, "NicEngine.n_regions: size");
+static_assert(IBGDA_OFFSETOF(NicEngine, n_cqs) == 64, "NicEngine.n_cqs: offset");
+static_assert(sizeof(((NicEngine*)0)->n_cqs) == 4, "NicEngine.n_cqs: size");
+static_assert(IBGDA_OFFSETOF(NicEngine, n_responders) == 68, "NicEngine.n_responders: offset");
+static_assert(sizeof(((NicEngine*)0)->n_responders) == 4, "NicEngine.n_responders: size");
+static_assert(IBGDA_OFFSETOF(NicEngine, n_queues) == 72, "NicEngine.n_queues: offset");
+static_assert(sizeof(((NicEngine*)0)->n_queues) == 4, "NicEngine.n_queues: size");
+static_assert(IBGDA_OFFSETOF(NicEngine, status) == 76, "NicEngine.status: offset");
+static_assert(sizeof(((NicEngine*)0)->status) == 4, "NicEngine.status: size");
+static_assert(IBGDA_OFFSETOF(NicEngine, steps) == 80, "NicEngine.steps: offset");
+static_assert(sizeof(((NicEngine*)0)->steps) == 8, "NicEngine.steps: size");
+static_assert(IBGDA_OFFSETOF(NicEngine, cycles) == 88, "NicEngine.cycles: offset");
+static_assert(sizeof(((NicEngine*)0)->cycles) == 8, "NicEngine.cycles: size");
+static_assert(IBGDA_OFFSETOF(NicEngine, ns) == 96, "NicEngine.ns: offset");
+static_assert(sizeof(((NicEngine*)0)->ns) == 8, "NicEngine.ns: size");
+static_assert(IBGDA_OFFSETOF(NicEngine, stats) == 104, "NicEngine.stats: offset");
+static_assert(sizeof(((NicEngine*)0)->stats) == 96, "NicEngine.stats: size");
 
 } /* namespace ibgda */

@@ -13,8 +13,14 @@
  *   ibgda_build_requests   builds WqeRequests into rings (the byte-equality test)
  *   ibgda_sink             a persistent stand-in for the NIC: consumes doorbells, checks
  *                          WQEs and payloads, writes CQEs
+ *   ibgda_softnic          the CUDA software NIC (softnic.cuh): one engine per block,
+ *                          persistent until a stop flag, or run until idle
+ *   ibgda_nic_requests_S   one thread per queue posts a list of WqeRequests (every shape,
+ *                          RC and DC) through the exclusive producer and records the
+ *                          status of every completion (for the CUDA software NIC)
  */
 #include "ibgda.cuh"
+#include "softnic.cuh"
 
 using namespace ibgda;
 
@@ -441,3 +447,147 @@ extern "C" __global__ void ibgda_mmio_probe(u64* cells, u64 value) {
     cells[1] = seen;
     cells[2] = t - t0;
 }
+
+/* ---------------------------------------------------------------------------------------
+ * The CUDA software NIC: thread 0 of block b runs engine b (softnic.cuh). Persistent
+ * (exit_when_idle = 0): steps until *stop (host-mapped) is set, then drains and exits; an
+ * engine idle for longer than IBGDA_SPIN_LIMIT_NS (when set) exits with SPIN_TIMEOUT in
+ * its status. Run until idle (exit_when_idle = 1): steps until a step does nothing (the
+ * CPU NIC's run_until_idle), for at most NIC_MAX_STEPS steps.
+ * ------------------------------------------------------------------------------------- */
+constexpr u64 NIC_MAX_STEPS = 1000000ull;
+constexpr int NIC_LIVELOCK = -0x401;
+
+extern "C" __global__ void ibgda_softnic(NicEngine* engines, u32 n_engines, const volatile u32* stop, u32 exit_when_idle) {
+    if (threadIdx.x != 0 || blockIdx.x >= n_engines) return;
+    NicEngine* e = &engines[blockIdx.x];
+    const long long c0 = clock64();
+    const u64 t0 = ptx::globaltimer();
+    Spin idle;
+    u64 busy = 0;
+    int status = 0;
+    bool stopped = false;
+    for (;;) {
+        if (nic::step(e) != 0) {
+            idle = Spin{};
+            if (++busy > NIC_MAX_STEPS && exit_when_idle) {
+                status = NIC_LIVELOCK;
+                break;
+            }
+            if ((busy & 1023u) == 0 && !exit_when_idle && *stop) {
+                stopped = true;
+                break;
+            }
+            continue;
+        }
+        if (exit_when_idle) break;
+        if (*stop) {
+            stopped = true;
+            break;
+        }
+        if (idle.expired()) {
+            status = SPIN_TIMEOUT;
+            break;
+        }
+    }
+    if (stopped) {
+        /* A last run to idle, so nothing rung before the stop is missed. */
+        u64 k = 0;
+        while (nic::step(e) != 0) {
+            if (++k > NIC_MAX_STEPS) {
+                status = NIC_LIVELOCK;
+                break;
+            }
+        }
+    }
+    e->cycles = (u64)(clock64() - c0);
+    e->ns = ptx::globaltimer() - t0;
+    if (status != 0) e->status = status;
+}
+
+/* WQEBBs of a request's WQE (the shapes of build_request). */
+__device__ __forceinline__ u32 request_wqebbs(const WqeRequest& r) {
+    const u32 av = r.transport == layout::TRANSPORT_DC_FULL      ? transport::DcFull::AV_DS
+                   : r.transport == layout::TRANSPORT_DC_COMPACT ? transport::DcCompact::AV_DS
+                                                                 : 0u;
+    u32 ds;
+    switch (r.shape) {
+    case layout::SHAPE_WRITE_INLINE: ds = 1 + av + 1 + inline_octowords(r.len); break;
+    case layout::SHAPE_WRITE:
+    case layout::SHAPE_WRITE_IMM:
+    case layout::SHAPE_READ: ds = 1 + av + 2; break;
+    case layout::SHAPE_MASKED_COMPARE_SWAP_8: ds = 1 + av + 1 + 2 + 1; break;
+    case layout::SHAPE_NOP: ds = layout::DS_NOP; break;
+    case layout::SHAPE_DUMP: ds = layout::DS_DUMP; break;
+    default: ds = 1 + av + 1 + 1 + 1; break;
+    }
+    return wqebbs_for_ds(ds);
+}
+
+/* Thread t owns queue qs[t] and posts reqs[t * per .. (t + 1) * per) in order (every
+ * request signaled by the host), ringing every `batch` WQEs; then it polls until every
+ * WQE completed. statuses[t * per + k] = status of the k-th completion (0, or -syndrome
+ * of an error CQE, flushes included); *status = first protocol error (SPIN_TIMEOUT, a
+ * stray CQE). */
+template <class S>
+__device__ __forceinline__ void nic_requests(const DeviceQueueDescriptor* qs, u32 nq, const WqeRequest* reqs, u32 per,
+                                             u32 batch, int* statuses, int* status) {
+    const u32 t = blockIdx.x * blockDim.x + threadIdx.x;
+    if (t >= nq) return;
+    Exclusive<S> e = Exclusive<S>::load(qs[t]);
+    int* out = statuses + (u64)t * per;
+    u32 polled = 0;
+    int err = 0;
+    Spin spin;
+    auto poll_one = [&]() {
+        const Polled p = e.poll();
+        if (p.status == POLL_STRAY) {
+            err = POLL_STRAY;
+        } else if (p.status != 0 && polled < per) {
+            out[polled++] = p.status == 1 ? 0 : p.status;
+        }
+    };
+    for (u32 k = 0; k < per && err == 0; k++) {
+        const WqeRequest& r = reqs[(u64)t * per + k];
+        const u32 w = request_wqebbs(r);
+        WqeSlots s;
+        while (!e.reserve(w, s)) {
+            e.ring(); /* everything written so far must be announced before waiting on it */
+            poll_one();
+            if (spin.expired()) {
+                err = SPIN_TIMEOUT;
+                break;
+            }
+        }
+        if (err != 0) break;
+        Oct av[3];
+        const u32* aw = (const u32*)r.av;
+#pragma unroll
+        for (u32 j = 0; j < 3; j++) av[j] = Oct{{aw[4 * j], aw[4 * j + 1], aw[4 * j + 2], aw[4 * j + 3]}};
+        const Ctrl c{e.q.d.qpn, r.fm_ce_se, r.stream_id, r.imm};
+        switch (r.transport) {
+        case layout::TRANSPORT_DC_COMPACT: build_request<transport::DcCompact>(s, c, Target{av}, r); break;
+        case layout::TRANSPORT_DC_FULL: build_request<transport::DcFull>(s, c, Target{av}, r); break;
+        default: build_request<transport::Rc>(s, c, Target{av}, r); break;
+        }
+        e.commit(w);
+        if ((k + 1) % batch == 0) e.ring();
+    }
+    e.ring();
+    spin = Spin{};
+    while (err == 0 && polled < per) {
+        poll_one();
+        if (spin.expired()) err = SPIN_TIMEOUT;
+    }
+    e.store();
+    if (err < 0) atomicMin(status, err);
+}
+
+#define IBGDA_NIC_REQUESTS(S)                                                                                         \
+    extern "C" __global__ void ibgda_nic_requests_##S(const DeviceQueueDescriptor* qs, u32 nq, const WqeRequest* reqs, \
+                                                      u32 per, u32 batch, int* statuses, int* status) {                \
+        nic_requests<scope::S>(qs, nq, reqs, per, batch, statuses, status);                                           \
+    }
+IBGDA_NIC_REQUESTS(GpuFence)
+IBGDA_NIC_REQUESTS(GpuReleaseStore)
+IBGDA_NIC_REQUESTS(ThreadFence)

@@ -5,7 +5,9 @@
 //!
 //! The header is committed. The test `layout_header` regenerates it and fails on any
 //! difference; `IBGDA_BLESS=1 cargo test -p ibgda-kernels --test layout_header` (or
-//! `cargo run -p ibgda-kernels --bin ibgda-layout-header`) rewrites it.
+//! `cargo run -p ibgda-kernels --bin ibgda-layout-header`) rewrites it. The host build
+//! of the CUDA software NIC (`build.rs`) compiles against the committed header; when a
+//! change to its tables makes that fail, regenerate with `IBGDA_SKIP_HOST_ENGINE=1` set.
 
 use core::fmt::Write as _;
 use core::mem::{align_of, offset_of, size_of};
@@ -27,7 +29,13 @@ use ibgda::wqe::{
     WqeLimits,
 };
 
+use ibgda::softnic::{Access, Fault, FLUSH_VENDOR_SYNDROME};
+
 use crate::request::{Shape, SinkStats, TransportForm, WqeRequest, REQUEST_INLINE_MAX};
+use crate::softnic::tables::{
+    self, NicCq, NicEngine, NicNode, NicQueue, NicRegion, NicResponder, NicStats, NIC_NONE,
+    WRITE_COPY_CHUNK,
+};
 
 /// The header's path inside the kernels crate.
 pub const LAYOUT_HEADER_PATH: &str = "cuda/ibgda_layout.h";
@@ -299,7 +307,8 @@ pub fn layout_header() -> String {
     // --- CQEs ---------------------------------------------------------------------------
     assert_eq!(size_of::<Cqe64>(), CQE_BYTES);
     seg!(&mut o, "CQE", Cqe64, "mlx5_cqe64", [
-        wqe_id => "WQE_ID", srqn_uidx => "SRQN_UIDX", imm_inval_pkey => "IMM_INVAL_PKEY",
+        wqe_id => "WQE_ID", slid => "SLID", flags_rqpn => "FLAGS_RQPN", srqn_uidx => "SRQN_UIDX",
+        imm_inval_pkey => "IMM_INVAL_PKEY",
         byte_cnt => "BYTE_CNT", timestamp => "TIMESTAMP", sop_drop_qpn => "SOP_DROP_QPN",
         wqe_counter => "WQE_COUNTER", signature => "SIGNATURE", op_own => "OP_OWN",
     ]);
@@ -379,6 +388,8 @@ pub fn layout_header() -> String {
     }
     constant(&mut o, "REQUEST_INLINE_MAX", REQUEST_INLINE_MAX as u64);
     o.push('\n');
+
+    softnic_constants(&mut o);
 
     o.push_str("} /* namespace layout */\n\n");
 
@@ -469,8 +480,254 @@ pub fn layout_header() -> String {
             reserved: "unsigned long long[1]",
         }),
     );
+    softnic_structs(&mut o);
     o.push_str("} /* namespace ibgda */\n");
     o
+}
+
+/// The CUDA software NIC's constants: access rights, the syndrome and vendor syndrome of
+/// every fault (from `ibgda::softnic::Fault` itself), table encodings.
+fn softnic_constants(o: &mut String) {
+    o.push_str(
+        "/* CUDA software NIC (cuda/softnic.cuh): access rights (ibgda::softnic::Access). */\n",
+    );
+    for (name, a) in [
+        ("LOCAL_WRITE", Access::LOCAL_WRITE),
+        ("REMOTE_WRITE", Access::REMOTE_WRITE),
+        ("REMOTE_READ", Access::REMOTE_READ),
+        ("REMOTE_ATOMIC", Access::REMOTE_ATOMIC),
+    ] {
+        constant(o, &format!("NIC_ACCESS_{name}"), a.bits().into());
+    }
+    o.push_str("/* Faults: syndrome and vendor syndrome (ibgda::softnic::Fault). */\n");
+    let parse = ibgda::wqe::ParseError::InvalidRing { len: 0 };
+    for (name, f) in [
+        ("MALFORMED_WQE", Fault::MalformedWqe(parse)),
+        ("FOREIGN_QPN", Fault::ForeignQpn { found: 0 }),
+        (
+            "UNPUBLISHED",
+            Fault::Unpublished {
+                wqebbs: 0,
+                published: 0,
+            },
+        ),
+        ("MESSAGE_TOO_LONG", Fault::MessageTooLong { len: 0, max: 0 }),
+        ("LOCAL_KEY", Fault::LocalKey { lkey: 0 }),
+        (
+            "LOCAL_BOUNDS",
+            Fault::LocalBounds {
+                lkey: 0,
+                addr: 0,
+                len: 0,
+            },
+        ),
+        ("LOCAL_WRITE_DENIED", Fault::LocalWriteDenied { lkey: 0 }),
+        ("UNKNOWN_LID", Fault::UnknownLid { lid: 0 }),
+        ("UNKNOWN_DCT", Fault::UnknownDct { dct: 0 }),
+        ("WRONG_DC_KEY", Fault::WrongDcKey { dct: 0 }),
+        (
+            "RESPONDER_UNAVAILABLE",
+            Fault::ResponderUnavailable { responder: 0 },
+        ),
+        (
+            "MISALIGNED_ATOMIC",
+            Fault::MisalignedAtomic { addr: 0, align: 0 },
+        ),
+        ("REMOTE_KEY", Fault::RemoteKey { rkey: 0 }),
+        (
+            "REMOTE_BOUNDS",
+            Fault::RemoteBounds {
+                rkey: 0,
+                addr: 0,
+                len: 0,
+            },
+        ),
+        (
+            "REMOTE_ACCESS_DENIED",
+            Fault::RemoteAccessDenied {
+                rkey: 0,
+                needed: Access::REMOTE_READ,
+            },
+        ),
+        (
+            "RECEIVER_NOT_READY",
+            Fault::ReceiverNotReady { responder: 0 },
+        ),
+        (
+            "RESPONDER_CQ_OVERRUN",
+            Fault::ResponderCqOverrun { responder: 0 },
+        ),
+    ] {
+        let _ = writeln!(
+            o,
+            "constexpr unsigned FAULT_{name} = {:#06x}u; /* syndrome << 8 | vendor syndrome */",
+            u32::from(f.syndrome() as u8) << 8 | u32::from(f.vendor_syndrome())
+        );
+    }
+    constant(o, "FLUSH_VENDOR_SYNDROME", FLUSH_VENDOR_SYNDROME.into());
+    o.push_str("/* Table encodings (ibgda_kernels::softnic::tables). */\n");
+    constant(o, "NIC_NONE", NIC_NONE.into());
+    for (name, v) in [
+        ("NIC_STATE_INIT", tables::state::INIT),
+        ("NIC_STATE_READY", tables::state::READY),
+        ("NIC_STATE_ERROR", tables::state::ERROR),
+        ("NIC_ERROR_NONE", tables::error_kind::NONE),
+        ("NIC_ERROR_WQE", tables::error_kind::WQE),
+        ("NIC_ERROR_CQ", tables::error_kind::CQ),
+        ("NIC_TRANSPORT_RC", tables::transport::RC),
+        ("NIC_TRANSPORT_DC", tables::transport::DC),
+        ("NIC_WATCH_POLL_RECORD", tables::watch::POLL_RECORD),
+        ("NIC_WATCH_DOORBELL_ONLY", tables::watch::DOORBELL_ONLY),
+        ("NIC_CQ_RING", tables::cq_mode::RING),
+        ("NIC_CQ_COLLAPSED", tables::cq_mode::COLLAPSED),
+    ] {
+        constant(o, name, v.into());
+    }
+    constant(o, "NIC_WRITE_COPY_CHUNK", WRITE_COPY_CHUNK);
+    constant(o, "NIC_CQ_INDEX_MASK", 0xff_ffff);
+    o.push('\n');
+}
+
+/// The CUDA software NIC's tables as C structs.
+fn softnic_structs(o: &mut String) {
+    c_struct(
+        o,
+        "NicNode",
+        "ibgda_kernels::softnic::NicNode: one node of the fabric",
+        size_of::<NicNode>(),
+        align_of::<NicNode>(),
+        &fields!(NicNode {
+            lid: "unsigned int",
+            reserved: "unsigned int",
+        }),
+    );
+    c_struct(
+        o,
+        "NicRegion",
+        "ibgda_kernels::softnic::NicRegion: a registered memory region",
+        size_of::<NicRegion>(),
+        align_of::<NicRegion>(),
+        &fields!(NicRegion {
+            start: "unsigned long long",
+            base: "unsigned long long",
+            len: "unsigned long long",
+            node: "unsigned int",
+            lkey: "unsigned int",
+            rkey: "unsigned int",
+            access: "unsigned int",
+        }),
+    );
+    c_struct(
+        o,
+        "NicCq",
+        "ibgda_kernels::softnic::NicCq: a completion queue",
+        size_of::<NicCq>(),
+        align_of::<NicCq>(),
+        &fields!(NicCq {
+            ring: "unsigned long long",
+            dbrec: "unsigned long long",
+            entries: "unsigned int",
+            log2_entries: "unsigned int",
+            mode: "unsigned int",
+            error: "unsigned int",
+            producer: "unsigned int",
+            reserved: "unsigned int",
+        }),
+    );
+    c_struct(
+        o,
+        "NicResponder",
+        "ibgda_kernels::softnic::NicResponder: the receive side of an RC QP or a DCT",
+        size_of::<NicResponder>(),
+        align_of::<NicResponder>(),
+        &fields!(NicResponder {
+            dc_key: "unsigned long long",
+            credits: "unsigned long long",
+            number: "unsigned int",
+            node: "unsigned int",
+            is_dct: "unsigned int",
+            error: "unsigned int",
+            received: "unsigned int",
+            cq: "unsigned int",
+        }),
+    );
+    c_struct(
+        o,
+        "NicQueue",
+        "ibgda_kernels::softnic::NicQueue: a send queue and the NIC's state for it",
+        size_of::<NicQueue>(),
+        align_of::<NicQueue>(),
+        &fields!(NicQueue {
+            ring: "unsigned long long",
+            dbrec: "unsigned long long",
+            doorbell: "unsigned long long",
+            max_message_bytes: "unsigned long long",
+            consumer: "unsigned long long",
+            executed: "unsigned long long",
+            last_doorbell: "unsigned long long",
+            qpn: "unsigned int",
+            node: "unsigned int",
+            transport: "unsigned int",
+            log_wqebbs: "unsigned int",
+            cq: "unsigned int",
+            peer: "unsigned int",
+            state: "unsigned int",
+            watch: "unsigned int",
+            armed: "unsigned int",
+            armed_limit: "unsigned int",
+            error_kind: "unsigned int",
+            error_syndrome: "unsigned int",
+            error_vendor: "unsigned int",
+            error_detail: "unsigned int",
+        }),
+    );
+    c_struct(
+        o,
+        "NicStats",
+        "ibgda_kernels::softnic::NicStats: an engine's totals",
+        size_of::<NicStats>(),
+        align_of::<NicStats>(),
+        &fields!(NicStats {
+            doorbells: "unsigned long long",
+            foreign_doorbells: "unsigned long long",
+            wqes_executed: "unsigned long long",
+            wqes_failed: "unsigned long long",
+            wqes_flushed: "unsigned long long",
+            bytes_written: "unsigned long long",
+            bytes_read: "unsigned long long",
+            atomics: "unsigned long long",
+            cqes_written: "unsigned long long",
+            responder_cqes: "unsigned long long",
+            cqes_dropped: "unsigned long long",
+            async_events: "unsigned long long",
+        }),
+    );
+    c_struct(
+        o,
+        "NicEngine",
+        "ibgda_kernels::softnic::NicEngine: one engine's tables, scratch and totals",
+        size_of::<NicEngine>(),
+        align_of::<NicEngine>(),
+        &fields!(NicEngine {
+            nodes: "unsigned long long",
+            regions: "unsigned long long",
+            cqs: "unsigned long long",
+            responders: "unsigned long long",
+            queues: "unsigned long long",
+            scratch: "unsigned long long",
+            scratch_len: "unsigned long long",
+            n_nodes: "unsigned int",
+            n_regions: "unsigned int",
+            n_cqs: "unsigned int",
+            n_responders: "unsigned int",
+            n_queues: "unsigned int",
+            status: "int",
+            steps: "unsigned long long",
+            cycles: "unsigned long long",
+            ns: "unsigned long long",
+            stats: "NicStats",
+        }),
+    );
 }
 
 fn upper_snake(camel: &str) -> String {

@@ -19,3 +19,4 @@ pub mod layout;
 pub mod nvrtc;
 pub mod ptx;
 pub mod request;
+pub mod softnic;

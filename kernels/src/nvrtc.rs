@@ -18,6 +18,8 @@ use crate::layout::layout_header;
 
 /// The device library, as committed.
 pub const IBGDA_CUH: &str = include_str!("../cuda/ibgda.cuh");
+/// The CUDA software NIC's engine (portable C++, also built for the host).
+pub const SOFTNIC_CUH: &str = include_str!("../cuda/softnic.cuh");
 /// The test and benchmark kernels.
 pub const KERNELS_CU: &str = include_str!("../cuda/kernels.cu");
 /// The hand-written baseline.
@@ -146,10 +148,12 @@ pub fn compile(program: Program, extra: &[&str]) -> Result<Compiled, GpuError> {
     let headers = [
         CString::new(layout).expect("generated header has no NUL"),
         CString::new(IBGDA_CUH).expect("device library has no NUL"),
+        CString::new(SOFTNIC_CUH).expect("engine has no NUL"),
     ];
     let include_names = [
         CString::new("ibgda_layout.h").expect("no NUL"),
         CString::new("ibgda.cuh").expect("no NUL"),
+        CString::new("softnic.cuh").expect("no NUL"),
     ];
     let header_ptrs: Vec<*const c_char> = headers.iter().map(|h| h.as_ptr()).collect();
     let name_ptrs: Vec<*const c_char> = include_names.iter().map(|h| h.as_ptr()).collect();

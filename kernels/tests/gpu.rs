@@ -377,3 +377,736 @@ fn mmio_store_to_device_memory_is_seen_by_another_sm() {
         "the reader on another SM did not see it"
     );
 }
+
+// ---------------------------------------------------------------------------------------
+// The CUDA software NIC.
+
+use ibgda::softnic::{atomic_new_value, Access};
+use ibgda::wqe::{AtomicOp, AtomicWidth, CompactAddressVector, FullAddressVector, LinkAddress};
+use ibgda_kernels::request::Shape;
+use ibgda_kernels::softnic::device::{replay_on_device, DeviceNic};
+use ibgda_kernels::softnic::scenario::{compare, replay_on_host, run_on_fabric, Rng, Scenario};
+use ibgda_kernels::softnic::{
+    cq_mode, state, transport, watch, NicCq, NicNode, NicQueue, NicRegion, NicResponder, NicTables,
+    NIC_NONE,
+};
+use zerocopy::IntoBytes;
+
+/// (a) The differential streams of `softnic_diff` (a fixed batch of seeds) executed by the
+/// GPU engine over device memory, one launch to idle per doorbell point: memory, CQs,
+/// queue states and totals identical to the CPU NIC's after every point.
+#[test]
+#[ignore = "needs an NVIDIA GPU: run with --ignored on the GPU machine"]
+fn cuda_nic_replays_the_differential_streams() {
+    let gpu = gpu();
+    let seeds = if small() { 12u64 } else { 200 };
+    let (mut points, mut wqes, mut executed, mut failed, mut flushed) = (0, 0, 0, 0, 0);
+    let t0 = std::time::Instant::now();
+    for seed in 0..seeds {
+        let s = Scenario::generate(seed);
+        let run = run_on_fabric(&s).unwrap_or_else(|e| panic!("seed {seed}: {e}"));
+        let host = replay_on_host(&run).unwrap_or_else(|e| panic!("seed {seed}: {e}"));
+        compare(&run, &host).unwrap_or_else(|e| panic!("seed {seed} (host engine): {e}"));
+        let device =
+            replay_on_device(&gpu, &run).unwrap_or_else(|e| panic!("seed {seed}: GPU: {e}"));
+        compare(&run, &device).unwrap_or_else(|e| panic!("seed {seed} (GPU engine): {e}"));
+        points += run.snapshots.len();
+        wqes += run.wqes_posted;
+        let st = run.snapshots.last().expect("a point").stats;
+        executed += st.wqes_executed;
+        failed += st.wqes_failed;
+        flushed += st.wqes_flushed;
+    }
+    println!(
+        "GPU engine = CPU NIC on {seeds} streams ({points} doorbell points, {wqes} WQEs posted: \
+         {executed} executed, {failed} failed, {flushed} flushed) in {:.1} s",
+        t0.elapsed().as_secs_f64()
+    );
+}
+
+/// One request of the end-to-end test and what it does to the model.
+struct Posted {
+    req: WqeRequest,
+    status: i32,
+}
+
+/// What one request does to the model.
+type Effect = Box<dyn FnOnce(&mut Model)>;
+
+/// The host model of the end-to-end test's memory: buffers by name.
+struct Model {
+    bufs: Vec<(u64, Vec<u8>)>,
+}
+
+impl Model {
+    fn at(&mut self, addr: u64, len: usize) -> &mut [u8] {
+        for (base, b) in &mut self.bufs {
+            if addr >= *base && addr + len as u64 <= *base + b.len() as u64 {
+                let o = (addr - *base) as usize;
+                return &mut b[o..o + len];
+            }
+        }
+        panic!("model has no {len} bytes at {addr:#x}")
+    }
+}
+
+/// (b) End to end: GPU producer kernels post to GPU-placed queues served by the persistent
+/// CUDA NIC (two engines, two SMs): one thread per queue posts inline and pointer WRITEs,
+/// READs, every atomic, NOP and DUMP (RC loopback, DC compact and full to a DCT on another
+/// node, a faulting queue), ringing every few WQEs across ring wraps; the per-thread and
+/// per-warp shared paths post 8-byte inline WRITEs. Every payload, READ result, atomic
+/// operand and atomic result is checked against a host model, and every completion's
+/// status (the fault, then flushes).
+#[test]
+#[ignore = "needs an NVIDIA GPU: run with --ignored on the GPU machine"]
+fn cuda_nic_end_to_end_with_gpu_producers() {
+    let gpu = gpu();
+    let per: u32 = if small() { 24 } else { 160 };
+    let (tb, tt, titers) = if small() {
+        (2u32, 32u32, 4u32)
+    } else {
+        (4, 64, 16)
+    };
+    let (wb, wt, witers) = if small() {
+        (2u32, 64u32, 2u32)
+    } else {
+        (4, 128, 8)
+    };
+    let mut rng = Rng::new(0xe2e);
+    let bytes =
+        |rng: &mut Rng, n: usize| -> Vec<u8> { (0..n).map(|_| rng.next_u64() as u8).collect() };
+
+    // Memory, all allocated before the NIC starts.
+    let src_init = bytes(&mut rng, 8192);
+    let atom_init = bytes(&mut rng, 4096);
+    let atom1_init = bytes(&mut rng, 4096);
+    let src = gpu.device_buffer_from(&src_init).expect("src");
+    let dst = gpu.device_buffer(192 << 10).expect("dst");
+    let dst1 = gpu.device_buffer(96 << 10).expect("dst1");
+    let atom = gpu.device_buffer_from(&atom_init).expect("atom");
+    let atom1 = gpu.device_buffer_from(&atom1_init).expect("atom1");
+    let res = gpu.device_buffer(32 << 10).expect("res");
+    let shared_t = gpu.device_buffer(8 * (tb * tt) as usize).expect("shared_t");
+    let shared_w = gpu.device_buffer(8 * (wb * wt) as usize).expect("shared_w");
+    let (lw, rw, rr, ra) = (
+        Access::LOCAL_WRITE.bits(),
+        Access::REMOTE_WRITE.bits(),
+        Access::REMOTE_READ.bits(),
+        Access::REMOTE_ATOMIC.bits(),
+    );
+    let region = |b: &DeviceBuffer, node: u32, key: u32, access: u32| NicRegion {
+        start: b.addr(),
+        base: b.addr(),
+        len: b.len() as u64,
+        node,
+        lkey: key,
+        rkey: key + 1,
+        access,
+    };
+    use ibgda::memory::DeviceBuffer;
+    let regions = vec![
+        region(&src, 0, 0x10, lw | rr),
+        region(&dst, 0, 0x20, lw | rw | rr),
+        region(&atom, 0, 0x30, lw | ra),
+        region(&res, 0, 0x40, lw),
+        region(&shared_t, 0, 0x50, lw | rw),
+        region(&shared_w, 0, 0x60, lw | rw),
+        region(&dst1, 1, 0x70, lw | rw | rr),
+        region(&atom1, 1, 0x80, lw | ra),
+        region(&src, 1, 0x90, lw | rr),
+    ];
+    let nodes = vec![
+        NicNode {
+            lid: 1,
+            reserved: 0,
+        },
+        NicNode {
+            lid: 2,
+            reserved: 0,
+        },
+    ];
+    const DCT: u32 = 0x200;
+    const DC_KEY: u64 = 0x0123_4567_89ab_cdef;
+
+    // Queues: q0, q1 RC loopback, q2 DC, q3 RC loopback with a fault (exclusive producers,
+    // GpuFence); q4 per-thread shared path (GpuFence); q5 per-warp (GpuReleaseStore).
+    let qf: Vec<_> = (0..4)
+        .map(|i| gpu_queue_pair(&gpu, 0x100 + i, 64, 128, 16, CqMode::Ring, GpuFence).expect("q"))
+        .collect();
+    let q4 = gpu_queue_pair(&gpu, 0x104, 256, 256, 64, CqMode::Ring, GpuFence).expect("q4");
+    let q5 = gpu_queue_pair(&gpu, 0x105, 256, 256, 64, CqMode::Ring, GpuReleaseStore).expect("q5");
+    let mut valid: Vec<(u64, u64)> = [&src, &dst, &dst1, &atom, &atom1, &res, &shared_t, &shared_w]
+        .iter()
+        .map(|b| (b.addr(), b.len() as u64))
+        .collect();
+    let mut nic_queue = |qpn: u32,
+                         sq: &ibgda::queue::SendQueueMemory<GpuPlaced>,
+                         cq: &ibgda::queue::CompletionQueueMemory<GpuPlaced>,
+                         dc: bool,
+                         release_dbrec: bool,
+                         cqs: &mut Vec<NicCq>| {
+        for b in [&sq.ring, &sq.dbrec, &sq.doorbell, &cq.ring, &cq.dbrec] {
+            valid.push((b.addr(), b.len() as u64));
+        }
+        cqs.push(NicCq {
+            ring: cq.ring.addr(),
+            dbrec: cq.dbrec.addr(),
+            entries: cq.entries,
+            log2_entries: cq.entries.trailing_zeros(),
+            mode: cq_mode::RING,
+            ..Default::default()
+        });
+        NicQueue {
+            ring: sq.ring.addr(),
+            dbrec: sq.dbrec.addr(),
+            doorbell: sq.doorbell.addr(),
+            max_message_bytes: 1 << 16,
+            qpn,
+            node: 0,
+            transport: if dc { transport::DC } else { transport::RC },
+            log_wqebbs: sq.size.wqebbs().trailing_zeros(),
+            cq: cqs.len() as u32 - 1,
+            peer: if dc { NIC_NONE } else { qpn },
+            state: state::READY,
+            // GpuFence orders the record before the doorbell only (fence between them):
+            // the NIC must read the record after the doorbell. A release store on the
+            // record (GpuReleaseStore) makes polling the record safe.
+            watch: if release_dbrec {
+                watch::POLL_RECORD
+            } else {
+                watch::DOORBELL_ONLY
+            },
+            ..Default::default()
+        }
+    };
+    let rc_responder = |qpn: u32| NicResponder {
+        number: qpn,
+        node: 0,
+        cq: NIC_NONE,
+        ..Default::default()
+    };
+    let mut cqs0 = Vec::new();
+    let mut queues0 = Vec::new();
+    for (i, q) in qf.iter().take(3).enumerate() {
+        queues0.push(nic_queue(
+            0x100 + i as u32,
+            q.sq_memory(),
+            q.cq_memory(),
+            i == 2,
+            false,
+            &mut cqs0,
+        ));
+    }
+    let mut cqs1 = Vec::new();
+    let queues1 = vec![
+        nic_queue(
+            0x103,
+            qf[3].sq_memory(),
+            qf[3].cq_memory(),
+            false,
+            false,
+            &mut cqs1,
+        ),
+        nic_queue(
+            0x104,
+            q4.sq_memory(),
+            q4.cq_memory(),
+            false,
+            false,
+            &mut cqs1,
+        ),
+        nic_queue(
+            0x105,
+            q5.sq_memory(),
+            q5.cq_memory(),
+            false,
+            true,
+            &mut cqs1,
+        ),
+    ];
+    let engine0 = NicTables {
+        nodes: nodes.clone(),
+        regions: regions.clone(),
+        cqs: cqs0,
+        responders: vec![
+            rc_responder(0x100),
+            rc_responder(0x101),
+            NicResponder {
+                dc_key: DC_KEY,
+                number: DCT,
+                node: 1,
+                is_dct: 1,
+                cq: NIC_NONE,
+                ..Default::default()
+            },
+        ],
+        queues: queues0,
+    };
+    let engine1 = NicTables {
+        nodes,
+        regions: regions.clone(),
+        cqs: cqs1,
+        responders: vec![
+            rc_responder(0x103),
+            rc_responder(0x104),
+            rc_responder(0x105),
+        ],
+        queues: queues1,
+    };
+
+    // The requests and the model.
+    let mut model = Model {
+        bufs: vec![
+            (src.addr(), src_init.clone()),
+            (dst.addr(), vec![0; dst.len()]),
+            (dst1.addr(), vec![0; dst1.len()]),
+            (atom.addr(), atom_init.clone()),
+            (atom1.addr(), atom1_init.clone()),
+            (res.addr(), vec![0; res.len()]),
+        ],
+    };
+    let compact = *CompactAddressVector {
+        dct: DCT,
+        dc_key: DC_KEY,
+        lid: 2,
+        ..Default::default()
+    }
+    .encode()
+    .expect("AV")
+    .segment();
+    let full = *FullAddressVector {
+        dct: DCT,
+        dc_key: DC_KEY,
+        link: LinkAddress::InfiniBand {
+            lid: 2,
+            sl: 0,
+            static_rate: 0,
+            source_path_bits: 0,
+            force_loopback: false,
+            grh: None,
+        },
+    }
+    .encode()
+    .expect("AV")
+    .segment();
+    let fault_at = per / 2;
+    let mut posted: Vec<Posted> = Vec::new();
+    let mut kinds = std::collections::BTreeMap::<&str, u32>::new();
+    for t in 0..4u32 {
+        let dc = t == 2;
+        let (rdst, rdst_key, ratom, ratom_key, rsrc_key) = if dc {
+            (dst1.addr(), 0x71, atom1.addr(), 0x81, 0x91)
+        } else {
+            (dst.addr(), 0x21, atom.addr(), 0x31, 0x11)
+        };
+        let mut failed = false;
+        for k in 0..per {
+            let n = u64::from(t * per + k);
+            let mut r = WqeRequest {
+                fm_ce_se: 0x08,
+                ..Default::default()
+            };
+            if dc {
+                if k % 2 == 0 {
+                    r.transport = TransportForm::DcCompact as u32;
+                    r.av[..16].copy_from_slice(compact.as_bytes());
+                } else {
+                    r.transport = TransportForm::DcFull as u32;
+                    r.av.copy_from_slice(full.as_bytes());
+                }
+            }
+            let slot = n * 128; // this request's own 128 bytes of dst / dst1
+            let mut effect: Option<Effect> = None;
+            let name;
+            match k % 12 {
+                0 | 6 => {
+                    name = "WRITE inline";
+                    let len = 1 + (k * 7 % 100);
+                    let data = bytes(&mut rng, len as usize);
+                    r.shape = Shape::WriteInline as u32;
+                    r.len = len;
+                    r.inline_data[..len as usize].copy_from_slice(&data);
+                    r.raddr = rdst + slot;
+                    r.rkey = rdst_key;
+                    let a = r.raddr;
+                    effect = Some(Box::new(move |m: &mut Model| {
+                        m.at(a, data.len()).copy_from_slice(&data)
+                    }));
+                }
+                1 | 7 => {
+                    name = "WRITE gather";
+                    let len = 1 + (k * 13 % 120);
+                    let off = n * 37 % 4000;
+                    r.shape = Shape::Write as u32;
+                    r.len = len;
+                    r.laddr = src.addr() + off;
+                    r.lkey = 0x10;
+                    r.raddr = rdst + slot;
+                    r.rkey = rdst_key;
+                    let (s, d) = (r.laddr, r.raddr);
+                    effect = Some(Box::new(move |m: &mut Model| {
+                        let v = m.at(s, len as usize).to_vec();
+                        m.at(d, len as usize).copy_from_slice(&v);
+                    }));
+                }
+                2 | 8 => {
+                    name = "READ";
+                    let len = 1 + (k * 11 % 128);
+                    let off = n * 53 % 4000;
+                    r.shape = Shape::Read as u32;
+                    r.len = len;
+                    r.raddr = src.addr() + off;
+                    r.rkey = rsrc_key;
+                    r.laddr = dst.addr() + (96 << 10) + slot; // READs land in the upper half
+                    r.lkey = 0x20;
+                    let (s, d) = (r.raddr, r.laddr);
+                    effect = Some(Box::new(move |m: &mut Model| {
+                        let v = m.at(s, len as usize).to_vec();
+                        m.at(d, len as usize).copy_from_slice(&v);
+                    }));
+                }
+                11 => {
+                    name = if k % 24 == 11 { "NOP" } else { "DUMP" };
+                    r.shape = if k % 24 == 11 {
+                        Shape::Nop
+                    } else {
+                        Shape::Dump
+                    } as u32;
+                    r.laddr = src.addr() + n % 1000;
+                    r.len = 64;
+                    r.lkey = 0x10;
+                }
+                a => {
+                    // Atomics: this queue's own words, results to its own RES slots.
+                    let which = (a + k / 12) % 6; // every atomic kind over the stream
+                    let (shape, width, word) = match which {
+                        3 => (Shape::FetchAdd, AtomicWidth::Eight, 8 * (k % 4)),
+                        4 => (Shape::CompareSwap, AtomicWidth::Eight, 8 * (k % 4)),
+                        5 => (Shape::MaskedFetchAdd4, AtomicWidth::Four, 64 + 4 * (k % 8)),
+                        0 => (
+                            Shape::MaskedCompareSwap4,
+                            AtomicWidth::Four,
+                            64 + 4 * (k % 8),
+                        ),
+                        1 => (
+                            Shape::MaskedFetchAdd8,
+                            AtomicWidth::Eight,
+                            128 + 8 * (k % 4),
+                        ),
+                        _ => (
+                            Shape::MaskedCompareSwap8,
+                            AtomicWidth::Eight,
+                            128 + 8 * (k % 4),
+                        ),
+                    };
+                    name = match shape {
+                        Shape::FetchAdd => "FA",
+                        Shape::CompareSwap => "CS",
+                        Shape::MaskedFetchAdd4 => "masked FA 4",
+                        Shape::MaskedCompareSwap4 => "masked CS 4",
+                        Shape::MaskedFetchAdd8 => "masked FA 8",
+                        _ => "masked CS 8",
+                    };
+                    let size = width.bytes() as usize;
+                    let operand = ratom + u64::from(t) * 256 + u64::from(word);
+                    let old = model
+                        .at(operand, size)
+                        .iter()
+                        .fold(0u64, |acc, &b| acc << 8 | u64::from(b));
+                    let mask = if size == 4 { 0xffff_ffff } else { u64::MAX };
+                    let v: [u64; 4] = core::array::from_fn(|_| rng.next_u64() & mask);
+                    let compare = if k % 3 == 0 { v[1] } else { old };
+                    let op = match shape {
+                        Shape::FetchAdd => AtomicOp::FetchAdd { add: v[0] },
+                        Shape::CompareSwap => AtomicOp::CompareSwap {
+                            compare,
+                            swap: v[0],
+                        },
+                        Shape::MaskedFetchAdd4 | Shape::MaskedFetchAdd8 => {
+                            AtomicOp::MaskedFetchAdd {
+                                width,
+                                add: v[0],
+                                field_boundary: v[1],
+                            }
+                        }
+                        _ => AtomicOp::MaskedCompareSwap {
+                            width,
+                            swap: v[0],
+                            compare,
+                            swap_mask: v[2],
+                            compare_mask: v[3],
+                        },
+                    };
+                    let (op0, op1, op2, op3) = match op {
+                        AtomicOp::FetchAdd { add } => (add, 0, 0, 0),
+                        AtomicOp::CompareSwap { compare, swap } => (swap, compare, 0, 0),
+                        AtomicOp::MaskedFetchAdd {
+                            add,
+                            field_boundary,
+                            ..
+                        } => (add, field_boundary, 0, 0),
+                        AtomicOp::MaskedCompareSwap {
+                            swap,
+                            compare,
+                            swap_mask,
+                            compare_mask,
+                            ..
+                        } => (swap, compare, swap_mask, compare_mask),
+                    };
+                    r.shape = shape as u32;
+                    r.op0 = op0;
+                    r.op1 = op1;
+                    r.op2 = op2;
+                    r.op3 = op3;
+                    r.raddr = operand;
+                    r.rkey = ratom_key;
+                    r.laddr = res.addr() + n * 8;
+                    r.lkey = 0x40;
+                    let result = r.laddr;
+                    effect = Some(Box::new(move |m: &mut Model| {
+                        let old = m
+                            .at(operand, size)
+                            .iter()
+                            .fold(0u64, |acc, &b| acc << 8 | u64::from(b));
+                        let new = atomic_new_value(&op, old);
+                        m.at(operand, size)
+                            .copy_from_slice(&new.to_be_bytes()[8 - size..]);
+                        m.at(result, size)
+                            .copy_from_slice(&old.to_be_bytes()[8 - size..]);
+                    }));
+                }
+            }
+            let mut status = 0;
+            if t == 3 && k == fault_at {
+                // A WRITE with an unknown rkey: REMOTE_ACCESS, then every later WQE flushed.
+                r.shape = Shape::WriteInline as u32;
+                r.len = 8;
+                r.raddr = dst.addr() + slot;
+                r.rkey = 0xdead;
+                effect = None;
+                status = -0x13;
+                failed = true;
+            } else if failed {
+                effect = None;
+                status = -0x05;
+            }
+            *kinds.entry(name).or_default() += 1;
+            if let Some(f) = effect {
+                f(&mut model);
+            }
+            posted.push(Posted { req: r, status });
+        }
+    }
+    let req_bytes: Vec<u8> = posted
+        .iter()
+        .flat_map(|p| {
+            // SAFETY: WqeRequest is #[repr(C)] plain data without padding (264 bytes of
+            // integers and byte arrays); viewing it as bytes reads initialised memory.
+            unsafe {
+                core::slice::from_raw_parts(
+                    (&p.req as *const WqeRequest).cast::<u8>(),
+                    size_of::<WqeRequest>(),
+                )
+            }
+            .to_vec()
+        })
+        .collect();
+    let dev_reqs = gpu.device_buffer_from(&req_bytes).expect("requests");
+    let descs = ibgda_kernels::harness::descriptor_array(
+        &gpu,
+        &qf.iter()
+            .map(|q| *q.device_queue().raw())
+            .collect::<Vec<_>>(),
+    )
+    .expect("descs");
+    let desc4 =
+        ibgda_kernels::harness::descriptor_array(&gpu, &[*q4.device_queue().raw()]).expect("d4");
+    let desc5 =
+        ibgda_kernels::harness::descriptor_array(&gpu, &[*q5.device_queue().raw()]).expect("d5");
+    let statuses = gpu.device_buffer(4 * posted.len()).expect("statuses");
+    let status = gpu.device_buffer(12).expect("status");
+    let nic = DeviceNic::new(&gpu, &[engine0, engine1], &valid).expect("NIC tables");
+
+    // Run: the NIC on two blocks of the side stream, the producers on the main stream.
+    nic.start(&gpu).expect("start NIC");
+    let args = [
+        KernelArg::U64(descs.addr()),
+        KernelArg::U32(4),
+        KernelArg::U64(dev_reqs.addr()),
+        KernelArg::U32(per),
+        KernelArg::U32(5),
+        KernelArg::U64(statuses.addr()),
+        KernelArg::U64(status.addr()),
+    ];
+    // SAFETY: ibgda_nic_requests_GpuFence(const DeviceQueueDescriptor*, u32 nq, const
+    // WqeRequest*, u32 per, u32 batch, int* statuses, int* status): 4 descriptors, 4 * per
+    // requests, 4 * per statuses, one status; all alive until after `nic.stop`.
+    unsafe {
+        gpu.launch_raw(
+            false,
+            "ibgda_nic_requests_GpuFence",
+            cfg(1, 4),
+            false,
+            &args,
+        )
+    }
+    .expect("launch requests");
+    let thread_args = [
+        KernelArg::U64(desc4.addr()),
+        KernelArg::U32(1),
+        KernelArg::U32(titers),
+        KernelArg::U32(32),
+        KernelArg::U64(shared_t.addr()),
+        KernelArg::U32(0x51),
+        KernelArg::U64(status.addr() + 4),
+    ];
+    // SAFETY: ibgda_post_thread_GpuFence(const DeviceQueueDescriptor*, u32 nq, u32 iters,
+    // u32 batch, u64 raddr, u32 rkey, int* status): thread tid writes raddr + 8 * tid,
+    // inside shared_t (8 bytes per thread); alive until after `nic.stop`.
+    unsafe {
+        gpu.launch_raw(
+            false,
+            "ibgda_post_thread_GpuFence",
+            cfg(tb, tt),
+            false,
+            &thread_args,
+        )
+    }
+    .expect("launch per-thread");
+    let warp_args = [
+        KernelArg::U64(desc5.addr()),
+        KernelArg::U32(1),
+        KernelArg::U32(witers),
+        KernelArg::U32(32),
+        KernelArg::U64(shared_w.addr()),
+        KernelArg::U32(0x61),
+        KernelArg::U64(status.addr() + 8),
+    ];
+    // SAFETY: ibgda_post_warp_GpuReleaseStore(...), as above, inside shared_w.
+    unsafe {
+        gpu.launch_raw(
+            false,
+            "ibgda_post_warp_GpuReleaseStore",
+            cfg(wb, wt),
+            false,
+            &warp_args,
+        )
+    }
+    .expect("launch per-warp");
+    gpu.stream().synchronize().expect("producers");
+    nic.stop(&gpu).expect("stop NIC");
+
+    // Check.
+    let engines = nic.read(&gpu).expect("NIC state");
+    for (i, (e, t)) in engines.iter().enumerate() {
+        let mhz = e.cycles as f64 * 1e3 / e.ns.max(1) as f64;
+        println!(
+            "engine {i}: status {}, {} steps in {:.1} ms, SM clock {mhz:.0} MHz (clock64 / %globaltimer); {:?}",
+            e.status,
+            e.steps,
+            e.ns as f64 / 1e6,
+            e.stats
+        );
+        for q in &t.queues {
+            println!(
+                "  QP {:#x}: state {} consumer {} WQEs {} error ({}, {:#x}, {:#x}, {})",
+                q.qpn,
+                q.state,
+                q.consumer,
+                q.executed,
+                q.error_kind,
+                q.error_syndrome,
+                q.error_vendor,
+                q.error_detail
+            );
+        }
+        assert_eq!(e.status, 0, "engine {i} status");
+    }
+    println!("requests per kind: {kinds:?}");
+    let st = gpu.read_device(&status).expect("status");
+    let words: Vec<i32> = st
+        .chunks(4)
+        .map(|c| i32::from_ne_bytes(c.try_into().unwrap()))
+        .collect();
+    assert_eq!(
+        words,
+        [0, 0, 0],
+        "producer status (requests, per-thread, per-warp)"
+    );
+    let got: Vec<i32> = gpu
+        .read_device(&statuses)
+        .expect("statuses")
+        .chunks(4)
+        .map(|c| i32::from_ne_bytes(c.try_into().unwrap()))
+        .collect();
+    for (i, p) in posted.iter().enumerate() {
+        assert_eq!(
+            got[i],
+            p.status,
+            "completion {} of queue {}",
+            i as u32 % per,
+            i as u32 / per
+        );
+    }
+    for (name, buf, want) in [
+        ("dst", &dst, &model.bufs[1].1),
+        ("dst1", &dst1, &model.bufs[2].1),
+        ("atom", &atom, &model.bufs[3].1),
+        ("atom1", &atom1, &model.bufs[4].1),
+        ("res", &res, &model.bufs[5].1),
+        ("src", &src, &model.bufs[0].1),
+    ] {
+        let have = gpu.read_device(buf).expect("read");
+        if let Some(k) = (0..have.len()).find(|&k| have[k] != want[k]) {
+            panic!(
+                "{name} byte {k}: GPU {:#04x}, model {:#04x}",
+                have[k], want[k]
+            );
+        }
+    }
+    for (name, buf, n, iters) in [
+        ("per-thread", &shared_t, tb * tt, titers),
+        ("per-warp", &shared_w, wb * wt, witers),
+    ] {
+        let have = gpu.read_device(buf).expect("read");
+        for tid in 0..n as usize {
+            let v = u64::from_le_bytes(have[8 * tid..8 * tid + 8].try_into().unwrap());
+            assert_eq!(
+                v,
+                (tid as u64) << 32 | u64::from(iters - 1),
+                "{name} thread {tid}"
+            );
+        }
+    }
+    for (name, q) in [
+        ("per-thread", q4.device_queue().raw().state),
+        ("per-warp", q5.device_queue().raw().state),
+    ] {
+        let s = gpu.read_device_at(q, 64).expect("state");
+        let w = |i: usize| u64::from_ne_bytes(s[i * 8..i * 8 + 8].try_into().unwrap());
+        println!(
+            "{name}: reserved {} ready {} posted {} retired {}",
+            w(0),
+            w(1),
+            w(2),
+            w(3)
+        );
+        assert!(
+            w(0) == w(1) && w(1) == w(2) && w(2) == w(3),
+            "{name}: not all retired"
+        );
+    }
+    let e1 = engines[1].0.stats;
+    assert_eq!(e1.wqes_failed, 1, "one fault");
+    assert_eq!(
+        e1.wqes_flushed,
+        u64::from(per - fault_at - 1),
+        "flushes after it"
+    );
+    println!(
+        "{} requests on 4 queues + {} per-thread and {} per-warp WQEs: every payload, READ, atomic operand and result, and completion status as expected",
+        posted.len(),
+        tb * tt * titers,
+        wb * wt * witers
+    );
+}

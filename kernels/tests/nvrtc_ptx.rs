@@ -88,7 +88,14 @@ fn every_program_compiles_to_an_sm90_cubin_and_reports_resources() {
             assert!(kernels.iter().any(|u| u.kernel == name), "{name} missing");
         }
     }
-    for k in ["ibgda_build_requests", "ibgda_sink"] {
+    for k in [
+        "ibgda_build_requests",
+        "ibgda_sink",
+        "ibgda_softnic",
+        "ibgda_nic_requests_GpuFence",
+        "ibgda_nic_requests_GpuReleaseStore",
+        "ibgda_nic_requests_ThreadFence",
+    ] {
         assert!(kernels.iter().any(|u| u.kernel == k), "{k} missing");
     }
     // The doorbell path is straight-line register code: no stack, no spills.
@@ -172,4 +179,39 @@ fn each_scope_compiles_to_exactly_its_documented_ptx() {
         }
     }
     assert!(kernel_orderings(ptx).len() >= 44);
+}
+
+/// The CUDA software NIC's kernel: doorbells, doorbell records and CQ consumer indices
+/// read with acquire loads, each CQE's last word written with a release store, atomics
+/// as 64-bit CAS; no fence (the acquire and release operations carry the ordering).
+#[test]
+#[cfg_attr(
+    not(ibgda_nvrtc),
+    ignore = "NVRTC not installed: run scripts/cuda-wheels.sh"
+)]
+fn the_cuda_nic_orders_through_acquire_loads_and_release_cqe_stores() {
+    let ptx = &compiled(Program::Kernels).ptx;
+    let inv = ordering_of(ptx, "ibgda_softnic").expect("ibgda_softnic");
+    let mut counts: BTreeMap<&str, usize> = BTreeMap::new();
+    for i in &inv {
+        *counts.entry(i.as_str()).or_default() += 1;
+    }
+    println!("ibgda_softnic: {counts:?}");
+    for want in [
+        "ld.acquire.sys.global.b64",
+        "st.release.sys.global.b64",
+        "atom.cas.b64",
+    ] {
+        assert!(counts.contains_key(want), "ibgda_softnic lacks {want}");
+    }
+    for i in counts.keys() {
+        assert!(
+            !i.starts_with("fence") && !i.starts_with("membar"),
+            "ibgda_softnic holds a fence: {i}"
+        );
+        assert!(
+            !i.contains(".relaxed") || i.starts_with("atom"),
+            "ibgda_softnic holds a relaxed access: {i}"
+        );
+    }
 }
