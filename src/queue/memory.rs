@@ -11,9 +11,12 @@
 
 use std::sync::Arc;
 
+use core::sync::atomic::Ordering;
+
 use super::placement::{Host, Placement};
 use crate::memory::{DmaBuffer, DmaError};
-use crate::wqe::{RingSize, WQEBB_BYTES};
+use crate::order::HostBarrier;
+use crate::wqe::{RingSize, WqeIndex, WQEBB_BYTES};
 
 /// Alignment of rings: a page, as NIC queue memory is.
 pub const RING_ALIGN: usize = 4096;
@@ -36,6 +39,32 @@ pub struct SendQueueMemory<P: Placement = Host> {
 }
 
 impl SendQueueMemory<Host> {
+    /// Copies an encoded WQE (whole WQEBBs) into the ring at the slot of `index`,
+    /// continuing at the ring's start where it passes the end.
+    pub(crate) fn write_wqe(&self, index: WqeIndex, wqe: &[u8]) -> Result<(), DmaError> {
+        let offset = self.size.slot(index) * WQEBB_BYTES;
+        let first = wqe.len().min(self.ring.len() - offset);
+        self.ring.write(offset, &wqe[..first])?;
+        if first < wqe.len() {
+            self.ring.write(0, &wqe[first..])?;
+        }
+        Ok(())
+    }
+
+    /// Announces every WQEBB before `next_free` as a CPU producer does: the host barrier,
+    /// the doorbell record (big-endian `next_free & 0xffff`), a write flush, the 8-byte
+    /// `doorbell` value, and a write flush.
+    pub(crate) fn announce(&self, next_free: u64, doorbell: [u8; 8]) {
+        let barrier = HostBarrier;
+        barrier.to_device();
+        let mut record = [0u8; 8];
+        record[SEND_DBREC_OFFSET..].copy_from_slice(&(next_free as u32 & 0xffff).to_be_bytes());
+        self.dbrec.words()[0].store(u64::from_ne_bytes(record), Ordering::Release);
+        barrier.flush_writes();
+        self.doorbell.words()[0].store(u64::from_ne_bytes(doorbell), Ordering::Release);
+        barrier.flush_writes();
+    }
+
     /// Zeroed memory for a send queue of `size`.
     pub fn allocate(size: RingSize) -> Result<Self, DmaError> {
         Ok(Self {

@@ -4,10 +4,9 @@
 use core::fmt;
 use core::marker::PhantomData;
 use core::num::NonZeroU32;
-use core::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use super::memory::{SendQueueMemory, SEND_DBREC_OFFSET};
+use super::memory::SendQueueMemory;
 use super::placement::{Host, Placement};
 use crate::order::{HostBarrier, OrderingScope, ValidFor};
 use crate::wqe::{
@@ -20,8 +19,14 @@ const FM_CE_SE_BYTE: usize = 11;
 /// Completion mode "always" in `fm_ce_se` (`MLX5_WQE_CTRL_CQ_UPDATE`).
 const CQ_UPDATE: u8 = 0x08;
 const CE_MASK: u8 = 0x0c;
-/// The largest WQE the scratch buffer holds.
-const MAX_WQE_BYTES: usize = WqeLimits::MAX_WQEBBS as usize * WQEBB_BYTES;
+/// The largest WQE an encoding buffer must hold.
+pub(crate) const MAX_WQE_BYTES: usize = WqeLimits::MAX_WQEBBS as usize * WQEBB_BYTES;
+
+/// Makes an encoded WQE (starting with its control segment) signaled: a queue's signaling
+/// policy raises the completion mode so that slots always come back.
+pub(crate) fn mark_signaled(wqe: &mut [u8]) {
+    wqe[FM_CE_SE_BYTE] = (wqe[FM_CE_SE_BYTE] & !CE_MASK) | CQ_UPDATE;
+}
 
 /// Local memory the NIC may access, registered with it: kept registered and alive while a
 /// posted WQE names it. Implemented by the software NIC's memory regions and by hardware
@@ -430,15 +435,7 @@ impl<T: Transport> SendQueue<T, Host, HostBarrier> {
         if st.rung == st.producer {
             return;
         }
-        let barrier = HostBarrier;
-        barrier.to_device();
-        let counter = (st.producer as u32 & 0xffff).to_be_bytes();
-        let mut record = [0u8; 8];
-        record[SEND_DBREC_OFFSET..].copy_from_slice(&counter);
-        self.memory.dbrec.words()[0].store(u64::from_ne_bytes(record), Ordering::Release);
-        barrier.flush_writes();
-        self.memory.doorbell.words()[0].store(u64::from_ne_bytes(st.last_ctrl), Ordering::Release);
-        barrier.flush_writes();
+        self.memory.announce(st.producer, st.last_ctrl);
         st.rung = st.producer;
         st.unannounced = 0;
     }
@@ -588,35 +585,23 @@ impl<T: Transport> Reservation<'_, T> {
         }
         // Signal at least every `max_unsignaled` WQEBBs so a full ring always holds a
         // signaled WQE.
-        let flags = &mut st.scratch[FM_CE_SE_BYTE];
-        let signaled = CompletionMode::from_bits(*flags >> 2).is_signaled();
+        let signaled = CompletionMode::from_bits(st.scratch[FM_CE_SE_BYTE] >> 2).is_signaled();
         if signaled || st.unsignaled + wqebbs > q.max_unsignaled {
-            *flags = (*flags & !CE_MASK) | CQ_UPDATE;
+            mark_signaled(&mut st.scratch[..]);
             st.unsignaled = 0;
         } else {
             st.unsignaled += wqebbs;
         }
-        let ring_bytes = q.memory.ring.len();
-        let offset = q.memory.size.slot(index) * WQEBB_BYTES;
-        let first = bytes.min(ring_bytes - offset);
         // In bounds by construction (the slot is inside the ring and the WQE no larger than
         // it); an out-of-bounds write would be reported, never performed.
-        let too_small = |_| {
-            PostError::Wqe(WqeError::RingTooSmall {
-                ring_wqebbs: q.memory.size.wqebbs(),
-                wqe_wqebbs: wqebbs,
-            })
-        };
         q.memory
-            .ring
-            .write(offset, &st.scratch[..first])
-            .map_err(too_small)?;
-        if first < bytes {
-            q.memory
-                .ring
-                .write(0, &st.scratch[first..bytes])
-                .map_err(too_small)?;
-        }
+            .write_wqe(index, &st.scratch[..bytes])
+            .map_err(|_| {
+                PostError::Wqe(WqeError::RingTooSmall {
+                    ring_wqebbs: q.memory.size.wqebbs(),
+                    wqe_wqebbs: wqebbs,
+                })
+            })?;
         let slot = q.memory.size.slot(index);
         st.wqe_wqebbs[slot] = wqebbs as u8;
         st.keep_alive[slot] = keep;

@@ -23,20 +23,16 @@ use core::marker::PhantomData;
 use std::sync::atomic::AtomicU8;
 use std::sync::{Arc, PoisonError};
 
-use super::memory::{CompletionQueueMemory, SendQueueMemory, SEND_DBREC_OFFSET};
+use super::memory::{CompletionQueueMemory, SendQueueMemory};
 use super::pair::{CompletionError, PollError, Polled};
-use super::send::{covering, KeepAlive, PostError, Registered, Ticket};
+use super::send::{
+    covering, mark_signaled, KeepAlive, PostError, Registered, Ticket, MAX_WQE_BYTES,
+};
 use crate::cq::{Completion, CompletionQueue, CqMode};
-use crate::order::HostBarrier;
 use crate::sync::{spin_wait, AtomicU64, Mutex, MutexGuard, Ordering};
 use crate::wqe::{
     Nop, Qpn, RingSize, Transport, Wqe, WqeIndex, WqeLimits, WqeSpec, WqeWriter, WQEBB_BYTES,
 };
-
-const CQ_UPDATE: u8 = 0x08;
-const CE_MASK: u8 = 0x0c;
-const FM_CE_SE_BYTE: usize = 11;
-const MAX_WQE_BYTES: usize = WqeLimits::MAX_WQEBBS as usize * WQEBB_BYTES;
 
 /// The counters of the shared publication protocol, all free-running WQEBB counts.
 #[derive(Debug)]
@@ -314,26 +310,16 @@ impl<T: Transport> SharedSendQueue<T> {
         );
         let interval = u64::from(self.config.signal_interval);
         if (at + u64::from(wqebbs)) / interval > at / interval {
-            scratch[FM_CE_SE_BYTE] = (scratch[FM_CE_SE_BYTE] & !CE_MASK) | CQ_UPDATE;
+            mark_signaled(&mut scratch[..bytes]);
         }
-        let offset = size.slot(index) * WQEBB_BYTES;
-        let first = bytes.min(self.memory.ring.len() - offset);
-        let too_small = |_| {
-            PostError::Wqe(crate::wqe::WqeError::RingTooSmall {
-                ring_wqebbs: size.wqebbs(),
-                wqe_wqebbs: wqebbs,
-            })
-        };
         self.memory
-            .ring
-            .write(offset, &scratch[..first])
-            .map_err(too_small)?;
-        if first < bytes {
-            self.memory
-                .ring
-                .write(0, &scratch[first..bytes])
-                .map_err(too_small)?;
-        }
+            .write_wqe(index, &scratch[..bytes])
+            .map_err(|_| {
+                PostError::Wqe(crate::wqe::WqeError::RingTooSmall {
+                    ring_wqebbs: size.wqebbs(),
+                    wqe_wqebbs: wqebbs,
+                })
+            })?;
         self.wqe_wqebbs[size.slot(index)].store(wqebbs as u8, std::sync::atomic::Ordering::Relaxed);
         Ok(wqebbs)
     }
@@ -372,26 +358,12 @@ impl<T: Transport> SharedSendQueue<T> {
         if target <= state.rung {
             return;
         }
-        let barrier = HostBarrier;
-        barrier.to_device();
-        let counter = (target as u32 & 0xffff).to_be_bytes();
-        let mut record = [0u8; 8];
-        record[SEND_DBREC_OFFSET..].copy_from_slice(&counter);
-        self.memory.dbrec.words()[0].store(
-            u64::from_ne_bytes(record),
-            std::sync::atomic::Ordering::Release,
-        );
-        barrier.flush_writes();
-        let index = (target as u32 & 0xffff) << 8;
-        let qpn = self.qpn.get() << 8;
+        // A doorbell value of the GPU libraries' form: the next free index and the QPN (a
+        // shared queue has no single "last WQE" to take the control prefix from).
         let mut value = [0u8; 8];
-        value[..4].copy_from_slice(&index.to_be_bytes());
-        value[4..].copy_from_slice(&qpn.to_be_bytes());
-        self.memory.doorbell.words()[0].store(
-            u64::from_ne_bytes(value),
-            std::sync::atomic::Ordering::Release,
-        );
-        barrier.flush_writes();
+        value[..4].copy_from_slice(&((target as u32 & 0xffff) << 8).to_be_bytes());
+        value[4..].copy_from_slice(&(self.qpn.get() << 8).to_be_bytes());
+        self.memory.announce(target, value);
         state.rung = target;
     }
 
