@@ -379,7 +379,7 @@ impl<T: Transport> SendQueue<T, Host, HostBarrier> {
     ) -> Result<Ticket, PostError> {
         let keep = covering(wqe, registrations)?;
         let mut reservation = self.reserve(wqe.wqebbs())?;
-        reservation.write_keeping(wqe, keep)?;
+        reservation.write_raw(wqe, keep)?;
         Ok(reservation.publish())
     }
 
@@ -395,7 +395,7 @@ impl<T: Transport> SendQueue<T, Host, HostBarrier> {
         wqe: &Wqe<W>,
     ) -> Result<Ticket, PostError> {
         let mut reservation = self.reserve(wqe.wqebbs())?;
-        reservation.write_keeping(wqe, None)?;
+        reservation.write_raw(wqe, None)?;
         Ok(reservation.publish())
     }
 
@@ -423,7 +423,7 @@ impl<T: Transport> SendQueue<T, Host, HostBarrier> {
         }
         let nop = Nop::<T>::new().signaled().build()?;
         let mut reservation = self.reserve(1)?;
-        reservation.write_keeping(&nop, None)?;
+        reservation.write_raw(&nop, None)?;
         Ok(Some(reservation.publish()))
     }
 
@@ -530,7 +530,7 @@ impl<T: Transport> Reservation<'_, T> {
         &mut self,
         wqe: &Wqe<W>,
     ) -> Result<(), PostError> {
-        self.write_keeping(wqe, None)
+        self.write_raw(wqe, None)
     }
 
     /// Writes a WQE whose local buffers lie in `registrations` into the next reserved
@@ -539,7 +539,7 @@ impl<T: Transport> Reservation<'_, T> {
         &mut self,
         wqe: &Wqe<W>,
     ) -> Result<(), PostError> {
-        self.write_keeping(wqe, None)
+        self.write_raw(wqe, None)
     }
 
     /// Writes a WQE whose local buffers lie in `registrations` into the next reserved
@@ -550,14 +550,6 @@ impl<T: Transport> Reservation<'_, T> {
         registrations: &[Arc<dyn Registered>],
     ) -> Result<(), PostError> {
         let keep = covering(wqe, registrations)?;
-        self.write_keeping(wqe, keep)
-    }
-
-    fn write_keeping<W: WqeSpec<Transport = T>>(
-        &mut self,
-        wqe: &Wqe<W>,
-        keep: Option<KeepAlive>,
-    ) -> Result<(), PostError> {
         self.write_raw(wqe, keep)
     }
 

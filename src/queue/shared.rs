@@ -289,6 +289,21 @@ impl<T: Transport> SharedSendQueue<T> {
         Ok(r.publish())
     }
 
+    /// Writes `wqe`, whose local buffers must lie in `registrations`, at `at` of a
+    /// reservation ending at `end`: the next free WQEBB of the reservation, and the
+    /// registrations to keep alive with the WQE (recorded at publication).
+    fn write_covered<W: WqeSpec>(
+        &self,
+        at: u64,
+        end: u64,
+        wqe: &Wqe<W>,
+        registrations: &[Arc<dyn Registered>],
+    ) -> Result<(u64, Option<(u64, KeepAlive)>), PostError> {
+        let keep = covering(wqe, registrations)?;
+        let wqebbs = self.write_at(at, end - at, wqe)?;
+        Ok((at + u64::from(wqebbs), keep.map(|k| (at, k))))
+    }
+
     /// Encodes `wqe` at `at` (inside the caller's reservation, `left` WQEBBs remaining);
     /// returns its WQEBBs.
     fn write_at<W: WqeSpec>(&self, at: u64, left: u64, wqe: &Wqe<W>) -> Result<u32, PostError> {
@@ -487,14 +502,11 @@ impl<T: Transport> SharedReservation<'_, T> {
         wqe: &Wqe<W>,
         registrations: &[Arc<dyn Registered>],
     ) -> Result<(), PostError> {
-        let keep = covering(wqe, registrations)?;
-        let n = self
+        let (next, keep) = self
             .queue
-            .write_at(self.cursor, self.end - self.cursor, wqe)?;
-        if let Some(keep) = keep {
-            self.keep.push((self.cursor, keep));
-        }
-        self.cursor += u64::from(n);
+            .write_covered(self.cursor, self.end, wqe, registrations)?;
+        self.keep.extend(keep);
+        self.cursor = next;
         Ok(())
     }
 
@@ -621,15 +633,12 @@ impl<T: Transport> GroupPart<'_, '_, T> {
         wqe: &Wqe<W>,
         registrations: &[Arc<dyn Registered>],
     ) -> Result<(), PostError> {
-        let keep = covering(wqe, registrations)?;
-        let n = self
-            .group
-            .queue
-            .write_at(self.cursor, self.end - self.cursor, wqe)?;
-        if let Some(keep) = keep {
-            lock(&self.group.keep).push((self.cursor, keep));
-        }
-        self.cursor += u64::from(n);
+        let (next, keep) =
+            self.group
+                .queue
+                .write_covered(self.cursor, self.end, wqe, registrations)?;
+        lock(&self.group.keep).extend(keep);
+        self.cursor = next;
         Ok(())
     }
 
