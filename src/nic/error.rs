@@ -2,6 +2,8 @@
 
 use core::fmt;
 
+use super::prm::PrmError;
+
 /// Why a control-plane operation failed. Every message says what was wrong and, where the
 /// user can act, what to do.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -26,24 +28,14 @@ pub enum NicError {
         /// What is needed.
         needed: &'static str,
     },
-    /// The device failed a command: the PRM status and syndrome it returned.
-    Command {
-        /// The command's opcode.
+    /// A PRM command failed: the device returned a status and syndrome
+    /// ([`PrmError::CommandError`]), a value did not fit its field, or (on the software
+    /// NIC) the command bytes were malformed, in which case nothing was changed.
+    Command(PrmError),
+    /// An opcode the backend does not execute.
+    UnknownOpcode {
+        /// The opcode read from the command bytes.
         opcode: u16,
-        /// The command's name.
-        command: &'static str,
-        /// The status byte (0 is success).
-        status: u8,
-        /// The syndrome.
-        syndrome: u32,
-    },
-    /// Command bytes the software NIC cannot accept (too short, an unknown opcode, a field
-    /// out of range): nothing was changed.
-    MalformedCommand {
-        /// The opcode read from the bytes (0 if there were too few).
-        opcode: u16,
-        /// What is wrong.
-        reason: String,
     },
     /// A value out of the range a field or a device accepts.
     OutOfRange {
@@ -84,17 +76,9 @@ impl fmt::Display for NicError {
                 found,
                 needed,
             } => write!(f, "capability {name} is {found:#x}; needed: {needed}"),
-            Self::Command {
-                opcode,
-                command,
-                status,
-                syndrome,
-            } => write!(
-                f,
-                "{command} (opcode {opcode:#06x}) failed with status {status:#04x}, syndrome {syndrome:#010x}"
-            ),
-            Self::MalformedCommand { opcode, reason } => {
-                write!(f, "malformed command (opcode {opcode:#06x}): {reason}")
+            Self::Command(e) => e.fmt(f),
+            Self::UnknownOpcode { opcode } => {
+                write!(f, "command opcode {opcode:#06x} is not one this NIC executes")
             }
             Self::OutOfRange { what, value, max } => {
                 write!(f, "{what} {value:#x} is out of range (at most {max:#x})")
@@ -128,5 +112,10 @@ impl From<crate::queue::DeviceQueueError> for NicError {
 impl From<super::connection::ConnectionError> for NicError {
     fn from(e: super::connection::ConnectionError) -> Self {
         Self::Connection(e)
+    }
+}
+impl From<PrmError> for NicError {
+    fn from(e: PrmError) -> Self {
+        Self::Command(e)
     }
 }

@@ -8,7 +8,9 @@
 //! backend (`nic::mlx5`), which hands them to the device.
 //!
 //! Everything above the backend is shared code ([`Device`]): it encodes every PRM command
-//! with the typed builders of `nic::prm`, decodes every output, and returns the existing
+//! with the typed values of [`prm`] (QUERY_HCA_CAP, ALLOC_UAR, CREATE_CQ, CREATE_QP, the
+//! RST -> INIT -> RTR -> RTS transitions, CREATE_DCT, DESTROY_*; byte-exact encoders and
+//! decoders over big-endian bit-field layouts), decodes every output, and returns the existing
 //! typed handles ([`QueuePair`](crate::queue::QueuePair) for host- and GPU-placed queues,
 //! memory regions implementing [`Registered`](crate::queue::Registered)). So the same
 //! command bytes reach the software NIC here and a ConnectX on a host that has one.
@@ -27,6 +29,8 @@
 //! [`RcEndpoint`] (QPN, LID, GID, PSN, MTU) and [`DcEndpoint`] (DCT number, access key,
 //! address vector) have a fixed, versioned byte encoding ([`connection`]) so any bootstrap
 //! can carry them; [`connection::exchange`] carries them over TCP.
+
+pub mod prm;
 
 mod backend;
 mod caps;

@@ -1,0 +1,1 @@
+//! Every PRM structure we read or write, each field declared once.
