@@ -19,13 +19,25 @@
 //! against offsets measured on rdma-core 56.1's `mlx5_ifc.h`, and proved byte-exact against
 //! rdma-core's own encoders by the differential tests in `tests/rdma-core`.
 
-#[allow(dead_code)] // the command encoders land next
 pub mod bits;
+mod commands;
 mod error;
 pub mod layout;
+mod types;
 
 pub use bits::{Field, Layout};
+pub use commands::{
+    check_status, AddressPath, AllocUar, AllocUarOutput, AtomicCaps, Command, CommandOutput,
+    CqContext, CreateCq, CreateCqOutput, CreateDct, CreateDctOutput, CreateQp, CreateQpOutput,
+    DctContext, DeallocUar, DeallocUarOutput, DestroyCq, DestroyCqOutput, DestroyDct,
+    DestroyDctOutput, DestroyQp, DestroyQpOutput, GeneralCaps, Init2RtrQp, Init2RtrQpOutput,
+    QpCreateContext, QueryHcaCap, QueryHcaCapOutput, RemoteAccess, Rst2InitQp, Rst2InitQpOutput,
+    Rtr2RtsQp, Rtr2RtsQpOutput,
+};
 pub use error::{CommandStatus, PrmError};
+pub use types::{
+    AtomicEndianness, AtomicMode, CapabilityType, CqeSize, Mtu, PmState, ReceiveQueue, ServiceType,
+};
 
 /// PRM command opcodes (the first 16 bits of every command input).
 pub mod opcode {
