@@ -5,10 +5,13 @@
 use core::fmt;
 use std::sync::Arc;
 
+use super::caps::Gid;
 use super::caps::PortAttributes;
 use super::error::NicError;
 use crate::memory::{DeviceBuffer, DmaBuffer};
 use crate::queue::Registered;
+use crate::wqe::segment::AddressVectorSegment;
+use crate::wqe::RKey;
 
 /// The access rights of a memory registration (verbs' `IBV_ACCESS_*` values).
 pub use crate::softnic::Access as MemoryAccess;
@@ -85,6 +88,20 @@ pub trait UarPage: Send + Sync + fmt::Debug {
     fn gpu_doorbell(&self) -> Result<Arc<DeviceBuffer>, NicError>;
 }
 
+/// A memory registration: what RDMA names it by.
+pub trait MemoryRegistration: Registered + fmt::Debug {
+    /// The remote key.
+    fn rkey(&self) -> RKey;
+    /// The address of the first byte.
+    fn addr(&self) -> u64;
+    /// The length in bytes.
+    fn len(&self) -> usize;
+    /// Whether it is empty (registrations never are).
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
 /// An object created by a command (CQ, QP, DCT).
 pub trait BackendObject: Send + Sync + fmt::Debug {}
 
@@ -104,7 +121,7 @@ pub trait Backend: Send + Sync + fmt::Debug + 'static {
     /// An object made by `create_object`.
     type Object: BackendObject;
     /// A memory region.
-    type Mr: Registered + fmt::Debug;
+    type Mr: MemoryRegistration;
 
     /// The device's name (`mlx5_0`, `soft:node0`).
     fn name(&self) -> &str;
@@ -145,6 +162,16 @@ pub trait Backend: Send + Sync + fmt::Debug + 'static {
     /// Registers queue memory as UMEM, for the NIC to read (rings) and write (CQs,
     /// doorbell records). The registration keeps the memory alive until dropped.
     fn register_umem(&self, memory: QueueMemoryRef<'_>) -> Result<Self::Umem, NicError>;
+
+    /// The 48-byte address vector that reaches `gid` / the port's LID from any initiator
+    /// of this fabric (on hardware, an address handle made in `pd` read back through
+    /// `mlx5dv_init_obj`). The DCT number and the key are patched in by the initiator.
+    fn address_vector(
+        &self,
+        pd: &Self::Pd,
+        port: &PortAttributes,
+        gid: Gid,
+    ) -> Result<AddressVectorSegment, NicError>;
 
     /// Registers data memory in `pd` with `access`.
     fn register_memory(

@@ -59,6 +59,8 @@ pub enum NicError {
     Queue(crate::wqe::WqeError),
     /// A GPU-placed queue handle could not be built.
     DeviceQueue(crate::queue::DeviceQueueError),
+    /// The software NIC refused a registration or a queue.
+    SoftNic(crate::softnic::SoftNicError),
     /// Connection information that cannot be decoded.
     Connection(super::connection::ConnectionError),
 }
@@ -88,6 +90,7 @@ impl fmt::Display for NicError {
             Self::Queue(e) => write!(f, "queue configuration: {e}"),
             Self::DeviceQueue(e) => write!(f, "GPU-placed queue: {e}"),
             Self::Connection(e) => write!(f, "connection information: {e}"),
+            Self::SoftNic(e) => write!(f, "software NIC: {e}"),
         }
     }
 }

@@ -19,6 +19,7 @@ pub use send::{
 };
 
 mod pair;
+pub(crate) use pair::NicObjects;
 pub use pair::{
     quiet, CompletionError, DciPool, PollError, Polled, QpConfig, QueuePair, Quiesce, WaitError,
 };

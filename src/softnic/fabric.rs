@@ -179,8 +179,13 @@ impl From<u64> for DctConfig {
 /// The state of a queue pair.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum QpState {
-    /// An RC queue pair not yet connected: it executes nothing.
+    /// Just created by CREATE_QP: nothing configured yet.
+    Reset,
+    /// After RST2INIT; or an RC queue pair made by [`Fabric::create_qp`] and not yet
+    /// connected. Either way it executes nothing.
     Init,
+    /// After INIT2RTR: it could receive, but its send queue does not run.
+    ReadyToReceive,
     /// Executing WQEs.
     ReadyToSend,
     /// In error: every WQE is flushed.
@@ -290,6 +295,11 @@ pub(crate) struct SendQueueState {
     pub(crate) error: Option<ErrorCause>,
     /// The connected RC peer.
     pub(crate) peer: Option<u32>,
+    /// The LID the RC peer is reached at (set by INIT2RTR; `None` for [`Fabric::connect`]).
+    pub(crate) peer_lid: Option<u16>,
+    /// Made by PRM command: it moves only by state transitions, and a WQE published while
+    /// it is not in RTS is an error rather than waiting.
+    pub(crate) commanded: bool,
     /// WQEBBs consumed (free-running).
     pub(crate) consumer: u64,
     /// WQEs consumed (the sequence number of the next one).
@@ -331,7 +341,7 @@ pub(crate) struct FabricState {
     pub(crate) effects: Effects,
     pub(crate) events: Vec<AsyncEvent>,
     next_queue_number: u32,
-    next_cqn: u32,
+    pub(crate) next_cqn: u32,
 }
 
 /// What a [`Fabric`] handle shares.
@@ -389,7 +399,7 @@ impl FabricShared {
 /// ```
 #[derive(Clone, Debug, Default)]
 pub struct Fabric {
-    shared: Arc<FabricShared>,
+    pub(crate) shared: Arc<FabricShared>,
 }
 
 impl Fabric {
@@ -545,6 +555,8 @@ impl Fabric {
                 },
                 error: None,
                 peer: None,
+                peer_lid: None,
+                commanded: false,
                 consumer: 0,
                 executed: 0,
                 last_doorbell,
@@ -758,7 +770,7 @@ impl Fabric {
     }
 }
 
-fn check_node(state: &FabricState, node: NodeId) -> Result<(), SoftNicError> {
+pub(crate) fn check_node(state: &FabricState, node: NodeId) -> Result<(), SoftNicError> {
     if (node.0 as usize) < state.nodes.len() {
         Ok(())
     } else {
@@ -767,7 +779,7 @@ fn check_node(state: &FabricState, node: NodeId) -> Result<(), SoftNicError> {
 }
 
 impl FabricState {
-    fn allocate_queue_number(&mut self) -> Result<u32, SoftNicError> {
+    pub(crate) fn allocate_queue_number(&mut self) -> Result<u32, SoftNicError> {
         let number = self.next_queue_number.max(FIRST_QUEUE_NUMBER);
         if number > Qpn::MAX {
             return Err(SoftNicError::QueueNumbersExhausted);
@@ -808,10 +820,10 @@ impl FabricState {
     }
 
     /// Removes `user` from a CQ; a CQ nobody uses is forgotten.
-    fn detach_cq(&mut self, cqn: u32, user: u32) {
+    pub(crate) fn detach_cq(&mut self, cqn: u32, user: u32) {
         if let Some(cq) = self.cqs.get_mut(&cqn) {
             cq.users.remove(&user);
-            if cq.users.is_empty() {
+            if cq.users.is_empty() && !cq.held {
                 self.cqs.remove(&cqn);
             }
         }
