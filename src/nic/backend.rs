@@ -9,7 +9,7 @@ use super::caps::Gid;
 use super::caps::PortAttributes;
 use super::error::NicError;
 use crate::memory::{DeviceBuffer, DmaBuffer};
-use crate::queue::Registered;
+use crate::queue::{PlacementKind, QueueBufferSpan, Registered};
 use crate::wqe::segment::AddressVectorSegment;
 use crate::wqe::RKey;
 
@@ -18,26 +18,61 @@ pub use crate::softnic::Access as MemoryAccess;
 
 /// Queue memory (a ring or a doorbell record) that a backend registers as UMEM, so that
 /// CREATE_CQ and CREATE_QP can name it by UMEM id and offset.
+///
+/// Only the control plane makes one, from the memory of the queue it is creating: the
+/// backend learns where the memory is ([`span`](Self::span)); the crate's own backends
+/// also reach the buffer, as the NIC capability to it (see
+/// [`SendQueueNicAccess`](crate::queue::SendQueueNicAccess)).
 #[derive(Clone, Copy, Debug)]
-#[non_exhaustive]
-pub enum QueueMemoryRef<'a> {
-    /// Host memory.
+pub struct QueueMemoryRef<'a> {
+    memory: QueueMemoryKind<'a>,
+}
+
+#[derive(Clone, Copy, Debug)]
+enum QueueMemoryKind<'a> {
     Host(&'a Arc<DmaBuffer>),
-    /// GPU memory (registered by DMA-BUF, or through the peer-memory module).
     Gpu(&'a Arc<DeviceBuffer>),
 }
 
-impl QueueMemoryRef<'_> {
-    /// Length of the memory in bytes.
-    pub fn len(&self) -> usize {
-        match self {
-            Self::Host(b) => b.len(),
-            Self::Gpu(b) => b.len(),
+impl<'a> QueueMemoryRef<'a> {
+    pub(crate) fn host(buffer: &'a Arc<DmaBuffer>) -> Self {
+        Self {
+            memory: QueueMemoryKind::Host(buffer),
         }
     }
-    /// Whether the memory is empty (queue memory never is).
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
+    pub(crate) fn gpu(buffer: &'a Arc<DeviceBuffer>) -> Self {
+        Self {
+            memory: QueueMemoryKind::Gpu(buffer),
+        }
+    }
+    /// Where the memory is: its address (the device address for GPU memory) and length.
+    pub fn span(&self) -> QueueBufferSpan {
+        match self.memory {
+            QueueMemoryKind::Host(b) => QueueBufferSpan::of(b),
+            QueueMemoryKind::Gpu(b) => QueueBufferSpan::of(b),
+        }
+    }
+    /// Where it is placed.
+    pub fn placement(&self) -> PlacementKind {
+        match self.memory {
+            QueueMemoryKind::Host(_) => PlacementKind::Host,
+            QueueMemoryKind::Gpu(_) => PlacementKind::Gpu,
+        }
+    }
+    /// The host buffer, for the crate's NIC backends.
+    pub(crate) fn host_buffer(&self) -> Option<&'a Arc<DmaBuffer>> {
+        match self.memory {
+            QueueMemoryKind::Host(b) => Some(b),
+            QueueMemoryKind::Gpu(_) => None,
+        }
+    }
+    /// The GPU buffer, for the crate's NIC backends (DMA-BUF export).
+    #[allow(dead_code)]
+    pub(crate) fn gpu_buffer(&self) -> Option<&'a Arc<DeviceBuffer>> {
+        match self.memory {
+            QueueMemoryKind::Gpu(b) => Some(b),
+            QueueMemoryKind::Host(_) => None,
+        }
     }
 }
 

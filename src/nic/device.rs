@@ -19,6 +19,7 @@ use super::prm::{Command, CreateCq, CreateDct, CreateQp, ServiceType};
 use crate::cq::{CompletionQueue, CqMode, CQE_BYTES};
 use crate::memory::{DeviceBuffer, DmaBuffer};
 use crate::order::{GpuThread, OrderingScope, ValidFor};
+use crate::queue::RECORD_BYTES;
 use crate::queue::{
     CompletionQueueMemory, Gpu, Host, Placement, QpConfig, QueuePair, Registered, SendQueueConfig,
     SendQueueMemory, CQE_INIT_OP_OWN, RING_ALIGN,
@@ -328,7 +329,7 @@ pub trait QueuePlacement: Placement {
 
 impl QueuePlacement for Host {
     fn umem_ref(buffer: &Arc<DmaBuffer>) -> QueueMemoryRef<'_> {
-        QueueMemoryRef::Host(buffer)
+        QueueMemoryRef::host(buffer)
     }
     fn doorbell<U: UarPage>(uar: &U) -> Result<Arc<DmaBuffer>, NicError> {
         uar.host_doorbell()
@@ -337,7 +338,7 @@ impl QueuePlacement for Host {
 
 impl QueuePlacement for Gpu {
     fn umem_ref(buffer: &Arc<DeviceBuffer>) -> QueueMemoryRef<'_> {
-        QueueMemoryRef::Gpu(buffer)
+        QueueMemoryRef::gpu(buffer)
     }
     fn doorbell<U: UarPage>(uar: &U) -> Result<Arc<DeviceBuffer>, NicError> {
         uar.gpu_doorbell()
@@ -467,25 +468,25 @@ impl<B: Backend> ProtectionDomain<B> {
             });
         }
         let uar = device.backend.alloc_uar()?;
-        let cq = CompletionQueueMemory::<P> {
-            ring: allocator.allocate(
+        let cq = CompletionQueueMemory::<P>::from_parts(
+            entries,
+            allocator.allocate(
                 entries as usize * CQE_BYTES,
                 RING_ALIGN,
                 QueueFill::InvalidCqes,
             )?,
-            entries,
-            dbrec: allocator.allocate(8, 64, QueueFill::Zero)?,
-        };
-        let sq = SendQueueMemory::<P> {
-            ring: allocator.allocate(
+            allocator.allocate(RECORD_BYTES, 64, QueueFill::Zero)?,
+        )?;
+        let sq = SendQueueMemory::<P>::from_parts(
+            spec.sq,
+            allocator.allocate(
                 spec.sq.wqebbs() as usize * WQEBB_BYTES,
                 RING_ALIGN,
                 QueueFill::Zero,
             )?,
-            size: spec.sq,
-            dbrec: allocator.allocate(8, 64, QueueFill::Zero)?,
-            doorbell: P::doorbell(&uar)?,
-        };
+            allocator.allocate(RECORD_BYTES, 64, QueueFill::Zero)?,
+            P::doorbell(&uar)?,
+        )?;
         let mut objects = QueueObjects {
             device: self.inner.device.clone(),
             qp: None,
@@ -494,7 +495,12 @@ impl<B: Backend> ProtectionDomain<B> {
             uar: None,
             _pd: self.inner.clone(),
         };
-        for buffer in [&cq.ring, &cq.dbrec, &sq.ring, &sq.dbrec] {
+        for buffer in [
+            cq.ring_buffer(),
+            cq.dbrec_buffer(),
+            sq.ring_buffer(),
+            sq.dbrec_buffer(),
+        ] {
             objects
                 .umems
                 .push(device.backend.register_umem(P::umem_ref(buffer))?);
@@ -610,16 +616,7 @@ impl<B: Backend> ProtectionDomain<B> {
             }));
         }
         let uar = device.backend.alloc_uar()?;
-        let host = HostQueueMemory;
-        let cq = CompletionQueueMemory::<Host> {
-            ring: host.allocate(
-                cq_entries as usize * CQE_BYTES,
-                RING_ALIGN,
-                QueueFill::InvalidCqes,
-            )?,
-            entries: cq_entries,
-            dbrec: host.allocate(8, 64, QueueFill::Zero)?,
-        };
+        let cq = CompletionQueueMemory::<Host>::allocate(cq_entries)?;
         let mut objects = QueueObjects {
             device: self.inner.device.clone(),
             qp: None,
@@ -628,10 +625,10 @@ impl<B: Backend> ProtectionDomain<B> {
             uar: None,
             _pd: self.inner.clone(),
         };
-        for buffer in [&cq.ring, &cq.dbrec] {
+        for buffer in [cq.ring_buffer(), cq.dbrec_buffer()] {
             objects
                 .umems
-                .push(device.backend.register_umem(QueueMemoryRef::Host(buffer))?);
+                .push(device.backend.register_umem(QueueMemoryRef::host(buffer))?);
         }
         let (cq_object, output) = device.create(&command::create_cq(
             cq_entries.trailing_zeros() as u8,
@@ -697,37 +694,6 @@ impl<B: Backend, P: Placement> Building<B, P> {
         &self.objects.device.port
     }
 
-    fn host_pair<T: TypedTransport>(self) -> Result<QueuePair<T>, NicError>
-    where
-        P: Placement<Buffer = Arc<DmaBuffer>>,
-    {
-        let Building {
-            objects,
-            sq,
-            cq,
-            spec,
-            qpn,
-        } = self;
-        // The memory is host memory: rebuild the typed views for `Host`.
-        let sq = SendQueueMemory::<Host> {
-            ring: sq.ring,
-            size: sq.size,
-            dbrec: sq.dbrec,
-            doorbell: sq.doorbell,
-        };
-        let cq = CompletionQueueMemory::<Host> {
-            ring: cq.ring,
-            entries: cq.entries,
-            dbrec: cq.dbrec,
-        };
-        let config = QpConfig {
-            send: spec.send,
-            cq_mode: spec.cq_mode,
-        };
-        let pair = QueuePair::new(qpn, sq, cq, config)?;
-        Ok(pair.with_nic_objects(Box::new(objects)))
-    }
-
     fn device_pair<T: TypedTransport, S>(
         self,
         state: P::Buffer,
@@ -748,6 +714,24 @@ impl<B: Backend, P: Placement> Building<B, P> {
             cq_mode: spec.cq_mode,
         };
         let pair = QueuePair::for_device(qpn, sq, cq, state, config, scope)?;
+        Ok(pair.with_nic_objects(Box::new(objects)))
+    }
+}
+
+impl<B: Backend> Building<B, Host> {
+    fn host_pair<T: TypedTransport>(self) -> Result<QueuePair<T>, NicError> {
+        let Building {
+            objects,
+            sq,
+            cq,
+            spec,
+            qpn,
+        } = self;
+        let config = QpConfig {
+            send: spec.send,
+            cq_mode: spec.cq_mode,
+        };
+        let pair = QueuePair::new(qpn, sq, cq, config)?;
         Ok(pair.with_nic_objects(Box::new(objects)))
     }
 }

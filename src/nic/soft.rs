@@ -362,14 +362,12 @@ impl Backend for SoftNic {
     }
 
     fn register_umem(&self, memory: QueueMemoryRef<'_>) -> Result<SoftUmem, NicError> {
-        let buffer = match memory {
-            QueueMemoryRef::Host(buffer) => buffer.clone(),
-            QueueMemoryRef::Gpu(_) => {
-                return Err(NicError::Unsupported {
-                    what: "GPU queue memory on the CPU software NIC".into(),
-                })
-            }
-        };
+        let buffer = memory
+            .host_buffer()
+            .ok_or_else(|| NicError::Unsupported {
+                what: "GPU queue memory on the CPU software NIC".into(),
+            })?
+            .clone();
         let mut tables = self.tables.lock();
         let id = next_id(&mut tables.next_umem)?;
         tables.umems.insert(id, buffer);

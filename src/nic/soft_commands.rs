@@ -31,7 +31,7 @@ use super::prm::{
 use super::soft::{SoftNic, SoftObject};
 use crate::cq::CqMode;
 use crate::memory::DmaBuffer;
-use crate::queue::{CompletionQueueMemory, SendQueueMemory};
+use crate::queue::{CompletionQueueNicAccess, SendQueueNicAccess};
 use crate::softnic::{CommandedQp, ObjectRefusal, Transition};
 use crate::wqe::{RingSize, TransportKind};
 
@@ -158,10 +158,10 @@ fn umem_exactly(
     Ok(buffer)
 }
 
-/// A doorbell record: a UMEM of at least 8 bytes, at address 0.
+/// A doorbell record: a UMEM of 8 bytes, at address 0.
 fn umem_record(nic: &SoftNic, id: u32, addr: u64) -> Result<Arc<DmaBuffer>, Refusal> {
     let buffer = nic.umem(id).ok_or(bad_param(syndrome::UNKNOWN_UMEM))?;
-    if addr != 0 || buffer.len() < 8 {
+    if addr != 0 || buffer.len() != 8 {
         return Err(bad_param(syndrome::UMEM_MISMATCH));
     }
     Ok(buffer)
@@ -199,14 +199,9 @@ fn execute_create_cq(nic: &SoftNic, command: CreateCq) -> Result<(u32, CreateCqO
     } else {
         CqMode::Ring
     };
-    let cqn = nic.fabric().create_cq_object(
-        CompletionQueueMemory {
-            ring,
-            entries,
-            dbrec,
-        },
-        mode,
-    )?;
+    let memory = CompletionQueueNicAccess::from_registered(entries, ring, dbrec)
+        .map_err(|_| bad_param(syndrome::UMEM_MISMATCH))?;
+    let cqn = nic.fabric().create_cq_object(memory, mode)?;
     Ok((cqn, CreateCqOutput { cqn }))
 }
 
@@ -249,12 +244,8 @@ fn execute_create_qp(nic: &SoftNic, command: CreateQp) -> Result<(u32, CreateQpO
     let qpn = fabric.create_commanded_qp(CommandedQp {
         node: nic.node(),
         transport,
-        sq: SendQueueMemory {
-            ring,
-            size,
-            dbrec,
-            doorbell,
-        },
+        sq: SendQueueNicAccess::from_registered(size, ring, dbrec, doorbell)
+            .map_err(|_| bad_param(syndrome::UMEM_MISMATCH))?,
         send_cq: qpc.cqn_snd,
         // Receive credits stand in for an SRQ's receive WQEs (see the backend's notes).
         receive_cq: (transport == TransportKind::Rc).then_some(qpc.cqn_rcv),

@@ -236,6 +236,21 @@ pub struct QpStatus {
     pub error: Option<ErrorCause>,
 }
 
+/// How many objects a fabric holds (see [`Fabric::census`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Census {
+    /// Nodes.
+    pub nodes: usize,
+    /// Queue pairs (RC and DC initiators).
+    pub queue_pairs: usize,
+    /// DC targets.
+    pub dc_targets: usize,
+    /// Completion queues.
+    pub completion_queues: usize,
+    /// Registered memory regions.
+    pub regions: usize,
+}
+
 /// An asynchronous event, as a NIC reports it on its event queue.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum AsyncEvent {
@@ -772,6 +787,22 @@ impl Fabric {
         self.shared.counters.snapshot()
     }
 
+    /// How many objects the fabric holds now.
+    pub fn census(&self) -> Census {
+        let state = self.shared.lock();
+        Census {
+            nodes: state.nodes.len(),
+            queue_pairs: state.sqs.len(),
+            dc_targets: state
+                .responders
+                .values()
+                .filter(|r| r.dc_key.is_some())
+                .count(),
+            completion_queues: state.cqs.len(),
+            regions: state.nodes.iter().map(|n| n.local_keys.len()).sum(),
+        }
+    }
+
     /// Every asynchronous event recorded so far.
     pub fn async_events(&self) -> Vec<AsyncEvent> {
         self.shared.lock().events.clone()
@@ -849,7 +880,7 @@ impl FabricState {
     }
 
     /// Refuses new queue memory that shares a byte with memory the fabric knows.
-    fn check_new_queue_memory(&self, span: QueueBufferSpan) -> Result<(), SoftNicError> {
+    pub(crate) fn check_new_queue_memory(&self, span: QueueBufferSpan) -> Result<(), SoftNicError> {
         self.check_not_queue_memory(span.addr, span.len as u64)?;
         self.check_not_registered(span)
     }

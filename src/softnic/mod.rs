@@ -154,8 +154,8 @@ pub use counters::{Counters, StepReport};
 pub use engine::EngineHandle;
 pub use error::SoftNicError;
 pub use fabric::{
-    AsyncEvent, Cqn, DctConfig, DctNumber, DoorbellWatch, ErrorCause, Fabric, NodeId, QpConfig,
-    QpState, QpStatus, QueueId, ReceiveConfig, DEFAULT_MAX_MESSAGE_BYTES,
+    AsyncEvent, Census, Cqn, DctConfig, DctNumber, DoorbellWatch, ErrorCause, Fabric, NodeId,
+    QpConfig, QpState, QpStatus, QueueId, ReceiveConfig, DEFAULT_MAX_MESSAGE_BYTES,
 };
 pub use fault::{Fault, FLUSH_VENDOR_SYNDROME};
 pub(crate) use objects::{CommandedQp, ObjectRefusal, Transition};

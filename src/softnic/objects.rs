@@ -7,7 +7,7 @@
 use std::collections::VecDeque;
 
 use crate::cq::CqMode;
-use crate::queue::{CompletionQueueMemory, SendQueueMemory};
+use crate::queue::{CompletionQueueNicAccess, SendQueueNicAccess};
 use crate::wqe::{Qpn, TransportKind};
 
 use super::completion::CqState;
@@ -35,7 +35,7 @@ pub(crate) enum ObjectRefusal {
 pub(crate) struct CommandedQp {
     pub(crate) node: NodeId,
     pub(crate) transport: TransportKind,
-    pub(crate) sq: SendQueueMemory,
+    pub(crate) sq: SendQueueNicAccess,
     pub(crate) send_cq: u32,
     /// The receive CQ (RC with a receive queue).
     pub(crate) receive_cq: Option<u32>,
@@ -59,13 +59,19 @@ impl Fabric {
     /// Makes a CQ over `memory` that lives until [`Fabric::destroy_cq_object`].
     pub(crate) fn create_cq_object(
         &self,
-        memory: CompletionQueueMemory,
+        memory: CompletionQueueNicAccess,
         mode: CqMode,
     ) -> Result<u32, ObjectRefusal> {
+        let spans = memory.spans();
         let mut cq = CqState::new(memory, mode)
             .map_err(|what| ObjectRefusal::Invalid(SoftNicError::InvalidQueueMemory { what }))?;
         cq.held = true;
         let mut state = self.shared.lock();
+        for span in spans {
+            state
+                .check_new_queue_memory(span)
+                .map_err(ObjectRefusal::Invalid)?;
+        }
         let cqn = state
             .next_cqn
             .checked_add(1)
@@ -97,19 +103,14 @@ impl Fabric {
 
     /// Makes a queue pair in RESET over CQs made by command.
     pub(crate) fn create_commanded_qp(&self, qp: CommandedQp) -> Result<Qpn, ObjectRefusal> {
-        let sq = &qp.sq;
-        if sq.ring.len() != sq.size.bytes() {
-            return Err(ObjectRefusal::Invalid(SoftNicError::InvalidQueueMemory {
-                what: "send ring length does not match its size",
-            }));
-        }
-        if sq.dbrec.len() < 8 || sq.doorbell.len() < 8 {
-            return Err(ObjectRefusal::Invalid(SoftNicError::InvalidQueueMemory {
-                what: "doorbell record or doorbell shorter than 8 bytes",
-            }));
-        }
         let mut state = self.shared.lock();
         check_node(&state, qp.node).map_err(ObjectRefusal::Invalid)?;
+        // The ring and the record are new queue memory; the doorbell is the NIC's own UAR.
+        for span in [qp.sq.ring(), qp.sq.dbrec()] {
+            state
+                .check_new_queue_memory(span)
+                .map_err(ObjectRefusal::Invalid)?;
+        }
         for cqn in core::iter::once(qp.send_cq).chain(qp.receive_cq) {
             if !state.cqs.get(&cqn).is_some_and(|cq| cq.held) {
                 return Err(ObjectRefusal::Unknown);
@@ -125,12 +126,7 @@ impl Fabric {
                 cq.users.insert(qpn);
             }
         }
-        let last_doorbell = qp
-            .sq
-            .doorbell
-            .word(0)
-            .map(|w| w.load(core::sync::atomic::Ordering::Acquire))
-            .unwrap_or(0);
+        let last_doorbell = qp.sq.load_doorbell();
         state.sqs.insert(
             qpn,
             SendQueueState {
