@@ -40,6 +40,8 @@ mod device;
 mod error;
 mod soft;
 mod soft_commands;
+#[cfg(test)]
+mod soft_tests;
 
 pub use backend::{
     Backend, BackendObject, MemoryAccess, MemoryRegistration, ProtectionDomainId, QueueMemoryRef,
