@@ -504,6 +504,17 @@ fn resolve_local<'n>(
     })
 }
 
+/// Whether the responding queue accepts the operation (`rwe`, `rre`, `rae` of its
+/// context); hardware answers a disabled one with a remote access error.
+fn check_enabled(responder: u32, needed: Access, ctx: &Ctx<'_>) -> Result<(), Fault> {
+    match ctx.responders.get(&responder) {
+        Some(r) if !r.enabled.contains(needed) => {
+            Err(Fault::ResponderAccessDisabled { responder, needed })
+        }
+        _ => Ok(()),
+    }
+}
+
 /// A remote range through the responder node's rkey table.
 fn resolve_remote(
     node: &NodeState,
@@ -620,7 +631,10 @@ fn perform_write(
     let (responder, node) = route(sq, wqe, ctx)?;
     let destination = match len {
         0 => None,
-        _ => Some(resolve_remote(node, remote, len, Access::REMOTE_WRITE)?),
+        _ => {
+            check_enabled(responder, Access::REMOTE_WRITE, ctx)?;
+            Some(resolve_remote(node, remote, len, Access::REMOTE_WRITE)?)
+        }
     };
     let with_imm = wqe.opcode == Opcode::RdmaWriteImm;
     let receive_cq = if with_imm {
@@ -743,9 +757,10 @@ fn perform_read(
     for segment in segments.iter().flat_map(|s| s.iter()) {
         resolve_local(local, segment, true)?;
     }
-    let (_, node) = route(sq, wqe, ctx)?;
+    let (responder, node) = route(sq, wqe, ctx)?;
     let mut response = Vec::new();
     if len > 0 {
+        check_enabled(responder, Access::REMOTE_READ, ctx)?;
         let source = resolve_remote(node, remote, len, Access::REMOTE_READ)?;
         // The responder reads now; the bytes land locally when the response arrives.
         let mut at = source.offset;
@@ -781,7 +796,8 @@ fn perform_atomic_wqe(
     let local = local_node(sq, ctx)?;
     // The parser checked that the result segment's length is the operand size.
     let destination = resolve_local(local, result, true)?;
-    let (_, node) = route(sq, wqe, ctx)?;
+    let (responder, node) = route(sq, wqe, ctx)?;
+    check_enabled(responder, Access::REMOTE_ATOMIC, ctx)?;
     let misaligned = Fault::MisalignedAtomic {
         addr: remote.addr,
         align: size,

@@ -112,6 +112,7 @@
 //! | unknown rkey | [`Fault::RemoteKey`] | REMOTE_ACCESS 0x13 | 0x40 |
 //! | remote range outside the region | [`Fault::RemoteBounds`] | REMOTE_ACCESS 0x13 | 0x41 |
 //! | missing remote right | [`Fault::RemoteAccessDenied`] | REMOTE_ACCESS 0x13 | 0x42 |
+//! | the responding queue's context disables it (`rwe`, `rre`, `rae`) | [`Fault::ResponderAccessDisabled`] | REMOTE_ACCESS 0x13 | 0x43 |
 //! | WRITE_WITH_IMM without a receive credit | [`Fault::ReceiverNotReady`] | RNR_RETRY_EXC 0x16 | 0x60 |
 //! | responder's receive CQ overruns | [`Fault::ResponderCqOverrun`] | REMOTE_OP 0x14 | 0x70 |
 //!
