@@ -92,7 +92,7 @@ impl FabricState {
                 self.apply_effects(counters, report);
                 return;
             }
-            if *budget == 0 {
+            if *budget == 0 || self.peer_not_ready(qpn) {
                 return;
             }
             *budget -= 1;
@@ -139,6 +139,23 @@ impl FabricState {
         // A queue made by command runs into its state check (a WQE before RTS is an
         // error); an unconnected queue of `Fabric::create_qp` waits.
         (sq.commanded || sq.state != QpState::Init).then_some(limit)
+    }
+
+    /// Whether an RC queue's peer is a queue pair made by command that is still in RESET or
+    /// INIT: its packets would be dropped there and retransmitted, so the queue's next WQE
+    /// waits (as the retries of the hardware would) until the peer reaches RTR.
+    fn peer_not_ready(&self, qpn: u32) -> bool {
+        let Some(sq) = self.sqs.get(&qpn) else {
+            return false;
+        };
+        if sq.transport != TransportKind::Rc || sq.state != QpState::ReadyToSend {
+            return false;
+        }
+        sq.peer
+            .and_then(|peer| self.sqs.get(&peer))
+            .is_some_and(|peer| {
+                peer.commanded && matches!(peer.state, QpState::Reset | QpState::Init)
+            })
     }
 
     /// Runs `f` on one send queue with everything else it may touch.

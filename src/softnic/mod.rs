@@ -30,7 +30,9 @@
 //! made by PRM command ([`crate::nic::SoftNic`]) starts in [`QpState::Reset`] and moves
 //! only by the RST2INIT, INIT2RTR and RTR2RTS commands, as hardware does; a WQE published
 //! before it reaches RTS fails with [`Fault::NotReadyToSend`] and the queue goes to
-//! error.
+//! error. A queue whose RC peer (made by command) is still in RESET or INIT does not
+//! execute its next WQE until the peer reaches RTR: the hardware's retransmissions until
+//! the peer is ready, without their limit.
 //!
 //! # Execution
 //!
