@@ -55,17 +55,31 @@ impl PublicationCounters {
     }
 
     /// Reserves `wqebbs`: the first reserved WQEBB, or the free count if they do not fit.
+    ///
+    /// `reserved` is loaded before `retired`; a thread preempted between the two loads can
+    /// find `retired` past the `reserved` it holds (others reserved, published and retired
+    /// meanwhile). Then its `reserved` is stale: the in-flight count is computed with
+    /// wrapping arithmetic, and a count larger than the ring means "reload and retry",
+    /// never a free count.
     pub fn reserve(&self, wqebbs: u64) -> Result<u64, u64> {
         let mut start = self.reserved.load(Ordering::Relaxed);
         loop {
             let retired = self.retired.load(Ordering::Acquire);
-            let free = self.capacity - (start - retired);
+            let in_flight = start.wrapping_sub(retired);
+            if in_flight > self.capacity {
+                // Stale `start`: the acquire load of `retired` saw a retirement that came
+                // after a newer reservation, so reloading `reserved` sees at least that.
+                start = self.reserved.load(Ordering::Relaxed);
+                spin_wait();
+                continue;
+            }
+            let free = self.capacity - in_flight;
             if wqebbs > free {
                 return Err(free);
             }
             match self.reserved.compare_exchange(
                 start,
-                start + wqebbs,
+                start.wrapping_add(wqebbs),
                 Ordering::AcqRel,
                 Ordering::Relaxed,
             ) {
