@@ -409,6 +409,11 @@ impl Gpu {
 
     /// Zeroed device memory of `len` bytes (a `Gpu`-placed queue buffer).
     pub fn device_buffer(&self, len: usize) -> Result<Arc<DeviceBuffer>, GpuError> {
+        Ok(Arc::new(self.owned_device_buffer(len)?))
+    }
+
+    /// Zeroed device memory of `len` bytes, owned (for queue memory, which has one owner).
+    fn owned_device_buffer(&self, len: usize) -> Result<DeviceBuffer, GpuError> {
         self.ctx.bind_to_thread()?;
         // SAFETY: a plain allocation of `len` (> 0 checked by the driver) bytes.
         let addr = unsafe { result::malloc_sync(len.max(1)) }?;
@@ -419,9 +424,7 @@ impl Gpu {
         // SAFETY: `addr` is a fresh allocation of at least `len` bytes.
         unsafe { result::memset_d8_sync(addr, 0, len.max(1)) }?;
         // SAFETY: the allocation lives as long as `owner`, which the buffer keeps.
-        Ok(Arc::new(unsafe {
-            DeviceBuffer::from_raw(addr, len, Box::new(owner))
-        }))
+        Ok(unsafe { DeviceBuffer::from_raw(addr, len, Box::new(owner)) })
     }
 
     /// Device memory holding `bytes`.
@@ -438,15 +441,7 @@ impl Gpu {
         offset: usize,
         bytes: &[u8],
     ) -> Result<(), GpuError> {
-        let end = offset.checked_add(bytes.len());
-        if end.is_none_or(|end| end > buf.len()) {
-            return Err(GpuError::Invalid(format!(
-                "write of {} bytes at offset {offset} past a {}-byte buffer",
-                bytes.len(),
-                buf.len()
-            )));
-        }
-        let at = buf.addr() + offset as u64;
+        let at = buf.addr() + checked_range(offset, bytes.len(), buf.len())?;
         self.ctx.bind_to_thread()?;
         // SAFETY: `offset + bytes.len() <= buf.len()` without overflow (checked above), so
         // the range lies inside the live device allocation `buf` owns.
@@ -490,6 +485,25 @@ impl Gpu {
             collapsed_seen: u32_at(48),
             reserved_word: u32_at(52),
         })
+    }
+
+    /// The send ring of a GPU-posted queue pair, copied out (synchronous): to inspect
+    /// what GPU threads wrote. Reads only the ring the queue pair owns and borrows for
+    /// `'q`.
+    pub fn read_send_ring<T, S>(&self, q: &DeviceQueue<'_, T, S>) -> Result<Vec<u8>, GpuError> {
+        let d = q.raw();
+        let len = 1usize
+            .checked_shl(d.log_sq_wqebbs)
+            .and_then(|n| n.checked_mul(ibgda::wqe::WQEBB_BYTES))
+            .ok_or_else(|| GpuError::Invalid(format!("ring of 2^{} WQEBBs", d.log_sq_wqebbs)))?;
+        let mut out = vec![0u8; len];
+        self.ctx.bind_to_thread()?;
+        // SAFETY: a `DeviceQueue` is made only by `QueuePair::device_queue`, whose
+        // descriptor names the send ring the queue pair owns (checked there to hold
+        // 2^log_sq_wqebbs WQEBBs) and keeps alive while the `DeviceQueue` borrows it; `out`
+        // has that length.
+        unsafe { result::memcpy_dtoh_sync(&mut out, d.sq_ring) }?;
+        Ok(out)
     }
 
     /// Zeroed pinned host memory mapped into the GPU (a `Host`-placed queue buffer the GPU
@@ -536,18 +550,23 @@ impl Gpu {
         for e in cq.chunks_mut(64) {
             e[63] = CQE_INIT_OP_OWN;
         }
+        let invalid = |e: ibgda::queue::QueueMemoryError| GpuError::Invalid(e.to_string());
+        let cq_ring = self.owned_device_buffer(cq.len())?;
+        self.write_device(&cq_ring, 0, &cq)?;
         Ok(GpuQueueMemory {
-            sq: SendQueueMemory {
-                ring: self.device_buffer(size.bytes())?,
+            sq: SendQueueMemory::from_device(
                 size,
-                dbrec: self.device_buffer(8)?,
-                doorbell: self.device_buffer(8)?,
-            },
-            cq: CompletionQueueMemory {
-                ring: self.device_buffer_from(&cq)?,
-                entries: cq_entries,
-                dbrec: self.device_buffer(8)?,
-            },
+                self.owned_device_buffer(size.bytes())?,
+                self.owned_device_buffer(8)?,
+                self.owned_device_buffer(8)?,
+            )
+            .map_err(invalid)?,
+            cq: CompletionQueueMemory::from_device(
+                cq_entries,
+                cq_ring,
+                self.owned_device_buffer(8)?,
+            )
+            .map_err(invalid)?,
             state: self.device_buffer(64)?,
         })
     }
@@ -798,6 +817,17 @@ pub enum KernelArg<'q> {
     Queue(QueueArg<'q>),
 }
 
+/// `offset` as a byte offset into a buffer of `buffer_len` bytes, if `len` bytes from it
+/// stay inside (no overflow: a wrapped sum must not pass the bound).
+fn checked_range(offset: usize, len: usize, buffer_len: usize) -> Result<u64, GpuError> {
+    match offset.checked_add(len) {
+        Some(end) if end <= buffer_len => Ok(offset as u64),
+        _ => Err(GpuError::Invalid(format!(
+            "{len} bytes at offset {offset} do not fit a {buffer_len}-byte buffer"
+        ))),
+    }
+}
+
 /// The most CQ entries a queue takes (the mlx5 limit, `log_cq_size` at most 22).
 pub const MAX_CQ_ENTRIES: u32 = 1 << 22;
 
@@ -945,5 +975,45 @@ impl Drop for HostRegistration {
             // SAFETY: `ptr` was registered by `register` and is unregistered once, here.
             let _ = unsafe { cu::cuMemHostUnregister(self.ptr) };
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn device_writes_are_bounded_without_overflow() {
+        assert_eq!(checked_range(0, 64, 64), Ok(0));
+        assert_eq!(checked_range(60, 4, 64), Ok(60));
+        assert_eq!(checked_range(64, 0, 64), Ok(64));
+        assert!(checked_range(61, 4, 64).is_err());
+        // The sum wraps to 7 in release: it must not pass as "inside".
+        assert!(checked_range(usize::MAX - 1, 9, 64).is_err());
+        assert!(checked_range(usize::MAX, 1, usize::MAX).is_err());
+    }
+
+    #[test]
+    fn cq_entries_are_validated_where_they_enter() {
+        for ok in [1, 2, 64, MAX_CQ_ENTRIES] {
+            assert_eq!(check_cq_entries(ok), Ok(()), "{ok}");
+        }
+        for bad in [0, 3, 96, MAX_CQ_ENTRIES * 2, u32::MAX] {
+            assert!(
+                matches!(check_cq_entries(bad), Err(GpuError::Invalid(ref m)) if m.contains(&bad.to_string())),
+                "{bad}"
+            );
+        }
+    }
+
+    #[test]
+    fn compile_options_are_a_closed_typed_set() {
+        assert!(CompileOptions::new().nvrtc_options().is_empty());
+        let o = CompileOptions::new()
+            .spin_limit(Duration::from_millis(1500))
+            .expect("valid");
+        assert_eq!(o.nvrtc_options(), ["-DIBGDA_SPIN_LIMIT_NS=1500000000ull"]);
+        assert!(CompileOptions::new().spin_limit(Duration::ZERO).is_err());
+        assert!(CompileOptions::new().spin_limit(Duration::MAX).is_err());
     }
 }

@@ -22,6 +22,7 @@ use zerocopy::IntoBytes;
 
 use crate::gpu::{Gpu, GpuError, KernelArg};
 use crate::request::{Shape, SinkStats, TransportForm, WqeRequest, REQUEST_INLINE_MAX};
+use crate::softnic::device::QueueReach;
 
 /// A GPU-placed RC queue pair for scope `S` over fresh device memory
 /// ([`Gpu::rc_queue_pair`]).
@@ -86,7 +87,7 @@ pub struct Sink<'q> {
     expect: Arc<DeviceBuffer>,
     _descriptors: Arc<DeviceBuffer>,
     _state: Arc<DeviceBuffer>,
-    _queue_memory: Vec<Arc<DeviceBuffer>>,
+    _queue_memory: Vec<QueueReach>,
     running: bool,
     _queues: PhantomData<&'q ()>,
 }
@@ -137,12 +138,13 @@ impl<'q> Sink<'q> {
         let n = sink_shape(queues.len(), blocks, threads)?;
         let descriptors: Vec<DeviceQueueDescriptor> =
             queues.iter().map(|q| *q.device_queue().raw()).collect();
-        let mut queue_memory = Vec::new();
-        for q in queues {
-            let (sq, cq) = (q.sq_memory(), q.cq_memory());
-            queue_memory
-                .extend([&sq.ring, &sq.dbrec, &sq.doorbell, &cq.ring, &cq.dbrec].map(Arc::clone));
-        }
+        // SAFETY: the sink is these queues' NIC (it reads their rings and writes their
+        // CQEs, nothing else); the guard borrows them for 'q, as long as it holds the
+        // capabilities, and stops the kernel before it releases them.
+        let queue_memory: Vec<QueueReach> = queues
+            .iter()
+            .map(|q| unsafe { QueueReach::of(*q) })
+            .collect();
         let descs = descriptor_array(gpu, &descriptors)?;
         let state = gpu.device_buffer(32 * queues.len())?;
         let expect = gpu.device_buffer(4 * max_producers.max(1) as usize)?;

@@ -1,12 +1,11 @@
 //! The data path: doorbell watching, WQE fetch and execution, responses and completions.
 
-use core::sync::atomic::Ordering;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use crate::cq::Syndrome;
 use crate::memory::DmaBuffer;
-use crate::queue::SendQueueMemory;
+use crate::queue::SendQueueNicAccess;
 use crate::wqe::segment::{DataSegment, MAX_DS, OCTOWORD_BYTES, WQEBB_BYTES};
 use crate::wqe::{
     parse_fetched_wqe, wqebbs_for_ds, AnyDcTarget, AtomicOp, Opcode, ParseError, ParsedData,
@@ -113,7 +112,7 @@ impl FabricState {
         report: &mut StepReport,
     ) -> Option<u16> {
         let sq = self.sqs.get_mut(&qpn)?;
-        let doorbell = sq.memory.doorbell.word(0).ok()?.load(Ordering::Acquire);
+        let doorbell = sq.memory.load_doorbell();
         let mut rung = false;
         if doorbell != sq.last_doorbell {
             sq.last_doorbell = doorbell;
@@ -226,37 +225,38 @@ impl FabricState {
 }
 
 /// The send counter of a doorbell record: bytes 4..8 big-endian, low 16 bits.
-fn read_send_record(memory: &SendQueueMemory) -> Option<u16> {
-    let word = memory.dbrec.word(0).ok()?.load(Ordering::Acquire);
+fn read_send_record(memory: &SendQueueNicAccess) -> Option<u16> {
+    let word = memory.load_dbrec();
     let bytes = word.to_ne_bytes();
     Some(u32::from_be_bytes([bytes[4], bytes[5], bytes[6], bytes[7]]) as u16)
 }
 
 /// Copies `dst.len()` bytes out of a ring starting at byte `start`, continuing at the
 /// ring's start past its end. `dst` is never longer than the ring.
-fn read_wrapped(ring: &DmaBuffer, start: usize, dst: &mut [u8]) {
-    let first = dst.len().min(ring.len().saturating_sub(start));
+fn read_wrapped(ring: &SendQueueNicAccess, start: usize, dst: &mut [u8]) {
+    let first = dst.len().min(ring.ring().len.saturating_sub(start));
     let (head, tail) = dst.split_at_mut(first);
     // Both ranges lie inside the ring (its length was checked when the queue was made);
     // if a read failed the bytes would stay zero, which parses as a malformed WQE.
-    let _ = ring.read(start, head);
-    let _ = ring.read(0, tail);
+    let _ = ring.read_ring(start, head);
+    let _ = ring.read_ring(0, tail);
 }
 
 /// Copies the WQE at the consumer counter out of the ring: the control segment, then the
 /// octowords its DS claims (at most the ring's size). Returns the bytes fetched.
-fn fetch(memory: &SendQueueMemory, consumer: u64, buffer: &mut [u8; FETCH_CAPACITY]) -> usize {
-    let ring = &memory.ring;
-    let slots = memory.size.wqebbs() as usize;
+fn fetch(memory: &SendQueueNicAccess, consumer: u64, buffer: &mut [u8; FETCH_CAPACITY]) -> usize {
+    let ring = memory;
+    let ring_len = memory.ring().len;
+    let slots = memory.size().wqebbs() as usize;
     let start = (consumer as usize & (slots - 1)) * WQEBB_BYTES;
     read_wrapped(ring, start, &mut buffer[..OCTOWORD_BYTES]);
     let ds = usize::from(buffer[7] & MAX_DS).max(1);
-    let len = (ds * OCTOWORD_BYTES).min(ring.len());
+    let len = (ds * OCTOWORD_BYTES).min(ring_len);
     // The rest is read after the DS, from the same copy of the control segment, so the
     // parser sees one consistent WQE even if the host rewrites the slot meanwhile.
     read_wrapped(
         ring,
-        (start + OCTOWORD_BYTES) % ring.len(),
+        (start + OCTOWORD_BYTES) % ring_len,
         &mut buffer[OCTOWORD_BYTES..len],
     );
     len

@@ -14,7 +14,7 @@ use std::sync::Arc;
 use cudarc::driver::LaunchConfig;
 use ibgda::memory::{DeviceBuffer, DmaBuffer};
 use ibgda::order::{GpuThread, OrderingScope, ValidFor};
-use ibgda::queue::{Gpu as GpuPlaced, QueuePair};
+use ibgda::queue::{CompletionQueueNicAccess, Gpu as GpuPlaced, QueuePair, SendQueueNicAccess};
 use ibgda::wqe::TypedTransport;
 
 #[cfg(feature = "test-support")]
@@ -31,11 +31,50 @@ use crate::gpu::{Gpu, GpuError, KernelArg};
 /// touches freed memory). Engine tables naming anything else are refused.
 pub struct NicMemory<'q> {
     data: Vec<Arc<DeviceBuffer>>,
-    queues: Vec<Arc<DeviceBuffer>>,
+    queues: Vec<QueueReach>,
     /// A test arena holding both (the replay of the differential streams): data and
     /// queue ranges may then overlap.
-    arena: bool,
+    #[cfg(feature = "test-support")]
+    arena: Option<Arc<DeviceBuffer>>,
     _queues: PhantomData<&'q ()>,
+}
+
+/// The NIC's capabilities to one queue pair's memory: what keeps that memory alive while
+/// a NIC kernel may touch it, and where it lies.
+#[derive(Debug)]
+pub(crate) struct QueueReach {
+    sq: SendQueueNicAccess<GpuPlaced>,
+    cq: CompletionQueueNicAccess<GpuPlaced>,
+}
+
+impl QueueReach {
+    /// The capabilities of the NIC that executes `qp`'s WQEs.
+    ///
+    /// # Safety
+    ///
+    /// The caller is that NIC (a kernel that executes the queue's WQEs and writes its
+    /// CQEs, nothing else), and holds the capabilities only while it may run and `qp`
+    /// lives (the callers borrow `qp` for as long as they hold them).
+    pub(crate) unsafe fn of<T, S>(qp: &QueuePair<T, GpuPlaced, S>) -> Self
+    where
+        T: TypedTransport,
+        S: OrderingScope<Producer = GpuThread> + ValidFor<GpuPlaced>,
+    {
+        // SAFETY: forwarded to this function's caller, who is the queue's NIC.
+        let sq = unsafe { qp.sq_memory().nic_access_unchecked() };
+        // SAFETY: as above.
+        let cq = unsafe { qp.cq_memory().nic_access_unchecked() };
+        Self { sq, cq }
+    }
+
+    /// Every buffer's (device address, length).
+    pub(crate) fn spans(&self) -> impl Iterator<Item = (u64, u64)> + '_ {
+        self.sq
+            .spans()
+            .into_iter()
+            .chain(self.cq.spans())
+            .map(|s| (s.addr, s.len as u64))
+    }
 }
 
 impl core::fmt::Debug for NicMemory<'_> {
@@ -59,7 +98,8 @@ impl<'q> NicMemory<'q> {
         Self {
             data: Vec::new(),
             queues: Vec::new(),
-            arena: false,
+            #[cfg(feature = "test-support")]
+            arena: None,
             _queues: PhantomData,
         }
     }
@@ -78,10 +118,11 @@ impl<'q> NicMemory<'q> {
         T: TypedTransport,
         S: OrderingScope<Producer = GpuThread> + ValidFor<GpuPlaced>,
     {
-        let (sq, cq) = (qp.sq_memory(), qp.cq_memory());
-        for b in [&sq.ring, &sq.dbrec, &sq.doorbell, &cq.ring, &cq.dbrec] {
-            self.queues.push(b.clone());
-        }
+        // SAFETY: a `NicMemory` is only consumed by `DeviceNic::new`, whose kernel is this
+        // queue's NIC (it executes the WQEs and writes the CQEs, nothing else); it borrows
+        // `qp` for 'q, as long as it holds the capabilities, and its guard stops the kernel
+        // before it releases them.
+        self.queues.push(unsafe { QueueReach::of(qp) });
         self
     }
 
@@ -91,29 +132,63 @@ impl<'q> NicMemory<'q> {
     fn arena(buffer: &Arc<DeviceBuffer>) -> Self {
         Self {
             data: vec![buffer.clone()],
-            queues: vec![buffer.clone()],
-            arena: true,
+            queues: Vec::new(),
+            arena: Some(buffer.clone()),
             _queues: PhantomData,
         }
     }
 
-    fn inside(buffers: &[Arc<DeviceBuffer>], addr: u64, len: u64) -> bool {
-        buffers.iter().any(|b| {
-            let (a, n) = (b.addr(), b.len() as u64);
-            addr >= a && len <= n && addr - a <= n - len
-        })
+    /// The (address, length) of every data buffer.
+    fn data_spans(&self) -> Vec<(u64, u64)> {
+        self.data
+            .iter()
+            .map(|b| (b.addr(), b.len() as u64))
+            .collect()
+    }
+
+    /// The (address, length) of every buffer queue tables may name.
+    fn queue_spans(&self) -> Vec<(u64, u64)> {
+        #[allow(unused_mut)]
+        let mut spans: Vec<(u64, u64)> = self.queues.iter().flat_map(QueueReach::spans).collect();
+        #[cfg(feature = "test-support")]
+        spans.extend(self.arena.iter().map(|b| (b.addr(), b.len() as u64)));
+        spans
+    }
+
+    fn inside(spans: &[(u64, u64)], addr: u64, len: u64) -> bool {
+        spans
+            .iter()
+            .any(|&(a, n)| addr >= a && len <= n && addr - a <= n - len)
+    }
+
+    /// What [`DeviceNic::new`] checks before anything reaches the device: at least one
+    /// engine and no more than a launch holds, no registered buffer overlapping queue
+    /// memory, and every engine's tables naming only this memory (regions inside
+    /// registered buffers; rings, records, doorbells and CQs inside queue memory) with
+    /// valid sizes ([`NicTables::check`]).
+    pub fn check(&self, engines: &[NicTables]) -> Result<(), GpuError> {
+        if engines.is_empty() {
+            return Err(GpuError::Invalid("no engine".into()));
+        }
+        // One block per engine.
+        count_u32("engines", engines.len())?;
+        self.check_disjoint()?;
+        let (data_spans, queue_spans) = (self.data_spans(), self.queue_spans());
+        let data = |addr: u64, len: u64| Self::inside(&data_spans, addr, len);
+        let queue = |addr: u64, len: u64| Self::inside(&queue_spans, addr, len);
+        for (i, t) in engines.iter().enumerate() {
+            t.check(&data, &queue)
+                .map_err(|e| GpuError::Invalid(format!("engine {i}: {e}")))?;
+        }
+        Ok(())
     }
 
     /// Refuses a data buffer that overlaps queue memory (a region there would let WQEs
     /// write rings and CQs).
     fn check_disjoint(&self) -> Result<(), GpuError> {
-        if self.arena {
-            return Ok(());
-        }
-        for d in &self.data {
-            for q in &self.queues {
-                let (da, dn) = (d.addr(), d.len() as u64);
-                let (qa, qn) = (q.addr(), q.len() as u64);
+        let queues: Vec<(u64, u64)> = self.queues.iter().flat_map(QueueReach::spans).collect();
+        for (da, dn) in self.data_spans() {
+            for &(qa, qn) in &queues {
                 if da < qa.saturating_add(qn) && qa < da.saturating_add(dn) {
                     return Err(GpuError::Invalid(format!(
                         "registered buffer {da:#x} (+{dn}) overlaps queue memory {qa:#x} (+{qn})"
@@ -142,14 +217,14 @@ where
     let (sq, cqm) = (qp.sq_memory(), qp.cq_memory());
     let qpn = qp.device_qpn().get();
     let queue = NicQueue {
-        ring: sq.ring.addr(),
-        dbrec: sq.dbrec.addr(),
-        doorbell: sq.doorbell.addr(),
+        ring: sq.ring().addr,
+        dbrec: sq.dbrec().addr,
+        doorbell: sq.doorbell().addr,
         max_message_bytes,
         qpn,
         node,
         transport: transport::RC,
-        log_wqebbs: sq.size.wqebbs().trailing_zeros(),
+        log_wqebbs: sq.size().wqebbs().trailing_zeros(),
         cq,
         peer: qpn,
         state: state::READY,
@@ -157,10 +232,10 @@ where
         ..Default::default()
     };
     let cq = NicCq {
-        ring: cqm.ring.addr(),
-        dbrec: cqm.dbrec.addr(),
-        entries: cqm.entries,
-        log2_entries: cqm.entries.trailing_zeros(),
+        ring: cqm.ring().addr,
+        dbrec: cqm.dbrec().addr,
+        entries: cqm.entries(),
+        log2_entries: cqm.entries().trailing_zeros(),
         mode: cq_mode::RING,
         ..Default::default()
     };
@@ -236,21 +311,12 @@ impl<'q> DeviceNic<'q> {
         engines: &[NicTables],
         memory: NicMemory<'q>,
     ) -> Result<Self, GpuError> {
-        if engines.is_empty() {
-            return Err(GpuError::Invalid("no engine".into()));
-        }
-        // One block per engine.
-        count_u32("engines", engines.len())?;
-        memory.check_disjoint()?;
-        let data = |addr: u64, len: u64| NicMemory::inside(&memory.data, addr, len);
-        let queue = |addr: u64, len: u64| NicMemory::inside(&memory.queues, addr, len);
+        memory.check(engines)?;
         let mut buffers = Vec::new();
         let mut placements = Vec::new();
         let mut counts = Vec::new();
         let mut records = Vec::new();
         for t in engines {
-            t.check(&data, &queue)
-                .map_err(|e| GpuError::Invalid(e.to_string()))?;
             let mut at = 0usize;
             let p = Placement {
                 nodes: place::<NicNode>(&mut at, t.nodes.len()),
