@@ -1123,3 +1123,87 @@ fn cuda_nic_end_to_end_with_gpu_producers() {
         wb * wt * witers
     );
 }
+
+// ---------------------------------------------------------------------------------------
+// Loading, user programs and the scope check.
+
+/// Under CUDA's lazy loading (`gpu-run.sh` runs with `CUDA_MODULE_LOADING=LAZY`), every
+/// kernel of both programs is fully loaded once `Gpu::open` returns: nothing is left for a
+/// first launch to load while a persistent kernel runs.
+#[test]
+#[ignore = "needs an NVIDIA GPU: run with --ignored on the GPU machine"]
+fn every_kernel_is_loaded_at_open_whatever_the_loading_mode() {
+    use cudarc::driver::sys as cu;
+    let gpu = gpu();
+    let mut mode = cu::CUmoduleLoadingMode::CU_MODULE_EAGER_LOADING;
+    // SAFETY: the driver is initialised (`Gpu::open`); `mode` is a valid out-pointer.
+    unsafe { cu::cuModuleGetLoadingMode(&mut mode) }
+        .result()
+        .expect("loading mode");
+    let mut n = 0;
+    for (i, c) in gpu.compiled().iter().enumerate() {
+        for k in ibgda_kernels::ptx::kernel_orderings(&c.ptx) {
+            let f = if i == 0 {
+                gpu.function(&k.kernel)
+            } else {
+                gpu.raw_function(&k.kernel)
+            }
+            .unwrap_or_else(|e| panic!("{}: {e}", k.kernel));
+            let mut state = cu::CUfunctionLoadingState::CU_FUNCTION_LOADING_STATE_UNLOADED;
+            // SAFETY: `f` is a live function handle of a loaded module; `state` is a valid
+            // out-pointer.
+            unsafe { cu::cuFuncIsLoaded(&mut state, f.cu_function()) }
+                .result()
+                .expect("cuFuncIsLoaded");
+            assert_eq!(
+                state,
+                cu::CUfunctionLoadingState::CU_FUNCTION_LOADING_STATE_LOADED,
+                "{} not loaded",
+                k.kernel
+            );
+            n += 1;
+        }
+    }
+    println!("loading mode {mode:?}: all {n} kernels loaded at open");
+}
+
+/// A user kernel whose C name says GpuFence but whose body posts with ThreadFence traps
+/// on the GpuFence descriptor it is given (a launch failure at the next synchronize),
+/// while the honest instance runs. The trap leaves the context unusable: run this test in
+/// a process of its own (gpu-run.sh does).
+#[test]
+#[ignore = "needs an NVIDIA GPU; poisons its CUDA context: run alone with --exact"]
+fn a_user_kernel_posting_with_another_scope_traps() {
+    use ibgda::wqe::Rc;
+    let gpu = gpu();
+    let source = include_str!("cuda/lying_scope.cu");
+    let program = gpu.compile_program("lying.cu", source).expect("compiles");
+    let qp = gpu_queue_pair(&gpu, 0x31, 64, 64, 16, CqMode::Ring, GpuFence).expect("queue");
+    let status = gpu.device_buffer(4).expect("status");
+    let honest = program.kernel::<Rc, GpuFence>("honest").expect("honest");
+    // SAFETY: honest_GpuFence(descriptor, int* status): `status` is 4 bytes, alive past the
+    // synchronize; the kernel writes one WQE into the queue's own ring.
+    unsafe {
+        honest.launch(
+            &qp.device_queue(),
+            cfg(1, 1),
+            &[KernelArg::U64(status.addr())],
+        )
+    }
+    .expect("launch");
+    gpu.synchronize().expect("the honest instance runs");
+    let st = gpu.read_device(&status).expect("status");
+    assert_eq!(i32::from_ne_bytes(st[..4].try_into().unwrap()), 7);
+    let lying = program.kernel::<Rc, GpuFence>("lying").expect("lying");
+    // SAFETY: as above.
+    let launched = unsafe {
+        lying.launch(
+            &qp.device_queue(),
+            cfg(1, 1),
+            &[KernelArg::U64(status.addr())],
+        )
+    };
+    let result = launched.and_then(|()| gpu.synchronize());
+    println!("lying kernel: {result:?}");
+    assert!(result.is_err(), "a kernel posting with another scope ran");
+}

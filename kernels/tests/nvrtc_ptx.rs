@@ -347,3 +347,23 @@ fn user_sources_that_do_not_compile_are_typed_errors() {
         "{nul_name:?}"
     );
 }
+
+/// The kernel the GPU test `a_user_kernel_posting_with_another_scope_traps` launches with
+/// a GpuFence descriptor: its lying instance compares the descriptor's scope with
+/// ThreadFence's kind (so it traps there), its honest one with GpuFence's.
+#[test]
+#[cfg_attr(
+    not(ibgda_nvrtc),
+    ignore = "NVRTC not installed: run scripts/cuda-wheels.sh"
+)]
+fn a_kernel_posting_with_another_scope_compares_against_that_scope() {
+    use ibgda::order::{GpuFence, OrderingScope, ThreadFence};
+    let source = include_str!("cuda/lying_scope.cu");
+    let c = ibgda_kernels::nvrtc::compile_source("lying_scope.cu", source, &CompileOptions::new())
+        .unwrap_or_else(|e| panic!("{e}"));
+    let honest = entry_body(&c.ptx, "honest_GpuFence");
+    let lying = entry_body(&c.ptx, "lying_GpuFence");
+    assert!(checks_scope(honest, GpuFence::KIND as u32));
+    assert!(checks_scope(lying, ThreadFence::KIND as u32));
+    assert!(!checks_scope(lying, GpuFence::KIND as u32));
+}
