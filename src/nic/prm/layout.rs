@@ -88,7 +88,7 @@ pub const QUERY_HCA_CAP_OUT_BITS: u32 = 0x80 + 0x8000;
 
 layout! {
     /// `cmd_hca_cap`: the general device capabilities (the fields that matter here).
-    cmd_hca_cap = "cmd_hca_cap", 0x8000;
+    cmd_hca_cap = "cmd_hca_cap", 0x800;
     QP_DATA_IN_ORDER = "qp_data_in_order" @ 0x62, 1;
     LOG_MAX_SRQ_SZ = "log_max_srq_sz" @ 0x80, 8;
     LOG_MAX_QP_SZ = "log_max_qp_sz" @ 0x88, 8;
@@ -118,7 +118,7 @@ layout! {
 
 layout! {
     /// `atomic_caps`: the atomic capabilities (QUERY_HCA_CAP with the atomic op_mod).
-    atomic_caps = "atomic_caps", 0x8000;
+    atomic_caps = "atomic_caps", 0x800;
     ATOMIC_REQ_8B_ENDIANNESS_MODE = "atomic_req_8B_endianness_mode" @ 0x40, 2;
     SUPPORTED_ATOMIC_REQ_8B_ENDIANNESS_MODE_1 = "supported_atomic_req_8B_endianness_mode_1" @ 0x46, 1;
     ATOMIC_OPERATIONS = "atomic_operations" @ 0x90, 16;
