@@ -136,7 +136,9 @@ impl FabricState {
                 sq.armed_limit?
             }
         };
-        (sq.state != QpState::Init).then_some(limit)
+        // A queue made by command runs into its state check (a WQE before RTS is an
+        // error); an unconnected queue of `Fabric::create_qp` waits.
+        (sq.commanded || sq.state != QpState::Init).then_some(limit)
     }
 
     /// Runs `f` on one send queue with everything else it may touch.
@@ -279,7 +281,9 @@ fn execute_next(sq: &mut SendQueueState, pending: u16, ctx: &mut Ctx<'_>) {
         flush(sq, index, opcode, ctx);
         return;
     }
-    let outcome = if wqebbs > u32::from(pending) {
+    let outcome = if sq.state != QpState::ReadyToSend {
+        Err(Fault::NotReadyToSend { state: sq.state })
+    } else if wqebbs > u32::from(pending) {
         Err(Fault::Unpublished {
             wqebbs,
             published: pending,
@@ -540,7 +544,15 @@ fn route<'a>(
             let responder = ctx
                 .responders
                 .get(&peer)
-                .filter(|r| r.dc_key.is_none() && !r.error);
+                .filter(|r| r.dc_key.is_none() && !r.error)
+                .filter(|r| {
+                    // A peer connected by INIT2RTR is reached at the LID the command gave.
+                    sq.peer_lid.is_none_or(|lid| {
+                        ctx.nodes
+                            .get(r.node.0 as usize)
+                            .is_some_and(|n| n.lid == lid)
+                    })
+                });
             responder.ok_or(Fault::ResponderUnavailable { responder: peer })?;
             peer
         }
