@@ -11,6 +11,7 @@
 
 pub mod cq;
 pub mod memory;
+pub mod nic;
 pub mod order;
 pub mod queue;
 pub mod softnic;
