@@ -16,6 +16,7 @@
 pub mod gpu;
 pub mod harness;
 pub mod layout;
+pub mod nic;
 pub mod nvrtc;
 pub mod ptx;
 pub mod request;
