@@ -5,6 +5,10 @@ use core::fmt;
 
 use crate::cq::{ErrorCompletion, Syndrome};
 use crate::nic::gpu_access::{DmaBufExportError, IoMapError};
+use crate::nic::prm::{
+    check_status, opcode, AllocUar, Command, CreateCq, CreateDct, CreateQp, DeallocUar, DestroyCq,
+    DestroyDct, DestroyQp, Init2RtrQp, PrmError, QueryHcaCap, Rst2InitQp, Rtr2RtsQp,
+};
 
 /// `EREMOTEIO`: a DEVX call whose command reached the firmware and failed there; the
 /// command's output then holds the firmware's status and syndrome.
@@ -23,90 +27,29 @@ pub const CUDA_ERROR_NOT_PERMITTED: i32 = 800;
 /// CUDA's `CUDA_ERROR_NOT_SUPPORTED` (801).
 pub const CUDA_ERROR_NOT_SUPPORTED: i32 = 801;
 
-/// The firmware's answer to a DEVX command that failed with [`EREMOTEIO`]: the status and
-/// syndrome from the first 8 bytes of the command's output.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct CommandFailure {
-    /// The command's opcode (the first 16 bits of its input).
-    pub opcode: u16,
-    /// The status byte (output byte 0); never 0 in a failure.
-    pub status: u8,
-    /// The syndrome (output bytes 4..8, big-endian): which check failed, for NVIDIA's
-    /// support or the PRM.
-    pub syndrome: u32,
-}
-
-impl CommandFailure {
-    /// Decodes a failed command from its input and output bytes. `None` if either is too
-    /// short to hold the header (input 2 bytes, output 8) or the status says success.
-    pub fn decode(input: &[u8], output: &[u8]) -> Option<Self> {
-        let opcode = u16::from_be_bytes(input.get(0..2)?.try_into().ok()?);
-        let status = *output.first()?;
-        let syndrome = u32::from_be_bytes(output.get(4..8)?.try_into().ok()?);
-        (status != 0).then_some(Self {
-            opcode,
-            status,
-            syndrome,
-        })
-    }
-
-    /// The command's name, for the commands the control plane sends.
-    pub fn command(&self) -> &'static str {
-        command_name(self.opcode)
-    }
-
-    /// The status's name in the PRM (`BAD_PARAM`, ...).
-    pub fn status_name(&self) -> &'static str {
-        status_name(self.status)
-    }
-}
-
 /// The PRM name of a command opcode the control plane sends (`"unknown"` otherwise).
 pub fn command_name(opcode: u16) -> &'static str {
     match opcode {
-        0x100 => "QUERY_HCA_CAP",
-        0x400 => "CREATE_CQ",
-        0x401 => "DESTROY_CQ",
-        0x500 => "CREATE_QP",
-        0x501 => "DESTROY_QP",
-        0x502 => "RST2INIT_QP",
-        0x503 => "INIT2RTR_QP",
-        0x504 => "RTR2RTS_QP",
+        opcode::QUERY_HCA_CAP => QueryHcaCap::NAME,
+        opcode::CREATE_CQ => CreateCq::NAME,
+        opcode::DESTROY_CQ => DestroyCq::NAME,
+        opcode::CREATE_QP => CreateQp::NAME,
+        opcode::DESTROY_QP => DestroyQp::NAME,
+        opcode::RST2INIT_QP => Rst2InitQp::NAME,
+        opcode::INIT2RTR_QP => Init2RtrQp::NAME,
+        opcode::RTR2RTS_QP => Rtr2RtsQp::NAME,
+        opcode::CREATE_DCT => CreateDct::NAME,
+        opcode::DESTROY_DCT => DestroyDct::NAME,
+        opcode::ALLOC_UAR => AllocUar::NAME,
+        opcode::DEALLOC_UAR => DeallocUar::NAME,
         0x505 => "RTS2RTS_QP",
         0x506 => "SQERR2RTS_QP",
         0x507 => "2ERR_QP",
         0x50a => "2RST_QP",
         0x50b => "QUERY_QP",
         0x50e => "INIT2INIT_QP",
-        0x710 => "CREATE_DCT",
-        0x711 => "DESTROY_DCT",
         0x713 => "QUERY_DCT",
-        0x802 => "ALLOC_UAR",
-        0x803 => "DEALLOC_UAR",
         _ => "unknown command",
-    }
-}
-
-/// The PRM name of a command status (rdma-core's `MLX5_CMD_STAT_*`).
-pub fn status_name(status: u8) -> &'static str {
-    match status {
-        0x00 => "OK",
-        0x01 => "INTERNAL_ERR",
-        0x02 => "BAD_OP",
-        0x03 => "BAD_PARAM",
-        0x04 => "BAD_SYS_STATE",
-        0x05 => "BAD_RESOURCE",
-        0x06 => "RESOURCE_BUSY",
-        0x08 => "EXCEED_LIM",
-        0x09 => "BAD_RES_STATE",
-        0x0a => "BAD_INDEX",
-        0x0f => "NO_RESOURCES",
-        0x10 => "BAD_QP_STATE",
-        0x30 => "BAD_PKT",
-        0x40 => "BAD_SIZE_OUTS_CQES",
-        0x50 => "BAD_INPUT_LEN",
-        0x51 => "BAD_OUTPUT_LEN",
-        _ => "unknown status",
     }
 }
 
@@ -178,8 +121,14 @@ pub enum Mlx5Error {
         /// Its errno.
         errno: i32,
     },
-    /// A DEVX command reached the firmware and failed: its status and syndrome.
-    Command(CommandFailure),
+    /// A DEVX command reached the firmware and failed: its status and syndrome, decoded
+    /// from the command's output by the PRM decoder ([`PrmError::CommandError`]).
+    Command {
+        /// The command's opcode (the first 16 bits of its input).
+        opcode: u16,
+        /// The decoded failure.
+        error: PrmError,
+    },
     /// A DEVX command was refused before it reached the firmware (bad length, no
     /// permission, object in use).
     DevxCall {
@@ -277,14 +226,16 @@ impl Mlx5Error {
     /// firmware's status and syndrome when the call failed with [`EREMOTEIO`], the errno
     /// otherwise.
     pub fn from_devx(call: &'static str, errno: i32, input: &[u8], output: &[u8]) -> Self {
-        if errno == EREMOTEIO {
-            if let Some(failure) = CommandFailure::decode(input, output) {
-                return Self::Command(failure);
-            }
-        }
         let opcode = input
             .get(0..2)
             .map_or(0, |b| u16::from_be_bytes([b[0], b[1]]));
+        if errno == EREMOTEIO {
+            if let Err(error @ PrmError::CommandError { .. }) =
+                check_status(command_name(opcode), output)
+            {
+                return Self::Command { opcode, error };
+            }
+        }
         Self::DevxCall {
             call,
             command: command_name(opcode),
@@ -385,16 +336,11 @@ impl fmt::Display for Mlx5Error {
                 "{call} failed with {} ({errno}); run `ibv_devinfo -v` to check the device",
                 errno_name(*errno)
             ),
-            Self::Command(c) => write!(
+            Self::Command { opcode, error } => write!(
                 f,
-                "DEVX command {} (opcode {:#x}) failed in firmware: status {:#x} ({}), \
-                 syndrome {:#010x}; the syndrome names the failed check (NVIDIA's PRM, or \
-                 `dmesg` with mlx5_core debug), usually a field out of the device's range",
-                c.command(),
-                c.opcode,
-                c.status,
-                c.status_name(),
-                c.syndrome
+                "DEVX command (opcode {opcode:#06x}) failed in firmware: {error}; the \
+                 syndrome names the failed check (NVIDIA's PRM, or `dmesg` with mlx5_core \
+                 debug), usually a field out of the device's range"
             ),
             Self::DevxCall {
                 call,

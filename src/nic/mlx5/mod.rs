@@ -36,8 +36,8 @@ use std::sync::Arc;
 pub use devx::{Dependency, DevxObject, Uar, UarKind, Umem, COMMAND_HEADER_BYTES};
 pub use dv::{IBVERBS, MLX5};
 pub use error::{
-    command_name, errno_name, status_name, CommandFailure, Mlx5Error, CUDA_ERROR_NOT_PERMITTED,
-    CUDA_ERROR_NOT_SUPPORTED, EFAULT, ENOSYS, EOPNOTSUPP, EPERM, EREMOTEIO,
+    command_name, errno_name, Mlx5Error, CUDA_ERROR_NOT_PERMITTED, CUDA_ERROR_NOT_SUPPORTED,
+    EFAULT, ENOSYS, EOPNOTSUPP, EPERM, EREMOTEIO,
 };
 pub use verbs::{
     devices, DeviceInfo, GpuPath, LinkLayer, MemoryRegion, PortInfo, ProtectionDomain, NIC_ENV,
