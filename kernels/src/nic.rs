@@ -4,6 +4,7 @@
 //! GPU with [`HostRegistration`] as I/O memory.
 
 use std::os::fd::{FromRawFd, OwnedFd};
+use std::sync::Arc;
 
 use cudarc::driver::sys as cu;
 
@@ -17,15 +18,16 @@ use crate::gpu::{Gpu, GpuError, HostRegistration};
 /// The granularity of a DMA-BUF export: the range must start and end on host pages.
 const EXPORT_ALIGN: u64 = 4096;
 
-/// GPU access for a NIC backend over an open [`Gpu`].
+/// GPU access for a NIC backend over an open [`Gpu`] (for the mlx5 backend's
+/// `with_gpu`, as both the DMA-BUF exporter and the I/O mapper).
 #[derive(Debug)]
-pub struct CudaNicAccess<'g> {
-    gpu: &'g Gpu,
+pub struct CudaNicAccess {
+    gpu: Arc<Gpu>,
 }
 
-impl<'g> CudaNicAccess<'g> {
+impl CudaNicAccess {
     /// Access through `gpu`.
-    pub fn new(gpu: &'g Gpu) -> Self {
+    pub fn new(gpu: Arc<Gpu>) -> Self {
         Self { gpu }
     }
 
@@ -77,7 +79,7 @@ fn export_error(code: i32, message: impl Into<String>) -> DmaBufExportError {
 // SAFETY: `export` returns a DMA-BUF exported by the driver for a page-aligned range of the
 // one allocation holding the buffer (checked with `cuMemGetAddressRange`), with `offset`
 // the buffer's distance from the range's start, so byte `offset` is the buffer's first.
-unsafe impl DmaBufExporter for CudaNicAccess<'_> {
+unsafe impl DmaBufExporter for CudaNicAccess {
     fn export(&self, buffer: &DeviceBuffer) -> Result<DmaBufRange, DmaBufExportError> {
         let driver = |e: cudarc::driver::result::DriverError, what: &str| {
             let e = GpuError::from(e);
@@ -149,7 +151,7 @@ unsafe impl IoMapping for MappedIo {
 }
 
 // SAFETY: the returned mapping registers exactly `ptr..ptr + len`.
-unsafe impl IoMemoryMapper for CudaNicAccess<'_> {
+unsafe impl IoMemoryMapper for CudaNicAccess {
     unsafe fn map_io(
         &self,
         ptr: core::ptr::NonNull<u8>,
@@ -159,7 +161,7 @@ unsafe impl IoMemoryMapper for CudaNicAccess<'_> {
         // the mapping is dropped, and is not registered already.
         let reg = unsafe {
             HostRegistration::register(
-                self.gpu,
+                &self.gpu,
                 ptr.as_ptr(),
                 len,
                 HostRegistration::PORTABLE | HostRegistration::IO_MEMORY,

@@ -16,8 +16,8 @@ fn dmabuf_exporter_name(fd: i32) -> Option<String> {
 #[test]
 #[ignore = "needs an NVIDIA GPU: run with --ignored on the GPU machine"]
 fn gpu_queue_memory_exports_as_dmabuf_where_the_driver_supports_it() {
-    let gpu = Gpu::open(0).expect("GPU");
-    let access = CudaNicAccess::new(&gpu);
+    let gpu = std::sync::Arc::new(Gpu::open(0).expect("GPU"));
+    let access = CudaNicAccess::new(gpu.clone());
     let supported = access.dmabuf_supported().expect("attribute");
     // 2 MiB: an allocation of its own, so the page-aligned export stays inside it.
     let buffer = gpu.device_buffer(2 << 20).expect("device buffer");

@@ -4,6 +4,7 @@
 //! GPU for GPU producers). Every owner releases its object on `Drop`, before what it holds.
 
 use core::ffi::c_void;
+use core::mem::ManuallyDrop;
 use core::ptr::NonNull;
 use std::sync::Arc;
 
@@ -106,7 +107,9 @@ pub struct DevxObject {
     obj: NonNull<sys::mlx5dv_devx_obj>,
     opcode: u16,
     ctx: Arc<Context>,
-    _dependencies: Vec<Dependency>,
+    // Released only once the object is destroyed: if destruction fails, the hardware may
+    // still use them (a QP's UMEM), so they are leaked rather than freed.
+    dependencies: ManuallyDrop<Vec<Dependency>>,
 }
 
 // SAFETY: DEVX objects are used through thread-safe ioctls and destroyed once, on drop.
@@ -125,11 +128,8 @@ impl core::fmt::Debug for DevxObject {
 
 impl Drop for DevxObject {
     fn drop(&mut self) {
-        if let Ok(destroy) = self.ctx.libs.obj_destroy.get() {
-            // SAFETY: created by `mlx5dv_devx_obj_create`, destroyed once; its context and
-            // dependencies are alive (dropped after this).
-            unsafe { destroy(self.obj.as_ptr()) };
-        }
+        // A failure cannot be reported from `drop`; `destroy` reports it.
+        let _ = self.release();
     }
 }
 
@@ -161,8 +161,41 @@ impl DevxObject {
             obj,
             opcode: u16::from_be_bytes([input[0], input[1]]),
             ctx: ctx.clone(),
-            _dependencies: dependencies,
+            dependencies: ManuallyDrop::new(dependencies),
         })
+    }
+
+    /// Destroys the object, then releases its dependencies; on failure they are leaked
+    /// (the device may still use them) and the error is returned. Called once, by
+    /// `destroy` or `drop`.
+    fn release(&mut self) -> Result<(), Mlx5Error> {
+        let rc = match self.ctx.libs.obj_destroy.get() {
+            // SAFETY: created by `mlx5dv_devx_obj_create` and destroyed only here, once
+            // (`release` runs from `destroy`, which then forgets `self`, or from `drop`);
+            // the context is alive (a field, dropped after this).
+            Ok(destroy) => unsafe { destroy(self.obj.as_ptr()) },
+            Err(_) => EOPNOTSUPP,
+        };
+        if rc != 0 {
+            return Err(Mlx5Error::Verbs {
+                call: "mlx5dv_devx_obj_destroy",
+                errno: if rc > 0 { rc } else { errno() },
+            });
+        }
+        // SAFETY: taken once, after the object that used them is gone; never used again.
+        drop(unsafe { ManuallyDrop::take(&mut self.dependencies) });
+        Ok(())
+    }
+
+    /// Destroys the object (rdma-core sends the DESTROY command the kernel recorded for
+    /// it), reporting a failure, in which case the dependencies stay allocated.
+    pub fn destroy(self) -> Result<(), Mlx5Error> {
+        let mut this = ManuallyDrop::new(self);
+        let result = this.release();
+        // SAFETY: `this` is never used again; its context is dropped exactly once here
+        // (its `Drop` does not run: `this` is `ManuallyDrop`).
+        drop(unsafe { core::ptr::read(&this.ctx) });
+        result
     }
 
     /// Sends a modify command (the QP and DCT state transitions) for this object.
@@ -217,7 +250,8 @@ pub struct Umem {
     len: usize,
     gpu_path: Option<GpuPath>,
     ctx: Arc<Context>,
-    _memory: UmemMemory,
+    // Released only once deregistered: if that fails the NIC may still access it.
+    memory: ManuallyDrop<UmemMemory>,
 }
 
 // SAFETY: deregistered once, on drop; the id is a plain value.
@@ -237,10 +271,14 @@ impl core::fmt::Debug for Umem {
 
 impl Drop for Umem {
     fn drop(&mut self) {
-        if let Ok(dereg) = self.ctx.libs.umem_dereg.get() {
-            // SAFETY: registered by `mlx5dv_devx_umem_reg[_ex]`, deregistered once, before
-            // the memory and its DMA-BUF (fields dropped after this).
-            unsafe { dereg(self.umem.as_ptr()) };
+        let rc = match self.ctx.libs.umem_dereg.get() {
+            // SAFETY: registered by `mlx5dv_devx_umem_reg[_ex]`, deregistered once, here.
+            Ok(dereg) => unsafe { dereg(self.umem.as_ptr()) },
+            Err(_) => EOPNOTSUPP,
+        };
+        if rc == 0 {
+            // SAFETY: taken once, after the NIC lost access to the memory.
+            drop(unsafe { ManuallyDrop::take(&mut self.memory) });
         }
     }
 }
@@ -261,7 +299,7 @@ impl Umem {
             len,
             gpu_path,
             ctx: ctx.clone(),
-            _memory: memory,
+            memory: ManuallyDrop::new(memory),
         }
     }
 
@@ -274,7 +312,7 @@ impl Umem {
         ctx.libs.umem_dereg.get()?;
         let len = buffer.len();
         // SAFETY: a live context and `len` bytes of host memory the registration keeps
-        // alive (`_memory`) until it is deregistered.
+        // alive (`memory`) until it is deregistered.
         let umem = unsafe {
             reg(
                 ctx.ctx.as_ptr(),
@@ -444,12 +482,23 @@ impl Drop for Uar {
     }
 }
 
-/// The doorbell register mapped into the GPU: the UAR page stays allocated and mapped as
-/// long as this lives.
-struct GpuDoorbellOwner {
+/// A UAR page mapped into the GPU: the UAR stays allocated (so the page stays mapped in
+/// the process) as long as the mapping, which is unmapped first.
+struct PageMapping {
     // Unmapped before the UAR is freed (fields drop in declaration order).
-    _mapping: Box<dyn IoMapping>,
+    mapping: Box<dyn IoMapping>,
     _uar: Arc<Uar>,
+}
+
+/// The UAR pages of this process mapped into the GPU, by host address. rdma-core may hand
+/// the same page to several UAR allocations (its shared non-cached page), and the driver
+/// registers a page once: later doorbells of the page share the first mapping.
+static MAPPED_PAGES: std::sync::Mutex<Vec<(usize, std::sync::Weak<PageMapping>)>> =
+    std::sync::Mutex::new(Vec::new());
+
+/// The owner of a GPU doorbell buffer: the page mapping it lies in.
+struct GpuDoorbellOwner {
+    _page: Arc<PageMapping>,
 }
 
 /// The host's view of the doorbell register: keeps the UAR allocated.
@@ -522,8 +571,8 @@ impl Uar {
     }
 
     /// The 8-byte doorbell register mapped into the GPU through `mapper` (the page holding
-    /// it is registered as I/O memory). The driver's refusal is
-    /// [`Mlx5Error::UarMappingRefused`].
+    /// it is registered as I/O memory, once per page in the process). The driver's refusal
+    /// is [`Mlx5Error::UarMappingRefused`].
     pub fn gpu_doorbell(
         self: &Arc<Self>,
         mapper: &dyn IoMemoryMapper,
@@ -532,33 +581,53 @@ impl Uar {
         let page = page_size();
         let reg_addr = reg.as_ptr() as usize;
         let page_start = reg_addr & !(page - 1);
-        let offset = reg_addr - page_start;
-        let start = NonNull::new(page_start as *mut u8).ok_or(Mlx5Error::OutOfRange {
-            what: "UAR page address",
-            value: 0,
-            limit: 0,
-        })?;
-        // SAFETY: the page holding the doorbell register is the UAR's mapping of the NIC's
-        // BAR, mapped until the UAR is freed; the mapping's owner keeps the UAR alive and
-        // unmaps first. rdma-core maps each UAR page once per allocation, so it is not
-        // registered already by this backend.
-        let mapping = unsafe { mapper.map_io(start, page) }.map_err(Mlx5Error::from_uar_mapping)?;
+        let offset = (reg_addr - page_start) as u64;
+        let mut pages = MAPPED_PAGES
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        pages.retain(|(_, weak)| weak.strong_count() > 0);
+        let existing = pages
+            .iter()
+            .find(|(start, _)| *start == page_start)
+            .and_then(|(_, weak)| weak.upgrade());
+        let mapped = match existing {
+            Some(mapped) => mapped,
+            None => {
+                let start = NonNull::new(page_start as *mut u8).ok_or(Mlx5Error::OutOfRange {
+                    what: "UAR page address",
+                    value: 0,
+                    limit: 0,
+                })?;
+                // SAFETY: the page holding the doorbell register is the UAR's mapping of
+                // the NIC's BAR, mapped until the UAR is freed; the `PageMapping` keeps the
+                // UAR alive and unmaps first. No live mapping of this page exists (the
+                // registry above, under its lock, holds every mapping this module made, and
+                // the page's address never leaves this module).
+                let mapping =
+                    unsafe { mapper.map_io(start, page) }.map_err(Mlx5Error::from_uar_mapping)?;
+                let mapped = Arc::new(PageMapping {
+                    mapping,
+                    _uar: self.clone(),
+                });
+                pages.push((page_start, Arc::downgrade(&mapped)));
+                mapped
+            }
+        };
+        drop(pages);
         let device_addr =
-            mapping
+            mapped
+                .mapping
                 .device_addr()
-                .checked_add(offset as u64)
+                .checked_add(offset)
                 .ok_or(Mlx5Error::OutOfRange {
                     what: "UAR device address",
-                    value: mapping.device_addr(),
-                    limit: u64::MAX - offset as u64,
+                    value: mapped.mapping.device_addr(),
+                    limit: u64::MAX - offset,
                 })?;
-        let owner = GpuDoorbellOwner {
-            _mapping: mapping,
-            _uar: self.clone(),
-        };
-        // SAFETY: `device_addr` is the GPU address of the 8-byte register inside the
-        // mapped page (the mapping's contract plus the in-page offset), mapped while
-        // `owner` lives.
+        let owner = GpuDoorbellOwner { _page: mapped };
+        // SAFETY: `device_addr` is the GPU address of the 8-byte register inside the mapped
+        // page (the mapping's contract plus the in-page offset, < the page size), mapped
+        // while `owner` lives.
         Ok(Arc::new(unsafe {
             DeviceBuffer::from_raw(device_addr, 8, Box::new(owner))
         }))

@@ -26,6 +26,7 @@
 //! [`DmaBufExporter`]: crate::nic::gpu_access::DmaBufExporter
 //! [`IoMemoryMapper`]: crate::nic::gpu_access::IoMemoryMapper
 
+mod backend;
 mod devx;
 mod dv;
 mod error;
@@ -33,6 +34,7 @@ mod verbs;
 
 use std::sync::Arc;
 
+pub use backend::{Mlx5Backend, Mlx5Uar};
 pub use devx::{Dependency, DevxObject, Uar, UarKind, Umem, COMMAND_HEADER_BYTES};
 pub use dv::{IBVERBS, MLX5};
 pub use error::{

@@ -343,3 +343,64 @@ fn command_names_follow_the_prm() {
     assert_eq!(command_name(0x710), "CREATE_DCT");
     assert_eq!(command_name(0x100), "QUERY_HCA_CAP");
 }
+
+#[test]
+fn backend_errors_keep_their_type_or_their_remedy_in_the_control_plane_error() {
+    use crate::nic::NicError;
+    let no_device = Mlx5Error::NoDevice {
+        requested: None,
+        available: vec![],
+        errno: 0,
+    };
+    let text = no_device.to_string();
+    assert_eq!(
+        NicError::from(no_device),
+        NicError::NoDevice { reason: text }
+    );
+    let failure = PrmError::CommandError {
+        command: "CREATE_CQ",
+        status: CommandStatus::BadResourceState,
+        syndrome: 7,
+    };
+    assert_eq!(
+        NicError::from(Mlx5Error::Command {
+            opcode: 0x400,
+            error: failure.clone()
+        }),
+        NicError::Command(failure)
+    );
+    let refused = Mlx5Error::from_uar_mapping(IoMapError {
+        code: CUDA_ERROR_NOT_PERMITTED,
+        message: "operation not permitted".into(),
+    });
+    match NicError::from(refused) {
+        NicError::Unsupported { what } => assert!(what.contains("PeerMappingOverride=1")),
+        other => panic!("expected Unsupported, got {other:?}"),
+    }
+    assert_eq!(
+        NicError::from(Mlx5Error::Verbs {
+            call: "ibv_alloc_pd",
+            errno: 12
+        }),
+        NicError::Os {
+            call: "ibv_alloc_pd",
+            errno: 12
+        }
+    );
+}
+
+#[test]
+fn the_backend_opened_from_the_environment_reports_no_device_without_a_nic() {
+    let result = Mlx5Backend::from_env();
+    if sysfs_devices().is_empty() {
+        let err = result.unwrap_err();
+        assert!(matches!(err, Mlx5Error::NoDevice { .. }), "{err:?}");
+    } else if let Err(e) = result {
+        // With devices, "no device" only for a name that is not among them.
+        let named = std::env::var(NIC_ENV).unwrap_or_default();
+        if let Mlx5Error::NoDevice { requested, .. } = &e {
+            assert_eq!(requested.as_deref(), Some(named.as_str()), "{e}");
+            assert!(!sysfs_devices().contains(&named), "{e}");
+        }
+    }
+}

@@ -378,7 +378,8 @@ pub struct MemoryRegion {
     len: u64,
     gpu_path: Option<GpuPath>,
     _pd: Arc<PdInner>,
-    _memory: RegionMemory,
+    // Released only once deregistered: if that fails the NIC may still access it.
+    memory: core::mem::ManuallyDrop<RegionMemory>,
 }
 
 // SAFETY: the region is only deregistered once, on drop; keys and bounds are plain values.
@@ -388,9 +389,12 @@ unsafe impl Sync for MemoryRegion {}
 
 impl Drop for MemoryRegion {
     fn drop(&mut self) {
-        // SAFETY: registered by `ibv_reg_*mr`, deregistered once, before the PD and the
-        // memory (fields dropped after this).
-        unsafe { sys::ibv_dereg_mr(self.mr.as_ptr()) };
+        // SAFETY: registered by `ibv_reg_*mr`, deregistered once, before the PD (a field,
+        // dropped after this).
+        if unsafe { sys::ibv_dereg_mr(self.mr.as_ptr()) } == 0 {
+            // SAFETY: taken once, after the NIC lost access to the memory.
+            drop(unsafe { core::mem::ManuallyDrop::take(&mut self.memory) });
+        }
     }
 }
 
@@ -448,7 +452,7 @@ impl MemoryRegion {
     ) -> Result<Self, Mlx5Error> {
         range_check("host region end", offset, len, buffer.len())?;
         // SAFETY: `offset + len <= buffer.len()` (checked), so the pointer stays inside the
-        // allocation, which the region keeps alive (`_memory`) until it is deregistered.
+        // allocation, which the region keeps alive (`memory`) until it is deregistered.
         let ptr = unsafe { buffer.as_ptr().add(offset) };
         // SAFETY: a live PD and a live range of host memory.
         let mr = unsafe {
@@ -473,7 +477,7 @@ impl MemoryRegion {
             len: len as u64,
             gpu_path: None,
             _pd: pd.inner.clone(),
-            _memory: RegionMemory::Host(buffer),
+            memory: core::mem::ManuallyDrop::new(RegionMemory::Host(buffer)),
         })
     }
 
@@ -533,7 +537,10 @@ impl MemoryRegion {
                                 len: len as u64,
                                 gpu_path: Some(GpuPath::DmaBuf),
                                 _pd: pd.inner.clone(),
-                                _memory: RegionMemory::Gpu(buffer, Some(range)),
+                                memory: core::mem::ManuallyDrop::new(RegionMemory::Gpu(
+                                    buffer,
+                                    Some(range),
+                                )),
                             });
                         }
                         None => {
@@ -569,7 +576,7 @@ impl MemoryRegion {
             len: len as u64,
             gpu_path: Some(GpuPath::PeerMemory),
             _pd: pd.inner.clone(),
-            _memory: RegionMemory::Gpu(buffer, None),
+            memory: core::mem::ManuallyDrop::new(RegionMemory::Gpu(buffer, None)),
         })
     }
 
