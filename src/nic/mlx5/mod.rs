@@ -47,6 +47,7 @@ pub use verbs::{
 
 use crate::memory::{DeviceBuffer, DmaBuffer};
 use crate::nic::gpu_access::DmaBufExporter;
+use crate::nic::DeviceCaps;
 
 /// An open mlx5 device (a verbs context with DEVX).
 pub struct Mlx5Device {
@@ -150,6 +151,35 @@ impl Mlx5Device {
     ) -> Result<Umem, Mlx5Error> {
         Umem::register_gpu(&self.ctx, buffer, exporter)
     }
+}
+
+/// Checks the capabilities GPU-initiated queues rely on: CQE version 1 (the only CQE
+/// format the CQ parser and the CUDA device library read) and, when `atomics` are wanted,
+/// RDMA atomics with 8-byte operands on RC QPs. Each shortfall is its typed error.
+pub fn check_queue_capabilities(caps: &DeviceCaps, atomics: bool) -> Result<(), Mlx5Error> {
+    if caps.cqe_version != 1 {
+        return Err(Mlx5Error::CqeVersion {
+            found: caps.cqe_version,
+        });
+    }
+    if atomics {
+        if !caps.atomic {
+            return Err(Mlx5Error::MissingAtomics {
+                missing: "RDMA atomics (HCA capability `atomic` is 0)".to_owned(),
+            });
+        }
+        /// `atomic_size_qp` bit 3: 8-byte operands.
+        const EIGHT_BYTES: u16 = 1 << 3;
+        if caps.atomic_sizes & EIGHT_BYTES == 0 {
+            return Err(Mlx5Error::MissingAtomics {
+                missing: format!(
+                    "8-byte atomics on RC QPs (atomic_size_qp is {:#x}, bit 3 clear)",
+                    caps.atomic_sizes
+                ),
+            });
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -404,3 +404,47 @@ fn the_backend_opened_from_the_environment_reports_no_device_without_a_nic() {
         }
     }
 }
+
+#[test]
+fn queue_capabilities_need_cqe_version_1_and_8_byte_atomics() {
+    use crate::nic::{AtomicEndianness, DeviceCaps};
+    let good = DeviceCaps {
+        cqe_version: 1,
+        compact_address_vector: true,
+        log_max_qp_size: 15,
+        log_max_cq_size: 22,
+        max_send_wqe_bytes: 1024,
+        atomic: true,
+        masked_atomics: true,
+        atomic_sizes: 0x8 | 0x4,
+        atomic_endianness: AtomicEndianness::BigEndian,
+        dc: true,
+        log_bf_reg_size: 9,
+    };
+    assert_eq!(check_queue_capabilities(&good, true), Ok(()));
+    let old_cqe = DeviceCaps {
+        cqe_version: 0,
+        ..good
+    };
+    assert_eq!(
+        check_queue_capabilities(&old_cqe, false),
+        Err(Mlx5Error::CqeVersion { found: 0 })
+    );
+    let no_atomics = DeviceCaps {
+        atomic: false,
+        ..good
+    };
+    assert_eq!(check_queue_capabilities(&no_atomics, false), Ok(()));
+    let err = check_queue_capabilities(&no_atomics, true).unwrap_err();
+    assert!(err.to_string().contains("`atomic` is 0"), "{err}");
+    let four_only = DeviceCaps {
+        atomic_sizes: 0x4,
+        ..good
+    };
+    let err = check_queue_capabilities(&four_only, true).unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("8-byte atomics on RC QPs (atomic_size_qp is 0x4, bit 3 clear)"),
+        "{err}"
+    );
+}
