@@ -37,6 +37,7 @@ pub mod gpu;
 #[cfg(feature = "test-support")]
 pub mod harness;
 pub mod layout;
+pub mod nic;
 pub mod nvrtc;
 pub mod ptx;
 pub mod request;

@@ -4,8 +4,12 @@
 //! - posting rate of one warp on one QP (cooperative publication) and of 64 QPs on 64 SMs,
 //!   and of one thread with 16 WQEs per doorbell (a sink that only retires).
 //!
-//! Usage: `ibgda-gpu-bench [OUT_DIR]` (raw samples are written there as CSV). Prints a
-//! table last. Exits with a typed error message (status 2) when no GPU is usable.
+//! Usage: `ibgda-gpu-bench [--nic soft|DEVICE] [OUT_DIR]` (raw samples are written there as
+//! CSV). Prints a table last. Exits with a typed error message (status 2) when no GPU is
+//! usable. `--nic soft` (the default) measures against the doorbell sink; `--nic DEVICE`
+//! opens a ConnectX through the mlx5 backend (feature `mlx5`) and reports its typed error
+//! when it cannot (no RDMA device, not mlx5); hardware figures need the control plane's
+//! queue creation.
 
 use std::fmt::Write as _;
 use std::time::Instant;
@@ -319,8 +323,41 @@ fn run(out_dir: Option<&str>) -> Result<String, GpuError> {
     Ok(t)
 }
 
+/// Opens a hardware NIC for the run: the device or the typed reason it cannot be used.
+#[cfg(feature = "mlx5")]
+fn hardware(device: &str) -> Result<String, String> {
+    let dev = ibgda::nic::mlx5::Mlx5Device::open(Some(device)).map_err(|e| e.to_string())?;
+    Err(format!(
+        "opened {}; queues on a hardware NIC come from the control plane's queue creation, \
+         which this build does not include yet: run with --nic soft",
+        dev.name()
+    ))
+}
+
+#[cfg(not(feature = "mlx5"))]
+fn hardware(device: &str) -> Result<String, String> {
+    Err(format!(
+        "--nic {device}: built without the mlx5 backend; rebuild with \
+         `cargo build --release -p ibgda-kernels --features mlx5`"
+    ))
+}
+
 fn main() {
-    let out = std::env::args().nth(1);
+    let mut args: Vec<String> = std::env::args().skip(1).collect();
+    if let Some(at) = args.iter().position(|a| a == "--nic") {
+        let Some(nic) = args.get(at + 1).cloned() else {
+            eprintln!("ibgda-gpu-bench: --nic needs a value (soft or a device)");
+            std::process::exit(2);
+        };
+        args.drain(at..at + 2);
+        if nic != "soft" {
+            if let Err(e) = hardware(&nic) {
+                eprintln!("ibgda-gpu-bench: {e}");
+                std::process::exit(2);
+            }
+        }
+    }
+    let out = args.first().cloned();
     match run(out.as_deref()) {
         Ok(table) => println!("{table}"),
         Err(e) => {
