@@ -38,6 +38,10 @@ if [[ $what == user || $what == all ]]; then
     timeout 60 .gpu/user_kernel 2>&1 | tee "$out/user-kernel.log" || rc=1
     grep -q "every byte as expected" "$out/user-kernel.log" || rc=1
     t 30 a_user_kernel_posting_with_another_scope_traps
+    # The headers as files (include_dir(), DEP_IBGDA_INCLUDE) with the machine's nvcc.
+    nvcc -std=c++17 -arch=sm_90 -I kernels/cuda -cubin -o "$out/user_kernel.cubin" \
+        examples/user_kernel/user_kernel.cu > "$out/nvcc-user-kernel.log" 2>&1 \
+        && echo "nvcc -I kernels/cuda: user_kernel.cu compiled" || { rc=1; cat "$out/nvcc-user-kernel.log"; }
 fi
 if [[ $what == bench || $what == all ]]; then
     timeout 100 .gpu/ibgda-gpu-bench "$out" 2>&1 | tee "$out/bench.log" || rc=1

@@ -148,11 +148,10 @@ impl<'q> NicMemory<'q> {
 
     /// The (address, length) of every buffer queue tables may name.
     fn queue_spans(&self) -> Vec<(u64, u64)> {
-        #[allow(unused_mut)]
-        let mut spans: Vec<(u64, u64)> = self.queues.iter().flat_map(QueueReach::spans).collect();
+        let queues = self.queues.iter().flat_map(QueueReach::spans);
         #[cfg(feature = "test-support")]
-        spans.extend(self.arena.iter().map(|b| (b.addr(), b.len() as u64)));
-        spans
+        let queues = queues.chain(self.arena.iter().map(|b| (b.addr(), b.len() as u64)));
+        queues.collect()
     }
 
     fn inside(spans: &[(u64, u64)], addr: u64, len: u64) -> bool {
