@@ -37,11 +37,7 @@ fn main() {
             .unwrap(),
     );
     save("alloc-uar", 1, AllocUar.encode().unwrap());
-    save(
-        "dealloc-uar",
-        2,
-        DeallocUar { uid: 0, uar: 0x42 }.encode().unwrap(),
-    );
+    save("dealloc-uar", 2, DeallocUar { uar: 0x42 }.encode().unwrap());
     let cq = CreateCq {
         uid: 0,
         cqc: CqContext {
