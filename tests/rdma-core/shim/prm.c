@@ -70,6 +70,7 @@
 	X(destroy_dct_in, opcode) X(destroy_dct_in, uid) X(destroy_dct_in, dctn) \
 	X(create_qp_out, status) X(create_qp_out, syndrome) X(create_qp_out, qpn) \
 	X(create_dct_out, dctn)                                                \
+	X(create_cq_out, cqn)                                                  \
 	X(create_qp_in, opcode) X(create_qp_in, uid) X(create_qp_in, op_mod)   \
 	X(create_qp_in, opt_param_mask)                                        \
 	X(create_qp_in, wq_umem_id) X(create_qp_in, wq_umem_valid)             \
@@ -138,6 +139,7 @@
 	X(cmd_hca_cap) X(atomic_caps) X(alloc_uar_in) X(alloc_uar_out)         \
 	X(dealloc_uar_in) X(dealloc_uar_out) X(destroy_cq_in) X(destroy_qp_in) \
 	X(destroy_dct_in) X(create_qp_in) X(create_qp_out) X(create_dct_out)   \
+	X(create_cq_out)                                                       \
 	X(rst2init_qp_in) X(init2rtr_qp_in) X(rtr2rts_qp_in)                   \
 	X(rst2init_qp_out) X(init2rtr_qp_out) X(rtr2rts_qp_out) X(qpc) X(ads)
 

@@ -70,9 +70,10 @@ mod checks {
     use std::time::Instant;
 
     use ibgda::nic::prm::layout::{
-        ads, alloc_uar_in, atomic_caps, cmd_hca_cap, create_qp_in, mbox_in, mbox_out, modify_qp_in,
-        object_in, object_out, qpc, query_hca_cap_in, QPC_PRIMARY_ADDRESS_PATH, QP_COMMAND_QPC,
-        QUERY_HCA_CAP_OUT_CAPABILITY,
+        ads, alloc_uar_in, alloc_uar_out, atomic_caps, cmd_hca_cap, create_cq_out, create_dct_out,
+        create_qp_in, create_qp_out, dealloc_uar_in, destroy_cq_in, destroy_dct_in, destroy_qp_in,
+        mbox_in, mbox_out, modify_qp_in, qpc, query_hca_cap_in, QPC_PRIMARY_ADDRESS_PATH,
+        QP_COMMAND_QPC, QUERY_HCA_CAP_OUT_CAPABILITY,
     };
     use ibgda::nic::prm::*;
     use ibgda_rdma_core_oracle::prm::{self as oracle, DrCreateQp, DrRtr, IfcField};
@@ -212,31 +213,24 @@ mod checks {
                 .field(leaf)
                 .map(|f| f.within(QUERY_HCA_CAP_OUT_CAPABILITY));
         }
-        fn object(name: &str) -> &str {
-            if matches!(name, "cqn" | "qpn" | "dctn" | "uar") {
-                "object"
-            } else {
-                name
-            }
-        }
         let layout = match structure {
             "mbox_in" => mbox_in::LAYOUT,
             "mbox_out" | "query_hca_cap_out" | "dealloc_uar_out" => mbox_out::LAYOUT,
             "query_hca_cap_in" => query_hca_cap_in::LAYOUT,
             "alloc_uar_in" => alloc_uar_in::LAYOUT,
-            "alloc_uar_out" | "create_qp_out" | "create_dct_out" => object_out::LAYOUT,
-            "dealloc_uar_in" | "destroy_cq_in" | "destroy_qp_in" | "destroy_dct_in" => {
-                object_in::LAYOUT
-            }
+            "alloc_uar_out" => alloc_uar_out::LAYOUT,
+            "create_qp_out" => create_qp_out::LAYOUT,
+            "create_cq_out" => create_cq_out::LAYOUT,
+            "create_dct_out" => create_dct_out::LAYOUT,
+            "dealloc_uar_in" => dealloc_uar_in::LAYOUT,
+            "destroy_cq_in" => destroy_cq_in::LAYOUT,
+            "destroy_qp_in" => destroy_qp_in::LAYOUT,
+            "destroy_dct_in" => destroy_dct_in::LAYOUT,
             "create_qp_in" => create_qp_in::LAYOUT,
             "rst2init_qp_in" | "init2rtr_qp_in" | "rtr2rts_qp_in" => modify_qp_in::LAYOUT,
             _ => return None,
         };
-        if matches!(layout.name, "destroy_cq_in" | "create_qp_out") {
-            layout.field(object(path))
-        } else {
-            layout.field(path)
-        }
+        layout.field(path)
     }
 
     pub fn prm_layouts_match_mlx5_ifc() {
@@ -318,15 +312,16 @@ mod checks {
             ("cmd_hca_cap", cmd_hca_cap::LAYOUT.bits),
             ("atomic_caps", atomic_caps::LAYOUT.bits),
             ("alloc_uar_in", alloc_uar_in::LAYOUT.bits),
-            ("alloc_uar_out", object_out::LAYOUT.bits),
-            ("dealloc_uar_in", object_in::LAYOUT.bits),
+            ("alloc_uar_out", alloc_uar_out::LAYOUT.bits),
+            ("dealloc_uar_in", dealloc_uar_in::LAYOUT.bits),
             ("dealloc_uar_out", mbox_out::LAYOUT.bits),
-            ("destroy_cq_in", object_in::LAYOUT.bits),
-            ("destroy_qp_in", object_in::LAYOUT.bits),
-            ("destroy_dct_in", object_in::LAYOUT.bits),
+            ("destroy_cq_in", destroy_cq_in::LAYOUT.bits),
+            ("destroy_qp_in", destroy_qp_in::LAYOUT.bits),
+            ("destroy_dct_in", destroy_dct_in::LAYOUT.bits),
             ("create_qp_in", create_qp_in::LAYOUT.bits),
-            ("create_qp_out", object_out::LAYOUT.bits),
-            ("create_dct_out", object_out::LAYOUT.bits),
+            ("create_qp_out", create_qp_out::LAYOUT.bits),
+            ("create_dct_out", create_dct_out::LAYOUT.bits),
+            ("create_cq_out", create_cq_out::LAYOUT.bits),
             ("rst2init_qp_in", modify_qp_in::LAYOUT.bits),
             ("init2rtr_qp_in", modify_qp_in::LAYOUT.bits),
             ("rtr2rts_qp_in", modify_qp_in::LAYOUT.bits),
@@ -559,10 +554,7 @@ mod checks {
             c.set("opcode", 0x802u16);
             roundtrip("prm_uar_and_destroy_devx_set", case, &AllocUar, &c.bytes);
 
-            let command = DeallocUar {
-                uid: 0,
-                uar: rng.u32(24),
-            };
+            let command = DeallocUar { uar: rng.u32(24) };
             let mut c = Devx::new("dealloc_uar_in", DeallocUar::INPUT_BYTES);
             c.set("opcode", 0x803u16).set("uar", command.uar);
             roundtrip("prm_uar_and_destroy_devx_set", case, &command, &c.bytes);
