@@ -161,9 +161,9 @@ fn concurrent_publishers_announce_everything_with_a_monotonic_doorbell_record() 
             t.join().unwrap();
         }
         // Whoever published last saw nobody after it and rang for both.
-        let record = queue.memory().dbrec.to_vec();
+        let record = queue.memory().dbrec_bytes();
         assert_eq!(record[4..8], [0, 0, 0, 2]);
-        let ring = queue.memory().ring.to_vec();
+        let ring = queue.memory().ring_bytes();
         for k in 0..2u16 {
             let wqe = parse_wqe(&ring, WqeIndex(k), TransportKind::Rc).unwrap();
             assert_eq!(wqe.opcode, Opcode::Nop);

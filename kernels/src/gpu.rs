@@ -211,6 +211,11 @@ impl Gpu {
 
     /// Zeroed device memory of `len` bytes (a `Gpu`-placed queue buffer).
     pub fn device_buffer(&self, len: usize) -> Result<Arc<DeviceBuffer>, GpuError> {
+        Ok(Arc::new(self.owned_device_buffer(len)?))
+    }
+
+    /// Zeroed device memory of `len` bytes, owned (for queue memory, which has one owner).
+    fn owned_device_buffer(&self, len: usize) -> Result<DeviceBuffer, GpuError> {
         self.ctx.bind_to_thread()?;
         // SAFETY: a plain allocation of `len` (> 0 checked by the driver) bytes.
         let addr = unsafe { result::malloc_sync(len.max(1)) }?;
@@ -221,9 +226,7 @@ impl Gpu {
         // SAFETY: `addr` is a fresh allocation of at least `len` bytes.
         unsafe { result::memset_d8_sync(addr, 0, len.max(1)) }?;
         // SAFETY: the allocation lives as long as `owner`, which the buffer keeps.
-        Ok(Arc::new(unsafe {
-            DeviceBuffer::from_raw(addr, len, Box::new(owner))
-        }))
+        Ok(unsafe { DeviceBuffer::from_raw(addr, len, Box::new(owner)) })
     }
 
     /// Device memory holding `bytes`.
@@ -318,18 +321,23 @@ impl Gpu {
         for e in cq.chunks_mut(64) {
             e[63] = CQE_INIT_OP_OWN;
         }
+        let invalid = |e: ibgda::queue::QueueMemoryError| GpuError::Invalid(e.to_string());
+        let cq_ring = self.owned_device_buffer(cq.len())?;
+        self.write_device(&cq_ring, 0, &cq)?;
         Ok(GpuQueueMemory {
-            sq: SendQueueMemory {
-                ring: self.device_buffer(size.bytes())?,
+            sq: SendQueueMemory::from_device(
                 size,
-                dbrec: self.device_buffer(8)?,
-                doorbell: self.device_buffer(8)?,
-            },
-            cq: CompletionQueueMemory {
-                ring: self.device_buffer_from(&cq)?,
-                entries: cq_entries,
-                dbrec: self.device_buffer(8)?,
-            },
+                self.owned_device_buffer(size.bytes())?,
+                self.owned_device_buffer(8)?,
+                self.owned_device_buffer(8)?,
+            )
+            .map_err(invalid)?,
+            cq: CompletionQueueMemory::from_device(
+                cq_entries,
+                cq_ring,
+                self.owned_device_buffer(8)?,
+            )
+            .map_err(invalid)?,
             state: self.device_buffer(64)?,
         })
     }

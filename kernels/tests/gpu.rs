@@ -241,7 +241,10 @@ where
         assert_eq!(stats.wqes, u64::from(iters + 10), "{name}");
         assert_eq!(stats.cqes, u64::from(iters + 10), "{name}");
         assert_eq!(stats.bad_wqes + stats.bad_doorbells, 0, "{name}");
-        rings.push(gpu.read_device(&qp.sq_memory().ring).expect("ring"));
+        rings.push(
+            gpu.read_device_at(qp.sq_memory().ring().addr, qp.sq_memory().ring().len)
+                .expect("ring"),
+        );
     }
     assert_eq!(
         rings[0],
@@ -545,26 +548,26 @@ fn cuda_nic_end_to_end_with_gpu_producers() {
                          dc: bool,
                          release_dbrec: bool,
                          cqs: &mut Vec<NicCq>| {
-        for b in [&sq.ring, &sq.dbrec, &sq.doorbell, &cq.ring, &cq.dbrec] {
-            valid.push((b.addr(), b.len() as u64));
+        for b in [sq.ring(), sq.dbrec(), sq.doorbell(), cq.ring(), cq.dbrec()] {
+            valid.push((b.addr, b.len as u64));
         }
         cqs.push(NicCq {
-            ring: cq.ring.addr(),
-            dbrec: cq.dbrec.addr(),
-            entries: cq.entries,
-            log2_entries: cq.entries.trailing_zeros(),
+            ring: cq.ring().addr,
+            dbrec: cq.dbrec().addr,
+            entries: cq.entries(),
+            log2_entries: cq.entries().trailing_zeros(),
             mode: cq_mode::RING,
             ..Default::default()
         });
         NicQueue {
-            ring: sq.ring.addr(),
-            dbrec: sq.dbrec.addr(),
-            doorbell: sq.doorbell.addr(),
+            ring: sq.ring().addr,
+            dbrec: sq.dbrec().addr,
+            doorbell: sq.doorbell().addr,
             max_message_bytes: 1 << 16,
             qpn,
             node: 0,
             transport: if dc { transport::DC } else { transport::RC },
-            log_wqebbs: sq.size.wqebbs().trailing_zeros(),
+            log_wqebbs: sq.size().wqebbs().trailing_zeros(),
             cq: cqs.len() as u32 - 1,
             peer: if dc { NIC_NONE } else { qpn },
             state: state::READY,

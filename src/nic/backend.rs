@@ -5,36 +5,74 @@
 use core::fmt;
 use std::sync::Arc;
 
+use super::caps::Gid;
 use super::caps::PortAttributes;
 use super::error::NicError;
 use crate::memory::{DeviceBuffer, DmaBuffer};
-use crate::queue::Registered;
+use crate::queue::{PlacementKind, QueueBufferSpan, Registered};
+use crate::wqe::segment::AddressVectorSegment;
+use crate::wqe::RKey;
 
 /// The access rights of a memory registration (verbs' `IBV_ACCESS_*` values).
 pub use crate::softnic::Access as MemoryAccess;
 
 /// Queue memory (a ring or a doorbell record) that a backend registers as UMEM, so that
 /// CREATE_CQ and CREATE_QP can name it by UMEM id and offset.
+///
+/// Only the control plane makes one, from the memory of the queue it is creating: the
+/// backend learns where the memory is ([`span`](Self::span)); the crate's own backends
+/// also reach the buffer, as the NIC capability to it (see
+/// [`SendQueueNicAccess`](crate::queue::SendQueueNicAccess)).
 #[derive(Clone, Copy, Debug)]
-#[non_exhaustive]
-pub enum QueueMemoryRef<'a> {
-    /// Host memory.
+pub struct QueueMemoryRef<'a> {
+    memory: QueueMemoryKind<'a>,
+}
+
+#[derive(Clone, Copy, Debug)]
+enum QueueMemoryKind<'a> {
     Host(&'a Arc<DmaBuffer>),
-    /// GPU memory (registered by DMA-BUF, or through the peer-memory module).
     Gpu(&'a Arc<DeviceBuffer>),
 }
 
-impl QueueMemoryRef<'_> {
-    /// Length of the memory in bytes.
-    pub fn len(&self) -> usize {
-        match self {
-            Self::Host(b) => b.len(),
-            Self::Gpu(b) => b.len(),
+impl<'a> QueueMemoryRef<'a> {
+    pub(crate) fn host(buffer: &'a Arc<DmaBuffer>) -> Self {
+        Self {
+            memory: QueueMemoryKind::Host(buffer),
         }
     }
-    /// Whether the memory is empty (queue memory never is).
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
+    pub(crate) fn gpu(buffer: &'a Arc<DeviceBuffer>) -> Self {
+        Self {
+            memory: QueueMemoryKind::Gpu(buffer),
+        }
+    }
+    /// Where the memory is: its address (the device address for GPU memory) and length.
+    pub fn span(&self) -> QueueBufferSpan {
+        match self.memory {
+            QueueMemoryKind::Host(b) => QueueBufferSpan::of(b),
+            QueueMemoryKind::Gpu(b) => QueueBufferSpan::of(b),
+        }
+    }
+    /// Where it is placed.
+    pub fn placement(&self) -> PlacementKind {
+        match self.memory {
+            QueueMemoryKind::Host(_) => PlacementKind::Host,
+            QueueMemoryKind::Gpu(_) => PlacementKind::Gpu,
+        }
+    }
+    /// The host buffer, for the crate's NIC backends.
+    pub(crate) fn host_buffer(&self) -> Option<&'a Arc<DmaBuffer>> {
+        match self.memory {
+            QueueMemoryKind::Host(b) => Some(b),
+            QueueMemoryKind::Gpu(_) => None,
+        }
+    }
+    /// The GPU buffer, for the crate's NIC backends (DMA-BUF export).
+    #[allow(dead_code)]
+    pub(crate) fn gpu_buffer(&self) -> Option<&'a Arc<DeviceBuffer>> {
+        match self.memory {
+            QueueMemoryKind::Gpu(b) => Some(b),
+            QueueMemoryKind::Host(_) => None,
+        }
     }
 }
 
@@ -85,6 +123,20 @@ pub trait UarPage: Send + Sync + fmt::Debug {
     fn gpu_doorbell(&self) -> Result<Arc<DeviceBuffer>, NicError>;
 }
 
+/// A memory registration: what RDMA names it by.
+pub trait MemoryRegistration: Registered + fmt::Debug {
+    /// The remote key.
+    fn rkey(&self) -> RKey;
+    /// The address of the first byte.
+    fn addr(&self) -> u64;
+    /// The length in bytes.
+    fn len(&self) -> usize;
+    /// Whether it is empty (registrations never are).
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
 /// An object created by a command (CQ, QP, DCT).
 pub trait BackendObject: Send + Sync + fmt::Debug {}
 
@@ -104,7 +156,7 @@ pub trait Backend: Send + Sync + fmt::Debug + 'static {
     /// An object made by `create_object`.
     type Object: BackendObject;
     /// A memory region.
-    type Mr: Registered + fmt::Debug;
+    type Mr: MemoryRegistration;
 
     /// The device's name (`mlx5_0`, `soft:node0`).
     fn name(&self) -> &str;
@@ -145,6 +197,16 @@ pub trait Backend: Send + Sync + fmt::Debug + 'static {
     /// Registers queue memory as UMEM, for the NIC to read (rings) and write (CQs,
     /// doorbell records). The registration keeps the memory alive until dropped.
     fn register_umem(&self, memory: QueueMemoryRef<'_>) -> Result<Self::Umem, NicError>;
+
+    /// The 48-byte address vector that reaches `gid` / the port's LID from any initiator
+    /// of this fabric (on hardware, an address handle made in `pd` read back through
+    /// `mlx5dv_init_obj`). The DCT number and the key are patched in by the initiator.
+    fn address_vector(
+        &self,
+        pd: &Self::Pd,
+        port: &PortAttributes,
+        gid: Gid,
+    ) -> Result<AddressVectorSegment, NicError>;
 
     /// Registers data memory in `pd` with `access`.
     fn register_memory(

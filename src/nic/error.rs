@@ -55,10 +55,14 @@ pub enum NicError {
     },
     /// Queue memory could not be allocated or described.
     Memory(crate::memory::DmaError),
+    /// Queue memory that does not match its description.
+    QueueMemory(crate::queue::QueueMemoryError),
     /// The queue handle refused its configuration.
     Queue(crate::wqe::WqeError),
     /// A GPU-placed queue handle could not be built.
     DeviceQueue(crate::queue::DeviceQueueError),
+    /// The software NIC refused a registration or a queue.
+    SoftNic(crate::softnic::SoftNicError),
     /// Connection information that cannot be decoded.
     Connection(super::connection::ConnectionError),
 }
@@ -86,8 +90,10 @@ impl fmt::Display for NicError {
             Self::Os { call, errno } => write!(f, "{call} failed with errno {errno}"),
             Self::Memory(e) => write!(f, "queue memory: {e}"),
             Self::Queue(e) => write!(f, "queue configuration: {e}"),
+            Self::QueueMemory(e) => write!(f, "queue memory: {e}"),
             Self::DeviceQueue(e) => write!(f, "GPU-placed queue: {e}"),
             Self::Connection(e) => write!(f, "connection information: {e}"),
+            Self::SoftNic(e) => write!(f, "software NIC: {e}"),
         }
     }
 }
@@ -117,5 +123,10 @@ impl From<super::connection::ConnectionError> for NicError {
 impl From<PrmError> for NicError {
     fn from(e: PrmError) -> Self {
         Self::Command(e)
+    }
+}
+impl From<crate::queue::QueueMemoryError> for NicError {
+    fn from(e: crate::queue::QueueMemoryError) -> Self {
+        Self::QueueMemory(e)
     }
 }

@@ -34,16 +34,27 @@ pub mod prm;
 
 mod backend;
 mod caps;
+mod command;
 pub mod connection;
+mod device;
 mod error;
 pub mod gpu_access;
 #[cfg(feature = "mlx5")]
 pub mod mlx5;
+mod soft;
+mod soft_commands;
+#[cfg(test)]
+mod soft_tests;
 
 pub use backend::{
-    Backend, BackendObject, MemoryAccess, ProtectionDomainId, QueueMemoryRef, RegisterMemory,
-    UarPage, UmemId,
+    Backend, BackendObject, MemoryAccess, MemoryRegistration, ProtectionDomainId, QueueMemoryRef,
+    RegisterMemory, UarPage, UmemId,
 };
 pub use caps::{AtomicEndianness, DeviceCaps, Gid, LinkLayer, Mtu, PortAttributes};
 pub use connection::{ConnectionError, DcEndpoint, Endpoint, RcEndpoint};
+pub use device::{
+    DcTargetQueue, Device, HostQueueMemory, MemoryRegion, PendingDci, PendingRc, ProtectionDomain,
+    QueueAllocator, QueueFill, QueuePlacement, QueueSpec,
+};
 pub use error::NicError;
+pub use soft::{SoftNic, SoftNicAllocations, SoftObject, SoftPd, SoftUar, SoftUmem, SOFT_NIC_CAPS};

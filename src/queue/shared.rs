@@ -180,7 +180,7 @@ impl<T: Transport> SharedSendQueue<T> {
         cq: CompletionQueueMemory,
         config: SharedQueueConfig,
     ) -> Result<Self, crate::wqe::WqeError> {
-        let wqebbs = sq.size.wqebbs();
+        let wqebbs = sq.size().wqebbs();
         let half = (wqebbs / 2).max(1);
         if config.signal_interval == 0 || config.signal_interval > half {
             return Err(crate::wqe::WqeError::FieldOutOfRange {
@@ -307,7 +307,7 @@ impl<T: Transport> SharedSendQueue<T> {
     /// Encodes `wqe` at `at` (inside the caller's reservation, `left` WQEBBs remaining);
     /// returns its WQEBBs.
     fn write_at<W: WqeSpec>(&self, at: u64, left: u64, wqe: &Wqe<W>) -> Result<u32, PostError> {
-        let size = self.memory.size;
+        let size = self.memory.size();
         let wqebbs = self.config.limits.check(wqe, size)?;
         if u64::from(wqebbs) > left {
             return Err(PostError::ReservationExhausted {
@@ -441,7 +441,7 @@ impl<T: Transport> SharedSendQueue<T> {
         if start >= published {
             return None;
         }
-        let mask = u64::from(self.memory.size.wqebbs() - 1);
+        let mask = u64::from(self.memory.size().wqebbs() - 1);
         let len =
             self.wqe_wqebbs[(start & mask) as usize].load(std::sync::atomic::Ordering::Relaxed);
         if len == 0 {
@@ -462,7 +462,7 @@ impl<T: Transport> SharedSendQueue<T> {
     }
 
     fn keep(&self, slot_counter: u64, keep: KeepAlive) {
-        let mask = u64::from(self.memory.size.wqebbs() - 1);
+        let mask = u64::from(self.memory.size().wqebbs() - 1);
         lock(&self.completion).keep_alive[(slot_counter & mask) as usize] = Some(keep);
     }
 
