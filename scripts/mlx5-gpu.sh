@@ -23,9 +23,11 @@ build)
     rm -rf "$dir" && mkdir -p "$dir"
     lib=$(executable -p ibgda --features mlx5 --lib)
     nic=$(executable -p ibgda-kernels --test nic_gpu)
+    suite=$(executable -p ibgda --features mlx5 --test nic_suite)
     cargo build --release -p ibgda-demo --features mlx5
     cp "$lib" "$dir/mlx5-lib-tests"
     cp "$nic" "$dir/nic-gpu-tests"
+    cp "$suite" "$dir/nic-suite"
     cp target/release/ibgda-demo "$dir/ibgda-demo"
     cargo build --release -p ibgda-kernels --features mlx5 --bin ibgda-gpu-bench
     cp target/release/ibgda-gpu-bench "$dir/ibgda-gpu-bench"
@@ -45,6 +47,8 @@ run)
         ls -l /usr/lib/x86_64-linux-gnu/libibverbs.so.1* /usr/lib/x86_64-linux-gnu/libmlx5.so.1* 2>&1
         echo "== mlx5 backend unit tests (libraries, entry points, typed no-device path)"
         timeout 60 "$dir/mlx5-lib-tests" --test-threads=1 --nocapture nic::mlx5 || rc=1
+        echo "== control-plane suite on the mlx5 backend (every case ignored with the typed reason)"
+        IBGDA_NIC=mlx5_0 timeout 60 "$dir/nic-suite" || rc=1
         echo "== ibgda-demo --nic mlx5_0 (expects the typed no-device error, exit 1)"
         timeout 30 "$dir/ibgda-demo" --nic mlx5_0; echo "exit $?"
         echo "== ibgda-gpu-bench --nic mlx5_0 (expects the typed no-device error, exit 2)"
