@@ -239,6 +239,10 @@ mod tests {
         // Every signaled WQE was completed and retired; the unsignaled tail waits.
         let sq = p.qp.sq();
         assert_eq!(sq.retired(), sq.signaled_through());
-        assert!(sq.retired() > u64::from(2 * RING_WQEBBS), "{}", sq.retired());
+        assert!(
+            sq.retired() > u64::from(2 * RING_WQEBBS),
+            "{}",
+            sq.retired()
+        );
     }
 }
