@@ -157,10 +157,23 @@ fn run(cli: &Cli) -> Result<Report, BenchError> {
             });
         } else {
             let mut info = GpuInfo::probe();
-            let result = gpu::run(gpu::GpuParams::default(), &bar)?;
-            info.measured_sm_clock_mhz = result.sm_clock_mhz;
-            report.gpu = Some(info);
-            report.gpu_sink = Some(result);
+            match gpu::run(gpu::GpuParams::default(), &bar) {
+                Ok(result) => {
+                    info.measured_sm_clock_mhz = result.sm_clock_mhz;
+                    report.gpu = Some(info);
+                    report.gpu_sink = Some(result);
+                }
+                // `all` keeps the CPU results and says why the GPU part is missing (the
+                // run still fails); `gpu` alone just fails.
+                Err(e) if matches!(cli.command, Command::All) => {
+                    report.skipped.push(Skipped {
+                        experiment: "gpu".into(),
+                        reason: format!("failed: {e}"),
+                    });
+                    report.failed = true;
+                }
+                Err(e) => return Err(e),
+            }
         }
     }
     bar.finish_and_clear();
@@ -311,7 +324,12 @@ fn main() -> ExitCode {
             for f in files {
                 println!("wrote {}", Path::new(&f).display());
             }
-            ExitCode::SUCCESS
+            if report.failed {
+                eprintln!("ibgda-bench: an experiment failed (see \"skipped\" above)");
+                ExitCode::from(2)
+            } else {
+                ExitCode::SUCCESS
+            }
         }
         Err(e) => {
             eprintln!("ibgda-bench: {e}");

@@ -262,3 +262,88 @@ pub fn render_report(report: &Report, dir: &Path) -> Result<Vec<PathBuf>, BenchE
     }
     Ok(files)
 }
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+    use crate::gpu::{GpuParams, GpuResult, IssueRow, IssueSide, RateRow};
+    use crate::stats::Percentiles;
+
+    fn side(p50: f64) -> IssueSide {
+        let p = Percentiles {
+            count: 1,
+            p50,
+            ..Percentiles::default()
+        };
+        IssueSide {
+            issue_ns: p,
+            issue_cycles: p,
+            put_c_ns: p,
+            sm_clock_mhz: 1980.0,
+        }
+    }
+
+    /// A report with every section, as the GPU machine writes it.
+    pub(crate) fn gpu_report() -> Report {
+        Report {
+            gpu_sink: Some(GpuResult {
+                params: GpuParams::default(),
+                issue: paper::TABLE4_P_IB
+                    .iter()
+                    .map(|(scope, ..)| IssueRow {
+                        scope: scope.to_string(),
+                        typed: side(700.0),
+                        raw: side(690.0),
+                        typed_over_raw: 700.0 / 690.0,
+                    })
+                    .collect(),
+                rates: vec![RateRow {
+                    key: "warp1".into(),
+                    description: "1 warp".into(),
+                    scope: "GpuFence".into(),
+                    threads: 32,
+                    blocks: 1,
+                    qps: 1,
+                    batch: 32,
+                    wqes: 640_000,
+                    seconds: 0.05,
+                    mwqe_per_s: 12.8,
+                }],
+                sm_clock_mhz: 1980.0,
+            }),
+            ..Report::default()
+        }
+    }
+
+    #[test]
+    fn every_gpu_plot_is_written_as_png_and_svg_with_the_papers_numbers() {
+        let dir = std::env::temp_dir().join(format!("ibgda-bench-plot-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let files = render_report(&gpu_report(), &dir).unwrap();
+        let names: Vec<String> = files
+            .iter()
+            .map(|f| f.file_name().unwrap().to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(
+            names,
+            [
+                "table4_issue.png",
+                "table4_issue.svg",
+                "table5_rate.png",
+                "table5_rate.svg"
+            ]
+        );
+        let png = std::fs::read(dir.join("table4_issue.png")).unwrap();
+        assert_eq!(&png[1..4], b"PNG");
+        // The SVG carries the text: our scope names and the paper's figures.
+        let svg = std::fs::read_to_string(dir.join("table4_issue.svg")).unwrap();
+        assert!(svg.contains("GpuFencedDbrec"), "scope label");
+        assert!(
+            svg.contains("0.93"),
+            "paper's issue time for + fenced doorbell record"
+        );
+        let svg = std::fs::read_to_string(dir.join("table5_rate.svg")).unwrap();
+        assert!(svg.contains("21.6"), "paper's one-warp rate");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}

@@ -32,6 +32,9 @@ pub struct Report {
     pub gpu_sink: Option<GpuResult>,
     /// Experiments asked for but not run, with why.
     pub skipped: Vec<Skipped>,
+    /// Whether an experiment asked for failed (it is listed in `skipped`).
+    #[serde(default)]
+    pub failed: bool,
 }
 
 /// An experiment that did not run.
@@ -130,5 +133,29 @@ impl GpuInfo {
             smi_max_sm_clock: field(3),
             measured_sm_clock_mhz: 0.0,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_report_round_trips_through_json() {
+        let mut report = crate::plot::tests::gpu_report();
+        report.schema_version = SCHEMA_VERSION;
+        report.skipped.push(Skipped {
+            experiment: "gpu".into(),
+            reason: "test".into(),
+        });
+        let text = serde_json::to_string(&report).unwrap();
+        let back: Report = serde_json::from_str(&text).unwrap();
+        assert_eq!(serde_json::to_string(&back).unwrap(), text);
+        let value: serde_json::Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(
+            value["gpu_sink"]["issue"][2]["scope"],
+            serde_json::json!("GpuFencedDbrec")
+        );
+        assert_eq!(value["gpu_sink"]["sm_clock_mhz"], serde_json::json!(1980.0));
     }
 }
