@@ -11,7 +11,7 @@ use ibgda::order::{
     SystemReleaseStore, ThreadFence, Unordered, ValidFor,
 };
 use ibgda::queue::Gpu as GpuPlaced;
-use ibgda_kernels::gpu::{Gpu, GpuError, KernelArg, KernelQueue};
+use ibgda_kernels::gpu::{CompileOptions, Gpu, GpuError, KernelArg, KernelQueue};
 use ibgda_kernels::harness::{descriptor_array, gpu_queue_pair, Sink, SINK_CHECK, SINK_RETIRE};
 use serde::{Deserialize, Serialize};
 
@@ -126,10 +126,10 @@ where
     // Everything is allocated before the sink starts: allocation and synchronous copies
     // may wait for running kernels, and the sink runs until it is stopped.
     let out = gpu.device_buffer((3 * n + 16 + 8) as usize)?;
-    let sink = Sink::start(gpu, &[*q.raw()], SINK_CHECK, 0, 1, 1)?;
+    let sink = Sink::start(gpu, &[&qp], SINK_CHECK, 0, 1, 1)?;
     let base = out.addr();
     let args = [
-        KernelArg::Queue(KernelQueue::new(&q)),
+        KernelArg::Queue(KernelQueue::new(&q).into()),
         KernelArg::U32(1000),
         KernelArg::U32(iters),
         KernelArg::U64(0x7000_0000),
@@ -149,7 +149,7 @@ where
     // the arguments above, all inside `out`, alive past the sink's synchronize.
     unsafe { gpu.launch_raw(raw, &name, cfg(1, 1), false, &args) }?;
     gpu.stream().synchronize().map_err(GpuError::from)?;
-    let (stats, _) = sink.stop(gpu)?;
+    let (stats, _) = sink.stop()?;
     let o = gpu.read_device(&out)?;
     let word = |at: usize| u64::from_ne_bytes(o[at..at + 8].try_into().expect("8 bytes"));
     let col = |k: u64| (0..iters as usize).map(move |i| (k * n) as usize + 8 * i);
@@ -201,7 +201,7 @@ where
     let descs: Vec<_> = qps.iter().map(|q| *q.device_queue().raw()).collect();
     let arr = descriptor_array(gpu, &descs)?;
     let status = gpu.device_buffer(4)?;
-    let sink = Sink::start(gpu, &descs, SINK_RETIRE, 0, nq, 1)?;
+    let sink = Sink::start(gpu, &qps.iter().collect::<Vec<_>>(), SINK_RETIRE, 0, nq, 1)?;
     let args = [
         KernelArg::U64(arr.addr()),
         KernelArg::U32(nq),
@@ -218,7 +218,7 @@ where
     unsafe { gpu.launch_raw(false, &name, cfg(blocks, 32), false, &args) }?;
     gpu.stream().synchronize().map_err(GpuError::from)?;
     let seconds = t.elapsed().as_secs_f64();
-    let (stats, _) = sink.stop(gpu)?;
+    let (stats, _) = sink.stop()?;
     let st = gpu.read_device(&status)?;
     let status = i32::from_ne_bytes(st[..4].try_into().expect("4"));
     if status != 0 || stats.bad_wqes + stats.bad_doorbells != 0 {
@@ -257,9 +257,9 @@ where
     let qp = gpu_queue_pair(gpu, 0x55, 4096, 1024, 1024, CqMode::Ring, scope)?;
     let q = qp.device_queue();
     let out = gpu.device_buffer(16)?;
-    let sink = Sink::start(gpu, &[*q.raw()], SINK_RETIRE, 0, 1, 1)?;
+    let sink = Sink::start(gpu, &[&qp], SINK_RETIRE, 0, 1, 1)?;
     let args = [
-        KernelArg::Queue(KernelQueue::new(&q)),
+        KernelArg::Queue(KernelQueue::new(&q).into()),
         KernelArg::U32(rounds),
         KernelArg::U32(batch),
         KernelArg::U64(0x7000_0000),
@@ -271,7 +271,7 @@ where
     // SAFETY: (DeviceQueueDescriptor, u32, u32, u64, u32, u64*, int*): the arguments above.
     unsafe { gpu.launch_raw(false, &name, cfg(1, 1), false, &args) }?;
     gpu.stream().synchronize().map_err(GpuError::from)?;
-    let (stats, _) = sink.stop(gpu)?;
+    let (stats, _) = sink.stop()?;
     let o = gpu.read_device(&out)?;
     let ns = u64::from_ne_bytes(o[..8].try_into().expect("8"));
     let status = i32::from_ne_bytes(o[8..12].try_into().expect("4"));
@@ -300,7 +300,8 @@ where
 pub fn run(params: GpuParams, progress: &indicatif::ProgressBar) -> Result<GpuResult, BenchError> {
     // Every device wait gives up after 5 s instead of hanging; the bound costs one
     // %globaltimer read per wait-loop turn, never on the issue path.
-    let gpu = Gpu::open_with(0, &["-DIBGDA_SPIN_LIMIT_NS=5000000000ull"])?;
+    let options = CompileOptions::new().spin_limit(std::time::Duration::from_secs(5))?;
+    let gpu = Gpu::open_with(0, &options)?;
     let iters = params.issue_iters;
     progress.set_length(14);
     progress.set_message("GPU: issue time per scope (typed and raw)");

@@ -3,11 +3,16 @@
 //! operations, errors, rate and post-to-completion latency. No GPU and no NIC needed.
 //!
 //! ```text
-//! ibgda-demo [run] [--producers N] [--queues N] [--targets N] [--batch N]
-//!                  [--payload BYTES] [--duration SECONDS]
+//! ibgda-demo [run] [--nic soft|DEVICE] [--producers N] [--queues N] [--targets N]
+//!                  [--batch N] [--payload BYTES] [--duration SECONDS]
 //! ibgda-demo wqes      # build, dump and parse one WQE of every kind
 //! ibgda-demo --help
 //! ```
+//!
+//! `--nic soft` (the default) runs on the software NIC. `--nic DEVICE` (e.g. `mlx5_0`)
+//! opens that ConnectX through the mlx5 backend (build with `--features mlx5`) and reports
+//! its ports and capabilities, or the typed reason it cannot be used (no RDMA device, not
+//! an mlx5 device, libraries missing).
 
 use std::process::ExitCode;
 
@@ -28,7 +33,24 @@ use ibgda::wqe::*;
 
 mod wqes;
 
-/// The ibgda demo on the software NIC (no GPU, no NIC needed).
+/// Which NIC the demo runs on.
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Nic {
+    /// The software NIC.
+    Soft,
+    /// A hardware device by name (`mlx5_0`).
+    Device(String),
+}
+
+fn parse_nic(name: &str) -> Result<Nic, String> {
+    match name {
+        "soft" => Ok(Nic::Soft),
+        "" => Err("empty device name".into()),
+        device => Ok(Nic::Device(device.to_owned())),
+    }
+}
+
+/// The ibgda demo: typed RC and DC queues on the software NIC (no GPU, no NIC needed).
 #[derive(Parser, Debug)]
 #[command(
     name = "ibgda-demo",
@@ -45,14 +67,18 @@ struct Cli {
 
 #[derive(Subcommand, Debug)]
 enum Command {
-    /// Runs the producers against the software NIC (the default).
+    /// Runs the producers (the default).
     Run(Options),
     /// Builds, dumps and parses one WQE of every kind.
     Wqes,
 }
 
-#[derive(Args, Clone, Copy, Debug)]
+#[derive(Args, Clone, Debug)]
 struct Options {
+    /// `soft` for the software NIC, or a ConnectX device name (e.g. mlx5_0; needs the
+    /// mlx5 feature).
+    #[arg(long, value_name = "soft|DEVICE", default_value = "soft", value_parser = parse_nic)]
+    nic: Nic,
     /// Producer threads.
     #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u16).range(1..=64))]
     producers: u16,
@@ -96,6 +122,37 @@ impl Options {
     }
 }
 
+/// Opens a hardware NIC and reports what the control plane would use of it.
+#[cfg(feature = "mlx5")]
+fn hardware(device: &str) -> Result<u64, Box<dyn std::error::Error>> {
+    use ibgda::nic::mlx5::Mlx5Device;
+    let dev = Mlx5Device::open(Some(device))?;
+    println!("opened {} (mlx5, DEVX context)", dev.name());
+    let port = dev.query_port(1)?;
+    println!(
+        "port 1: active {} lid {:#x} MTU code {} link layer {:?} GIDs {}",
+        port.is_active(),
+        port.lid,
+        port.active_mtu,
+        port.link_layer,
+        port.gid_table_len
+    );
+    Err(
+        "traffic on a hardware NIC goes through the control plane's queue creation, \
+         which this build does not include yet: run with --nic soft"
+            .into(),
+    )
+}
+
+#[cfg(not(feature = "mlx5"))]
+fn hardware(device: &str) -> Result<u64, Box<dyn std::error::Error>> {
+    Err(format!(
+        "--nic {device}: this demo was built without the mlx5 backend; rebuild with \
+         `cargo build --release -p ibgda-demo --features mlx5` (needs cmake and libclang)"
+    )
+    .into())
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let options = match cli.command {
@@ -111,7 +168,11 @@ fn main() -> ExitCode {
         Some(Command::Run(options)) => options,
         None => cli.options,
     };
-    match run(options) {
+    let result = match &options.nic {
+        Nic::Soft => run(&options),
+        Nic::Device(device) => hardware(device),
+    };
+    match result {
         Ok(0) => ExitCode::SUCCESS,
         Ok(_) => ExitCode::FAILURE,
         Err(e) => {
@@ -246,7 +307,7 @@ impl Layout {
     }
 }
 
-fn run(o: Options) -> Result<u64, Box<dyn std::error::Error>> {
+fn run(o: &Options) -> Result<u64, Box<dyn std::error::Error>> {
     let fabric = Fabric::new();
     let node_a = fabric.add_node(1)?;
     let node_b = fabric.add_node(2)?;
@@ -707,5 +768,59 @@ fn describe(e: &WaitError) -> String {
     match e {
         WaitError::Poll(PollError::Completion(c)) => format!("completion error: {c}"),
         other => other.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(list: &[&str]) -> Result<Options, clap::Error> {
+        let cli = Cli::try_parse_from(std::iter::once("ibgda-demo").chain(list.iter().copied()))?;
+        Ok(match cli.command {
+            Some(Command::Run(o)) => o,
+            _ => cli.options,
+        })
+    }
+
+    #[test]
+    fn nic_defaults_to_the_software_nic_and_takes_a_device_name() {
+        assert_eq!(parse(&[]).unwrap().nic, Nic::Soft);
+        assert_eq!(parse(&["--nic", "soft"]).unwrap().nic, Nic::Soft);
+        let o = parse(&["run", "--nic", "mlx5_1", "--producers", "3"]).unwrap();
+        assert_eq!(o.nic, Nic::Device("mlx5_1".into()));
+        assert_eq!(o.producers(), 3);
+        let e = parse(&["--nic"]).unwrap_err().to_string();
+        assert!(e.contains("--nic"), "{e}");
+        let e = parse(&["--nic", ""]).unwrap_err().to_string();
+        assert!(e.contains("empty device name"), "{e}");
+    }
+
+    #[test]
+    fn out_of_range_values_are_refused_with_the_value_and_the_range() {
+        let e = parse(&["--producers", "0"]).unwrap_err().to_string();
+        assert!(e.contains("'0'") && e.contains("1..=64"), "{e}");
+        let e = parse(&["--batch", "257"]).unwrap_err().to_string();
+        assert!(e.contains("257") && e.contains("1..=256"), "{e}");
+        assert!(parse(&["--payload", "1048577"]).is_err());
+        assert!(parse(&["--bogus"]).is_err());
+    }
+
+    #[cfg(not(feature = "mlx5"))]
+    #[test]
+    fn a_device_without_the_mlx5_backend_says_how_to_build_it() {
+        let e = hardware("mlx5_0").unwrap_err().to_string();
+        assert!(e.contains("--features mlx5"), "{e}");
+    }
+
+    #[cfg(feature = "mlx5")]
+    #[test]
+    fn a_device_on_a_machine_without_one_is_the_typed_no_device_error() {
+        // No machine has a device of this name, with or without RDMA devices.
+        let e = hardware("mlx5_ibgda_absent").unwrap_err().to_string();
+        assert!(
+            e.starts_with("no RDMA device named `mlx5_ibgda_absent`"),
+            "{e}"
+        );
     }
 }

@@ -4,8 +4,12 @@
 //! - posting rate of one warp on one QP (cooperative publication) and of 64 QPs on 64 SMs,
 //!   and of one thread with 16 WQEs per doorbell (a sink that only retires).
 //!
-//! Usage: `ibgda-gpu-bench [OUT_DIR]` (raw samples are written there as CSV). Prints a
-//! table last. Exits with a typed error message (status 2) when no GPU is usable.
+//! Usage: `ibgda-gpu-bench [--nic soft|DEVICE] [OUT_DIR]` (raw samples are written there as
+//! CSV). Prints a table last. Exits with a typed error message (status 2) when no GPU is
+//! usable. `--nic soft` (the default) measures against the doorbell sink; `--nic DEVICE`
+//! opens a ConnectX through the mlx5 backend (feature `mlx5`) and reports its typed error
+//! when it cannot (no RDMA device, not mlx5); hardware figures need the control plane's
+//! queue creation.
 
 use std::fmt::Write as _;
 use std::time::Instant;
@@ -17,7 +21,7 @@ use ibgda::order::{
     SystemReleaseStore, ThreadFence, Unordered, ValidFor,
 };
 use ibgda::queue::Gpu as GpuPlaced;
-use ibgda_kernels::gpu::{Gpu, GpuError, KernelArg, KernelQueue};
+use ibgda_kernels::gpu::{CompileOptions, Gpu, GpuError, KernelArg, KernelQueue};
 use ibgda_kernels::harness::{descriptor_array, gpu_queue_pair, Sink, SINK_CHECK, SINK_RETIRE};
 
 fn cfg(blocks: u32, threads: u32) -> LaunchConfig {
@@ -52,10 +56,10 @@ where
     // Everything is allocated before the sink starts: allocation and synchronous copies
     // may wait for running kernels, and the sink runs until it is stopped.
     let out = gpu.device_buffer((3 * n + 16 + 8) as usize)?;
-    let sink = Sink::start(gpu, &[*q.raw()], SINK_CHECK, 0, 1, 1)?;
+    let sink = Sink::start(gpu, &[&qp], SINK_CHECK, 0, 1, 1)?;
     let base = out.addr();
     let args = [
-        KernelArg::Queue(KernelQueue::new(&q)),
+        KernelArg::Queue(KernelQueue::new(&q).into()),
         KernelArg::U32(1000),
         KernelArg::U32(iters),
         KernelArg::U64(0x7000_0000),
@@ -75,7 +79,7 @@ where
     // the arguments above, all inside `out`, alive past the sink's synchronize.
     unsafe { gpu.launch_raw(raw, &name, cfg(1, 1), false, &args) }?;
     gpu.stream().synchronize()?;
-    let (stats, _) = sink.stop(gpu)?;
+    let (stats, _) = sink.stop()?;
     let o = gpu.read_device(&out)?;
     let col = |k: u64| -> Vec<u64> {
         (0..iters as usize)
@@ -121,7 +125,7 @@ where
     let descs: Vec<_> = qps.iter().map(|q| *q.device_queue().raw()).collect();
     let arr = descriptor_array(gpu, &descs)?;
     let status = gpu.device_buffer(4)?;
-    let sink = Sink::start(gpu, &descs, SINK_RETIRE, 0, nq, 1)?;
+    let sink = Sink::start(gpu, &qps.iter().collect::<Vec<_>>(), SINK_RETIRE, 0, nq, 1)?;
     let args = [
         KernelArg::U64(arr.addr()),
         KernelArg::U32(nq),
@@ -138,7 +142,7 @@ where
     unsafe { gpu.launch_raw(false, &name, cfg(blocks, 32), false, &args) }?;
     gpu.stream().synchronize()?;
     let secs = t.elapsed().as_secs_f64();
-    let (stats, _) = sink.stop(gpu)?;
+    let (stats, _) = sink.stop()?;
     let st = gpu.read_device(&status)?;
     let status = i32::from_ne_bytes(st[..4].try_into().expect("4"));
     if status != 0 || stats.bad_wqes + stats.bad_doorbells != 0 {
@@ -165,9 +169,9 @@ where
     let qp = gpu_queue_pair(gpu, 0x55, 4096, 1024, 1024, CqMode::Ring, scope)?;
     let q = qp.device_queue();
     let out = gpu.device_buffer(16)?;
-    let sink = Sink::start(gpu, &[*q.raw()], SINK_RETIRE, 0, 1, 1)?;
+    let sink = Sink::start(gpu, &[&qp], SINK_RETIRE, 0, 1, 1)?;
     let args = [
-        KernelArg::Queue(KernelQueue::new(&q)),
+        KernelArg::Queue(KernelQueue::new(&q).into()),
         KernelArg::U32(rounds),
         KernelArg::U32(batch),
         KernelArg::U64(0x7000_0000),
@@ -179,7 +183,7 @@ where
     // SAFETY: (DeviceQueueDescriptor, u32, u32, u64, u32, u64*, int*): the arguments above.
     unsafe { gpu.launch_raw(false, &name, cfg(1, 1), false, &args) }?;
     gpu.stream().synchronize()?;
-    let (stats, _) = sink.stop(gpu)?;
+    let (stats, _) = sink.stop()?;
     let o = gpu.read_device(&out)?;
     let ns = u64::from_ne_bytes(o[..8].try_into().expect("8"));
     let status = i32::from_ne_bytes(o[8..12].try_into().expect("4"));
@@ -198,7 +202,8 @@ where
 fn run(out_dir: Option<&str>) -> Result<String, GpuError> {
     // Every device wait gives up after 5 s (SPIN_TIMEOUT) instead of hanging; the bound
     // costs one %globaltimer read per wait-loop turn, never on the issue path.
-    let gpu = Gpu::open_with(0, &["-DIBGDA_SPIN_LIMIT_NS=5000000000ull"])?;
+    let options = CompileOptions::new().spin_limit(std::time::Duration::from_secs(5))?;
+    let gpu = Gpu::open_with(0, &options)?;
     let iters = 20_000;
     let mut issues = Vec::new();
     // Typed and raw alternate per scope, in one process run.
@@ -318,8 +323,41 @@ fn run(out_dir: Option<&str>) -> Result<String, GpuError> {
     Ok(t)
 }
 
+/// Opens a hardware NIC for the run: the device or the typed reason it cannot be used.
+#[cfg(feature = "mlx5")]
+fn hardware(device: &str) -> Result<String, String> {
+    let dev = ibgda::nic::mlx5::Mlx5Device::open(Some(device)).map_err(|e| e.to_string())?;
+    Err(format!(
+        "opened {}; queues on a hardware NIC come from the control plane's queue creation, \
+         which this build does not include yet: run with --nic soft",
+        dev.name()
+    ))
+}
+
+#[cfg(not(feature = "mlx5"))]
+fn hardware(device: &str) -> Result<String, String> {
+    Err(format!(
+        "--nic {device}: built without the mlx5 backend; rebuild with \
+         `cargo build --release -p ibgda-kernels --features mlx5`"
+    ))
+}
+
 fn main() {
-    let out = std::env::args().nth(1);
+    let mut args: Vec<String> = std::env::args().skip(1).collect();
+    if let Some(at) = args.iter().position(|a| a == "--nic") {
+        let Some(nic) = args.get(at + 1).cloned() else {
+            eprintln!("ibgda-gpu-bench: --nic needs a value (soft or a device)");
+            std::process::exit(2);
+        };
+        args.drain(at..at + 2);
+        if nic != "soft" {
+            if let Err(e) = hardware(&nic) {
+                eprintln!("ibgda-gpu-bench: {e}");
+                std::process::exit(2);
+            }
+        }
+    }
+    let out = args.first().cloned();
     match run(out.as_deref()) {
         Ok(table) => println!("{table}"),
         Err(e) => {
