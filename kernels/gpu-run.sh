@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # Runs the prebuilt GPU test and benchmark binaries on the GPU machine (no cargo there).
 # Build here first (see kernels/README.md), copy into .gpu/, then through the device tool:
-#   bash kernels/gpu-run.sh [tests|sanitize|bench|softnic|all]   (carry: .gpu)
+#   bash kernels/gpu-run.sh [tests|sanitize|bench|bench2|profile|softnic|all]   (carry: .gpu)
+# bench2: every experiment of ibgda_kernels::experiments (issue per scope typed vs raw,
+# completion scope, message rate, dormant cost), JSON in $OUT/gpu-bench.json, exit 1 when
+# a target is missed. profile: Nsight Compute on the one-warp cooperative rate kernel.
 # softnic: the CUDA software NIC: (a) the differential streams replayed by the GPU engine,
 # (b) GPU producers end to end through the persistent NIC, (c) compute-sanitizer memcheck
 # on (a) (small batch; (b) needs two kernels at once, which the sanitizer serializes).
@@ -30,6 +33,20 @@ if [[ $what == tests || $what == all ]]; then
 fi
 if [[ $what == bench || $what == all ]]; then
     timeout 100 .gpu/ibgda-gpu-bench "$out" 2>&1 | tee "$out/bench.log" || rc=1
+fi
+if [[ $what == bench2 ]]; then
+    timeout 280 .gpu/ibgda-gpu-bench "$out" 2>&1 | tee "$out/bench2.log"
+    e=${PIPESTATUS[0]}; [[ $e == 0 ]] || rc=1
+    echo "== ibgda-gpu-bench: exit $e (1: a target missed, 2: an error)"
+fi
+if [[ $what == profile ]]; then
+    # One kernel launch of interest: the one-warp, one-QP cooperative rate run (GpuFence).
+    timeout 280 ncu --kernel-name regex:ibgda_bench_rate_GpuFence --launch-count 1 \
+        --section SpeedOfLight --section WarpStateStats --section SchedulerStats \
+        --section MemoryWorkloadAnalysis --section SourceCounters \
+        -o "$out/one-warp" .gpu/ibgda-gpu-bench --one-warp > "$out/profile.log" 2>&1 || rc=1
+    ncu --import "$out/one-warp.ncu-rep" --page details > "$out/one-warp-details.txt" 2>&1 || true
+    tail -60 "$out/one-warp-details.txt"
 fi
 if [[ $what == sanitize || $what == all ]]; then
     for tool in memcheck racecheck; do

@@ -13,6 +13,7 @@
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(missing_docs)]
 
+pub mod experiments;
 pub mod gpu;
 pub mod harness;
 pub mod layout;

@@ -25,6 +25,12 @@ pub const KERNELS_CU: &str = include_str!("../cuda/kernels.cu");
 /// The hand-written baseline.
 pub const RAW_BASELINE_CU: &str = include_str!("../cuda/raw_baseline.cu");
 
+/// The benchmark experiments' posting kernels (message rate, completion scope).
+pub const BENCH_EXPERIMENTS_CU: &str = include_str!("../cuda/bench_experiments.cu");
+/// The dormant-cost callers (compute and streaming), compiled with and without the
+/// communication code.
+pub const BENCH_DORMANT_CU: &str = include_str!("../cuda/bench_dormant.cu");
+
 /// The target every kernel is compiled for.
 pub const ARCH: &str = "sm_90";
 
@@ -48,17 +54,25 @@ pub enum Program {
     Kernels,
     /// `cuda/raw_baseline.cu`, the hand-written reference.
     RawBaseline,
+    /// `cuda/bench_experiments.cu`, the message-rate and completion-scope kernels.
+    BenchExperiments,
+    /// `cuda/bench_dormant.cu`, the dormant-cost callers (`-DIBGDA_DORMANT_COMM=0|1|2`).
+    BenchDormant,
 }
 
 impl Program {
     /// Every program.
     pub const ALL: [Self; 2] = [Self::Kernels, Self::RawBaseline];
+    /// The benchmark programs (compiled by [`crate::experiments`], not by `Gpu::open`).
+    pub const EXPERIMENTS: [Self; 2] = [Self::BenchExperiments, Self::BenchDormant];
 
     /// The source file name.
     pub fn name(self) -> &'static str {
         match self {
             Self::Kernels => "kernels.cu",
             Self::RawBaseline => "raw_baseline.cu",
+            Self::BenchExperiments => "bench_experiments.cu",
+            Self::BenchDormant => "bench_dormant.cu",
         }
     }
 
@@ -66,6 +80,8 @@ impl Program {
         match self {
             Self::Kernels => KERNELS_CU,
             Self::RawBaseline => RAW_BASELINE_CU,
+            Self::BenchExperiments => BENCH_EXPERIMENTS_CU,
+            Self::BenchDormant => BENCH_DORMANT_CU,
         }
     }
 }
