@@ -126,6 +126,82 @@ __device__ __forceinline__ void bench_completion(const DeviceQueueDescriptor* qs
     *status = err;
 }
 
+/* ---------------------------------------------------------------------------------------
+ * The rate run in one launch, for a profiler (which serializes kernels, so the persistent
+ * sink and a producer launch cannot run side by side under it): blocks 0..gridDim.x - 2 run
+ * bench_rate; thread 0 of the last block retires as the sink's retire mode does (reading
+ * each queue's doorbell record, one CQE for the last signaled WQE announced), until every
+ * producer block is done. scratch: 2 words per queue (consumed, CQEs written) and a done
+ * counter after them, zeroed by the host.
+ * ------------------------------------------------------------------------------------- */
+__device__ void selfsink_retire(const DeviceQueueDescriptor* qs, u32 nq, u64* scratch) {
+    for (u32 i = 0; i < nq; i++) {
+        const Queue q{qs[i]};
+        u64& consumed = scratch[2 * i];
+        u64& produced = scratch[2 * i + 1];
+        const u64 record = ptx::ld_acquire_sys_b64((const void*)(q.d.sq_dbrec - layout::SEND_DBREC_OFFSET));
+        const u64 target = consumed + (u16)((bswap32((u32)(record >> 32)) & 0xffffu) - (u16)consumed);
+        if (target <= consumed || target - consumed > q.capacity()) continue;
+        u64 at = target - 1;
+        const u64* c = (const u64*)q.slots(at).octo(0);
+        u64 w1 = *(const volatile u64*)&c[1];
+        if ((((u32)(w1 >> 24)) & layout::FM_CE_SE_CQ_UPDATE) == 0) {
+            const u64 m = target / q.d.signal_interval * q.d.signal_interval;
+            at = m > consumed ? m - 1 : ~0ull;
+        }
+        if (at != ~0ull) {
+            const u32 n = 1u << q.d.log_cq_entries;
+            Spin spin;
+            bool room = false;
+            while (!room && !spin.expired()) {
+                const u32 ci = bswap32((u32)ptx::ld_relaxed_sys_b64((const void*)q.d.cq_dbrec)) & 0xffffffu;
+                room = (((u32)produced - ci) & 0xffffffu) < n;
+            }
+            if (room) {
+                const u32 slot = (u32)produced & (n - 1);
+                u64* cqe = (u64*)(q.d.cq_ring + (u64)slot * layout::CQE_BYTES);
+                const u32 owner = (u32)(produced >> q.d.log_cq_entries) & 1u;
+                const u64 sop = bswap32((layout::OPCODE_RDMA_WRITE << 24) | q.d.qpn);
+                const u64 ctr = bswap16((u16)at);
+                ptx::st_release_sys_b64(&cqe[layout::CQE_SOP_DROP_QPN / 8],
+                                        sop | (ctr << 32) | ((u64)((layout::CQE_OPCODE_REQ << 4) | owner) << 56));
+                produced++;
+            }
+        }
+        consumed = target;
+    }
+}
+
+template <class S>
+__device__ __forceinline__ void bench_rate_selfsink(const DeviceQueueDescriptor* qs, u32 nq, u32 mode, u32 share, u32 rounds,
+                                                    u32 batch, u64 raddr, u32 rkey, u64* clocks, u64* scratch, int* status) {
+    const u32 producers = gridDim.x - 1;
+    u32* done = (u32*)&scratch[2 * nq];
+    if (blockIdx.x == producers) {
+        if (threadIdx.x != 0) return;
+        Spin spin;
+        while (*(volatile u32*)done < producers) {
+            selfsink_retire(qs, nq, scratch);
+            if (spin.expired()) {
+                atomicMin(status, SPIN_TIMEOUT);
+                return;
+            }
+        }
+        return;
+    }
+    bench_rate<S>(qs, nq, mode, share, rounds, batch, raddr, rkey, clocks, status);
+    if (threadIdx.x == 0) {
+        ptx::fence_acq_rel_gpu();
+        atomicAdd(done, 1u);
+    }
+}
+
+extern "C" __global__ void ibgda_bench_rate_selfsink_GpuFence(const DeviceQueueDescriptor* qs, u32 nq, u32 mode, u32 share,
+                                                              u32 rounds, u32 batch, u64 raddr, u32 rkey, u64* clocks,
+                                                              u64* scratch, int* status) {
+    bench_rate_selfsink<scope::GpuFence>(qs, nq, mode, share, rounds, batch, raddr, rkey, clocks, scratch, status);
+}
+
 #define IBGDA_BENCH_KERNELS(S)                                                                                         \
     extern "C" __global__ void ibgda_bench_rate_##S(const DeviceQueueDescriptor* qs, u32 nq, u32 mode, u32 share,    \
                                                     u32 rounds, u32 batch, u64 raddr, u32 rkey, u64* clocks,           \

@@ -121,4 +121,10 @@ fn the_experiment_kernels_compile_for_every_scope() {
             assert_eq!((u.spill_stores, u.spill_loads), (0, 0), "{name} spills");
         }
     }
+    assert!(
+        usage
+            .iter()
+            .any(|u| u.kernel == "ibgda_bench_rate_selfsink_GpuFence"),
+        "the one-launch (profiler) rate kernel is missing"
+    );
 }

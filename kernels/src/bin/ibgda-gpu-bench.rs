@@ -55,9 +55,9 @@ fn gpu_name(gpu: &Gpu) -> String {
 
 fn one_warp(gpu: &Gpu, program: &BenchProgram) -> Result<String, GpuError> {
     let c = rate::config(Publication::PerWarp, 1, 32, 1, 1, 32, 20_000);
-    let r = rate::run(gpu, program, GpuFence, c)?;
+    let r = rate::run_one_launch(gpu, program, c)?;
     Ok(format!(
-        "one warp, one QP, cooperative, batch 32 [GpuFence]: {:.2} M WQE/s at {:.0} MHz",
+        "one warp, one QP, cooperative, batch 32 [GpuFence], one launch: {:.2} M WQE/s at {:.0} MHz",
         r.mwqe_per_s, r.sm_mhz
     ))
 }
@@ -81,6 +81,23 @@ fn run(out_dir: Option<&str>) -> Result<(String, bool), GpuError> {
         rates.push(LabeledRate {
             label,
             result: rate::run(&gpu, &program, GpuFence, c)?,
+        });
+    }
+    // The one-warp and 64-queue cooperative rows in one launch (the sink in the last
+    // block, reading doorbell records): the profiler's form, and a second sink design.
+    for (c, what) in [
+        (
+            rate::config(Publication::PerWarp, 1, 32, 1, 1, 32, 20_000),
+            "1 warp, 1 QP",
+        ),
+        (
+            rate::config(Publication::PerWarp, 64, 32, 64, 1, 32, 20_000),
+            "64 warps, 64 QPs",
+        ),
+    ] {
+        rates.push(LabeledRate {
+            label: format!("one launch: {what}, per-warp, batch 32"),
+            result: rate::run_one_launch(&gpu, &program, c)?,
         });
     }
     // The cooperative rows under two other scopes.

@@ -11,7 +11,7 @@
 use serde::Serialize;
 
 use ibgda::cq::CqMode;
-use ibgda::order::{GpuThread, OrderingScope, ValidFor};
+use ibgda::order::{GpuFence, GpuThread, OrderingScope, ValidFor};
 use ibgda::queue::Gpu as GpuPlaced;
 
 use super::{launch, launch_config, sm_mhz, word32, word64, BenchProgram};
@@ -222,6 +222,98 @@ where
         sink_doorbells: stats.doorbells,
         sink_cqes: stats.cqes,
         sink_wqebbs: stats.wqes,
+        never_wraps: config.never_wraps(),
+    })
+}
+
+/// Runs one configuration with scope `GpuFence` in a single launch: the producer blocks
+/// and, in one more block, a retire-only sink reading the doorbell records
+/// (`ibgda_bench_rate_selfsink_GpuFence`). The form a profiler can run (Nsight Compute
+/// serializes kernels, so the persistent sink beside a producer launch would hang).
+/// `sink_doorbells`, `sink_cqes` and `sink_wqebbs` are 0 (not counted).
+pub fn run_one_launch(
+    gpu: &Gpu,
+    program: &BenchProgram,
+    config: RateConfig,
+) -> Result<RateResult, GpuError> {
+    config.check()?;
+    if config.blocks >= 1024 {
+        return Err(GpuError::Invalid(format!(
+            "one-launch rate: {} producer blocks (< 1024)",
+            config.blocks
+        )));
+    }
+    let f = program.function("ibgda_bench_rate_selfsink_GpuFence")?;
+    let signal = (config.ring_wqebbs / 4).min(1024);
+    let qps = (0..config.queues)
+        .map(|i| {
+            gpu_queue_pair(
+                gpu,
+                0x100 + i,
+                config.ring_wqebbs as usize,
+                1024,
+                signal,
+                CqMode::Ring,
+                GpuFence,
+            )
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    let descs: Vec<_> = qps.iter().map(|q| *q.device_queue().raw()).collect();
+    let arr = descriptor_array(gpu, &descs)?;
+    let mut init = vec![0u8; 40];
+    init[..8].copy_from_slice(&u64::MAX.to_ne_bytes());
+    let out = gpu.device_buffer_from(&init)?;
+    let scratch = gpu.device_buffer(16 * config.queues as usize + 8)?;
+    let args = [
+        KernelArg::U64(arr.addr()),
+        KernelArg::U32(config.queues),
+        KernelArg::U32(config.publication.code()),
+        KernelArg::U32(config.share),
+        KernelArg::U32(config.rounds),
+        KernelArg::U32(config.batch),
+        KernelArg::U64(0x7000_0000),
+        KernelArg::U32(0x99),
+        KernelArg::U64(out.addr()),
+        KernelArg::U64(scratch.addr()),
+        KernelArg::U64(out.addr() + 32),
+    ];
+    // SAFETY: ibgda_bench_rate_selfsink_GpuFence(const DeviceQueueDescriptor*, u32 nq,
+    // u32 mode, u32 share, u32 rounds, u32 batch, u64, u32, u64* clocks, u64* scratch,
+    // int* status): the arguments above; `arr` holds `queues` descriptors of queue pairs
+    // alive to the end of this function, `scratch` 2 words per queue and the done counter,
+    // clocks and status lie in `out`; synchronized before anything is dropped.
+    unsafe {
+        launch(
+            gpu,
+            &f,
+            launch_config(config.blocks + 1, config.threads),
+            &args,
+        )
+    }?;
+    gpu.stream().synchronize()?;
+    let o = gpu.read_device(&out)?;
+    let status = word32(&o, 32)?;
+    if status != 0 {
+        return Err(GpuError::Invalid(format!(
+            "one-launch rate {config:?}: status {status}"
+        )));
+    }
+    let ns = word64(&o, 8)?.saturating_sub(word64(&o, 0)?);
+    let wqes = config.total_wqes();
+    Ok(RateResult {
+        scope: GpuFence::NAME,
+        config,
+        wqes,
+        ns,
+        mwqe_per_s: if ns == 0 {
+            0.0
+        } else {
+            wqes as f64 * 1e3 / ns as f64
+        },
+        sm_mhz: sm_mhz(word64(&o, 16)?, word64(&o, 24)?),
+        sink_doorbells: 0,
+        sink_cqes: 0,
+        sink_wqebbs: 0,
         never_wraps: config.never_wraps(),
     })
 }
