@@ -38,6 +38,12 @@ if [[ $what == bench2 ]]; then
     timeout 280 .gpu/ibgda-gpu-bench "$out" 2>&1 | tee "$out/bench2.log"
     e=${PIPESTATUS[0]}; [[ $e == 0 ]] || rc=1
     echo "== ibgda-gpu-bench: exit $e (1: a target missed, 2: an error)"
+    # The peers (DOCA's waits are unbounded: its own process and time limit). The headers
+    # come from .gpu/peers/include (the pinned wheel's include/, see kernels/README.md).
+    if [[ -d .gpu/cccl ]]; then export IBGDA_CCCL_INCLUDE=$PWD/.gpu/cccl; fi
+    IBGDA_PEER_INCLUDE=$PWD/.gpu/peers/include timeout 90 .gpu/ibgda-gpu-bench --peers "$out" 2>&1 | tee "$out/peers.log"
+    e=${PIPESTATUS[0]}; [[ $e == 0 ]] || rc=1
+    echo "== ibgda-gpu-bench --peers: exit $e (124: timed out)"
 fi
 if [[ $what == profile ]]; then
     # One kernel launch of interest: the one-warp, one-QP cooperative rate run (GpuFence).

@@ -154,34 +154,54 @@ pub fn load_nvrtc() -> Result<Option<PathBuf>, GpuError> {
 /// Compiles `program` for sm_90 with the device library and the generated layout header
 /// as in-memory headers. `extra` options are appended.
 pub fn compile(program: Program, extra: &[&str]) -> Result<Compiled, GpuError> {
-    load_nvrtc()?;
     let layout = layout_header();
-    let src = CString::new(program.source()).map_err(|_| GpuError::Compile {
-        program: program.name().into(),
-        log: "source holds a NUL byte".into(),
-    })?;
-    let name = CString::new(program.name()).expect("no NUL in a file name");
-    let headers = [
-        CString::new(layout).expect("generated header has no NUL"),
-        CString::new(IBGDA_CUH).expect("device library has no NUL"),
-        CString::new(SOFTNIC_CUH).expect("engine has no NUL"),
-    ];
-    let include_names = [
-        CString::new("ibgda_layout.h").expect("no NUL"),
-        CString::new("ibgda.cuh").expect("no NUL"),
-        CString::new("softnic.cuh").expect("no NUL"),
-    ];
-    let header_ptrs: Vec<*const c_char> = headers.iter().map(|h| h.as_ptr()).collect();
-    let name_ptrs: Vec<*const c_char> = include_names.iter().map(|h| h.as_ptr()).collect();
-    let options: Vec<CString> = [
+    compile_source(
+        program.name(),
+        program.source(),
+        &[
+            ("ibgda_layout.h", layout.as_str()),
+            ("ibgda.cuh", IBGDA_CUH),
+            ("softnic.cuh", SOFTNIC_CUH),
+        ],
+        extra,
+    )
+}
+
+/// Compiles `source` (named `name` in diagnostics) for sm_90 with `headers` (include name,
+/// text) as in-memory headers; `extra` options are appended (`-I<dir>` adds an include
+/// directory NVRTC reads from disk).
+pub fn compile_source(
+    name: &str,
+    source: &str,
+    headers: &[(&str, &str)],
+    extra: &[&str],
+) -> Result<Compiled, GpuError> {
+    load_nvrtc()?;
+    let nul = |what: &str| GpuError::Compile {
+        program: name.into(),
+        log: format!("{what} holds a NUL byte"),
+    };
+    let src = CString::new(source).map_err(|_| nul("the source"))?;
+    let c_name = CString::new(name).map_err(|_| nul("the name"))?;
+    let texts = headers
+        .iter()
+        .map(|(n, t)| CString::new(*t).map_err(|_| nul(n)))
+        .collect::<Result<Vec<_>, _>>()?;
+    let names = headers
+        .iter()
+        .map(|(n, _)| CString::new(*n).map_err(|_| nul(n)))
+        .collect::<Result<Vec<_>, _>>()?;
+    let header_ptrs: Vec<*const c_char> = texts.iter().map(|h| h.as_ptr()).collect();
+    let name_ptrs: Vec<*const c_char> = names.iter().map(|h| h.as_ptr()).collect();
+    let options = [
         format!("--gpu-architecture={ARCH}"),
         "--std=c++17".into(),
         "--ptxas-options=-v".into(),
     ]
     .into_iter()
     .chain(extra.iter().map(|s| s.to_string()))
-    .map(|o| CString::new(o).expect("no NUL in options"))
-    .collect();
+    .map(|o| CString::new(o).map_err(|_| nul("an option")))
+    .collect::<Result<Vec<_>, _>>()?;
     let option_ptrs: Vec<*const c_char> = options.iter().map(|o| o.as_ptr()).collect();
 
     let mut prog: nvrtc::nvrtcProgram = std::ptr::null_mut();
@@ -191,14 +211,14 @@ pub fn compile(program: Program, extra: &[&str]) -> Result<Compiled, GpuError> {
         nvrtc::nvrtcCreateProgram(
             &mut prog,
             src.as_ptr(),
-            name.as_ptr(),
+            c_name.as_ptr(),
             header_ptrs.len() as i32,
             header_ptrs.as_ptr(),
             name_ptrs.as_ptr(),
         )
     };
-    check(r, program, "nvrtcCreateProgram", String::new())?;
-    let result = compile_created(prog, program, &option_ptrs);
+    check(r, name, "nvrtcCreateProgram", String::new())?;
+    let result = compile_created(prog, name, &option_ptrs);
     // SAFETY: `prog` was created above and is destroyed once.
     unsafe {
         nvrtc::nvrtcDestroyProgram(&mut prog);
@@ -208,7 +228,7 @@ pub fn compile(program: Program, extra: &[&str]) -> Result<Compiled, GpuError> {
 
 fn compile_created(
     prog: nvrtc::nvrtcProgram,
-    program: Program,
+    program: &str,
     options: &[*const c_char],
 ) -> Result<Compiled, GpuError> {
     // SAFETY: `prog` is a live program; `options` holds `len` NUL-terminated strings.
@@ -229,7 +249,7 @@ fn compile_created(
     let r = unsafe { nvrtc::nvrtcGetCUBIN(prog, cubin.as_mut_ptr().cast()) };
     check(r, program, "nvrtcGetCUBIN", log.clone())?;
     Ok(Compiled {
-        name: program.name().into(),
+        name: program.into(),
         ptx,
         cubin,
         log,
@@ -257,12 +277,12 @@ fn read_string(prog: nvrtc::nvrtcProgram, size: SizeFn, read: ReadFn) -> Result<
         .unwrap_or_default())
 }
 
-fn check(r: nvrtc::nvrtcResult, program: Program, call: &str, log: String) -> Result<(), GpuError> {
+fn check(r: nvrtc::nvrtcResult, program: &str, call: &str, log: String) -> Result<(), GpuError> {
     if r == nvrtc::nvrtcResult::NVRTC_SUCCESS {
         Ok(())
     } else {
         Err(GpuError::Compile {
-            program: program.name().into(),
+            program: program.into(),
             log: format!("{call}: {r:?}\n{log}"),
         })
     }

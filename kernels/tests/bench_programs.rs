@@ -128,3 +128,42 @@ fn the_experiment_kernels_compile_for_every_scope() {
         "the one-launch (profiler) rate kernel is missing"
     );
 }
+
+/// DOCA GPUNetIO's device verbs, from the pinned nvidia-nvshmem-cu13 wheel's headers
+/// (`scripts/peer-headers.sh`), compile with NVRTC for sm_90 into the peer program, with
+/// this project's C library shim; the ordering instructions of its issue loop are printed
+/// beside ibgda's GpuFence loop (DOCA's is Table 4's "GPU-scope fence" row).
+#[test]
+#[cfg_attr(
+    not(all(ibgda_nvrtc, ibgda_peers)),
+    ignore = "NVRTC or the peer headers not installed: run scripts/cuda-wheels.sh and scripts/peer-headers.sh"
+)]
+fn doca_device_verbs_compile_with_nvrtc_on_ibgda_queues() {
+    use ibgda_kernels::experiments::peers::compile_doca;
+    use ibgda_kernels::ptx::ordering_of;
+    let c = compile_doca(&[]).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(&c.cubin[..4], b"\x7fELF");
+    let usage = resource_usage(&c.log);
+    for k in ["ibgda_peer_doca_setup", "ibgda_peer_doca_issue"] {
+        let u = usage
+            .iter()
+            .find(|u| u.kernel == k)
+            .unwrap_or_else(|| panic!("{k} missing:\n{}", c.log));
+        println!(
+            "{k:<28} {:>4} registers, {} B stack",
+            u.registers, u.stack_bytes
+        );
+    }
+    let doca = ordering_of(&c.ptx, "ibgda_peer_doca_issue").expect("DOCA issue loop");
+    println!("DOCA issue loop ordering: {}", doca.join("; "));
+    let ours = compile(Program::Kernels, &[]).unwrap_or_else(|e| panic!("{e}"));
+    let mine = ordering_of(&ours.ptx, "ibgda_issue_bench_GpuFence").expect("ibgda issue loop");
+    println!("ibgda GpuFence issue loop ordering: {}", mine.join("; "));
+    // DOCA rings with an MMIO store after a GPU-scope release fence, as ibgda's GpuFence.
+    for want in ["st.mmio.relaxed.sys.global.b64", "fence.release.gpu"] {
+        assert!(
+            doca.iter().any(|i| i.starts_with(want)),
+            "DOCA's issue loop lacks {want}: {doca:?}"
+        );
+    }
+}

@@ -4,9 +4,12 @@
 //! raw sample, the GPU and its SM clock) to OUT_DIR and prints the tables with the targets
 //! reached or not.
 //!
-//! Usage: `ibgda-gpu-bench [OUT_DIR]`, or `ibgda-gpu-bench --one-warp` (only the one-warp,
-//! one-QP cooperative rate, for a profiler). Exits 2 with a typed error when no GPU is
-//! usable or an experiment fails, 1 when a target is missed.
+//! Usage: `ibgda-gpu-bench [OUT_DIR]`; `ibgda-gpu-bench --one-warp` (only the one-warp,
+//! one-QP cooperative rate, in one launch, for a profiler); `ibgda-gpu-bench --peers
+//! [OUT_DIR]` (DOCA GPUNetIO's issue loop compiled from the pinned wheel's headers, beside
+//! ibgda typed and raw, on the same queue memory and sink; `peers.json`; a separate run,
+//! since the peer's waits are unbounded). Exits 2 with a typed error when no GPU is usable
+//! or an experiment fails, 1 when a target is missed.
 
 use std::fmt::Write as _;
 
@@ -16,6 +19,7 @@ use ibgda::order::{GpuFence, GpuReleaseStore, Unordered};
 use ibgda_kernels::experiments::completion::{self, CompletionResult};
 use ibgda_kernels::experiments::dormant::{self, DormantPoint, DormantRegisters};
 use ibgda_kernels::experiments::issue::{self, IssueResult};
+use ibgda_kernels::experiments::peers::{self, PeerResult};
 use ibgda_kernels::experiments::rate::{self, Publication, RateResult};
 use ibgda_kernels::experiments::{BenchProgram, Summary, SPIN_LIMIT_OPTION};
 use ibgda_kernels::gpu::{Gpu, GpuError};
@@ -288,8 +292,90 @@ fn table(r: &Report) -> String {
     t
 }
 
+#[derive(Serialize)]
+struct PeersReport {
+    gpu: String,
+    iterations: u32,
+    ibgda: IssueResult,
+    doca: PeerResult,
+}
+
+fn run_peers(out_dir: Option<&str>) -> Result<String, GpuError> {
+    let gpu = Gpu::open_with(0, &[SPIN_LIMIT_OPTION])?;
+    let iters = 20_000;
+    let ibgda = issue::run(&gpu, GpuFence, iters)?;
+    let doca = peers::run_doca(&gpu, iters)?;
+    let report = PeersReport {
+        gpu: gpu_name(&gpu),
+        iterations: iters,
+        ibgda,
+        doca,
+    };
+    if let Some(dir) = out_dir {
+        let json =
+            serde_json::to_string(&report).map_err(|e| GpuError::Invalid(format!("JSON: {e}")))?;
+        std::fs::write(format!("{dir}/peers.json"), json)
+            .map_err(|e| GpuError::Invalid(format!("{dir}/peers.json: {e}")))?;
+    }
+    let mut t = String::new();
+    let _ = writeln!(
+        t,
+        "Peers: one 8-byte inline RC WRITE, 1 thread, {iters} iterations, same queue memory and sink"
+    );
+    let rows = [
+        ("ibgda typed [GpuFence]", &report.ibgda.typed),
+        ("ibgda raw [GpuFence]", &report.ibgda.raw),
+        ("DOCA GPUNetIO p_thread", &report.doca.run),
+    ];
+    for (what, r) in rows {
+        let (n, c, p) = r.summaries();
+        let _ = writeln!(
+            t,
+            "  {what:<26} issue {:>6} ns ({:>5} cycles)  put+c {:>6} ns  {:.0} MHz",
+            n.p50, c.p50, p.p50, r.sm_mhz
+        );
+    }
+    let d = &report.doca;
+    let _ = writeln!(
+        t,
+        "  DOCA queue-pair struct {} B; sink: {} doorbells, {} WQEs, {} CQEs, {} bad WQEs, {} bad doorbells",
+        d.qp_struct_bytes, d.sink.doorbells, d.sink.wqes, d.sink.cqes, d.sink.bad_wqes, d.sink.bad_doorbells
+    );
+    let _ = writeln!(
+        t,
+        "  DOCA's last {} WQEs: {} parsed by ibgda; parse errors {:?}",
+        d.wqes.examined, d.wqes.parsed, d.wqes.parse_errors
+    );
+    for f in &d.wqes.differences {
+        let _ = writeln!(
+            t,
+            "  byte {:>2}: DOCA {:#04x}, ibgda {:#04x}{}",
+            f.offset,
+            f.peer,
+            f.ibgda,
+            if f.peer == 0xa5 {
+                " (never written: ring poison)"
+            } else {
+                ""
+            }
+        );
+    }
+    Ok(t)
+}
+
 fn main() {
     let arg = std::env::args().nth(1);
+    if arg.as_deref() == Some("--peers") {
+        let out = std::env::args().nth(2);
+        match run_peers(out.as_deref()) {
+            Ok(t) => println!("{t}"),
+            Err(e) => {
+                eprintln!("ibgda-gpu-bench --peers: {e}");
+                std::process::exit(2);
+            }
+        }
+        return;
+    }
     if arg.as_deref() == Some("--one-warp") {
         let r = Gpu::open_with(0, &[SPIN_LIMIT_OPTION])
             .and_then(|gpu| BenchProgram::load(&gpu).and_then(|p| one_warp(&gpu, &p)));

@@ -10,7 +10,9 @@
 //! - [`rate`]: message rate over threads, queues, doorbell batch, publication mode and
 //!   placement of warps on SMs (4.3.1, Table 5);
 //! - [`dormant`]: what carrying, executing and waiting on the communication code costs a
-//!   compute and a streaming kernel, with ptxas's register counts (4.3.2, Figure 9).
+//!   compute and a streaming kernel, with ptxas's register counts (4.3.2, Figure 9);
+//! - [`peers`]: the issue loop through DOCA GPUNetIO's device verbs, compiled at run time
+//!   from the pinned wheel's headers, on ibgda's queue memory, its WQEs judged by ibgda.
 //!
 //! Everything is allocated before the sink (a persistent kernel) starts, since allocation
 //! and synchronous copies may wait for running kernels; every device wait is bounded (the
@@ -29,6 +31,7 @@ use crate::nvrtc::{compile, Compiled, Program};
 pub mod completion;
 pub mod dormant;
 pub mod issue;
+pub mod peers;
 pub mod rate;
 
 /// The bound on every device wait in the experiment programs, ns (5 s).
