@@ -16,6 +16,10 @@ fn main() {
     println!("cargo::rustc-check-cfg=cfg(ibgda_no_host_engine)");
     println!("cargo::rustc-check-cfg=cfg(ibgda_peers)");
     println!("cargo::rerun-if-changed=build.rs");
+    // For dependents' build scripts (`links = "ibgda"`): DEP_IBGDA_INCLUDE.
+    let cuda =
+        PathBuf::from(env::var_os("CARGO_MANIFEST_DIR").expect("CARGO_MANIFEST_DIR")).join("cuda");
+    println!("cargo::metadata=include={}", cuda.display());
     build_host_engine();
     for var in [
         "IBGDA_NVRTC_DIR",

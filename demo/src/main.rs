@@ -3,10 +3,15 @@
 //! operations, errors, rate and post-to-completion latency. No GPU and no NIC needed.
 //!
 //! ```text
-//! ibgda-demo [run] [--producers N] [--queues N] [--targets N] [--batch N]
-//!                  [--payload BYTES] [--duration SECONDS]
+//! ibgda-demo [run] [--nic soft|DEVICE] [--producers N] [--queues N] [--targets N]
+//!                  [--batch N] [--payload BYTES] [--duration SECONDS]
 //! ibgda-demo wqes      # build, dump and parse one WQE of every kind
 //! ```
+//!
+//! `--nic soft` (the default) runs on the software NIC. `--nic DEVICE` (e.g. `mlx5_0`)
+//! opens that ConnectX through the mlx5 backend (build with `--features mlx5`) and reports
+//! its ports and capabilities, or the typed reason it cannot be used (no RDMA device, not
+//! an mlx5 device, libraries missing).
 
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -25,8 +30,17 @@ use ibgda::wqe::*;
 mod wqes;
 
 const USAGE: &str =
-    "usage: ibgda-demo [run] [--producers N] [--queues N] [--targets N] [--batch N] \
-[--payload BYTES] [--duration SECONDS]\n       ibgda-demo wqes";
+    "usage: ibgda-demo [run] [--nic soft|DEVICE] [--producers N] [--queues N] [--targets N] \
+[--batch N] [--payload BYTES] [--duration SECONDS]\n       ibgda-demo wqes";
+
+/// Which NIC the demo runs on.
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Nic {
+    /// The software NIC.
+    Soft,
+    /// A hardware device by name (`mlx5_0`).
+    Device(String),
+}
 
 #[derive(Clone, Copy, Debug)]
 struct Options {
@@ -51,10 +65,20 @@ impl Default for Options {
     }
 }
 
-fn parse_args(args: &[String]) -> Result<Options, String> {
+fn parse_args(args: &[String]) -> Result<(Nic, Options), String> {
     let mut o = Options::default();
+    let mut nic = Nic::Soft;
     let mut it = args.iter();
     while let Some(flag) = it.next() {
+        if flag == "--nic" {
+            let name = it.next().ok_or("--nic needs a value (soft or a device)")?;
+            nic = match name.as_str() {
+                "soft" => Nic::Soft,
+                "" => return Err("--nic: empty device name".into()),
+                device => Nic::Device(device.to_owned()),
+            };
+            continue;
+        }
         let mut value = |name: &str, max: u64| -> Result<u64, String> {
             let raw = it.next().ok_or(format!("{name} needs a value"))?;
             let v: u64 = raw
@@ -76,7 +100,38 @@ fn parse_args(args: &[String]) -> Result<Options, String> {
             other => return Err(format!("unknown argument '{other}'")),
         }
     }
-    Ok(o)
+    Ok((nic, o))
+}
+
+/// Opens a hardware NIC and reports what the control plane would use of it.
+#[cfg(feature = "mlx5")]
+fn hardware(device: &str) -> Result<u64, Box<dyn std::error::Error>> {
+    use ibgda::nic::mlx5::Mlx5Device;
+    let dev = Mlx5Device::open(Some(device))?;
+    println!("opened {} (mlx5, DEVX context)", dev.name());
+    let port = dev.query_port(1)?;
+    println!(
+        "port 1: active {} lid {:#x} MTU code {} link layer {:?} GIDs {}",
+        port.is_active(),
+        port.lid,
+        port.active_mtu,
+        port.link_layer,
+        port.gid_table_len
+    );
+    Err(
+        "traffic on a hardware NIC goes through the control plane's queue creation, \
+         which this build does not include yet: run with --nic soft"
+            .into(),
+    )
+}
+
+#[cfg(not(feature = "mlx5"))]
+fn hardware(device: &str) -> Result<u64, Box<dyn std::error::Error>> {
+    Err(format!(
+        "--nic {device}: this demo was built without the mlx5 backend; rebuild with \
+         `cargo build --release -p ibgda-demo --features mlx5` (needs cmake and libclang)"
+    )
+    .into())
 }
 
 fn main() -> ExitCode {
@@ -95,7 +150,7 @@ fn main() -> ExitCode {
             }
         };
     }
-    let options = match parse_args(rest) {
+    let (nic, options) = match parse_args(rest) {
         Ok(o) => o,
         Err(e) => {
             if !e.is_empty() {
@@ -109,7 +164,11 @@ fn main() -> ExitCode {
             };
         }
     };
-    match run(options) {
+    let result = match &nic {
+        Nic::Soft => run(options),
+        Nic::Device(device) => hardware(device),
+    };
+    match result {
         Ok(0) => ExitCode::SUCCESS,
         Ok(_) => ExitCode::FAILURE,
         Err(e) => {
@@ -679,5 +738,49 @@ fn describe(e: &WaitError) -> String {
     match e {
         WaitError::Poll(PollError::Completion(c)) => format!("completion error: {c}"),
         other => other.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(list: &[&str]) -> Vec<String> {
+        list.iter().map(|s| (*s).to_owned()).collect()
+    }
+
+    #[test]
+    fn nic_defaults_to_the_software_nic_and_takes_a_device_name() {
+        assert_eq!(parse_args(&args(&[])).unwrap().0, Nic::Soft);
+        assert_eq!(parse_args(&args(&["--nic", "soft"])).unwrap().0, Nic::Soft);
+        let (nic, o) = parse_args(&args(&["--nic", "mlx5_1", "--producers", "3"])).unwrap();
+        assert_eq!(nic, Nic::Device("mlx5_1".into()));
+        assert_eq!(o.producers, 3);
+        assert_eq!(
+            parse_args(&args(&["--nic"])).unwrap_err(),
+            "--nic needs a value (soft or a device)"
+        );
+        assert_eq!(
+            parse_args(&args(&["--nic", ""])).unwrap_err(),
+            "--nic: empty device name"
+        );
+    }
+
+    #[cfg(not(feature = "mlx5"))]
+    #[test]
+    fn a_device_without_the_mlx5_backend_says_how_to_build_it() {
+        let e = hardware("mlx5_0").unwrap_err().to_string();
+        assert!(e.contains("--features mlx5"), "{e}");
+    }
+
+    #[cfg(feature = "mlx5")]
+    #[test]
+    fn a_device_on_a_machine_without_one_is_the_typed_no_device_error() {
+        // No machine has a device of this name, with or without RDMA devices.
+        let e = hardware("mlx5_ibgda_absent").unwrap_err().to_string();
+        assert!(
+            e.starts_with("no RDMA device named `mlx5_ibgda_absent`"),
+            "{e}"
+        );
     }
 }

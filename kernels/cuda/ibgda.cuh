@@ -524,6 +524,16 @@ struct Queue {
     }
 };
 
+/* Traps (a launch failure the host sees as an error) when code instantiated for scope S
+ * is handed a descriptor made for another scope. The host's typed launchers only pass a
+ * descriptor to the instance of its own scope; this catches raw launches and a user kernel
+ * whose name says one scope while its body posts with another. One compare of a kernel
+ * parameter, outside every issue loop: where the exclusive producer loads its queue, and
+ * where the shared protocol waits for room, polls and rings. */
+template <class S> __device__ __forceinline__ void check_scope(const DeviceQueueDescriptor& d) {
+    if (d.scope != S::KIND) __trap();
+}
+
 /* What one CQ poll found. */
 struct Polled {
     int status;     /* 1: a CQE consumed; 0: none; <0: -(syndrome) of an error CQE, or -0x100 stray */
@@ -576,6 +586,7 @@ template <class S> struct Exclusive {
     u32 collapsed_seen;
 
     __device__ __forceinline__ static Exclusive load(const DeviceQueueDescriptor& d) {
+        check_scope<S>(d);
         Exclusive e;
         e.q = Queue{d};
         const DeviceProducerState* st = e.q.state();
@@ -678,6 +689,7 @@ __device__ __forceinline__ void unlock(u32* lock) {
 
 /* One poll by whoever holds the poll lock; others return at once. */
 template <class S> __device__ __noinline__ Polled shared_poll(const Queue& q) {
+    check_scope<S>(q.d);
     DeviceProducerState* st = q.state();
     if (!try_lock(&st->poll_lock)) return Polled{0, ptx::ld_acquire_gpu_b64(&st->retired)};
     const u64 consumer = ptx::ld_relaxed_gpu_b64(&st->cq_consumer);
@@ -716,6 +728,7 @@ template <class S> __device__ __noinline__ Polled shared_poll(const Queue& q) {
 
 /* Waits until the ring has room for everything before `end`. */
 template <class S> __device__ __forceinline__ int wait_for_room(const Queue& q, u64 end) {
+    check_scope<S>(q.d);
     DeviceProducerState* st = q.state();
     Spin spin;
     while (ptx::ld_acquire_gpu_b64(&st->retired) + q.capacity() < end) {
@@ -742,6 +755,7 @@ template <class S> __device__ __forceinline__ u64 frontier_load(const DeviceProd
  * overlaps the load with the WQE build; it is reloaded until it equals `start`). */
 template <class S>
 __device__ __forceinline__ int shared_publish_seen(const Queue& q, u64 start, u64 end, u32 batch, u64 ready_seen) {
+    check_scope<S>(q.d);
     DeviceProducerState* st = q.state();
     Spin spin;
     while (ready_seen != start) {

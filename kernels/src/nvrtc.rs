@@ -13,7 +13,7 @@ use std::sync::OnceLock;
 
 use cudarc::nvrtc::sys as nvrtc;
 
-use crate::gpu::GpuError;
+use crate::gpu::{CompileOptions, GpuError};
 use crate::layout::layout_header;
 
 /// The device library, as committed.
@@ -63,7 +63,7 @@ pub enum Program {
 impl Program {
     /// Every program.
     pub const ALL: [Self; 2] = [Self::Kernels, Self::RawBaseline];
-    /// The benchmark programs (compiled by [`crate::experiments`], not by `Gpu::open`).
+    /// The benchmark programs (compiled by the experiments, not by `Gpu::open`).
     pub const EXPERIMENTS: [Self; 2] = [Self::BenchExperiments, Self::BenchDormant];
 
     /// The source file name.
@@ -76,7 +76,8 @@ impl Program {
         }
     }
 
-    fn source(self) -> &'static str {
+    /// The source text.
+    pub fn source(self) -> &'static str {
         match self {
             Self::Kernels => KERNELS_CU,
             Self::RawBaseline => RAW_BASELINE_CU,
@@ -152,56 +153,68 @@ pub fn load_nvrtc() -> Result<Option<PathBuf>, GpuError> {
 }
 
 /// Compiles `program` for sm_90 with the device library and the generated layout header
-/// as in-memory headers. `extra` options are appended.
-pub fn compile(program: Program, extra: &[&str]) -> Result<Compiled, GpuError> {
-    let layout = layout_header();
-    compile_source(
-        program.name(),
-        program.source(),
-        &[
-            ("ibgda_layout.h", layout.as_str()),
-            ("ibgda.cuh", IBGDA_CUH),
-            ("softnic.cuh", SOFTNIC_CUH),
-        ],
-        extra,
-    )
+/// as in-memory headers, and `options`.
+pub fn compile(program: Program, options: &CompileOptions) -> Result<Compiled, GpuError> {
+    compile_source(program.name(), program.source(), options)
 }
 
-/// Compiles `source` (named `name` in diagnostics) for sm_90 with `headers` (include name,
-/// text) as in-memory headers; `extra` options are appended (`-I<dir>` adds an include
-/// directory NVRTC reads from disk).
+/// Compiles a CUDA source named `name` for sm_90 with `options`. It may include the
+/// device library (`#include "ibgda.cuh"`, which includes `"ibgda_layout.h"`) and the
+/// CUDA software NIC's engine (`"softnic.cuh"`): NVRTC gets them in memory, exactly the
+/// files of [`crate::include_dir`].
 pub fn compile_source(
     name: &str,
     source: &str,
+    options: &CompileOptions,
+) -> Result<Compiled, GpuError> {
+    compile_source_with(name, source, options, &[], &[])
+}
+
+/// As [`compile_source`], with more in-memory `headers` (include name, text) and more
+/// NVRTC options (`extra`: a `-D` define, or `-I<dir>` for a directory NVRTC reads from
+/// disk), for the benchmark's variant builds and the peers' headers.
+pub fn compile_source_with(
+    name: &str,
+    source: &str,
+    options: &CompileOptions,
     headers: &[(&str, &str)],
     extra: &[&str],
 ) -> Result<Compiled, GpuError> {
     load_nvrtc()?;
     let nul = |what: &str| GpuError::Compile {
-        program: name.into(),
+        program: name.escape_debug().to_string(),
         log: format!("{what} holds a NUL byte"),
     };
     let src = CString::new(source).map_err(|_| nul("the source"))?;
-    let c_name = CString::new(name).map_err(|_| nul("the name"))?;
-    let texts = headers
-        .iter()
-        .map(|(n, t)| CString::new(*t).map_err(|_| nul(n)))
-        .collect::<Result<Vec<_>, _>>()?;
-    let names = headers
-        .iter()
-        .map(|(n, _)| CString::new(*n).map_err(|_| nul(n)))
-        .collect::<Result<Vec<_>, _>>()?;
-    let header_ptrs: Vec<*const c_char> = texts.iter().map(|h| h.as_ptr()).collect();
-    let name_ptrs: Vec<*const c_char> = names.iter().map(|h| h.as_ptr()).collect();
-    let options = [
+    let c_name = CString::new(name).map_err(|_| nul("the program name"))?;
+    let layout = layout_header();
+    let mut texts = vec![
+        CString::new(layout).map_err(|_| nul("the layout header"))?,
+        CString::new(IBGDA_CUH).map_err(|_| nul("ibgda.cuh"))?,
+        CString::new(SOFTNIC_CUH).map_err(|_| nul("softnic.cuh"))?,
+    ];
+    let mut names = vec![
+        c"ibgda_layout.h".to_owned(),
+        c"ibgda.cuh".to_owned(),
+        c"softnic.cuh".to_owned(),
+    ];
+    for (n, t) in headers {
+        texts.push(CString::new(*t).map_err(|_| nul(n))?);
+        names.push(CString::new(*n).map_err(|_| nul(n))?);
+    }
+    let (headers, include_names) = (texts, names);
+    let header_ptrs: Vec<*const c_char> = headers.iter().map(|h| h.as_ptr()).collect();
+    let name_ptrs: Vec<*const c_char> = include_names.iter().map(|h| h.as_ptr()).collect();
+    let options: Vec<CString> = [
         format!("--gpu-architecture={ARCH}"),
         "--std=c++17".into(),
         "--ptxas-options=-v".into(),
     ]
     .into_iter()
-    .chain(extra.iter().map(|s| s.to_string()))
+    .chain(options.nvrtc_options())
+    .chain(extra.iter().map(|o| o.to_string()))
     .map(|o| CString::new(o).map_err(|_| nul("an option")))
-    .collect::<Result<Vec<_>, _>>()?;
+    .collect::<Result<_, _>>()?;
     let option_ptrs: Vec<*const c_char> = options.iter().map(|o| o.as_ptr()).collect();
 
     let mut prog: nvrtc::nvrtcProgram = std::ptr::null_mut();

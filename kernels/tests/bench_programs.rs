@@ -17,6 +17,7 @@
 //! Without NVRTC these tests are ignored; with `IBGDA_REQUIRE_NVRTC=1` the build fails.
 
 use ibgda_kernels::experiments::dormant::{registers, Build, Caller, DormantRegisters};
+use ibgda_kernels::gpu::CompileOptions;
 use ibgda_kernels::nvrtc::{compile, resource_usage, Program};
 
 /// The most registers the inlined, dormant send may add to a caller.
@@ -96,7 +97,8 @@ fn dormant_communication_code_keeps_the_callers_registers_and_residency() {
     ignore = "NVRTC not installed: run scripts/cuda-wheels.sh"
 )]
 fn the_experiment_kernels_compile_for_every_scope() {
-    let c = compile(Program::BenchExperiments, &[]).unwrap_or_else(|e| panic!("{e}"));
+    let c = compile(Program::BenchExperiments, &CompileOptions::new())
+        .unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(&c.cubin[..4], b"\x7fELF");
     let usage = resource_usage(&c.log);
     for scope in [
@@ -141,7 +143,7 @@ fn the_experiment_kernels_compile_for_every_scope() {
 fn doca_device_verbs_compile_with_nvrtc_on_ibgda_queues() {
     use ibgda_kernels::experiments::peers::compile_doca;
     use ibgda_kernels::ptx::ordering_of;
-    let c = compile_doca(&[]).unwrap_or_else(|e| panic!("{e}"));
+    let c = compile_doca(&CompileOptions::new()).unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(&c.cubin[..4], b"\x7fELF");
     let usage = resource_usage(&c.log);
     for k in ["ibgda_peer_doca_setup", "ibgda_peer_doca_issue"] {
@@ -156,7 +158,7 @@ fn doca_device_verbs_compile_with_nvrtc_on_ibgda_queues() {
     }
     let doca = ordering_of(&c.ptx, "ibgda_peer_doca_issue").expect("DOCA issue loop");
     println!("DOCA issue loop ordering: {}", doca.join("; "));
-    let ours = compile(Program::Kernels, &[]).unwrap_or_else(|e| panic!("{e}"));
+    let ours = compile(Program::Kernels, &CompileOptions::new()).unwrap_or_else(|e| panic!("{e}"));
     let mine = ordering_of(&ours.ptx, "ibgda_issue_bench_GpuFence").expect("ibgda issue loop");
     println!("ibgda GpuFence issue loop ordering: {}", mine.join("; "));
     // DOCA rings with an MMIO store after a GPU-scope release fence, as ibgda's GpuFence.

@@ -55,17 +55,31 @@ impl PublicationCounters {
     }
 
     /// Reserves `wqebbs`: the first reserved WQEBB, or the free count if they do not fit.
+    ///
+    /// `reserved` is loaded before `retired`; a thread preempted between the two loads can
+    /// find `retired` past the `reserved` it holds (others reserved, published and retired
+    /// meanwhile). Then its `reserved` is stale: the in-flight count is computed with
+    /// wrapping arithmetic, and a count larger than the ring means "reload and retry",
+    /// never a free count.
     pub fn reserve(&self, wqebbs: u64) -> Result<u64, u64> {
         let mut start = self.reserved.load(Ordering::Relaxed);
         loop {
             let retired = self.retired.load(Ordering::Acquire);
-            let free = self.capacity - (start - retired);
+            let in_flight = start.wrapping_sub(retired);
+            if in_flight > self.capacity {
+                // Stale `start`: the acquire load of `retired` saw a retirement that came
+                // after a newer reservation, so reloading `reserved` sees at least that.
+                start = self.reserved.load(Ordering::Relaxed);
+                spin_wait();
+                continue;
+            }
+            let free = self.capacity - in_flight;
             if wqebbs > free {
                 return Err(free);
             }
             match self.reserved.compare_exchange(
                 start,
-                start + wqebbs,
+                start.wrapping_add(wqebbs),
                 Ordering::AcqRel,
                 Ordering::Relaxed,
             ) {
@@ -180,7 +194,7 @@ impl<T: Transport> SharedSendQueue<T> {
         cq: CompletionQueueMemory,
         config: SharedQueueConfig,
     ) -> Result<Self, crate::wqe::WqeError> {
-        let wqebbs = sq.size.wqebbs();
+        let wqebbs = sq.size().wqebbs();
         let half = (wqebbs / 2).max(1);
         if config.signal_interval == 0 || config.signal_interval > half {
             return Err(crate::wqe::WqeError::FieldOutOfRange {
@@ -307,7 +321,7 @@ impl<T: Transport> SharedSendQueue<T> {
     /// Encodes `wqe` at `at` (inside the caller's reservation, `left` WQEBBs remaining);
     /// returns its WQEBBs.
     fn write_at<W: WqeSpec>(&self, at: u64, left: u64, wqe: &Wqe<W>) -> Result<u32, PostError> {
-        let size = self.memory.size;
+        let size = self.memory.size();
         let wqebbs = self.config.limits.check(wqe, size)?;
         if u64::from(wqebbs) > left {
             return Err(PostError::ReservationExhausted {
@@ -441,7 +455,7 @@ impl<T: Transport> SharedSendQueue<T> {
         if start >= published {
             return None;
         }
-        let mask = u64::from(self.memory.size.wqebbs() - 1);
+        let mask = u64::from(self.memory.size().wqebbs() - 1);
         let len =
             self.wqe_wqebbs[(start & mask) as usize].load(std::sync::atomic::Ordering::Relaxed);
         if len == 0 {
@@ -462,7 +476,7 @@ impl<T: Transport> SharedSendQueue<T> {
     }
 
     fn keep(&self, slot_counter: u64, keep: KeepAlive) {
-        let mask = u64::from(self.memory.size.wqebbs() - 1);
+        let mask = u64::from(self.memory.size().wqebbs() - 1);
         lock(&self.completion).keep_alive[(slot_counter & mask) as usize] = Some(keep);
     }
 

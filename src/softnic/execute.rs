@@ -1,12 +1,11 @@
 //! The data path: doorbell watching, WQE fetch and execution, responses and completions.
 
-use core::sync::atomic::Ordering;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use crate::cq::Syndrome;
 use crate::memory::DmaBuffer;
-use crate::queue::SendQueueMemory;
+use crate::queue::SendQueueNicAccess;
 use crate::wqe::segment::{DataSegment, MAX_DS, OCTOWORD_BYTES, WQEBB_BYTES};
 use crate::wqe::{
     parse_fetched_wqe, wqebbs_for_ds, AnyDcTarget, AtomicOp, Opcode, ParseError, ParsedData,
@@ -113,7 +112,7 @@ impl FabricState {
         report: &mut StepReport,
     ) -> Option<u16> {
         let sq = self.sqs.get_mut(&qpn)?;
-        let doorbell = sq.memory.doorbell.word(0).ok()?.load(Ordering::Acquire);
+        let doorbell = sq.memory.load_doorbell();
         let mut rung = false;
         if doorbell != sq.last_doorbell {
             sq.last_doorbell = doorbell;
@@ -137,7 +136,9 @@ impl FabricState {
                 sq.armed_limit?
             }
         };
-        (sq.state != QpState::Init).then_some(limit)
+        // A queue made by command runs into its state check (a WQE before RTS is an
+        // error); an unconnected queue of `Fabric::create_qp` waits.
+        (sq.commanded || sq.state != QpState::Init).then_some(limit)
     }
 
     /// Runs `f` on one send queue with everything else it may touch.
@@ -226,37 +227,38 @@ impl FabricState {
 }
 
 /// The send counter of a doorbell record: bytes 4..8 big-endian, low 16 bits.
-fn read_send_record(memory: &SendQueueMemory) -> Option<u16> {
-    let word = memory.dbrec.word(0).ok()?.load(Ordering::Acquire);
+fn read_send_record(memory: &SendQueueNicAccess) -> Option<u16> {
+    let word = memory.load_dbrec();
     let bytes = word.to_ne_bytes();
     Some(u32::from_be_bytes([bytes[4], bytes[5], bytes[6], bytes[7]]) as u16)
 }
 
 /// Copies `dst.len()` bytes out of a ring starting at byte `start`, continuing at the
 /// ring's start past its end. `dst` is never longer than the ring.
-fn read_wrapped(ring: &DmaBuffer, start: usize, dst: &mut [u8]) {
-    let first = dst.len().min(ring.len().saturating_sub(start));
+fn read_wrapped(ring: &SendQueueNicAccess, start: usize, dst: &mut [u8]) {
+    let first = dst.len().min(ring.ring().len.saturating_sub(start));
     let (head, tail) = dst.split_at_mut(first);
     // Both ranges lie inside the ring (its length was checked when the queue was made);
     // if a read failed the bytes would stay zero, which parses as a malformed WQE.
-    let _ = ring.read(start, head);
-    let _ = ring.read(0, tail);
+    let _ = ring.read_ring(start, head);
+    let _ = ring.read_ring(0, tail);
 }
 
 /// Copies the WQE at the consumer counter out of the ring: the control segment, then the
 /// octowords its DS claims (at most the ring's size). Returns the bytes fetched.
-fn fetch(memory: &SendQueueMemory, consumer: u64, buffer: &mut [u8; FETCH_CAPACITY]) -> usize {
-    let ring = &memory.ring;
-    let slots = memory.size.wqebbs() as usize;
+fn fetch(memory: &SendQueueNicAccess, consumer: u64, buffer: &mut [u8; FETCH_CAPACITY]) -> usize {
+    let ring = memory;
+    let ring_len = memory.ring().len;
+    let slots = memory.size().wqebbs() as usize;
     let start = (consumer as usize & (slots - 1)) * WQEBB_BYTES;
     read_wrapped(ring, start, &mut buffer[..OCTOWORD_BYTES]);
     let ds = usize::from(buffer[7] & MAX_DS).max(1);
-    let len = (ds * OCTOWORD_BYTES).min(ring.len());
+    let len = (ds * OCTOWORD_BYTES).min(ring_len);
     // The rest is read after the DS, from the same copy of the control segment, so the
     // parser sees one consistent WQE even if the host rewrites the slot meanwhile.
     read_wrapped(
         ring,
-        (start + OCTOWORD_BYTES) % ring.len(),
+        (start + OCTOWORD_BYTES) % ring_len,
         &mut buffer[OCTOWORD_BYTES..len],
     );
     len
@@ -279,7 +281,9 @@ fn execute_next(sq: &mut SendQueueState, pending: u16, ctx: &mut Ctx<'_>) {
         flush(sq, index, opcode, ctx);
         return;
     }
-    let outcome = if wqebbs > u32::from(pending) {
+    let outcome = if sq.state != QpState::ReadyToSend {
+        Err(Fault::NotReadyToSend { state: sq.state })
+    } else if wqebbs > u32::from(pending) {
         Err(Fault::Unpublished {
             wqebbs,
             published: pending,
@@ -540,7 +544,15 @@ fn route<'a>(
             let responder = ctx
                 .responders
                 .get(&peer)
-                .filter(|r| r.dc_key.is_none() && !r.error);
+                .filter(|r| r.dc_key.is_none() && !r.error)
+                .filter(|r| {
+                    // A peer connected by INIT2RTR is reached at the LID the command gave.
+                    sq.peer_lid.is_none_or(|lid| {
+                        ctx.nodes
+                            .get(r.node.0 as usize)
+                            .is_some_and(|n| n.lid == lid)
+                    })
+                });
             responder.ok_or(Fault::ResponderUnavailable { responder: peer })?;
             peer
         }

@@ -4,7 +4,10 @@
 //! raw sample, the GPU and its SM clock) to OUT_DIR and prints the tables with the targets
 //! reached or not.
 //!
-//! Usage: `ibgda-gpu-bench [OUT_DIR]`; `ibgda-gpu-bench --one-warp` (only the one-warp,
+//! Usage: `ibgda-gpu-bench [--nic soft|DEVICE] [OUT_DIR]` (`--nic soft`, the default,
+//! measures against the doorbell sink; `--nic DEVICE` opens a ConnectX through the mlx5
+//! backend, feature `mlx5`, and reports its typed error when it cannot: hardware figures
+//! need the control plane's queue creation); `ibgda-gpu-bench --one-warp` (only the one-warp,
 //! one-QP cooperative rate, in one launch, for a profiler); `ibgda-gpu-bench --peers
 //! [OUT_DIR]` (DOCA GPUNetIO's issue loop compiled from the pinned wheel's headers, beside
 //! ibgda typed and raw, on the same queue memory and sink; `peers.json`; a separate run,
@@ -21,7 +24,7 @@ use ibgda_kernels::experiments::dormant::{self, DormantPoint, DormantRegisters};
 use ibgda_kernels::experiments::issue::{self, IssueResult};
 use ibgda_kernels::experiments::peers::{self, PeerResult};
 use ibgda_kernels::experiments::rate::{self, Publication, RateResult};
-use ibgda_kernels::experiments::{BenchProgram, Summary, SPIN_LIMIT_OPTION};
+use ibgda_kernels::experiments::{bench_options, BenchProgram, Summary};
 use ibgda_kernels::gpu::{Gpu, GpuError};
 
 #[derive(Serialize)]
@@ -67,7 +70,7 @@ fn one_warp(gpu: &Gpu, program: &BenchProgram) -> Result<String, GpuError> {
 }
 
 fn run(out_dir: Option<&str>) -> Result<(String, bool), GpuError> {
-    let gpu = Gpu::open_with(0, &[SPIN_LIMIT_OPTION])?;
+    let gpu = Gpu::open_with(0, &bench_options()?)?;
     let program = BenchProgram::load(&gpu)?;
     let iters = 20_000;
     let issue = issue::run_all(&gpu, iters)?;
@@ -301,7 +304,7 @@ struct PeersReport {
 }
 
 fn run_peers(out_dir: Option<&str>) -> Result<String, GpuError> {
-    let gpu = Gpu::open_with(0, &[SPIN_LIMIT_OPTION])?;
+    let gpu = Gpu::open_with(0, &bench_options()?)?;
     let iters = 20_000;
     let ibgda = issue::run(&gpu, GpuFence, iters)?;
     let doca = peers::run_doca(&gpu, iters)?;
@@ -363,10 +366,43 @@ fn run_peers(out_dir: Option<&str>) -> Result<String, GpuError> {
     Ok(t)
 }
 
+/// Opens a hardware NIC for the run: the device or the typed reason it cannot be used.
+#[cfg(feature = "mlx5")]
+fn hardware(device: &str) -> Result<String, String> {
+    let dev = ibgda::nic::mlx5::Mlx5Device::open(Some(device)).map_err(|e| e.to_string())?;
+    Err(format!(
+        "opened {}; queues on a hardware NIC come from the control plane's queue creation, \
+         which this build does not include yet: run with --nic soft",
+        dev.name()
+    ))
+}
+
+#[cfg(not(feature = "mlx5"))]
+fn hardware(device: &str) -> Result<String, String> {
+    Err(format!(
+        "--nic {device}: built without the mlx5 backend; rebuild with \
+         `cargo build --release -p ibgda-kernels --features mlx5`"
+    ))
+}
+
 fn main() {
-    let arg = std::env::args().nth(1);
+    let mut args: Vec<String> = std::env::args().skip(1).collect();
+    if let Some(at) = args.iter().position(|a| a == "--nic") {
+        let Some(nic) = args.get(at + 1).cloned() else {
+            eprintln!("ibgda-gpu-bench: --nic needs a value (soft or a device)");
+            std::process::exit(2);
+        };
+        args.drain(at..at + 2);
+        if nic != "soft" {
+            if let Err(e) = hardware(&nic) {
+                eprintln!("ibgda-gpu-bench: {e}");
+                std::process::exit(2);
+            }
+        }
+    }
+    let arg = args.first().cloned();
     if arg.as_deref() == Some("--peers") {
-        let out = std::env::args().nth(2);
+        let out = args.get(1).cloned();
         match run_peers(out.as_deref()) {
             Ok(t) => println!("{t}"),
             Err(e) => {
@@ -377,7 +413,8 @@ fn main() {
         return;
     }
     if arg.as_deref() == Some("--one-warp") {
-        let r = Gpu::open_with(0, &[SPIN_LIMIT_OPTION])
+        let r = bench_options()
+            .and_then(|o| Gpu::open_with(0, &o))
             .and_then(|gpu| BenchProgram::load(&gpu).and_then(|p| one_warp(&gpu, &p)));
         match r {
             Ok(line) => println!("{line}"),

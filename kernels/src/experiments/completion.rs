@@ -72,7 +72,8 @@ where
     let arr = descriptor_array(gpu, &descs)?;
     let n = 8 * u64::from(iters);
     let out = gpu.device_buffer((n + 16 + 8) as usize)?;
-    let sink = Sink::start(gpu, &descs, SINK_CHECK, 0, queues, 1)?;
+    let refs: Vec<_> = qps.iter().collect();
+    let sink = Sink::start(gpu, &refs, SINK_CHECK, 0, queues, 1)?;
     let args = [
         KernelArg::U64(arr.addr()),
         KernelArg::U32(queues),
@@ -91,7 +92,7 @@ where
     // inside `out`; the sink's stop synchronizes the context before any is dropped.
     let launched = unsafe { launch(gpu, &f, launch_config(1, 1), &args) };
     let synced = launched.and_then(|()| Ok(gpu.stream().synchronize()?));
-    let (stats, _) = sink.stop(gpu)?;
+    let (stats, _) = sink.stop()?;
     synced?;
     let o = gpu.read_device(&out)?;
     let status = word32(&o, (n + 16) as usize)?;

@@ -10,19 +10,15 @@
 //! [`registers`] needs only NVRTC (CI runs it): ptxas's registers, stack and spills of
 //! every variant, and the blocks per SM they allow at 256 threads. [`run`] needs the GPU.
 
-use std::sync::Arc;
-
-use cudarc::driver::CudaModule;
-use cudarc::nvrtc::Ptx;
 use serde::Serialize;
 
 use ibgda::cq::CqMode;
 use ibgda::order::GpuFence;
 
-use super::{launch, launch_config, sm_mhz, word32, word64, SPIN_LIMIT_OPTION};
-use crate::gpu::{Gpu, GpuError, KernelArg};
+use super::{bench_options, launch, launch_config, sm_mhz, word32, word64};
+use crate::gpu::{CompileOptions, Gpu, GpuError, KernelArg};
 use crate::harness::{descriptor_array, gpu_queue_pair, Sink, SINK_RETIRE};
-use crate::nvrtc::{compile, resource_usage, Program, ResourceUsage};
+use crate::nvrtc::{compile_source_with, resource_usage, Compiled, Program, ResourceUsage};
 
 /// The paper's launch shape: blocks.
 pub const BLOCKS: u32 = 528;
@@ -132,11 +128,17 @@ fn report(log: &str, caller: Caller, build: Build) -> Result<DormantRegisters, G
     })
 }
 
+/// Compiles one build with `options`.
+pub fn compile_build(build: Build, options: &CompileOptions) -> Result<Compiled, GpuError> {
+    let p = Program::BenchDormant;
+    compile_source_with(p.name(), p.source(), options, &[], &[build.option()])
+}
+
 /// Compiles the three builds (NVRTC only, no GPU) and returns both callers' reports.
 pub fn registers() -> Result<Vec<DormantRegisters>, GpuError> {
     let mut out = Vec::new();
     for build in Build::ALL {
-        let c = compile(Program::BenchDormant, &[build.option()])?;
+        let c = compile_build(build, &CompileOptions::new())?;
         for caller in Caller::ALL {
             out.push(report(&c.log, caller, build)?);
         }
@@ -210,13 +212,11 @@ pub fn run(gpu: &Gpu, work: Work) -> Result<Vec<DormantPoint>, GpuError> {
     if work.repetitions == 0 || work.fma_iters == 0 || work.stream_iters == 0 {
         return Err(GpuError::Invalid(format!("dormant: {work:?}")));
     }
-    let modules: Vec<Arc<CudaModule>> = Build::ALL
+    let options = bench_options()?;
+    let modules = Build::ALL
         .iter()
-        .map(|b| {
-            let c = compile(Program::BenchDormant, &[b.option(), SPIN_LIMIT_OPTION])?;
-            Ok(gpu.context().load_module(Ptx::from_binary(c.cubin))?)
-        })
-        .collect::<Result<_, GpuError>>()?;
+        .map(|&b| gpu.load_compiled(&compile_build(b, &options)?))
+        .collect::<Result<Vec<_>, GpuError>>()?;
     let qps = (0..BLOCKS)
         .map(|i| gpu_queue_pair(gpu, 0x1000 + i, 64, 64, 32, CqMode::Ring, GpuFence))
         .collect::<Result<Vec<_>, _>>()?;
@@ -238,14 +238,17 @@ pub fn run(gpu: &Gpu, work: Work) -> Result<Vec<DormantPoint>, GpuError> {
     let functions = Build::ALL
         .iter()
         .zip(&modules)
-        .map(|(_, m)| {
-            Ok((
-                m.load_function(Caller::Compute.kernel())?,
-                m.load_function(Caller::Streaming.kernel())?,
-            ))
+        .map(|(b, m)| {
+            let get = |c: Caller| {
+                m.get(c.kernel()).cloned().ok_or_else(|| {
+                    GpuError::Invalid(format!("no kernel {} in the {b:?} build", c.kernel()))
+                })
+            };
+            Ok((get(Caller::Compute)?, get(Caller::Streaming)?))
         })
         .collect::<Result<Vec<_>, GpuError>>()?;
-    let sink = Sink::start(gpu, &descs, SINK_RETIRE, 0, 4, 128)?;
+    let refs: Vec<_> = qps.iter().collect();
+    let sink = Sink::start(gpu, &refs, SINK_RETIRE, 0, 4, 128)?;
     let mut outcome = Ok(());
     'reps: for rep in 0..work.repetitions as usize {
         for (i, &(caller, build, messages, wait)) in pts.iter().enumerate() {
@@ -297,7 +300,7 @@ pub fn run(gpu: &Gpu, work: Work) -> Result<Vec<DormantPoint>, GpuError> {
             }
         }
     }
-    let (stats, _) = sink.stop(gpu)?;
+    let (stats, _) = sink.stop()?;
     outcome?;
     if stats.bad_wqes + stats.bad_doorbells != 0 {
         return Err(GpuError::Invalid(format!("dormant: sink {stats:?}")));

@@ -79,10 +79,10 @@ where
     let n = 8 * u64::from(iters);
     // Three sample columns, two clock words, the status.
     let out = gpu.device_buffer((3 * n + 16 + 8) as usize)?;
-    let sink = Sink::start(gpu, &[*q.raw()], SINK_CHECK, 0, 1, 1)?;
+    let sink = Sink::start(gpu, &[&qp], SINK_CHECK, 0, 1, 1)?;
     let base = out.addr();
     let args = [
-        KernelArg::Queue(KernelQueue::new(&q)),
+        KernelArg::Queue(KernelQueue::new(&q).into()),
         KernelArg::U32(WARMUP),
         KernelArg::U32(iters),
         KernelArg::U64(0x7000_0000),
@@ -103,7 +103,7 @@ where
     // synchronize of the whole context); the queue pair lives to the end of this function.
     let launched = unsafe { gpu.launch_raw(raw, &name, launch_config(1, 1), false, &args) };
     let synced = launched.and_then(|()| Ok(gpu.stream().synchronize()?));
-    let (stats, _) = sink.stop(gpu)?;
+    let (stats, _) = sink.stop()?;
     synced?;
     let o = gpu.read_device(&out)?;
     let col = |k: u64| -> Result<Vec<u64>, GpuError> {

@@ -19,13 +19,13 @@
 //! programs are compiled with `-DIBGDA_SPIN_LIMIT_NS`), so a protocol fault becomes an
 //! error status instead of a hung GPU.
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::time::Duration;
 
-use cudarc::driver::{CudaFunction, CudaModule, LaunchConfig, PushKernelArg};
-use cudarc::nvrtc::Ptx;
+use cudarc::driver::{CudaFunction, LaunchConfig, PushKernelArg};
 use serde::Serialize;
 
-use crate::gpu::{Gpu, GpuError, KernelArg};
+use crate::gpu::{CompileOptions, Gpu, GpuError, KernelArg};
 use crate::nvrtc::{compile, Compiled, Program};
 
 pub mod completion;
@@ -34,28 +34,38 @@ pub mod issue;
 pub mod peers;
 pub mod rate;
 
-/// The bound on every device wait in the experiment programs, ns (5 s).
-pub const SPIN_LIMIT_OPTION: &str = "-DIBGDA_SPIN_LIMIT_NS=5000000000ull";
+/// The bound on every device wait in the experiments: 5 s.
+pub const SPIN_LIMIT: Duration = Duration::from_secs(5);
+
+/// The compile options of the experiments: every device wait bounded by [`SPIN_LIMIT`].
+pub fn bench_options() -> Result<CompileOptions, GpuError> {
+    CompileOptions::new().spin_limit(SPIN_LIMIT)
+}
 
 /// The benchmark program (`cuda/bench_experiments.cu`) compiled and loaded on a GPU.
 pub struct BenchProgram {
-    module: Arc<CudaModule>,
+    functions: HashMap<String, CudaFunction>,
     compiled: Compiled,
 }
 
 impl BenchProgram {
-    /// Compiles `bench_experiments.cu` (sm_90, waits bounded) and loads it.
+    /// Compiles `bench_experiments.cu` with the GPU's options (sm_90) and loads it, every
+    /// kernel fully loaded (a launch beside the running sink must not wait for it).
     pub fn load(gpu: &Gpu) -> Result<Self, GpuError> {
-        let compiled = compile(Program::BenchExperiments, &[SPIN_LIMIT_OPTION])?;
-        let module = gpu
-            .context()
-            .load_module(Ptx::from_binary(compiled.cubin.clone()))?;
-        Ok(Self { module, compiled })
+        let compiled = compile(Program::BenchExperiments, gpu.options())?;
+        let functions = gpu.load_compiled(&compiled)?;
+        Ok(Self {
+            functions,
+            compiled,
+        })
     }
 
     /// A kernel of the program.
     pub fn function(&self, name: &str) -> Result<CudaFunction, GpuError> {
-        Ok(self.module.load_function(name)?)
+        self.functions
+            .get(name)
+            .cloned()
+            .ok_or_else(|| GpuError::Invalid(format!("no kernel {name} in bench_experiments.cu")))
     }
 
     /// The compiled program (its ptxas report is in the log).
@@ -84,7 +94,7 @@ pub(crate) unsafe fn launch(
     gpu: &Gpu,
     f: &CudaFunction,
     cfg: LaunchConfig,
-    args: &[KernelArg],
+    args: &[KernelArg<'_>],
 ) -> Result<(), GpuError> {
     let mut b = gpu.stream().launch_builder(f);
     for a in args {

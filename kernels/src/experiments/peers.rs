@@ -15,7 +15,6 @@
 
 use std::path::{Path, PathBuf};
 
-use cudarc::nvrtc::Ptx;
 use serde::Serialize;
 
 use ibgda::cq::CqMode;
@@ -27,9 +26,9 @@ use ibgda::wqe::{
 
 use super::issue::{IssueRun, WARMUP};
 use super::{launch, launch_config, sm_mhz, word32, word64};
-use crate::gpu::{Gpu, GpuError, KernelArg, KernelQueue};
+use crate::gpu::{CompileOptions, Gpu, GpuError, KernelArg, KernelQueue};
 use crate::harness::{gpu_queue_pair, Sink, SINK_CHECK};
-use crate::nvrtc::{compile_source, Compiled};
+use crate::nvrtc::{compile_source_with, Compiled};
 
 /// The DOCA peer program (`cuda/bench_peers_doca.cu`).
 pub const BENCH_PEERS_DOCA_CU: &str = include_str!("../../cuda/bench_peers_doca.cu");
@@ -106,26 +105,21 @@ pub fn cccl_include_dir() -> Result<PathBuf, GpuError> {
         })
 }
 
-/// Compiles the DOCA peer program (NVRTC only, no GPU).
-pub fn compile_doca(extra: &[&str]) -> Result<Compiled, GpuError> {
+/// Compiles the DOCA peer program (NVRTC only, no GPU) with `options`.
+pub fn compile_doca(options: &CompileOptions) -> Result<Compiled, GpuError> {
     let include = peer_include_dir()?;
     let cccl = cccl_include_dir()?;
-    let layout = crate::layout::layout_header();
     let forward = "#include \"libc_shim.h\"\n";
-    let mut headers: Vec<(&str, &str)> = vec![
-        ("libc_shim.h", LIBC_SHIM_H),
-        ("ibgda_layout.h", layout.as_str()),
-    ];
+    let mut headers: Vec<(&str, &str)> = vec![("libc_shim.h", LIBC_SHIM_H)];
     headers.extend(SHIMMED.iter().map(|h| (*h, forward)));
     let inc = format!("-I{}", include.display());
     let cc = format!("-I{}", cccl.display());
-    let mut options = vec![inc.as_str(), cc.as_str()];
-    options.extend_from_slice(extra);
-    compile_source(
+    compile_source_with(
         "bench_peers_doca.cu",
         BENCH_PEERS_DOCA_CU,
+        options,
         &headers,
-        &options,
+        &[inc.as_str(), cc.as_str()],
     )
 }
 
@@ -245,16 +239,22 @@ pub fn run_doca(gpu: &Gpu, iters: u32) -> Result<PeerResult, GpuError> {
     if iters == 0 {
         return Err(GpuError::Invalid("peers: 0 iterations".into()));
     }
-    let compiled = compile_doca(&[])?;
-    let module = gpu
-        .context()
-        .load_module(Ptx::from_binary(compiled.cubin.clone()))?;
-    let setup = module.load_function("ibgda_peer_doca_setup")?;
-    let issue = module.load_function("ibgda_peer_doca_issue")?;
+    let compiled = compile_doca(gpu.options())?;
+    let functions = gpu.load_compiled(&compiled)?;
+    let kernel = |name: &str| {
+        functions
+            .get(name)
+            .cloned()
+            .ok_or_else(|| GpuError::Invalid(format!("no kernel {name} in bench_peers_doca.cu")))
+    };
+    let (setup, issue) = (
+        kernel("ibgda_peer_doca_setup")?,
+        kernel("ibgda_peer_doca_issue")?,
+    );
     let (raddr, rkey) = (0x7000_0000u64, 0x99u32);
     let qp = gpu_queue_pair(gpu, 0x78, 64, 64, 1, CqMode::Ring, GpuFence)?;
     let q = qp.device_queue();
-    let desc = *q.raw();
+    let qpn = q.raw().qpn;
     let doca_qp = gpu.device_buffer(4096)?;
     let n = 8 * u64::from(iters);
     let out = gpu.device_buffer((3 * n + 16 + 8 + 8) as usize)?;
@@ -269,7 +269,7 @@ pub fn run_doca(gpu: &Gpu, iters: u32) -> Result<PeerResult, GpuError> {
             &setup,
             launch_config(1, 1),
             &[
-                KernelArg::Queue(KernelQueue::new(&q)),
+                KernelArg::Queue(KernelQueue::new(&q).into()),
                 KernelArg::U64(doca_qp.addr()),
                 KernelArg::U64(out.addr() + size_at),
             ],
@@ -282,7 +282,7 @@ pub fn run_doca(gpu: &Gpu, iters: u32) -> Result<PeerResult, GpuError> {
             "DOCA's queue-pair struct is {size} bytes (expected 1..=4096)"
         )));
     }
-    let sink = Sink::start(gpu, &[desc], SINK_CHECK, 0, 1, 1)?;
+    let sink = Sink::start(gpu, &[&qp], SINK_CHECK, 0, 1, 1)?;
     let base = out.addr();
     let args = [
         KernelArg::U64(doca_qp.addr()),
@@ -302,7 +302,7 @@ pub fn run_doca(gpu: &Gpu, iters: u32) -> Result<PeerResult, GpuError> {
     // context before anything is dropped.
     let launched = unsafe { launch(gpu, &issue, launch_config(1, 1), &args) };
     let synced = launched.and_then(|()| Ok(gpu.stream().synchronize()?));
-    let (stats, _) = sink.stop(gpu)?;
+    let (stats, _) = sink.stop()?;
     synced?;
     let o = gpu.read_device(&out)?;
     let status = word32(&o, (3 * n + 16) as usize)?;
@@ -316,7 +316,7 @@ pub fn run_doca(gpu: &Gpu, iters: u32) -> Result<PeerResult, GpuError> {
             .map(|i| word64(&o, (k * n + 8 * i) as usize))
             .collect()
     };
-    let ring = gpu.read_device_at(desc.sq_ring, 64 * 64)?;
+    let ring = gpu.read_send_ring(&q)?;
     let posted = u64::from(WARMUP) + u64::from(iters);
     Ok(PeerResult {
         peer: "DOCA GPUNetIO doca_gpu_dev_verbs_p_thread (exclusive, SM doorbell)",
@@ -337,7 +337,7 @@ pub fn run_doca(gpu: &Gpu, iters: u32) -> Result<PeerResult, GpuError> {
             bad_wqes: stats.bad_wqes,
             bad_doorbells: stats.bad_doorbells,
         },
-        wqes: judge(&ring, desc.qpn, raddr, rkey, posted),
+        wqes: judge(&ring, qpn, raddr, rkey, posted),
     })
 }
 

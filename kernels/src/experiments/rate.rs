@@ -167,7 +167,8 @@ where
     let mut init = vec![0u8; 40];
     init[..8].copy_from_slice(&u64::MAX.to_ne_bytes());
     let out = gpu.device_buffer_from(&init)?;
-    let sink = Sink::start(gpu, &descs, SINK_RETIRE, 0, config.queues, 1)?;
+    let refs: Vec<_> = qps.iter().collect();
+    let sink = Sink::start(gpu, &refs, SINK_RETIRE, 0, config.queues, 1)?;
     let args = [
         KernelArg::U64(arr.addr()),
         KernelArg::U32(config.queues),
@@ -187,7 +188,7 @@ where
     // context before anything is dropped.
     let launched = unsafe { launch(gpu, &f, launch_config(config.blocks, config.threads), &args) };
     let synced = launched.and_then(|()| Ok(gpu.stream().synchronize()?));
-    let (stats, _) = sink.stop(gpu)?;
+    let (stats, _) = sink.stop()?;
     synced?;
     let o = gpu.read_device(&out)?;
     let status = word32(&o, 32)?;
