@@ -38,6 +38,9 @@ mod command;
 pub mod connection;
 mod device;
 mod error;
+pub mod gpu_access;
+#[cfg(feature = "mlx5")]
+pub mod mlx5;
 mod soft;
 mod soft_commands;
 #[cfg(test)]
