@@ -295,3 +295,43 @@ fn capabilities_read_back_through_query_hca_cap() {
         other => panic!("expected the ring to be too large, got {other:?}"),
     }
 }
+
+#[test]
+fn without_atomic_capability_queues_refuse_remote_atomics() {
+    use ibgda::cq::Syndrome;
+    use ibgda::queue::PollError;
+    use std::sync::Arc;
+    let fabric = Fabric::new();
+    let caps = ibgda::nic::DeviceCaps {
+        atomic: false,
+        ..SOFT_NIC_CAPS
+    };
+    let device = Device::open(SoftNic::open(&fabric, 1).unwrap().with_caps(caps)).unwrap();
+    assert!(!device.caps().atomic);
+    let pd = device.alloc_pd().unwrap();
+    let buffer = Arc::new(ibgda::memory::DmaBuffer::zeroed(64, 64).unwrap());
+    let region = pd
+        .register(buffer.clone(), 0, 64, ibgda::nic::MemoryAccess::all())
+        .unwrap();
+    let pending = pd
+        .create_rc(QueueSpec::new(RingSize::new(16).unwrap()))
+        .unwrap();
+    let endpoint = pending.endpoint();
+    let mut qp = pending.connect(&endpoint).unwrap();
+    let fa = ibgda::wqe::Atomic::fetch_add(region.remote(0), region.local(8), 1)
+        .signaled()
+        .build()
+        .unwrap();
+    qp.post(&fa, &[region.registered()]).unwrap();
+    fabric.run_until_idle();
+    match qp.poll() {
+        Err(PollError::Completion(e)) => {
+            assert_eq!(
+                (e.syndrome, e.vendor_syndrome),
+                (Some(Syndrome::RemoteAccess), 0x43)
+            )
+        }
+        other => panic!("expected a remote access error, got {other:?}"),
+    }
+    assert_eq!(buffer.to_vec(), vec![0; 64], "the atomic changed nothing");
+}
