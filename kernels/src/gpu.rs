@@ -232,7 +232,7 @@ impl CompileOptions {
 /// finishes loading a function; it is called on every entry right after the module is
 /// loaded, and `cuFuncIsLoaded` must then report it loaded. The environment is never
 /// touched, so this holds whatever `CUDA_MODULE_LOADING` says.
-fn load_every_kernel(
+pub(crate) fn load_every_kernel(
     module: &Arc<CudaModule>,
     ptx: &str,
 ) -> Result<HashMap<String, CudaFunction>, GpuError> {

@@ -158,12 +158,17 @@ pub fn compile_source(
     let src = CString::new(source).map_err(|_| nul("the source"))?;
     let c_name = CString::new(name).map_err(|_| nul("the program name"))?;
     let layout = layout_header();
+    // The crate's own headers: constants, with no NUL (the generated one is ASCII text).
     let headers = [
-        CString::new(layout).map_err(|_| nul("the layout header"))?,
-        CString::new(IBGDA_CUH).map_err(|_| nul("ibgda.cuh"))?,
-        CString::new(SOFTNIC_CUH).map_err(|_| nul("softnic.cuh"))?,
+        CString::new(layout).expect("generated header has no NUL"),
+        CString::new(IBGDA_CUH).expect("device library has no NUL"),
+        CString::new(SOFTNIC_CUH).expect("engine has no NUL"),
     ];
-    let include_names = [c"ibgda_layout.h", c"ibgda.cuh", c"softnic.cuh"];
+    let include_names = [
+        CString::new("ibgda_layout.h").expect("no NUL"),
+        CString::new("ibgda.cuh").expect("no NUL"),
+        CString::new("softnic.cuh").expect("no NUL"),
+    ];
     let header_ptrs: Vec<*const c_char> = headers.iter().map(|h| h.as_ptr()).collect();
     let name_ptrs: Vec<*const c_char> = include_names.iter().map(|h| h.as_ptr()).collect();
     let options: Vec<CString> = [
