@@ -41,30 +41,7 @@ where
     gpu.rc_queue_pair(qpn, wqebbs, cq_entries, signal_interval, cq_mode, scope)
 }
 
-/// The bytes of a descriptor, as the device reads an array of them.
-pub fn descriptor_bytes(d: &DeviceQueueDescriptor) -> [u8; 80] {
-    let mut b = [0u8; 80];
-    let words64 = [
-        d.sq_ring, d.sq_dbrec, d.doorbell, d.cq_ring, d.cq_dbrec, d.state,
-    ];
-    for (i, w) in words64.iter().enumerate() {
-        b[i * 8..i * 8 + 8].copy_from_slice(&w.to_ne_bytes());
-    }
-    let words32 = [
-        d.qpn,
-        d.log_sq_wqebbs,
-        d.log_cq_entries,
-        d.max_inline,
-        d.cq_mode,
-        d.transport,
-        d.scope,
-        d.signal_interval,
-    ];
-    for (i, w) in words32.iter().enumerate() {
-        b[48 + i * 4..52 + i * 4].copy_from_slice(&w.to_ne_bytes());
-    }
-    b
-}
+pub use crate::gpu::descriptor_bytes;
 
 /// Device memory holding an array of descriptors.
 pub fn descriptor_array(
