@@ -9,10 +9,10 @@ use super::layout::{
     query_hca_cap_in, CREATE_CQ_CQC, CREATE_DCT_DCTC, QPC_PRIMARY_ADDRESS_PATH, QP_COMMAND_QPC,
     QUERY_HCA_CAP_OUT_BITS, QUERY_HCA_CAP_OUT_CAPABILITY,
 };
-use super::opcode;
 use super::types::{
     AtomicEndianness, AtomicMode, CapabilityType, CqeSize, Mtu, PmState, ReceiveQueue, ServiceType,
 };
+use super::{op_mod, opcode};
 
 /// A PRM command input: its name, opcode, size, the fields it may carry, and both codecs.
 pub trait Command: Sized {
@@ -264,7 +264,16 @@ impl Command for QueryHcaCap {
     type Output = QueryHcaCapOutput;
 
     fn encode(&self) -> Result<Vec<u8>, PrmError> {
-        let op_mod = (self.capability.wire() << 1) | u64::from(self.current);
+        let kind = match self.capability {
+            CapabilityType::General => op_mod::HCA_CAP_GENERAL,
+            CapabilityType::Atomic => op_mod::HCA_CAP_ATOMIC,
+        };
+        let current = if self.current {
+            op_mod::HCA_CAP_CURRENT
+        } else {
+            op_mod::HCA_CAP_MAX
+        };
+        let op_mod = u64::from(kind | current);
         let mut w = BitWriter::new(Self::NAME, Self::INPUT_BYTES);
         w.set(query_hca_cap_in::OPCODE, u64::from(Self::OPCODE))?;
         w.set(query_hca_cap_in::OP_MOD, op_mod)?;
