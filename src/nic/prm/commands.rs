@@ -1053,6 +1053,60 @@ pub struct AddressPath {
     pub rmac: [u8; 6],
 }
 
+impl AddressPath {
+    /// An InfiniBand path: the peer's LID and the service level, no GRH.
+    pub const fn infiniband(vhca_port_num: u8, rlid: u16, sl: u8) -> Self {
+        Self {
+            force_loopback: false,
+            pkey_index: 0,
+            grh: false,
+            rlid,
+            src_addr_index: 0,
+            stat_rate: 0,
+            hop_limit: 0,
+            tclass: 0,
+            flow_label: 0,
+            rgid: [0; 16],
+            dscp: 0,
+            udp_sport: 0,
+            eth_prio: 0,
+            sl,
+            vhca_port_num,
+            rmac: [0; 6],
+        }
+    }
+
+    /// A RoCE path: the peer's GID and next-hop MAC, the local GID index, a GRH with
+    /// `hop_limit`, and the RoCE v2 UDP source port (0 lets the NIC choose).
+    pub const fn roce(
+        vhca_port_num: u8,
+        rgid: [u8; 16],
+        rmac: [u8; 6],
+        src_addr_index: u8,
+        hop_limit: u8,
+        udp_sport: u16,
+    ) -> Self {
+        Self {
+            force_loopback: false,
+            pkey_index: 0,
+            grh: true,
+            rlid: 0,
+            src_addr_index,
+            stat_rate: 0,
+            hop_limit,
+            tclass: 0,
+            flow_label: 0,
+            rgid,
+            dscp: 0,
+            udp_sport,
+            eth_prio: 0,
+            sl: 0,
+            vhca_port_num,
+            rmac,
+        }
+    }
+}
+
 /// RST2INIT_QP.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Rst2InitQp {
