@@ -14,6 +14,7 @@ use std::path::{Path, PathBuf};
 fn main() {
     println!("cargo::rustc-check-cfg=cfg(ibgda_nvrtc)");
     println!("cargo::rustc-check-cfg=cfg(ibgda_no_host_engine)");
+    println!("cargo::rustc-check-cfg=cfg(ibgda_peers)");
     println!("cargo::rerun-if-changed=build.rs");
     // For dependents' build scripts (`links = "ibgda"`): DEP_IBGDA_INCLUDE.
     let cuda =
@@ -62,6 +63,7 @@ fn main() {
     dirs.push(PathBuf::from("/usr/local/cuda/lib64"));
     let stamp = wheels.join(".stamp");
     println!("cargo::rerun-if-changed={}", stamp.display());
+    find_peer_headers(&workspace);
     let found = dirs.iter().find(|d| d.join("libnvrtc.so.13").is_file());
     match found {
         Some(dir) => {
@@ -83,6 +85,44 @@ fn main() {
                 script.display()
             );
         }
+    }
+}
+
+/// Sets `cfg(ibgda_peers)` when the pinned nvidia-nvshmem-cu13 headers are installed
+/// (`scripts/peer-headers.sh`: `<target>/peers/include`, or `$IBGDA_PEER_INCLUDE`); without
+/// them the peer compile test is ignored, unless `IBGDA_REQUIRE_PEERS=1`, which fails here.
+fn find_peer_headers(workspace: &Path) {
+    for var in ["IBGDA_PEER_INCLUDE", "IBGDA_REQUIRE_PEERS"] {
+        println!("cargo::rerun-if-env-changed={var}");
+    }
+    let target = match env::var_os("CARGO_TARGET_DIR") {
+        Some(t) if Path::new(&t).is_absolute() => PathBuf::from(t),
+        Some(t) => workspace.join(t),
+        None => workspace.join("target"),
+    };
+    let dir = env::var_os("IBGDA_PEER_INCLUDE")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| target.join("peers/include"));
+    let stamp = dir.join(".stamp");
+    println!("cargo::rerun-if-changed={}", stamp.display());
+    let present = dir
+        .join("gpunetio/device/doca_gpunetio_dev_verbs_onesided.cuh")
+        .is_file();
+    if present {
+        println!("cargo::rustc-cfg=ibgda_peers");
+    } else if env::var("IBGDA_REQUIRE_PEERS").is_ok_and(|v| v == "1") {
+        panic!(
+            "IBGDA_REQUIRE_PEERS=1 but the nvidia-nvshmem-cu13 headers are not in {}. \
+             Install them with: bash {}",
+            dir.display(),
+            workspace.join("scripts/peer-headers.sh").display()
+        );
+    } else {
+        println!(
+            "cargo::warning=peer headers ABSENT ({}): the peer compile test will be reported as \
+             IGNORED. Install them with: bash scripts/peer-headers.sh",
+            dir.display()
+        );
     }
 }
 

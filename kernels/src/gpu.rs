@@ -433,6 +433,19 @@ impl Gpu {
         })
     }
 
+    /// Loads a program compiled elsewhere (the benchmark's variant builds, the peers'
+    /// programs) with every kernel fully loaded, as at open; returns its kernels by name.
+    pub fn load_compiled(
+        &self,
+        compiled: &Compiled,
+    ) -> Result<HashMap<String, CudaFunction>, GpuError> {
+        self.ctx.bind_to_thread()?;
+        let module = self
+            .ctx
+            .load_module(Ptx::from_binary(compiled.cubin.clone()))?;
+        load_every_kernel(&module, &compiled.ptx)
+    }
+
     /// Zeroed device memory of `len` bytes (a `Gpu`-placed queue buffer).
     pub fn device_buffer(&self, len: usize) -> Result<Arc<DeviceBuffer>, GpuError> {
         Ok(Arc::new(self.owned_device_buffer(len)?))

@@ -33,10 +33,13 @@ pub fn include_dir() -> &'static std::path::Path {
     std::path::Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/cuda"))
 }
 
+#[cfg(feature = "test-support")]
+pub mod experiments;
 pub mod gpu;
 #[cfg(feature = "test-support")]
 pub mod harness;
 pub mod layout;
+pub mod nic;
 pub mod nvrtc;
 pub mod ptx;
 pub mod request;

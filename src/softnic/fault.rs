@@ -22,6 +22,12 @@ pub enum Fault {
         /// The QPN in the control segment.
         found: u32,
     },
+    /// A WQE was published on a queue pair that is not ready to send (RESET, INIT or
+    /// RTR): the send queue of a QP made by command runs only in RTS.
+    NotReadyToSend {
+        /// The queue's state when the WQE was seen.
+        state: super::fabric::QpState,
+    },
     /// The WQE's DS extends past the WQEBBs the doorbell record publishes.
     Unpublished {
         /// WQEBBs the WQE claims.
@@ -120,9 +126,10 @@ impl Fault {
     /// The syndrome of the error CQE.
     pub const fn syndrome(&self) -> Syndrome {
         match self {
-            Self::MalformedWqe(_) | Self::ForeignQpn { .. } | Self::Unpublished { .. } => {
-                Syndrome::LocalQpOperation
-            }
+            Self::MalformedWqe(_)
+            | Self::ForeignQpn { .. }
+            | Self::Unpublished { .. }
+            | Self::NotReadyToSend { .. } => Syndrome::LocalQpOperation,
             Self::MessageTooLong { .. } => Syndrome::LocalLength,
             Self::LocalKey { .. } | Self::LocalBounds { .. } | Self::LocalWriteDenied { .. } => {
                 Syndrome::LocalProtection
@@ -146,6 +153,7 @@ impl Fault {
             Self::MalformedWqe(_) => 0x01,
             Self::ForeignQpn { .. } => 0x02,
             Self::Unpublished { .. } => 0x03,
+            Self::NotReadyToSend { .. } => 0x04,
             Self::MessageTooLong { .. } => 0x10,
             Self::LocalKey { .. } => 0x20,
             Self::LocalBounds { .. } => 0x21,
@@ -169,6 +177,9 @@ impl fmt::Display for Fault {
         match self {
             Self::MalformedWqe(e) => write!(f, "malformed WQE: {e}")?,
             Self::ForeignQpn { found } => write!(f, "WQE names queue {found:#08x}")?,
+            Self::NotReadyToSend { state } => {
+                write!(f, "WQE on a queue pair in {state:?}, not ready to send")?
+            }
             Self::Unpublished { wqebbs, published } => write!(
                 f,
                 "WQE of {wqebbs} WQEBBs but only {published} are published"

@@ -3,9 +3,10 @@
 use super::bits::{BitReader, BitWriter, Field};
 use super::error::{CommandStatus, PrmError};
 use super::layout::{
-    ads, alloc_uar_in, atomic_caps, cmd_hca_cap, cqc, create_cq_in, create_dct_in, create_qp_in,
-    dctc, mbox_in, mbox_out, modify_qp_in, object_in, object_out, qpc, query_hca_cap_in,
-    CREATE_CQ_CQC, CREATE_DCT_DCTC, QPC_PRIMARY_ADDRESS_PATH, QP_COMMAND_QPC,
+    ads, alloc_uar_in, alloc_uar_out, atomic_caps, cmd_hca_cap, cqc, create_cq_in, create_cq_out,
+    create_dct_in, create_dct_out, create_qp_in, create_qp_out, dctc, dealloc_uar_in,
+    destroy_cq_in, destroy_dct_in, destroy_qp_in, mbox_in, mbox_out, modify_qp_in, qpc,
+    query_hca_cap_in, CREATE_CQ_CQC, CREATE_DCT_DCTC, QPC_PRIMARY_ADDRESS_PATH, QP_COMMAND_QPC,
     QUERY_HCA_CAP_OUT_BITS, QUERY_HCA_CAP_OUT_CAPABILITY,
 };
 use super::opcode;
@@ -128,7 +129,7 @@ const fn cap(field: Field) -> Field {
 }
 
 macro_rules! object_output {
-    ($(#[$meta:meta])* $name:ident, $command:literal, $field:ident) => {
+    ($(#[$meta:meta])* $name:ident, $command:literal, $layout:ident, $field:ident) => {
         $(#[$meta])*
         #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
         pub struct $name {
@@ -138,18 +139,18 @@ macro_rules! object_output {
 
         impl CommandOutput for $name {
             const COMMAND: &'static str = $command;
-            const OUTPUT_BYTES: usize = object_out::LAYOUT.bytes();
+            const OUTPUT_BYTES: usize = $layout::LAYOUT.bytes();
 
             fn encode(&self) -> Result<Vec<u8>, PrmError> {
                 let mut w = BitWriter::new(Self::COMMAND, Self::OUTPUT_BYTES);
-                w.set(object_out::OBJECT, u64::from(self.$field))?;
+                w.set($layout::OBJECT, u64::from(self.$field))?;
                 Ok(w.finish())
             }
 
             fn decode(bytes: &[u8]) -> Result<Self, PrmError> {
                 check_status(Self::COMMAND, bytes)?;
                 let r = BitReader::new(Self::COMMAND, bytes, Self::OUTPUT_BYTES)?;
-                Ok(Self { $field: r.get_as(object_out::OBJECT)? })
+                Ok(Self { $field: r.get_as($layout::OBJECT)? })
             }
         }
     };
@@ -179,19 +180,19 @@ macro_rules! empty_output {
 
 object_output!(
     /// CREATE_CQ's output: the CQ number.
-    CreateCqOutput, "CREATE_CQ", cqn
+    CreateCqOutput, "CREATE_CQ", create_cq_out, cqn
 );
 object_output!(
     /// CREATE_QP's output: the QP number.
-    CreateQpOutput, "CREATE_QP", qpn
+    CreateQpOutput, "CREATE_QP", create_qp_out, qpn
 );
 object_output!(
     /// CREATE_DCT's output: the DCT number.
-    CreateDctOutput, "CREATE_DCT", dctn
+    CreateDctOutput, "CREATE_DCT", create_dct_out, dctn
 );
 object_output!(
     /// ALLOC_UAR's output: the UAR page index.
-    AllocUarOutput, "ALLOC_UAR", uar
+    AllocUarOutput, "ALLOC_UAR", alloc_uar_out, uar
 );
 empty_output!(
     /// DEALLOC_UAR's output.
@@ -578,7 +579,7 @@ impl Command for AllocUar {
 }
 
 macro_rules! destroy_command {
-    ($(#[$meta:meta])* $name:ident, $command:literal, $opcode:expr, $field:ident, $output:ident, uid: $has_uid:literal) => {
+    ($(#[$meta:meta])* $name:ident, $command:literal, $opcode:expr, $layout:ident, $field:ident, $output:ident) => {
         $(#[$meta])*
         #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
         pub struct $name {
@@ -591,57 +592,69 @@ macro_rules! destroy_command {
         impl Command for $name {
             const NAME: &'static str = $command;
             const OPCODE: u16 = $opcode;
-            const INPUT_BYTES: usize = object_in::LAYOUT.bytes();
-            const FIELDS: &'static [Field] = if $has_uid {
-                &[object_in::OPCODE, object_in::UID, object_in::OBJECT]
-            } else {
-                &[object_in::OPCODE, object_in::OBJECT]
-            };
+            const INPUT_BYTES: usize = $layout::LAYOUT.bytes();
+            const FIELDS: &'static [Field] = &[$layout::OPCODE, $layout::UID, $layout::OBJECT];
             type Output = $output;
 
             fn encode(&self) -> Result<Vec<u8>, PrmError> {
-                if !$has_uid && self.uid != 0 {
-                    return Err(PrmError::FieldOutOfRange {
-                        command: Self::NAME,
-                        structure: object_in::LAYOUT.name,
-                        field: "uid",
-                        value: u64::from(self.uid),
-                        max: 0,
-                    });
-                }
                 let mut w = BitWriter::new(Self::NAME, Self::INPUT_BYTES);
-                w.set(object_in::OPCODE, u64::from(Self::OPCODE))?;
-                w.set(object_in::UID, u64::from(self.uid))?;
-                w.set(object_in::OBJECT, u64::from(self.$field))?;
+                w.set($layout::OPCODE, u64::from(Self::OPCODE))?;
+                w.set($layout::UID, u64::from(self.uid))?;
+                w.set($layout::OBJECT, u64::from(self.$field))?;
                 Ok(w.finish())
             }
 
             fn decode(bytes: &[u8]) -> Result<Self, PrmError> {
                 let r = open::<Self>(bytes)?;
                 Ok(Self {
-                    uid: r.get_as(object_in::UID)?,
-                    $field: r.get_as(object_in::OBJECT)?,
+                    uid: r.get_as($layout::UID)?,
+                    $field: r.get_as($layout::OBJECT)?,
                 })
             }
         }
     };
 }
 
-destroy_command!(
-    /// DEALLOC_UAR: release a UAR page (this input has no `uid`: it must be 0).
-    DeallocUar, "DEALLOC_UAR", opcode::DEALLOC_UAR, uar, DeallocUarOutput, uid: false
-);
+/// DEALLOC_UAR: release a UAR page.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct DeallocUar {
+    /// The UAR page index (24 bits).
+    pub uar: u32,
+}
+
+impl Command for DeallocUar {
+    const NAME: &'static str = "DEALLOC_UAR";
+    const OPCODE: u16 = opcode::DEALLOC_UAR;
+    const INPUT_BYTES: usize = dealloc_uar_in::LAYOUT.bytes();
+    const FIELDS: &'static [Field] = &[dealloc_uar_in::OPCODE, dealloc_uar_in::OBJECT];
+    type Output = DeallocUarOutput;
+
+    fn encode(&self) -> Result<Vec<u8>, PrmError> {
+        let mut w = BitWriter::new(Self::NAME, Self::INPUT_BYTES);
+        w.set(dealloc_uar_in::OPCODE, u64::from(Self::OPCODE))?;
+        w.set(dealloc_uar_in::OBJECT, u64::from(self.uar))?;
+        Ok(w.finish())
+    }
+
+    fn decode(bytes: &[u8]) -> Result<Self, PrmError> {
+        let r = open::<Self>(bytes)?;
+        Ok(Self {
+            uar: r.get_as(dealloc_uar_in::OBJECT)?,
+        })
+    }
+}
+
 destroy_command!(
     /// DESTROY_CQ.
-    DestroyCq, "DESTROY_CQ", opcode::DESTROY_CQ, cqn, DestroyCqOutput, uid: true
+    DestroyCq, "DESTROY_CQ", opcode::DESTROY_CQ, destroy_cq_in, cqn, DestroyCqOutput
 );
 destroy_command!(
     /// DESTROY_QP.
-    DestroyQp, "DESTROY_QP", opcode::DESTROY_QP, qpn, DestroyQpOutput, uid: true
+    DestroyQp, "DESTROY_QP", opcode::DESTROY_QP, destroy_qp_in, qpn, DestroyQpOutput
 );
 destroy_command!(
     /// DESTROY_DCT.
-    DestroyDct, "DESTROY_DCT", opcode::DESTROY_DCT, dctn, DestroyDctOutput, uid: true
+    DestroyDct, "DESTROY_DCT", opcode::DESTROY_DCT, destroy_dct_in, dctn, DestroyDctOutput
 );
 
 // ---------------------------------------------------------------------------------------

@@ -54,22 +54,67 @@ layout! {
 }
 
 layout! {
-    /// Input of commands that name one object by a 24-bit number at dword 2 (`destroy_cq_in`,
-    /// `destroy_qp_in`, `destroy_dct_in`, `dealloc_uar_in`): opcode, uid, the object number.
-    object_in = "destroy_cq_in", 0x80;
+    /// `destroy_cq_in` (DESTROY_CQ's input).
+    destroy_cq_in = "destroy_cq_in", 0x80;
     OPCODE = "opcode" @ 0x00, 16;
     UID = "uid" @ 0x10, 16;
-    OP_MOD = "op_mod" @ 0x30, 16;
-    OBJECT = "object" @ 0x48, 24;
+    OBJECT = "cqn" @ 0x48, 24;
 }
 
 layout! {
-    /// Output of commands that return one object number at dword 2 (`create_cq_out`,
-    /// `create_qp_out`, `create_dct_out`, `alloc_uar_out`).
-    object_out = "create_qp_out", 0x80;
+    /// `destroy_qp_in` (DESTROY_QP's input).
+    destroy_qp_in = "destroy_qp_in", 0x80;
+    OPCODE = "opcode" @ 0x00, 16;
+    UID = "uid" @ 0x10, 16;
+    OBJECT = "qpn" @ 0x48, 24;
+}
+
+layout! {
+    /// `destroy_dct_in` (DESTROY_DCT's input).
+    destroy_dct_in = "destroy_dct_in", 0x80;
+    OPCODE = "opcode" @ 0x00, 16;
+    UID = "uid" @ 0x10, 16;
+    OBJECT = "dctn" @ 0x48, 24;
+}
+
+layout! {
+    /// `dealloc_uar_in` (no `uid` in this input).
+    dealloc_uar_in = "dealloc_uar_in", 0x80;
+    OPCODE = "opcode" @ 0x00, 16;
+    OP_MOD = "op_mod" @ 0x30, 16;
+    OBJECT = "uar" @ 0x48, 24;
+}
+
+layout! {
+    /// `create_cq_out` (CREATE_CQ's output).
+    create_cq_out = "create_cq_out", 0x80;
     STATUS = "status" @ 0x00, 8;
     SYNDROME = "syndrome" @ 0x20, 32;
-    OBJECT = "object" @ 0x48, 24;
+    OBJECT = "cqn" @ 0x48, 24;
+}
+
+layout! {
+    /// `create_qp_out` (CREATE_QP's output).
+    create_qp_out = "create_qp_out", 0x80;
+    STATUS = "status" @ 0x00, 8;
+    SYNDROME = "syndrome" @ 0x20, 32;
+    OBJECT = "qpn" @ 0x48, 24;
+}
+
+layout! {
+    /// `create_dct_out` (CREATE_DCT's output).
+    create_dct_out = "create_dct_out", 0x80;
+    STATUS = "status" @ 0x00, 8;
+    SYNDROME = "syndrome" @ 0x20, 32;
+    OBJECT = "dctn" @ 0x48, 24;
+}
+
+layout! {
+    /// `alloc_uar_out` (ALLOC_UAR's output).
+    alloc_uar_out = "alloc_uar_out", 0x80;
+    STATUS = "status" @ 0x00, 8;
+    SYNDROME = "syndrome" @ 0x20, 32;
+    OBJECT = "uar" @ 0x48, 24;
 }
 
 layout! {
@@ -88,7 +133,7 @@ pub const QUERY_HCA_CAP_OUT_BITS: u32 = 0x80 + 0x8000;
 
 layout! {
     /// `cmd_hca_cap`: the general device capabilities (the fields that matter here).
-    cmd_hca_cap = "cmd_hca_cap", 0x8000;
+    cmd_hca_cap = "cmd_hca_cap", 0x800;
     QP_DATA_IN_ORDER = "qp_data_in_order" @ 0x62, 1;
     LOG_MAX_SRQ_SZ = "log_max_srq_sz" @ 0x80, 8;
     LOG_MAX_QP_SZ = "log_max_qp_sz" @ 0x88, 8;
@@ -118,7 +163,7 @@ layout! {
 
 layout! {
     /// `atomic_caps`: the atomic capabilities (QUERY_HCA_CAP with the atomic op_mod).
-    atomic_caps = "atomic_caps", 0x8000;
+    atomic_caps = "atomic_caps", 0x800;
     ATOMIC_REQ_8B_ENDIANNESS_MODE = "atomic_req_8B_endianness_mode" @ 0x40, 2;
     SUPPORTED_ATOMIC_REQ_8B_ENDIANNESS_MODE_1 = "supported_atomic_req_8B_endianness_mode_1" @ 0x46, 1;
     ATOMIC_OPERATIONS = "atomic_operations" @ 0x90, 16;
