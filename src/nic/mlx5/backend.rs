@@ -160,7 +160,16 @@ impl UarPage for Mlx5Uar {
     }
 
     fn host_doorbell(&self) -> Result<Arc<DmaBuffer>, NicError> {
-        Ok(self.uar.host_doorbell()?)
+        // A UAR register is not memory: it may only be stored to (`Uar::host_register`
+        // gives it as a `RegisterPage`). Host-placed queues take their doorbell as a memory
+        // buffer, so on hardware they are refused rather than handed a register as memory.
+        Err(NicError::Unsupported {
+            what: "host-placed queues on the mlx5 backend: their doorbell would be a UAR \
+                   register handed out as memory (DmaBuffer), which may be read; the \
+                   register is available as a store-only RegisterPage \
+                   (Uar::host_register); use GPU-placed queues"
+                .to_owned(),
+        })
     }
 
     fn gpu_doorbell(&self) -> Result<Arc<DeviceBuffer>, NicError> {
