@@ -50,6 +50,16 @@ fn main() {
         .into_iter()
         .collect();
     dirs.push(wheels.join("cu13/lib"));
+    // Builds with their own target directory (trybuild's compile-fail checks) find the
+    // wheels where scripts/cuda-wheels.sh put them, in the workspace's.
+    let workspace_wheels = workspace.join("target/cuda-wheels/13.0");
+    if workspace_wheels != wheels {
+        println!(
+            "cargo::rerun-if-changed={}",
+            workspace_wheels.join(".stamp").display()
+        );
+        dirs.push(workspace_wheels.join("cu13/lib"));
+    }
     dirs.push(PathBuf::from("/usr/local/cuda/lib64"));
     let stamp = wheels.join(".stamp");
     println!("cargo::rerun-if-changed={}", stamp.display());
@@ -90,15 +100,24 @@ fn find_peer_headers(workspace: &Path) {
         Some(t) => workspace.join(t),
         None => workspace.join("target"),
     };
-    let dir = env::var_os("IBGDA_PEER_INCLUDE")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| target.join("peers/include"));
-    let stamp = dir.join(".stamp");
-    println!("cargo::rerun-if-changed={}", stamp.display());
-    let present = dir
-        .join("gpunetio/device/doca_gpunetio_dev_verbs_onesided.cuh")
-        .is_file();
-    if present {
+    // The workspace's own target directory too: a nested build (trybuild's, under
+    // target/tests/) has a target directory of its own but the same installed headers.
+    let candidates: Vec<PathBuf> = match env::var_os("IBGDA_PEER_INCLUDE") {
+        Some(d) => vec![PathBuf::from(d)],
+        None => vec![
+            target.join("peers/include"),
+            workspace.join("target/peers/include"),
+        ],
+    };
+    for d in &candidates {
+        println!("cargo::rerun-if-changed={}", d.join(".stamp").display());
+    }
+    let found = candidates.iter().find(|d| {
+        d.join("gpunetio/device/doca_gpunetio_dev_verbs_onesided.cuh")
+            .is_file()
+    });
+    let dir = found.unwrap_or(&candidates[0]);
+    if found.is_some() {
         println!("cargo::rustc-cfg=ibgda_peers");
     } else if env::var("IBGDA_REQUIRE_PEERS").is_ok_and(|v| v == "1") {
         panic!(

@@ -607,3 +607,42 @@ fn create_dct_fields_land_where_the_kernel_header_puts_them() {
     assert_eq!(bytes, expected);
     assert_eq!(CreateDct::decode(&bytes), Ok(dct));
 }
+
+#[test]
+fn address_path_constructors_set_the_link_fields() {
+    let ib = AddressPath::infiniband(1, 0x1234, 5);
+    let gid = [
+        0xfe, 0x80, 0, 0, 0, 0, 0, 0, 2, 0x11, 0x22, 0xff, 0xfe, 0x33, 0x44, 0x55,
+    ];
+    let mac = [2, 0x11, 0x22, 0x33, 0x44, 0x55];
+    let roce = AddressPath::roce(2, gid, mac, 3, 64, 0xc000);
+    for (path, rlid, sl, grh) in [(ib, 0x1234, 5, false), (roce, 0, 0, true)] {
+        let rtr = Init2RtrQp {
+            uid: 0,
+            qpn: 1,
+            opt_param_mask: 0,
+            mtu: Mtu::Mtu4096,
+            log_msg_max: 30,
+            remote_qpn: 2,
+            next_rcv_psn: 0,
+            min_rnr_nak: 12,
+            log_rra_max: 4,
+            path,
+        };
+        let bytes = rtr.encode().unwrap();
+        // The primary path starts at byte (0xc0 + 0xc0) / 8 = 48: rlid in bytes 54..56,
+        // grh at bit 0x28 of it (byte 53, 0x80), sl in byte 84's low nibble, port byte 85.
+        assert_eq!(u16::from_be_bytes([bytes[54], bytes[55]]), rlid);
+        assert_eq!(bytes[53] & 0x80 != 0, grh);
+        assert_eq!(bytes[84] & 0x0f, sl);
+        assert_eq!(bytes[85], path.vhca_port_num);
+        if grh {
+            assert_eq!(&bytes[64..80], &gid);
+            assert_eq!(&bytes[86..92], &mac);
+            assert_eq!(bytes[57], 3, "src_addr_index");
+            assert_eq!(bytes[59], 64, "hop_limit");
+            assert_eq!(&bytes[82..84], &[0xc0, 0x00], "udp_sport");
+        }
+        assert_eq!(Init2RtrQp::decode(&bytes), Ok(rtr));
+    }
+}

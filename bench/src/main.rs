@@ -90,7 +90,11 @@ enum Command {
     /// ibgda's host post rate against rdma-core's mlx5_post_send, one core, same run.
     HostPost,
     /// The CPU software NIC's WQE/s per core, per WQE kind.
-    Softnic,
+    Softnic {
+        /// Only these kinds (repeatable; all when absent).
+        #[arg(long = "kind", value_enum)]
+        kinds: Vec<softnic::WqeKind>,
+    },
     /// Every CPU experiment (host-post, softnic).
     Cpu,
     /// Every GPU experiment against the doorbell sink (Tables 4 and 5). Needs a GPU.
@@ -127,7 +131,7 @@ fn run(cli: &Cli) -> Result<Report, BenchError> {
             .map_err(|e| BenchError::Invalid(format!("{}: {e}", json.display())));
     }
     let (cpu, gpu) = match cli.command {
-        Command::HostPost | Command::Softnic | Command::Cpu => (true, false),
+        Command::HostPost | Command::Softnic { .. } | Command::Cpu => (true, false),
         Command::Gpu => (false, true),
         Command::All => (true, true),
         Command::Plot { .. } => unreachable!("handled above"),
@@ -143,11 +147,16 @@ fn run(cli: &Cli) -> Result<Report, BenchError> {
         ..Report::default()
     };
     let bar = progress_bar(cli.no_progress);
-    if cpu && !matches!(cli.command, Command::Softnic) {
+    if cpu && !matches!(cli.command, Command::Softnic { .. }) {
         report.host_post = Some(host::run(host::HostPostParams::new(cli.quick), &bar)?);
     }
     if cpu && !matches!(cli.command, Command::HostPost) {
-        report.softnic = Some(softnic::run(softnic::SoftnicParams::new(cli.quick), &bar)?);
+        let kinds = match &cli.command {
+            Command::Softnic { kinds } => kinds.clone(),
+            _ => Vec::new(),
+        };
+        let params = softnic::SoftnicParams::new(cli.quick, &kinds);
+        report.softnic = Some(softnic::run(params, &bar)?);
     }
     if gpu {
         if cli.quick {

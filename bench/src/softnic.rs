@@ -21,7 +21,7 @@ use crate::stats::{Durations, Percentiles};
 use crate::BenchError;
 
 /// The WQE kinds measured.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
 #[serde(rename_all = "snake_case")]
 pub enum WqeKind {
     /// RDMA WRITE of 8 inline bytes.
@@ -55,7 +55,7 @@ impl WqeKind {
 }
 
 /// Sizes of the software-NIC experiment.
-#[derive(Clone, Copy, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct SoftnicParams {
     /// WQEs per round (one doorbell, the last one signaled).
     pub round: u32,
@@ -63,15 +63,22 @@ pub struct SoftnicParams {
     pub rounds: u32,
     /// Send ring size in WQEBBs.
     pub ring_wqebbs: u32,
+    /// The kinds measured, in order.
+    pub kinds: Vec<WqeKind>,
 }
 
 impl SoftnicParams {
-    /// The full or the quick size.
-    pub fn new(quick: bool) -> Self {
+    /// The full or the quick size, for `kinds` (every kind when empty).
+    pub fn new(quick: bool, kinds: &[WqeKind]) -> Self {
         Self {
             round: 512,
             rounds: if quick { 100 } else { 2_000 },
             ring_wqebbs: 1024,
+            kinds: if kinds.is_empty() {
+                WqeKind::ALL.to_vec()
+            } else {
+                kinds.to_vec()
+            },
         }
     }
 }
@@ -109,7 +116,7 @@ struct Bench {
 }
 
 impl Bench {
-    fn new(params: SoftnicParams) -> Result<Self, BenchError> {
+    fn new(params: &SoftnicParams) -> Result<Self, BenchError> {
         let fabric = Fabric::new();
         let a = fabric.add_node(1).map_err(BenchError::msg)?;
         let b = fabric.add_node(2).map_err(BenchError::msg)?;
@@ -233,10 +240,10 @@ pub fn run(
     progress: &indicatif::ProgressBar,
 ) -> Result<SoftnicResult, BenchError> {
     let mut rows = Vec::new();
-    progress.set_length(u64::from(params.rounds) * WqeKind::ALL.len() as u64);
-    for kind in WqeKind::ALL {
+    progress.set_length(u64::from(params.rounds) * params.kinds.len() as u64);
+    for &kind in &params.kinds {
         progress.set_message(format!("software NIC: {}", kind.label()));
-        let mut bench = Bench::new(params)?;
+        let mut bench = Bench::new(&params)?;
         // Warm-up round (allocations, caches), not recorded.
         bench.round(kind, params.round)?;
         let mut samples = Durations::new();
@@ -269,9 +276,10 @@ mod tests {
             round: 8,
             rounds: 1,
             ring_wqebbs: 64,
+            kinds: WqeKind::ALL.to_vec(),
         };
         for kind in WqeKind::ALL {
-            let mut b = Bench::new(params).unwrap();
+            let mut b = Bench::new(&params).unwrap();
             // Seed remote slot 1 so READ and fetch-add have something to return.
             b.remote
                 .buffer()

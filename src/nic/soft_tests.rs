@@ -406,3 +406,88 @@ fn a_cq_in_use_cannot_be_destroyed() {
         }
     );
 }
+
+#[test]
+fn a_queue_refuses_remote_operations_its_context_disables() {
+    let bench = Bench::new();
+    let (qp, qpn) = bench.create_qp();
+    let mut rst2init = command::rst2init(qpn, 1, true);
+    rst2init.access = super::prm::RemoteAccess {
+        read: false,
+        write: true,
+        atomic: false,
+    };
+    let peer = command::Peer {
+        qpn,
+        psn: 0,
+        lid: 1,
+        gid: [0; 16],
+        link_layer: super::caps::LinkLayer::InfiniBand,
+    };
+    for input in [
+        rst2init.encode().unwrap(),
+        command::init2rtr(qpn, 1, 5, Some(peer))
+            .unwrap()
+            .encode()
+            .unwrap(),
+        command::rtr2rts(qpn, 0).encode().unwrap(),
+    ] {
+        bench
+            .nic
+            .modify_object(&qp, &input, &mut vec![0u8; OUTPUT_BYTES])
+            .unwrap();
+    }
+    let Bench {
+        nic,
+        sq_memory,
+        cq_memory,
+        ..
+    } = bench;
+    let buffer = Arc::new(crate::memory::DmaBuffer::zeroed(64, 64).unwrap());
+    let region = nic
+        .fabric()
+        .register(
+            nic.node(),
+            buffer.clone(),
+            0,
+            64,
+            crate::softnic::Access::all(),
+        )
+        .unwrap();
+    let number = Qpn::new(qpn).unwrap();
+    let mut pair: QueuePair<Rc> =
+        QueuePair::new(number, sq_memory, cq_memory, QpConfig::default()).unwrap();
+    let write = crate::wqe::RdmaWrite::new(region.remote(0))
+        .inline(&[7; 8])
+        .signaled()
+        .build()
+        .unwrap();
+    let read = crate::wqe::RdmaRead::new(region.remote(0))
+        .sge(region.sge(32, 8).unwrap())
+        .signaled()
+        .build()
+        .unwrap();
+    pair.post(&write, &[]).unwrap();
+    pair.post(&read, &[region.registered()]).unwrap();
+    nic.fabric().run_until_idle();
+    assert!(matches!(
+        pair.poll(),
+        Ok(Some(crate::queue::Polled::Sent { .. }))
+    ));
+    match pair.poll() {
+        Err(PollError::Completion(e)) => {
+            assert_eq!(
+                (e.wqe_index, e.syndrome, e.vendor_syndrome),
+                (1, Some(Syndrome::RemoteAccess), 0x43)
+            )
+        }
+        other => panic!("expected the READ to fail, got {other:?}"),
+    }
+    let mut expected = vec![0u8; 64];
+    expected[..8].copy_from_slice(&[7; 8]);
+    assert_eq!(
+        buffer.to_vec(),
+        expected,
+        "the WRITE landed; the READ moved nothing"
+    );
+}

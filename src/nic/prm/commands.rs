@@ -9,10 +9,10 @@ use super::layout::{
     query_hca_cap_in, CREATE_CQ_CQC, CREATE_DCT_DCTC, QPC_PRIMARY_ADDRESS_PATH, QP_COMMAND_QPC,
     QUERY_HCA_CAP_OUT_BITS, QUERY_HCA_CAP_OUT_CAPABILITY,
 };
-use super::opcode;
 use super::types::{
     AtomicEndianness, AtomicMode, CapabilityType, CqeSize, Mtu, PmState, ReceiveQueue, ServiceType,
 };
+use super::{op_mod, opcode};
 
 /// A PRM command input: its name, opcode, size, the fields it may carry, and both codecs.
 pub trait Command: Sized {
@@ -264,7 +264,16 @@ impl Command for QueryHcaCap {
     type Output = QueryHcaCapOutput;
 
     fn encode(&self) -> Result<Vec<u8>, PrmError> {
-        let op_mod = (self.capability.wire() << 1) | u64::from(self.current);
+        let kind = match self.capability {
+            CapabilityType::General => op_mod::HCA_CAP_GENERAL,
+            CapabilityType::Atomic => op_mod::HCA_CAP_ATOMIC,
+        };
+        let current = if self.current {
+            op_mod::HCA_CAP_CURRENT
+        } else {
+            op_mod::HCA_CAP_MAX
+        };
+        let op_mod = u64::from(kind | current);
         let mut w = BitWriter::new(Self::NAME, Self::INPUT_BYTES);
         w.set(query_hca_cap_in::OPCODE, u64::from(Self::OPCODE))?;
         w.set(query_hca_cap_in::OP_MOD, op_mod)?;
@@ -1042,6 +1051,60 @@ pub struct AddressPath {
     pub vhca_port_num: u8,
     /// `rmac_47_32` and `rmac_31_0`: the next hop's MAC (RoCE), as on the wire.
     pub rmac: [u8; 6],
+}
+
+impl AddressPath {
+    /// An InfiniBand path: the peer's LID and the service level, no GRH.
+    pub const fn infiniband(vhca_port_num: u8, rlid: u16, sl: u8) -> Self {
+        Self {
+            force_loopback: false,
+            pkey_index: 0,
+            grh: false,
+            rlid,
+            src_addr_index: 0,
+            stat_rate: 0,
+            hop_limit: 0,
+            tclass: 0,
+            flow_label: 0,
+            rgid: [0; 16],
+            dscp: 0,
+            udp_sport: 0,
+            eth_prio: 0,
+            sl,
+            vhca_port_num,
+            rmac: [0; 6],
+        }
+    }
+
+    /// A RoCE path: the peer's GID and next-hop MAC, the local GID index, a GRH with
+    /// `hop_limit`, and the RoCE v2 UDP source port (0 lets the NIC choose).
+    pub const fn roce(
+        vhca_port_num: u8,
+        rgid: [u8; 16],
+        rmac: [u8; 6],
+        src_addr_index: u8,
+        hop_limit: u8,
+        udp_sport: u16,
+    ) -> Self {
+        Self {
+            force_loopback: false,
+            pkey_index: 0,
+            grh: true,
+            rlid: 0,
+            src_addr_index,
+            stat_rate: 0,
+            hop_limit,
+            tclass: 0,
+            flow_label: 0,
+            rgid,
+            dscp: 0,
+            udp_sport,
+            eth_prio: 0,
+            sl: 0,
+            vhca_port_num,
+            rmac,
+        }
+    }
 }
 
 /// RST2INIT_QP.

@@ -64,6 +64,18 @@ pub use types::{
     AtomicEndianness, AtomicMode, CapabilityType, CqeSize, Mtu, PmState, ReceiveQueue, ServiceType,
 };
 
+/// QUERY_HCA_CAP's `op_mod`: the capability type in bits 15:1, current-or-maximum in bit 0.
+pub mod op_mod {
+    /// Bit 0 clear: the maximum values the device supports.
+    pub const HCA_CAP_MAX: u16 = 0;
+    /// Bit 0 set: the values currently in effect.
+    pub const HCA_CAP_CURRENT: u16 = 1;
+    /// Capability type 0: the general device capabilities (`cmd_hca_cap`).
+    pub const HCA_CAP_GENERAL: u16 = 0x0 << 1;
+    /// Capability type 3: the atomic capabilities (`atomic_caps`).
+    pub const HCA_CAP_ATOMIC: u16 = 0x3 << 1;
+}
+
 /// PRM command opcodes (the first 16 bits of every command input).
 pub mod opcode {
     /// QUERY_HCA_CAP.

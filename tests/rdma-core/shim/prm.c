@@ -143,6 +143,38 @@
 	X(rst2init_qp_in) X(init2rtr_qp_in) X(rtr2rts_qp_in)                   \
 	X(rst2init_qp_out) X(init2rtr_qp_out) X(rtr2rts_qp_out) X(qpc) X(ads)
 
+/* Named values of mlx5_ifc.h our constants must equal. */
+#define PRM_CONSTANTS(X)                                                       \
+	X(MLX5_CMD_OP_QUERY_HCA_CAP) X(MLX5_CMD_OP_CREATE_CQ)                  \
+	X(MLX5_CMD_OP_DESTROY_CQ) X(MLX5_CMD_OP_CREATE_QP)                     \
+	X(MLX5_CMD_OP_DESTROY_QP) X(MLX5_CMD_OP_RST2INIT_QP)                   \
+	X(MLX5_CMD_OP_INIT2RTR_QP) X(MLX5_CMD_OP_RTR2RTS_QP)                   \
+	X(MLX5_CMD_OP_CREATE_DCT) X(MLX5_CMD_OP_DESTROY_DCT)                   \
+	X(MLX5_CMD_OP_ALLOC_UAR) X(MLX5_CMD_OP_DEALLOC_UAR)                    \
+	X(HCA_CAP_OPMOD_GET_MAX) X(HCA_CAP_OPMOD_GET_CUR)                      \
+	X(MLX5_CAP_GENERAL) X(MLX5_CAP_ATOMIC)                                 \
+	X(MLX5_QPC_ST_RC) X(MLX5_QPC_PM_STATE_MIGRATED)                        \
+	X(MLX5_CMD_STAT_OK) X(MLX5_CMD_STAT_INT_ERR) X(MLX5_CMD_STAT_BAD_OP_ERR) \
+	X(MLX5_CMD_STAT_BAD_PARAM_ERR) X(MLX5_CMD_STAT_BAD_SYS_STATE_ERR)      \
+	X(MLX5_CMD_STAT_BAD_RES_ERR) X(MLX5_CMD_STAT_RES_BUSY)                 \
+	X(MLX5_CMD_STAT_LIM_ERR) X(MLX5_CMD_STAT_BAD_RES_STATE_ERR)            \
+	X(MLX5_CMD_STAT_IX_ERR) X(MLX5_CMD_STAT_NO_RES_ERR)                    \
+	X(MLX5_CMD_STAT_BAD_INP_LEN_ERR) X(MLX5_CMD_STAT_BAD_OUTP_LEN_ERR)     \
+	X(MLX5_CMD_STAT_BAD_QP_STATE_ERR) X(MLX5_CMD_STAT_BAD_PKT_ERR)         \
+	X(MLX5_CMD_STAT_BAD_SIZE_OUTS_CQES_ERR)
+
+#define PRM_CONSTANT_ENTRY(name) { #name, (uint64_t)(name) },
+
+static const struct ibgda_prm_constant prm_constants[] = {
+	PRM_CONSTANTS(PRM_CONSTANT_ENTRY)
+};
+
+const struct ibgda_prm_constant *ibgda_prm_constants(uint32_t *count)
+{
+	*count = sizeof(prm_constants) / sizeof(prm_constants[0]);
+	return prm_constants;
+}
+
 #define PRM_ENTRY(typ, fld)                                                    \
 	{ #typ, #fld, __devx_bit_off(typ, fld), __devx_bit_sz(typ, fld) },
 
