@@ -381,7 +381,7 @@ fn hardware(device: &str) -> Result<String, String> {
 fn hardware(device: &str) -> Result<String, String> {
     Err(format!(
         "--nic {device}: built without the mlx5 backend; rebuild with \
-         `cargo build --release -p ibgda-kernels --features mlx5`"
+         `cargo build --release -p ibgda-kernels --features mlx5,test-support`"
     ))
 }
 
