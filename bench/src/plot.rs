@@ -182,7 +182,7 @@ pub fn render_report(report: &Report, dir: &Path) -> Result<Vec<PathBuf>, BenchE
                 "Host post, 8 B inline RC WRITE, one core: ibgda {:.2}x rdma-core",
                 h.speedup_p50
             ),
-            y_label: "ns per post (p50; whisker-free, p99 in the JSON)",
+            y_label: "ns per post (p50; p99 in the JSON)",
             series: &["ibgda", "rdma-core mlx5_post_send"],
             groups: vec![(
                 "encode + publish + doorbell record + doorbell".into(),
