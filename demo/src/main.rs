@@ -122,26 +122,41 @@ impl Options {
     }
 }
 
-/// Opens a hardware NIC and reports what the control plane would use of it.
+/// Opens a hardware NIC through the control plane (QUERY_HCA_CAP and the capability
+/// checks run on it) and reports what queues would use of it.
 #[cfg(feature = "mlx5")]
 fn hardware(device: &str) -> Result<u64, Box<dyn std::error::Error>> {
-    use ibgda::nic::mlx5::Mlx5Device;
-    let dev = Mlx5Device::open(Some(device))?;
-    println!("opened {} (mlx5, DEVX context)", dev.name());
-    let port = dev.query_port(1)?;
+    use ibgda::nic::mlx5::{Mlx5Backend, Mlx5Device};
+    use ibgda::nic::Device;
+    let dev = Device::open(Mlx5Backend::new(Mlx5Device::open(Some(device))?))?;
+    let caps = dev.caps();
+    let port = dev.port();
     println!(
-        "port 1: active {} lid {:#x} MTU code {} link layer {:?} GIDs {}",
-        port.is_active(),
-        port.lid,
-        port.active_mtu,
-        port.link_layer,
-        port.gid_table_len
+        "opened {} (mlx5, DEVX): CQE version {}, max send queue 2^{} WQEBBs, max inline {} B, \
+         atomics {} (8-byte results {:?}), DC {}, compact AV {}",
+        device,
+        caps.cqe_version,
+        caps.log_max_qp_size,
+        caps.max_inline(),
+        caps.atomic,
+        caps.atomic_endianness,
+        caps.dc,
+        caps.compact_address_vector
     );
-    Err(
-        "traffic on a hardware NIC goes through the control plane's queue creation, \
-         which this build does not include yet: run with --nic soft"
-            .into(),
+    println!(
+        "port {}: LID {:#x}, MTU {} B, {:?}, {} GIDs",
+        port.port,
+        port.lid,
+        port.mtu.bytes(),
+        port.link_layer,
+        port.gids.len()
+    );
+    Err(format!(
+        "the demo's traffic runs on the software NIC's fabric; on {device}, run the \
+         control-plane suite: IBGDA_NIC={device} cargo test --release -p ibgda \
+         --features mlx5 --test nic_suite"
     )
+    .into())
 }
 
 #[cfg(not(feature = "mlx5"))]

@@ -25,6 +25,12 @@ pub const KERNELS_CU: &str = include_str!("../cuda/kernels.cu");
 /// The hand-written baseline.
 pub const RAW_BASELINE_CU: &str = include_str!("../cuda/raw_baseline.cu");
 
+/// The benchmark experiments' posting kernels (message rate, completion scope).
+pub const BENCH_EXPERIMENTS_CU: &str = include_str!("../cuda/bench_experiments.cu");
+/// The dormant-cost callers (compute and streaming), compiled with and without the
+/// communication code.
+pub const BENCH_DORMANT_CU: &str = include_str!("../cuda/bench_dormant.cu");
+
 /// The target every kernel is compiled for.
 pub const ARCH: &str = "sm_90";
 
@@ -48,24 +54,35 @@ pub enum Program {
     Kernels,
     /// `cuda/raw_baseline.cu`, the hand-written reference.
     RawBaseline,
+    /// `cuda/bench_experiments.cu`, the message-rate and completion-scope kernels.
+    BenchExperiments,
+    /// `cuda/bench_dormant.cu`, the dormant-cost callers (`-DIBGDA_DORMANT_COMM=0|1|2`).
+    BenchDormant,
 }
 
 impl Program {
     /// Every program.
     pub const ALL: [Self; 2] = [Self::Kernels, Self::RawBaseline];
+    /// The benchmark programs (compiled by the experiments, not by `Gpu::open`).
+    pub const EXPERIMENTS: [Self; 2] = [Self::BenchExperiments, Self::BenchDormant];
 
     /// The source file name.
     pub fn name(self) -> &'static str {
         match self {
             Self::Kernels => "kernels.cu",
             Self::RawBaseline => "raw_baseline.cu",
+            Self::BenchExperiments => "bench_experiments.cu",
+            Self::BenchDormant => "bench_dormant.cu",
         }
     }
 
-    fn source(self) -> &'static str {
+    /// The source text.
+    pub fn source(self) -> &'static str {
         match self {
             Self::Kernels => KERNELS_CU,
             Self::RawBaseline => RAW_BASELINE_CU,
+            Self::BenchExperiments => BENCH_EXPERIMENTS_CU,
+            Self::BenchDormant => BENCH_DORMANT_CU,
         }
     }
 }
@@ -150,6 +167,19 @@ pub fn compile_source(
     source: &str,
     options: &CompileOptions,
 ) -> Result<Compiled, GpuError> {
+    compile_source_with(name, source, options, &[], &[])
+}
+
+/// As [`compile_source`], with more in-memory `headers` (include name, text) and more
+/// NVRTC options (`extra`: a `-D` define, or `-I<dir>` for a directory NVRTC reads from
+/// disk), for the benchmark's variant builds and the peers' headers.
+pub fn compile_source_with(
+    name: &str,
+    source: &str,
+    options: &CompileOptions,
+    headers: &[(&str, &str)],
+    extra: &[&str],
+) -> Result<Compiled, GpuError> {
     load_nvrtc()?;
     let nul = |what: &str| GpuError::Compile {
         program: name.escape_debug().to_string(),
@@ -158,12 +188,21 @@ pub fn compile_source(
     let src = CString::new(source).map_err(|_| nul("the source"))?;
     let c_name = CString::new(name).map_err(|_| nul("the program name"))?;
     let layout = layout_header();
-    let headers = [
+    let mut texts = vec![
         CString::new(layout).map_err(|_| nul("the layout header"))?,
         CString::new(IBGDA_CUH).map_err(|_| nul("ibgda.cuh"))?,
         CString::new(SOFTNIC_CUH).map_err(|_| nul("softnic.cuh"))?,
     ];
-    let include_names = [c"ibgda_layout.h", c"ibgda.cuh", c"softnic.cuh"];
+    let mut names = vec![
+        c"ibgda_layout.h".to_owned(),
+        c"ibgda.cuh".to_owned(),
+        c"softnic.cuh".to_owned(),
+    ];
+    for (n, t) in headers {
+        texts.push(CString::new(*t).map_err(|_| nul(n))?);
+        names.push(CString::new(*n).map_err(|_| nul(n))?);
+    }
+    let (headers, include_names) = (texts, names);
     let header_ptrs: Vec<*const c_char> = headers.iter().map(|h| h.as_ptr()).collect();
     let name_ptrs: Vec<*const c_char> = include_names.iter().map(|h| h.as_ptr()).collect();
     let options: Vec<CString> = [
@@ -173,6 +212,7 @@ pub fn compile_source(
     ]
     .into_iter()
     .chain(options.nvrtc_options())
+    .chain(extra.iter().map(|o| o.to_string()))
     .map(|o| CString::new(o).map_err(|_| nul("an option")))
     .collect::<Result<_, _>>()?;
     let option_ptrs: Vec<*const c_char> = options.iter().map(|o| o.as_ptr()).collect();

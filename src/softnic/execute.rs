@@ -93,6 +93,9 @@ impl FabricState {
         let Some(limit) = self.observe(qpn, counters, report) else {
             return;
         };
+        if self.peer_not_ready(qpn) {
+            return;
+        }
         // One fetch buffer for every WQE of this pass (each fetch overwrites what it uses).
         let mut fetched = [0u8; FETCH_CAPACITY];
         loop {
@@ -158,6 +161,23 @@ impl FabricState {
         // A queue made by command runs into its state check (a WQE before RTS is an
         // error); an unconnected queue of `Fabric::create_qp` waits.
         (sq.commanded || sq.state != QpState::Init).then_some(limit)
+    }
+
+    /// Whether an RC queue's peer is a queue pair made by command that is still in RESET or
+    /// INIT: its packets would be dropped there and retransmitted, so the queue's next WQE
+    /// waits (as the retries of the hardware would) until the peer reaches RTR.
+    fn peer_not_ready(&self, qpn: u32) -> bool {
+        let Some(sq) = self.sqs.get(&qpn) else {
+            return false;
+        };
+        if sq.transport != TransportKind::Rc || sq.state != QpState::ReadyToSend {
+            return false;
+        }
+        sq.peer
+            .and_then(|peer| self.sqs.get(&peer))
+            .is_some_and(|peer| {
+                peer.commanded && matches!(peer.state, QpState::Reset | QpState::Init)
+            })
     }
 
     /// Runs `f` on one send queue with everything else it may touch.
@@ -532,6 +552,17 @@ fn resolve_local<'n>(
     })
 }
 
+/// Whether the responding queue accepts the operation (`rwe`, `rre`, `rae` of its
+/// context); hardware answers a disabled one with a remote access error.
+fn check_enabled(responder: u32, needed: Access, ctx: &Ctx<'_>) -> Result<(), Fault> {
+    match ctx.responders.get(&responder) {
+        Some(r) if !r.enabled.contains(needed) => {
+            Err(Fault::ResponderAccessDisabled { responder, needed })
+        }
+        _ => Ok(()),
+    }
+}
+
 /// A remote range through the responder node's rkey table.
 fn resolve_remote(
     node: &NodeState,
@@ -648,7 +679,10 @@ fn perform_write(
     let (responder, node) = route(sq, wqe, ctx)?;
     let destination = match len {
         0 => None,
-        _ => Some(resolve_remote(node, remote, len, Access::REMOTE_WRITE)?),
+        _ => {
+            check_enabled(responder, Access::REMOTE_WRITE, ctx)?;
+            Some(resolve_remote(node, remote, len, Access::REMOTE_WRITE)?)
+        }
     };
     let with_imm = wqe.opcode == Opcode::RdmaWriteImm;
     let receive_cq = if with_imm {
@@ -780,9 +814,10 @@ fn perform_read(
     for segment in segments.iter().flat_map(|s| s.iter()) {
         resolve_local(local, segment, true)?;
     }
-    let (_, node) = route(sq, wqe, ctx)?;
+    let (responder, node) = route(sq, wqe, ctx)?;
     let mut response = Vec::new();
     if len > 0 {
+        check_enabled(responder, Access::REMOTE_READ, ctx)?;
         let source = resolve_remote(node, remote, len, Access::REMOTE_READ)?;
         // The responder reads now; the bytes land locally when the response arrives.
         let mut at = source.offset;
@@ -818,7 +853,8 @@ fn perform_atomic_wqe(
     let local = local_node(sq, ctx)?;
     // The parser checked that the result segment's length is the operand size.
     let destination = resolve_local(local, result, true)?;
-    let (_, node) = route(sq, wqe, ctx)?;
+    let (responder, node) = route(sq, wqe, ctx)?;
+    check_enabled(responder, Access::REMOTE_ATOMIC, ctx)?;
     let misaligned = Fault::MisalignedAtomic {
         addr: remote.addr,
         align: size,

@@ -347,7 +347,15 @@ pub(crate) struct ResponderState {
     pub(crate) received: u32,
     pub(crate) cq: Option<u32>,
     pub(crate) error: bool,
+    /// The remote operations the queue accepts (`rre`, `rwe`, `rae` of its context): all
+    /// for queues made by [`Fabric::create_qp`] and [`Fabric::create_dct`].
+    pub(crate) enabled: Access,
 }
+
+/// Every remote right: what queues made without a command accept.
+pub(crate) const REMOTE_ALL: Access = Access::REMOTE_WRITE
+    .union(Access::REMOTE_READ)
+    .union(Access::REMOTE_ATOMIC);
 
 /// Consequences of a WQE applied after it: CQs that overran.
 #[derive(Debug, Default)]
@@ -600,6 +608,7 @@ impl Fabric {
                     received: 0,
                     cq: receive_cq,
                     error: false,
+                    enabled: REMOTE_ALL,
                 },
             );
         }
@@ -660,6 +669,7 @@ impl Fabric {
                 received: 0,
                 cq,
                 error: false,
+                enabled: REMOTE_ALL,
             },
         );
         Qpn::new(number)
