@@ -50,9 +50,16 @@ fn main() {
         .into_iter()
         .collect();
     dirs.push(wheels.join("cu13/lib"));
-    // A nested build (trybuild's compile-fail cases, under target/tests/) has a target
-    // directory of its own; the wheels stay in the workspace's.
-    dirs.push(workspace.join("target/cuda-wheels/13.0/cu13/lib"));
+    // Builds with their own target directory (trybuild's compile-fail checks) find the
+    // wheels where scripts/cuda-wheels.sh put them, in the workspace's.
+    let workspace_wheels = workspace.join("target/cuda-wheels/13.0");
+    if workspace_wheels != wheels {
+        println!(
+            "cargo::rerun-if-changed={}",
+            workspace_wheels.join(".stamp").display()
+        );
+        dirs.push(workspace_wheels.join("cu13/lib"));
+    }
     dirs.push(PathBuf::from("/usr/local/cuda/lib64"));
     let stamp = wheels.join(".stamp");
     println!("cargo::rerun-if-changed={}", stamp.display());

@@ -36,12 +36,17 @@ if [[ $what == tests || $what == all ]]; then
     t 40 issue_path_end_to_end_against_the_sink_typed_and_raw
     t 40 cooperative_and_per_thread_publication_deliver_every_payload
     t 30 producers_and_sink_in_one_launch
+    t 30 dropped_persistent_kernels_stop
 fi
 if [[ $what == user || $what == all ]]; then
     t 30 every_kernel_is_loaded_at_open_whatever_the_loading_mode
     timeout 60 .gpu/user_kernel 2>&1 | tee "$out/user-kernel.log" || rc=1
     grep -q "every byte as expected" "$out/user-kernel.log" || rc=1
     t 30 a_user_kernel_posting_with_another_scope_traps
+    # The headers as files (include_dir(), DEP_IBGDA_INCLUDE) with the machine's nvcc.
+    nvcc -std=c++17 -arch=sm_90 -I kernels/cuda -cubin -o "$out/user_kernel.cubin" \
+        examples/user_kernel/user_kernel.cu > "$out/nvcc-user-kernel.log" 2>&1 \
+        && echo "nvcc -I kernels/cuda: user_kernel.cu compiled" || { rc=1; cat "$out/nvcc-user-kernel.log"; }
 fi
 if [[ $what == bench || $what == bench2 || $what == all ]]; then
     timeout 240 .gpu/ibgda-gpu-bench "$out" 2>&1 | tee "$out/bench.log"

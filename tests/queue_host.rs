@@ -654,3 +654,152 @@ fn the_scope_is_recorded_in_the_queue_type() {
     assert_eq!(q.scope(), HostBarrier);
     assert!(format!("{q:?}").contains("HostBarrier"));
 }
+
+/// An inline RDMA WRITE of `len` bytes (its size in WQEBBs grows with `len`).
+fn inline_write_of(payload: &[u8]) -> Wqe<RdmaWrite<'_, Rc, Inline<'_>>> {
+    RdmaWrite::new(RemoteAddress::new(0x1000, RKey(1)))
+        .inline(payload)
+        .build()
+        .unwrap()
+}
+
+#[test]
+fn a_completion_naming_a_slot_no_published_wqe_starts_at_is_stray() {
+    let mut qp = qp_with(8, 8, QpConfig::default());
+    let cq = nic_cq(&qp);
+    let (small, large) = ([7u8; 40], [9u8; 100]);
+    let nop = Nop::<Rc>::new().build().unwrap();
+    let (two, three) = (inline_write_of(&small), inline_write_of(&large));
+    assert_eq!((nop.wqebbs(), two.wqebbs(), three.wqebbs()), (1, 2, 3));
+
+    // A reservation written with a 1-WQEBB and a 3-WQEBB WQE is forgotten: never published,
+    // its drop never runs, and the sizes it recorded at slots 0 and 1 stay behind.
+    {
+        let mut forgotten = qp.sq_mut().reserve(4).unwrap();
+        forgotten.write(&nop).unwrap();
+        forgotten.write(&three).unwrap();
+        std::mem::forget(forgotten);
+    }
+    assert_eq!(qp.sq().producer(), 0);
+    // A 2-WQEBB WQE is published over slots 0 and 1.
+    let ticket = qp.post(&two, &[]).unwrap();
+    assert_eq!(ticket.end(), 2);
+
+    // A CQE naming slot 1 (inside the published WQE; the forgotten 3-WQEBB WQE started
+    // there and would end at 4, past the producer) is stray and retires nothing.
+    put_cqe(&cq, 0, &requester_cqe(0x00, QPN, 1, false));
+    assert_eq!(
+        qp.poll().unwrap_err(),
+        PollError::Stray {
+            qpn: QPN,
+            wqe_counter: 1
+        }
+    );
+    assert_eq!(qp.sq().retired(), 0);
+    assert_eq!(qp.sq().free_wqebbs(), 6);
+    assert_eq!(
+        qp.sq_mut().reserve(9).err(),
+        Some(PostError::Full { needed: 9, free: 6 }),
+        "a reservation larger than the ring never succeeds"
+    );
+
+    // The real completion, naming the published WQE, retires exactly it.
+    put_cqe(&cq, 1, &requester_cqe(0x00, QPN, 0, false));
+    assert!(matches!(
+        qp.poll().unwrap(),
+        Some(Polled::Sent {
+            wqe_counter: 0,
+            retired: 2,
+            ..
+        })
+    ));
+    assert!(qp.sq().is_complete(ticket));
+    assert_eq!(qp.sq().free_wqebbs(), 8);
+
+    // With two published WQEs (1 + 2 WQEBBs at 2 and 3), a CQE naming slot 4, inside the
+    // second, is stray; naming 3 retires both.
+    qp.post(&nop, &[]).unwrap();
+    qp.post(&two, &[]).unwrap();
+    put_cqe(&cq, 2, &requester_cqe(0x00, QPN, 4, false));
+    assert!(matches!(
+        qp.poll(),
+        Err(PollError::Stray { wqe_counter: 4, .. })
+    ));
+    put_cqe(&cq, 3, &requester_cqe(0x00, QPN, 3, false));
+    assert!(matches!(
+        qp.poll().unwrap(),
+        Some(Polled::Sent { retired: 5, .. })
+    ));
+    assert!(qp.sq().is_idle());
+}
+
+#[test]
+fn shared_and_exclusive_queues_refuse_the_same_bad_limits() {
+    let size = RingSize::new(16).unwrap();
+    let bad_limits = [
+        (
+            WqeLimits {
+                max_wqebbs: 0,
+                ..Default::default()
+            },
+            WqeError::FieldBelowMinimum {
+                field: "max_wqebbs",
+                value: 0,
+                min: 1,
+            },
+        ),
+        (
+            WqeLimits {
+                max_wqebbs: 17,
+                ..Default::default()
+            },
+            WqeError::WqeTooLarge {
+                wqebbs: 17,
+                max: 16,
+            },
+        ),
+    ];
+    for (limits, expected) in bad_limits {
+        let (sq, cq) = memory(16, 16);
+        let config = SharedQueueConfig {
+            limits,
+            ..SharedQueueConfig::for_ring(size)
+        };
+        assert_eq!(
+            SharedSendQueue::<Rc>::new(Qpn::new(QPN).unwrap(), sq, cq, config).err(),
+            Some(expected),
+            "shared queue with {limits:?}"
+        );
+        let (sq, cq) = memory(16, 16);
+        let config = QpConfig {
+            send: SendQueueConfig {
+                limits,
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        assert_eq!(
+            QueuePair::<Rc>::new(Qpn::new(QPN).unwrap(), sq, cq, config).err(),
+            Some(expected),
+            "exclusive queue with {limits:?}"
+        );
+    }
+    // The smallest valid limit still lets a dropped reservation pad with NOPs, and what is
+    // published is exactly what was written.
+    let (sq, cq) = memory(16, 16);
+    let config = SharedQueueConfig {
+        limits: WqeLimits {
+            max_wqebbs: 1,
+            ..Default::default()
+        },
+        ..SharedQueueConfig::for_ring(size)
+    };
+    let queue = SharedSendQueue::<Rc>::new(Qpn::new(QPN).unwrap(), sq, cq, config).unwrap();
+    drop(queue.reserve(3).unwrap());
+    assert_eq!(queue.counters().ready(), 3);
+    let ring = queue.memory().ring_bytes();
+    for index in 0..3 {
+        let wqe = parse_wqe(&ring, WqeIndex(index), TransportKind::Rc).unwrap();
+        assert_eq!(wqe.opcode, Opcode::Nop, "padding at {index}");
+    }
+}

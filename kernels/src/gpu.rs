@@ -178,6 +178,32 @@ impl<'q, T, S> From<&DeviceQueue<'q, T, S>> for QueueArg<'q> {
     }
 }
 
+/// The bytes of a descriptor, as the device reads an array of them (for kernels that
+/// take `const DeviceQueueDescriptor*`).
+pub fn descriptor_bytes(d: &DeviceQueueDescriptor) -> [u8; 80] {
+    let mut b = [0u8; 80];
+    let words64 = [
+        d.sq_ring, d.sq_dbrec, d.doorbell, d.cq_ring, d.cq_dbrec, d.state,
+    ];
+    for (i, w) in words64.iter().enumerate() {
+        b[i * 8..i * 8 + 8].copy_from_slice(&w.to_ne_bytes());
+    }
+    let words32 = [
+        d.qpn,
+        d.log_sq_wqebbs,
+        d.log_cq_entries,
+        d.max_inline,
+        d.cq_mode,
+        d.transport,
+        d.scope,
+        d.signal_interval,
+    ];
+    for (i, w) in words32.iter().enumerate() {
+        b[48 + i * 4..52 + i * 4].copy_from_slice(&w.to_ne_bytes());
+    }
+    b
+}
+
 /// What a [`Gpu`] compiles its programs with: a closed set of typed options (never free
 /// NVRTC flags, which could change what the kernels that safe launchers run do).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -232,7 +258,7 @@ impl CompileOptions {
 /// finishes loading a function; it is called on every entry right after the module is
 /// loaded, and `cuFuncIsLoaded` must then report it loaded. The environment is never
 /// touched, so this holds whatever `CUDA_MODULE_LOADING` says.
-fn load_every_kernel(
+pub(crate) fn load_every_kernel(
     module: &Arc<CudaModule>,
     ptx: &str,
 ) -> Result<HashMap<String, CudaFunction>, GpuError> {
@@ -1017,6 +1043,31 @@ mod tests {
                 "{bad}"
             );
         }
+    }
+
+    #[test]
+    fn descriptor_bytes_follow_the_repr_c_layout() {
+        use core::mem::offset_of;
+        let d = DeviceQueueDescriptor {
+            sq_ring: 0x1111,
+            state: 0x6666,
+            qpn: 0x77,
+            scope: 0x88,
+            signal_interval: 0x99,
+            ..Default::default()
+        };
+        let b = descriptor_bytes(&d);
+        let u64_at = |o: usize| u64::from_ne_bytes(b[o..o + 8].try_into().unwrap());
+        let u32_at = |o: usize| u32::from_ne_bytes(b[o..o + 4].try_into().unwrap());
+        assert_eq!(u64_at(offset_of!(DeviceQueueDescriptor, sq_ring)), 0x1111);
+        assert_eq!(u64_at(offset_of!(DeviceQueueDescriptor, state)), 0x6666);
+        assert_eq!(u32_at(offset_of!(DeviceQueueDescriptor, qpn)), 0x77);
+        assert_eq!(u32_at(offset_of!(DeviceQueueDescriptor, scope)), 0x88);
+        assert_eq!(
+            u32_at(offset_of!(DeviceQueueDescriptor, signal_interval)),
+            0x99
+        );
+        assert_eq!(b.len(), core::mem::size_of::<DeviceQueueDescriptor>());
     }
 
     #[test]

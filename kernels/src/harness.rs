@@ -41,30 +41,7 @@ where
     gpu.rc_queue_pair(qpn, wqebbs, cq_entries, signal_interval, cq_mode, scope)
 }
 
-/// The bytes of a descriptor, as the device reads an array of them.
-pub fn descriptor_bytes(d: &DeviceQueueDescriptor) -> [u8; 80] {
-    let mut b = [0u8; 80];
-    let words64 = [
-        d.sq_ring, d.sq_dbrec, d.doorbell, d.cq_ring, d.cq_dbrec, d.state,
-    ];
-    for (i, w) in words64.iter().enumerate() {
-        b[i * 8..i * 8 + 8].copy_from_slice(&w.to_ne_bytes());
-    }
-    let words32 = [
-        d.qpn,
-        d.log_sq_wqebbs,
-        d.log_cq_entries,
-        d.max_inline,
-        d.cq_mode,
-        d.transport,
-        d.scope,
-        d.signal_interval,
-    ];
-    for (i, w) in words32.iter().enumerate() {
-        b[48 + i * 4..52 + i * 4].copy_from_slice(&w.to_ne_bytes());
-    }
-    b
-}
+pub use crate::gpu::descriptor_bytes;
 
 /// Device memory holding an array of descriptors.
 pub fn descriptor_array(
@@ -121,6 +98,19 @@ fn sink_shape(queues: usize, blocks: u32, threads: u32) -> Result<u32, GpuError>
     Ok(n)
 }
 
+/// One sink thread per queue: the same queue pair twice would have two threads execute it.
+fn distinct_queues(queues: &[DeviceQueueDescriptor]) -> Result<(), GpuError> {
+    let mut rings: Vec<u64> = queues.iter().map(|d| d.sq_ring).collect();
+    rings.sort_unstable();
+    match rings.windows(2).find(|w| w[0] == w[1]) {
+        Some(w) => Err(GpuError::Invalid(format!(
+            "the queue with its ring at {:#x} is given to the sink twice",
+            w[0]
+        ))),
+        None => Ok(()),
+    }
+}
+
 impl<'q> Sink<'q> {
     /// Starts a sink over `queues` with `blocks` × `threads` threads (thread t serves
     /// queues t, t + all threads, ...), checking payloads of up to `max_producers`.
@@ -138,6 +128,7 @@ impl<'q> Sink<'q> {
         let n = sink_shape(queues.len(), blocks, threads)?;
         let descriptors: Vec<DeviceQueueDescriptor> =
             queues.iter().map(|q| *q.device_queue().raw()).collect();
+        distinct_queues(&descriptors)?;
         // SAFETY: the sink is these queues' NIC (it reads their rings and writes their
         // CQEs, nothing else); the guard borrows them for 'q, as long as it holds the
         // capabilities, and stops the kernel before it releases them.
@@ -490,6 +481,16 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_queue_is_given_to_the_sink_once() {
+        let q = |ring| DeviceQueueDescriptor {
+            sq_ring: ring,
+            ..Default::default()
+        };
+        assert_eq!(distinct_queues(&[q(0x1000), q(0x2000)]), Ok(()));
+        assert!(distinct_queues(&[q(0x1000), q(0x2000), q(0x1000)]).is_err());
+    }
 
     #[test]
     fn sink_shapes_are_validated_before_launch() {

@@ -12,6 +12,8 @@ use ibgda::memory::DeviceBuffer;
 use ibgda::nic::gpu_access::{
     DmaBufExportError, DmaBufExporter, DmaBufRange, IoMapError, IoMapping, IoMemoryMapper,
 };
+use ibgda::nic::{NicError, QueueAllocator, QueueFill};
+use ibgda::queue::{Gpu as GpuPlaced, CQE_INIT_OP_OWN};
 
 use crate::gpu::{Gpu, GpuError, HostRegistration};
 
@@ -39,6 +41,83 @@ impl CudaNicAccess {
             .context()
             .attribute(cu::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED)?;
         Ok(v != 0)
+    }
+}
+
+/// The least alignment of GPU queue memory: 64 KiB, as NVSHMEM allocates it (every queue
+/// buffer then starts its own DMA-BUF pages).
+pub const GPU_QUEUE_ALIGN: usize = 64 << 10;
+
+/// A CQE's size.
+const CQE_BYTES: usize = 64;
+
+fn gpu_error(e: GpuError) -> NicError {
+    NicError::Unsupported {
+        what: format!("GPU queue memory: {e}"),
+    }
+}
+
+/// GPU queue memory for the control plane: device memory aligned to at least
+/// [`GPU_QUEUE_ALIGN`], with `CU_POINTER_ATTRIBUTE_SYNC_MEMOPS` set (so the NIC's writes
+/// and the GPU's copies stay ordered), zeroed or filled with invalid hardware-owned CQEs.
+impl QueueAllocator<GpuPlaced> for CudaNicAccess {
+    fn allocate(
+        &self,
+        len: usize,
+        align: usize,
+        fill: QueueFill,
+    ) -> Result<Arc<DeviceBuffer>, NicError> {
+        if len == 0 || !align.is_power_of_two() {
+            return Err(NicError::OutOfRange {
+                what: "GPU queue memory length (or a non-power-of-two alignment)",
+                value: len as u64,
+                max: isize::MAX as u64,
+            });
+        }
+        let align = align.max(GPU_QUEUE_ALIGN);
+        let total = len.checked_add(align).ok_or(NicError::OutOfRange {
+            what: "GPU queue memory length",
+            value: len as u64,
+            max: (isize::MAX as usize - align) as u64,
+        })?;
+        let raw = self.gpu.device_buffer(total).map_err(gpu_error)?;
+        let start = raw
+            .addr()
+            .checked_add(align as u64 - 1)
+            .map(|a| a & !(align as u64 - 1))
+            .ok_or(NicError::OutOfRange {
+                what: "GPU allocation address",
+                value: raw.addr(),
+                max: u64::MAX - align as u64,
+            })?;
+        let sync: u32 = 1;
+        self.gpu
+            .context()
+            .bind_to_thread()
+            .map_err(|e| gpu_error(e.into()))?;
+        // SAFETY: `sync` is a valid `unsigned int`; `raw` is a live allocation.
+        unsafe {
+            cu::cuPointerSetAttribute(
+                (&sync as *const u32).cast(),
+                cu::CUpointer_attribute::CU_POINTER_ATTRIBUTE_SYNC_MEMOPS,
+                raw.addr(),
+            )
+        }
+        .result()
+        .map_err(|e| gpu_error(e.into()))?;
+        // SAFETY: `start .. start + len` lies inside `raw` (`start - raw.addr() < align` and
+        // `raw` has `len + align` bytes), which the new buffer owns.
+        let buffer = Arc::new(unsafe { DeviceBuffer::from_raw(start, len, Box::new(raw)) });
+        if fill == QueueFill::InvalidCqes {
+            let mut cqes = vec![0u8; len];
+            for entry in cqes.chunks_exact_mut(CQE_BYTES) {
+                entry[CQE_BYTES - 1] = CQE_INIT_OP_OWN;
+            }
+            self.gpu
+                .write_device(&buffer, 0, &cqes)
+                .map_err(gpu_error)?;
+        }
+        Ok(buffer)
     }
 }
 

@@ -1207,3 +1207,39 @@ fn a_user_kernel_posting_with_another_scope_traps() {
     println!("lying kernel: {result:?}");
     assert!(result.is_err(), "a kernel posting with another scope ran");
 }
+
+/// The persistent kernels are guards: a sink and a CUDA software NIC dropped while running
+/// stop and are waited for (without `Drop`, the synchronize after them would never return
+/// and gpu-run.sh's time limit would fail the test).
+#[test]
+#[ignore = "needs an NVIDIA GPU: run with --ignored on the GPU machine"]
+fn dropped_persistent_kernels_stop() {
+    let gpu = gpu();
+    let qp = gpu_queue_pair(&gpu, 0x21, 64, 64, 16, CqMode::Ring, GpuFence).expect("queue");
+    {
+        let _sink = Sink::start(&gpu, &[&qp], SINK_CHECK, 0, 1, 1).expect("sink");
+    }
+    gpu.synchronize().expect("the sink stopped");
+    let (queue, cq, responder) = ibgda_kernels::softnic::device::loopback_records(&qp, 0, 0, 4096);
+    let tables = NicTables {
+        nodes: vec![NicNode {
+            lid: 1,
+            reserved: 0,
+        }],
+        regions: vec![],
+        cqs: vec![cq],
+        responders: vec![responder],
+        queues: vec![queue],
+    };
+    let mut memory = NicMemory::new();
+    memory.queue_pair(&qp);
+    {
+        let mut nic = DeviceNic::new(&gpu, &[tables], memory).expect("NIC");
+        nic.start().expect("start");
+        assert!(nic.is_running());
+        assert!(nic.start().is_err(), "a second start of a running NIC");
+        assert!(nic.read().is_err(), "tables read while running");
+    }
+    gpu.synchronize().expect("the NIC stopped");
+    println!("dropped sink and CUDA NIC stopped and were waited for");
+}

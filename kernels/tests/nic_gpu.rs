@@ -50,3 +50,45 @@ fn gpu_queue_memory_exports_as_dmabuf_where_the_driver_supports_it() {
         }
     }
 }
+
+#[test]
+#[ignore = "needs an NVIDIA GPU: run with --ignored on the GPU machine"]
+fn gpu_queue_allocator_aligns_fills_and_exports() {
+    use ibgda::nic::{QueueAllocator, QueueFill};
+    use ibgda::queue::{Gpu as GpuPlaced, CQE_INIT_OP_OWN};
+    use ibgda_kernels::nic::GPU_QUEUE_ALIGN;
+
+    let gpu = std::sync::Arc::new(Gpu::open(0).expect("GPU"));
+    let access = CudaNicAccess::new(gpu.clone());
+    let cq = QueueAllocator::<GpuPlaced>::allocate(&access, 16 * 64, 64, QueueFill::InvalidCqes)
+        .expect("CQ memory");
+    let ring = QueueAllocator::<GpuPlaced>::allocate(&access, 4096, 4096, QueueFill::Zero)
+        .expect("ring memory");
+    for b in [&cq, &ring] {
+        assert_eq!(b.addr() % GPU_QUEUE_ALIGN as u64, 0, "{b:?}");
+    }
+    let cq_bytes = gpu.read_device(&cq).expect("read CQ");
+    for (i, byte) in cq_bytes.iter().enumerate() {
+        let expected = if i % 64 == 63 { CQE_INIT_OP_OWN } else { 0 };
+        assert_eq!(*byte, expected, "CQ byte {i}");
+    }
+    assert!(gpu
+        .read_device(&ring)
+        .expect("read ring")
+        .iter()
+        .all(|&b| b == 0));
+    let supported = access.dmabuf_supported().expect("attribute");
+    match access.export(&ring) {
+        Ok(range) => {
+            assert!(supported);
+            // 64 KiB-aligned memory starts its DMA-BUF.
+            assert_eq!(range.offset(), 0);
+            assert!(dmabuf_exporter_name(range.fd()).is_some());
+            println!("allocator ring exported: {range:?}");
+        }
+        Err(e) => {
+            assert!(!supported, "{e}");
+            println!("DMA-BUF export refused: {e}");
+        }
+    }
+}

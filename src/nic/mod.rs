@@ -43,6 +43,8 @@ pub mod gpu_access;
 pub mod mlx5;
 mod soft;
 mod soft_commands;
+#[cfg(test)]
+mod soft_tests;
 
 pub use backend::{
     Backend, BackendObject, MemoryAccess, MemoryRegistration, ProtectionDomainId, QueueMemoryRef,

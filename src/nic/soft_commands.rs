@@ -20,13 +20,14 @@
 
 use std::sync::Arc;
 
+use super::backend::MemoryAccess;
 use super::command::{caps_pages, opcode_of, OUTPUT_BYTES};
 use super::error::NicError;
 use super::prm::{
     opcode, AtomicCaps, CapabilityType, Command, CommandOutput, CommandStatus, CqeSize, CreateCq,
     CreateCqOutput, CreateDct, CreateDctOutput, CreateQp, CreateQpOutput, DestroyCq, DestroyDct,
     DestroyQp, GeneralCaps, Init2RtrQp, PrmError, QueryHcaCap, QueryHcaCapOutput, ReceiveQueue,
-    Rst2InitQp, Rtr2RtsQp, ServiceType,
+    RemoteAccess, Rst2InitQp, Rtr2RtsQp, ServiceType,
 };
 use super::soft::{SoftNic, SoftObject};
 use crate::cq::CqMode;
@@ -267,9 +268,12 @@ fn execute_create_dct(
     if !nic.fabric().has_cq_object(dctc.cqn) {
         return Err(bad_param(syndrome::UNKNOWN_CQ));
     }
-    let dct = nic
-        .fabric()
-        .create_commanded_dct(nic.node(), dctc.dc_access_key, dctc.cqn)?;
+    let dct = nic.fabric().create_commanded_dct(
+        nic.node(),
+        dctc.dc_access_key,
+        dctc.cqn,
+        enabled_rights(dctc.access),
+    )?;
     Ok((dct.get(), CreateDctOutput { dctn: dct.get() }))
 }
 
@@ -304,6 +308,15 @@ pub(super) fn create(
     made.ok_or(NicError::UnknownOpcode { opcode: 0 })
 }
 
+/// `rre`, `rwe`, `rae` as the access rights a responder checks.
+fn enabled_rights(access: RemoteAccess) -> MemoryAccess {
+    let mut rights = MemoryAccess::empty();
+    rights.set(MemoryAccess::REMOTE_READ, access.read);
+    rights.set(MemoryAccess::REMOTE_WRITE, access.write);
+    rights.set(MemoryAccess::REMOTE_ATOMIC, access.atomic);
+    rights
+}
+
 /// The queue pair a modify command is sent to: it must be the one the command names.
 fn target_qp(object: SoftObject, qpn: u32) -> Result<u32, Refusal> {
     match object {
@@ -329,7 +342,12 @@ pub(super) fn modify(
             if c.vhca_port_num != 1 {
                 return Err(bad_param(syndrome::BAD_PORT));
             }
-            fabric.transition(qpn, Transition::ResetToInit)?;
+            fabric.transition(
+                qpn,
+                Transition::ResetToInit {
+                    enabled: enabled_rights(c.access),
+                },
+            )?;
             Ok(Default::default())
         }),
         opcode::INIT2RTR_QP => run::<Init2RtrQp>(input, output, |c| {

@@ -222,12 +222,7 @@ impl<T: Transport, P: Placement, S: OrderingScope + ValidFor<P>> SendQueue<T, P,
                 max: half.into(),
             });
         }
-        if config.limits.max_wqebbs > WqeLimits::MAX_WQEBBS {
-            return Err(WqeError::WqeTooLarge {
-                wqebbs: config.limits.max_wqebbs,
-                max: WqeLimits::MAX_WQEBBS,
-            });
-        }
+        config.limits.validate()?;
         let slots = wqebbs as usize;
         Ok(Self {
             qpn,
@@ -304,24 +299,39 @@ impl<T: Transport, P: Placement, S: OrderingScope + ValidFor<P>> SendQueue<T, P,
     /// Retires every WQE up to and including the one starting at `wqe_counter` (a CQE's
     /// 16-bit WQE index). Returns the new retirement counter, or `None` if no posted,
     /// unretired WQE starts there: the NIC's memory is not trusted.
+    ///
+    /// The WQE must be one the producer published: walking the published WQEs from the
+    /// retirement counter (by their recorded sizes) must land on it, and it must end at or
+    /// before the producer counter. Sizes recorded in slots past the producer (left by a
+    /// reservation that was never published, even one `mem::forget`-ten) are never trusted.
     pub(crate) fn retire_through(&mut self, wqe_counter: u16) -> Option<u64> {
         let st = &mut self.state;
         let delta = wqe_counter.wrapping_sub(st.retired as u16);
-        let start = st.retired + u64::from(delta);
+        let start = st.retired.checked_add(u64::from(delta))?;
         if start >= st.producer {
             return None;
         }
-        let mask = (self.memory.size().wqebbs() - 1) as u64;
-        let len = st.wqe_wqebbs[(start & mask) as usize];
-        if len == 0 {
-            return None;
-        }
-        // Walk the WQEs being retired so their slots and registrations are released.
-        let end = start + u64::from(len);
+        let mask = u64::from(self.memory.size().wqebbs() - 1);
+        // Find the WQE: every step is a published WQE's size, inside the producer.
+        let mut at = st.retired;
+        let end = loop {
+            let len = u64::from(st.wqe_wqebbs[(at & mask) as usize]);
+            let next = at
+                .checked_add(len)
+                .filter(|&n| len > 0 && n <= st.producer)?;
+            if at == start {
+                break next;
+            }
+            if next > start {
+                return None; // `start` lies inside a WQE
+            }
+            at = next;
+        };
+        // Release the slots and registrations of the WQEs retired.
         let mut at = st.retired;
         while at < end {
             let slot = (at & mask) as usize;
-            let step = u64::from(st.wqe_wqebbs[slot].max(1));
+            let step = u64::from(st.wqe_wqebbs[slot]);
             st.wqe_wqebbs[slot] = 0;
             st.keep_alive[slot] = None;
             at += step;

@@ -203,6 +203,7 @@ impl<T: Transport> SharedSendQueue<T> {
                 max: half.into(),
             });
         }
+        config.limits.validate()?;
         if config.doorbell_batch == 0 {
             return Err(crate::wqe::WqeError::ZeroLength {
                 what: "doorbell batch",
@@ -448,26 +449,35 @@ impl<T: Transport> SharedSendQueue<T> {
         }))
     }
 
+    /// Retires every WQE up to and including the one starting at `wqe_counter`, if a
+    /// published WQE starts there: walking the published WQEs from `retired` by their
+    /// recorded sizes must land on it, and it must end within the published prefix (sizes
+    /// recorded past it belong to reservations still being written, or never published).
     fn retire_through(&self, state: &mut CompletionState, wqe_counter: u16) -> Option<u64> {
+        use std::sync::atomic::Ordering::Relaxed;
         let retired = self.counters.retired();
         let published = self.counters.ready();
-        let start = retired + u64::from(wqe_counter.wrapping_sub(retired as u16));
+        let start = retired.checked_add(u64::from(wqe_counter.wrapping_sub(retired as u16)))?;
         if start >= published {
             return None;
         }
         let mask = u64::from(self.memory.size().wqebbs() - 1);
-        let len =
-            self.wqe_wqebbs[(start & mask) as usize].load(std::sync::atomic::Ordering::Relaxed);
-        if len == 0 {
-            return None;
-        }
-        let end = start + u64::from(len);
+        let mut at = retired;
+        let end = loop {
+            let len = u64::from(self.wqe_wqebbs[(at & mask) as usize].load(Relaxed));
+            let next = at.checked_add(len).filter(|&n| len > 0 && n <= published)?;
+            if at == start {
+                break next;
+            }
+            if next > start {
+                return None; // `start` lies inside a WQE
+            }
+            at = next;
+        };
         let mut at = retired;
         while at < end {
             let slot = (at & mask) as usize;
-            let step = self.wqe_wqebbs[slot]
-                .swap(0, std::sync::atomic::Ordering::Relaxed)
-                .max(1);
+            let step = self.wqe_wqebbs[slot].swap(0, Relaxed);
             state.keep_alive[slot] = None;
             at += u64::from(step);
         }

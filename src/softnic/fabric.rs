@@ -18,7 +18,7 @@ use super::counters::{CounterBlock, Counters, StepReport};
 use super::engine::EngineHandle;
 use super::error::SoftNicError;
 use super::fault::Fault;
-use super::region::{Access, KeySpace, MemoryRegion, Region};
+use super::region::{Access, KeySpace, KeyTable, MemoryRegion, Region};
 
 /// The largest message a queue accepts unless configured otherwise: 1 GiB (NVSHMEM's
 /// `IBGDA_LOG_MAX_MSG_SIZE` of 30).
@@ -275,8 +275,8 @@ pub enum AsyncEvent {
 #[derive(Debug)]
 pub(crate) struct NodeState {
     pub(crate) lid: u16,
-    pub(crate) local_keys: HashMap<u32, Arc<Region>>,
-    pub(crate) remote_keys: HashMap<u32, Arc<Region>>,
+    pub(crate) local_keys: KeyTable,
+    pub(crate) remote_keys: KeyTable,
     keys: KeySpace,
 }
 
@@ -347,7 +347,15 @@ pub(crate) struct ResponderState {
     pub(crate) received: u32,
     pub(crate) cq: Option<u32>,
     pub(crate) error: bool,
+    /// The remote operations the queue accepts (`rre`, `rwe`, `rae` of its context): all
+    /// for queues made by [`Fabric::create_qp`] and [`Fabric::create_dct`].
+    pub(crate) enabled: Access,
 }
+
+/// Every remote right: what queues made without a command accept.
+pub(crate) const REMOTE_ALL: Access = Access::REMOTE_WRITE
+    .union(Access::REMOTE_READ)
+    .union(Access::REMOTE_ATOMIC);
 
 /// Consequences of a WQE applied after it: CQs that overran.
 #[derive(Debug, Default)]
@@ -442,8 +450,8 @@ impl Fabric {
         let id = NodeId(state.nodes.len() as u32);
         state.nodes.push(NodeState {
             lid,
-            local_keys: HashMap::new(),
-            remote_keys: HashMap::new(),
+            local_keys: KeyTable::default(),
+            remote_keys: KeyTable::default(),
             keys: KeySpace::new(id),
         });
         state.lids.insert(lid, id);
@@ -600,6 +608,7 @@ impl Fabric {
                     received: 0,
                     cq: receive_cq,
                     error: false,
+                    enabled: REMOTE_ALL,
                 },
             );
         }
@@ -660,6 +669,7 @@ impl Fabric {
                 received: 0,
                 cq,
                 error: false,
+                enabled: REMOTE_ALL,
             },
         );
         Qpn::new(number)

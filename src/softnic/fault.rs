@@ -115,6 +115,14 @@ pub enum Fault {
         /// The responder's queue number.
         responder: u32,
     },
+    /// The responding queue does not accept the operation (its context's remote read,
+    /// write or atomic enable is clear).
+    ResponderAccessDisabled {
+        /// The responder's queue number.
+        responder: u32,
+        /// The right the operation needs.
+        needed: Access,
+    },
     /// The responder's receive CQ overran: the responder could not complete the message.
     ResponderCqOverrun {
         /// The responder's queue number.
@@ -141,7 +149,8 @@ impl Fault {
             Self::MisalignedAtomic { .. } => Syndrome::RemoteInvalidRequest,
             Self::RemoteKey { .. }
             | Self::RemoteBounds { .. }
-            | Self::RemoteAccessDenied { .. } => Syndrome::RemoteAccess,
+            | Self::RemoteAccessDenied { .. }
+            | Self::ResponderAccessDisabled { .. } => Syndrome::RemoteAccess,
             Self::ReceiverNotReady { .. } => Syndrome::RnrRetryExceeded,
             Self::ResponderCqOverrun { .. } => Syndrome::RemoteOperation,
         }
@@ -162,6 +171,7 @@ impl Fault {
             Self::RemoteKey { .. } => 0x40,
             Self::RemoteBounds { .. } => 0x41,
             Self::RemoteAccessDenied { .. } => 0x42,
+            Self::ResponderAccessDisabled { .. } => 0x43,
             Self::UnknownLid { .. } => 0x50,
             Self::UnknownDct { .. } => 0x51,
             Self::WrongDcKey { .. } => 0x52,
@@ -209,6 +219,9 @@ impl fmt::Display for Fault {
             )?,
             Self::RemoteAccessDenied { rkey, needed } => {
                 write!(f, "region of rkey {rkey:#010x} lacks {needed:?}")?
+            }
+            Self::ResponderAccessDisabled { responder, needed } => {
+                write!(f, "queue {responder:#08x} does not accept {needed:?}")?
             }
             Self::ReceiverNotReady { responder } => {
                 write!(f, "no receive credit at {responder:#08x}")?

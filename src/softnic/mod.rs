@@ -30,7 +30,9 @@
 //! made by PRM command ([`crate::nic::SoftNic`]) starts in [`QpState::Reset`] and moves
 //! only by the RST2INIT, INIT2RTR and RTR2RTS commands, as hardware does; a WQE published
 //! before it reaches RTS fails with [`Fault::NotReadyToSend`] and the queue goes to
-//! error.
+//! error. A queue whose RC peer (made by command) is still in RESET or INIT does not
+//! execute its next WQE until the peer reaches RTR: the hardware's retransmissions until
+//! the peer is ready, without their limit.
 //!
 //! # Execution
 //!
@@ -112,6 +114,7 @@
 //! | unknown rkey | [`Fault::RemoteKey`] | REMOTE_ACCESS 0x13 | 0x40 |
 //! | remote range outside the region | [`Fault::RemoteBounds`] | REMOTE_ACCESS 0x13 | 0x41 |
 //! | missing remote right | [`Fault::RemoteAccessDenied`] | REMOTE_ACCESS 0x13 | 0x42 |
+//! | the responding queue's context disables it (`rwe`, `rre`, `rae`) | [`Fault::ResponderAccessDisabled`] | REMOTE_ACCESS 0x13 | 0x43 |
 //! | WRITE_WITH_IMM without a receive credit | [`Fault::ReceiverNotReady`] | RNR_RETRY_EXC 0x16 | 0x60 |
 //! | responder's receive CQ overruns | [`Fault::ResponderCqOverrun`] | REMOTE_OP 0x14 | 0x70 |
 //!

@@ -16,6 +16,7 @@ use super::fabric::{
     check_node, DoorbellWatch, Fabric, NodeId, QpState, ResponderState, SendQueueState,
     DEFAULT_MAX_MESSAGE_BYTES,
 };
+use super::region::Access;
 
 /// Why the NIC refused an object command (the control plane turns these into PRM statuses).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -44,8 +45,11 @@ pub(crate) struct CommandedQp {
 /// A state transition command.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Transition {
-    /// RST2INIT_QP.
-    ResetToInit,
+    /// RST2INIT_QP, with the remote operations the queue accepts.
+    ResetToInit {
+        /// `rre`, `rwe`, `rae` as access rights.
+        enabled: Access,
+    },
     /// INIT2RTR_QP, with the RC peer (QPN and LID) for an RC queue pair.
     InitToRtr {
         /// The remote QPN and the LID it is reached at (RC only).
@@ -161,6 +165,8 @@ impl Fabric {
                     received: 0,
                     cq: qp.receive_cq,
                     error: false,
+                    // Nothing until RST2INIT enables it.
+                    enabled: Access::empty(),
                 },
             );
         }
@@ -176,13 +182,19 @@ impl Fabric {
             .filter(|sq| sq.commanded)
             .ok_or(ObjectRefusal::Unknown)?;
         let (from, to) = match transition {
-            Transition::ResetToInit => (QpState::Reset, QpState::Init),
+            Transition::ResetToInit { .. } => (QpState::Reset, QpState::Init),
             Transition::InitToRtr { .. } => (QpState::Init, QpState::ReadyToReceive),
             Transition::RtrToRts => (QpState::ReadyToReceive, QpState::ReadyToSend),
         };
         if sq.state != from {
             return Err(ObjectRefusal::BadState(sq.state));
         }
+        if let Transition::ResetToInit { enabled } = transition {
+            if let Some(responder) = state.responders.get_mut(&qpn) {
+                responder.enabled = enabled;
+            }
+        }
+        let sq = state.sqs.get_mut(&qpn).ok_or(ObjectRefusal::Unknown)?;
         if let Transition::InitToRtr { peer } = transition {
             if sq.transport == TransportKind::Rc {
                 let (remote, lid) =
@@ -218,6 +230,7 @@ impl Fabric {
         node: NodeId,
         dc_key: u64,
         cqn: u32,
+        enabled: Access,
     ) -> Result<Qpn, ObjectRefusal> {
         let mut state = self.shared.lock();
         check_node(&state, node).map_err(ObjectRefusal::Invalid)?;
@@ -241,6 +254,7 @@ impl Fabric {
                 received: 0,
                 cq: Some(cqn),
                 error: false,
+                enabled,
             },
         );
         Ok(qpn)

@@ -284,10 +284,8 @@ impl Selection {
 
 /// The hardware backend, where this build has it.
 pub mod hardware {
-    use std::process::ExitCode;
-
     #[cfg(not(feature = "mlx5"))]
-    pub fn run(name: &str) -> ExitCode {
+    pub fn run(name: &str) -> std::process::ExitCode {
         println!("nic_suite: backend = mlx5 device {name}");
         let reason = format!(
             "IBGDA_NIC={name} asks for the mlx5 backend, which this build lacks (build the suite with --features mlx5)"

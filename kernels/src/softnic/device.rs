@@ -148,11 +148,10 @@ impl<'q> NicMemory<'q> {
 
     /// The (address, length) of every buffer queue tables may name.
     fn queue_spans(&self) -> Vec<(u64, u64)> {
-        #[allow(unused_mut)]
-        let mut spans: Vec<(u64, u64)> = self.queues.iter().flat_map(QueueReach::spans).collect();
+        let queues = self.queues.iter().flat_map(QueueReach::spans);
         #[cfg(feature = "test-support")]
-        spans.extend(self.arena.iter().map(|b| (b.addr(), b.len() as u64)));
-        spans
+        let queues = queues.chain(self.arena.iter().map(|b| (b.addr(), b.len() as u64)));
+        queues.collect()
     }
 
     fn inside(spans: &[(u64, u64)], addr: u64, len: u64) -> bool {
@@ -163,9 +162,10 @@ impl<'q> NicMemory<'q> {
 
     /// What [`DeviceNic::new`] checks before anything reaches the device: at least one
     /// engine and no more than a launch holds, no registered buffer overlapping queue
-    /// memory, and every engine's tables naming only this memory (regions inside
-    /// registered buffers; rings, records, doorbells and CQs inside queue memory) with
-    /// valid sizes ([`NicTables::check`]).
+    /// memory, every engine's tables naming only this memory (regions inside registered
+    /// buffers; rings, records, doorbells and CQs inside queue memory) with valid sizes
+    /// ([`NicTables::check`]), and one executor per queue (a send ring in one table
+    /// entry of all engines) and per CQ (a CQ ring in one engine).
     pub fn check(&self, engines: &[NicTables]) -> Result<(), GpuError> {
         if engines.is_empty() {
             return Err(GpuError::Invalid("no engine".into()));
@@ -179,6 +179,28 @@ impl<'q> NicMemory<'q> {
         for (i, t) in engines.iter().enumerate() {
             t.check(&data, &queue)
                 .map_err(|e| GpuError::Invalid(format!("engine {i}: {e}")))?;
+        }
+        // One executor per queue and per CQ: a send queue in one table entry, a CQ in one
+        // engine (engines run on different SMs and do not share state).
+        let mut rings = std::collections::HashMap::new();
+        let mut cqs = std::collections::HashMap::new();
+        for (i, t) in engines.iter().enumerate() {
+            for q in &t.queues {
+                if let Some(j) = rings.insert(q.ring, i) {
+                    return Err(GpuError::Invalid(format!(
+                        "the send ring at {:#x} is in engine {j} and engine {i}",
+                        q.ring
+                    )));
+                }
+            }
+            for c in &t.cqs {
+                if let Some(j) = cqs.insert(c.ring, i).filter(|&j| j != i) {
+                    return Err(GpuError::Invalid(format!(
+                        "the CQ ring at {:#x} is in engine {j} and engine {i}",
+                        c.ring
+                    )));
+                }
+            }
         }
         Ok(())
     }

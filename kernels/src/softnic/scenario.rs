@@ -1297,7 +1297,7 @@ pub fn run_on_fabric(s: &Scenario) -> Result<FabricRun, String> {
             queues.push(QueueView {
                 qpn: qpn.get(),
                 state: match st.state {
-                    // The CUDA engine knows one "executes nothing" state for all three.
+                    // Neither executes WQEs, like a queue pair in INIT.
                     QpState::Reset | QpState::Init | QpState::ReadyToReceive => state::INIT,
                     QpState::ReadyToSend => state::READY,
                     QpState::Error => state::ERROR,

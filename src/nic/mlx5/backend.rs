@@ -12,9 +12,12 @@ use super::Mlx5Device;
 use crate::memory::{DeviceBuffer, DmaBuffer};
 use crate::nic::gpu_access::{DmaBufExporter, IoMemoryMapper};
 use crate::nic::{
-    Backend, BackendObject, Gid, LinkLayer, MemoryAccess, Mtu, NicError, PortAttributes,
-    ProtectionDomainId, QueueMemoryRef, RegisterMemory, UarPage, UmemId,
+    Backend, BackendObject, Gid, LinkLayer, MemoryAccess, MemoryRegistration, Mtu, NicError,
+    PortAttributes, ProtectionDomainId, QueueMemoryRef, RegisterMemory, UarPage, UmemId,
 };
+use crate::wqe::segment::AddressVectorSegment;
+use crate::wqe::RKey;
+use zerocopy::FromBytes;
 
 impl From<Mlx5Error> for NicError {
     fn from(e: Mlx5Error) -> Self {
@@ -122,6 +125,19 @@ impl UmemId for Umem {
 
 impl BackendObject for DevxObject {}
 
+impl MemoryRegistration for MemoryRegion {
+    fn rkey(&self) -> RKey {
+        RKey(MemoryRegion::rkey(self))
+    }
+    fn addr(&self) -> u64 {
+        MemoryRegion::addr(self)
+    }
+    fn len(&self) -> usize {
+        // A region's length came from a `usize`.
+        MemoryRegion::len(self) as usize
+    }
+}
+
 /// A UAR page of the mlx5 backend; its GPU doorbell is mapped once, on first use.
 pub struct Mlx5Uar {
     uar: Arc<Uar>,
@@ -144,7 +160,16 @@ impl UarPage for Mlx5Uar {
     }
 
     fn host_doorbell(&self) -> Result<Arc<DmaBuffer>, NicError> {
-        Ok(self.uar.host_doorbell()?)
+        // A UAR register is not memory: it may only be stored to (`Uar::host_register`
+        // gives it as a `RegisterPage`). Host-placed queues take their doorbell as a memory
+        // buffer, so on hardware they are refused rather than handed a register as memory.
+        Err(NicError::Unsupported {
+            what: "host-placed queues on the mlx5 backend: their doorbell would be a UAR \
+                   register handed out as memory (DmaBuffer), which may be read; the \
+                   register is available as a store-only RegisterPage \
+                   (Uar::host_register); use GPU-placed queues"
+                .to_owned(),
+        })
     }
 
     fn gpu_doorbell(&self) -> Result<Arc<DeviceBuffer>, NicError> {
@@ -249,16 +274,57 @@ impl Backend for Mlx5Backend {
     }
 
     fn register_umem(&self, memory: QueueMemoryRef<'_>) -> Result<Umem, NicError> {
-        match memory {
-            QueueMemoryRef::Host(buffer) => Ok(self.device.register_host_umem(buffer.clone())?),
-            QueueMemoryRef::Gpu(buffer) => Ok(self
-                .device
-                .register_gpu_umem(buffer.clone(), self.dmabuf.as_deref())?),
-            #[allow(unreachable_patterns)]
-            _ => Err(NicError::Unsupported {
-                what: "this kind of queue memory on the mlx5 backend".to_owned(),
-            }),
+        if let Some(buffer) = memory.host_buffer() {
+            return Ok(self.device.register_host_umem(buffer.clone())?);
         }
+        if let Some(buffer) = memory.gpu_buffer() {
+            return Ok(self
+                .device
+                .register_gpu_umem(buffer.clone(), self.dmabuf.as_deref())?);
+        }
+        Err(NicError::Unsupported {
+            what: format!(
+                "queue memory placed {:?} on the mlx5 backend",
+                memory.placement()
+            ),
+        })
+    }
+
+    fn address_vector(
+        &self,
+        pd: &ProtectionDomain,
+        port: &PortAttributes,
+        gid: Gid,
+    ) -> Result<AddressVectorSegment, NicError> {
+        // Ethernet (RoCE) paths are global: sent from the port's GID equal to `gid` (a
+        // loopback) or else its first populated one. InfiniBand paths use the LID.
+        let global = match port.link_layer {
+            LinkLayer::Ethernet => {
+                let index = port
+                    .gids
+                    .iter()
+                    .position(|g| *g == gid)
+                    .or_else(|| port.gids.iter().position(|g| g.0 != [0; 16]))
+                    .ok_or(Mlx5Error::Gid {
+                        port: port.port,
+                        index: 0,
+                        errno: 61, // ENODATA: the port has no GID to send from
+                    })?;
+                let index = u8::try_from(index).map_err(|_| NicError::OutOfRange {
+                    what: "source GID index",
+                    value: index as u64,
+                    max: u64::from(u8::MAX),
+                })?;
+                Some((gid.0, index))
+            }
+            LinkLayer::InfiniBand => None,
+        };
+        let av = super::verbs::address_vector(pd, port.port, port.lid, global)?;
+        AddressVectorSegment::read_from_bytes(&av).map_err(|_| NicError::OutOfRange {
+            what: "address vector length",
+            value: av.len() as u64,
+            max: core::mem::size_of::<AddressVectorSegment>() as u64,
+        })
     }
 
     fn register_memory(

@@ -13,7 +13,7 @@ use rdma_mummy_sys as sys;
 use super::dv::errno;
 use super::error::{Mlx5Error, EOPNOTSUPP};
 use super::verbs::{Context, GpuPath};
-use crate::memory::{DeviceBuffer, DmaBuffer};
+use crate::memory::{DeviceBuffer, DmaBuffer, RegisterPage};
 use crate::nic::gpu_access::{
     DmaBufExportError, DmaBufExporter, DmaBufRange, IoMapping, IoMemoryMapper,
 };
@@ -553,21 +553,22 @@ impl Uar {
         NonNull::new(reg.cast::<u8>()).ok_or(Mlx5Error::UarAllocation { errno: 0 })
     }
 
-    /// The 8-byte doorbell register for host producers.
-    pub fn host_doorbell(self: &Arc<Self>) -> Result<Arc<DmaBuffer>, Mlx5Error> {
+    /// The 8-byte doorbell register for host producers, as a store-only register page
+    /// (reads of a UAR register are not memory reads).
+    pub fn host_register(self: &Arc<Self>) -> Result<RegisterPage, Mlx5Error> {
         let reg = self.register()?;
         let owner = HostDoorbellOwner { _uar: self.clone() };
         // SAFETY: `reg` is the UAR's mapped doorbell register (8 bytes, 8-aligned, inside
-        // the mapped UAR page), mapped until the UAR is freed, which `owner` prevents while
-        // the buffer lives; the host only stores to it through the buffer's atomics.
-        let buffer = unsafe { DmaBuffer::from_raw(reg, 8, Box::new(owner)) }.map_err(|_| {
+        // the mapped UAR page), which accepts aligned 64-bit stores, mapped until the UAR
+        // is freed, which `owner` prevents while the page lives; a store to it changes no
+        // memory of this process (the NIC then reads the queue through DMA).
+        unsafe { RegisterPage::from_raw(reg, 8, Box::new(owner)) }.map_err(|_| {
             Mlx5Error::OutOfRange {
                 what: "UAR doorbell register alignment",
                 value: reg.as_ptr() as u64 % 8,
                 limit: 0,
             }
-        })?;
-        Ok(Arc::new(buffer))
+        })
     }
 
     /// The 8-byte doorbell register mapped into the GPU through `mapper` (the page holding

@@ -23,6 +23,41 @@
 //! only carries them to the device and turns failures into typed errors (a command the
 //! firmware failed reports its status and syndrome).
 //!
+//! Owners cannot be duplicated (a second owner would release the object twice):
+//!
+//! ```compile_fail,E0599
+//! fn twice(device: ibgda::nic::mlx5::Mlx5Device) {
+//!     let _copy = device.clone();
+//! }
+//! ```
+//!
+//! ```compile_fail,E0599
+//! fn twice(pd: ibgda::nic::mlx5::ProtectionDomain) {
+//!     let _copy = pd.clone();
+//! }
+//! ```
+//!
+//! ```compile_fail,E0599
+//! fn twice(object: ibgda::nic::mlx5::DevxObject) {
+//!     let _copy = object.clone();
+//! }
+//! ```
+//!
+//! ```compile_fail,E0599
+//! fn twice(umem: ibgda::nic::mlx5::Umem) {
+//!     let _copy = umem.clone();
+//! }
+//! ```
+//!
+//! and an object destroyed explicitly cannot be used again:
+//!
+//! ```compile_fail,E0382
+//! fn destroy_then_modify(object: ibgda::nic::mlx5::DevxObject) {
+//!     let _ = object.destroy();
+//!     let _ = object.modify(&[0; 8], &mut [0; 8]);
+//! }
+//! ```
+//!
 //! [`DmaBufExporter`]: crate::nic::gpu_access::DmaBufExporter
 //! [`IoMemoryMapper`]: crate::nic::gpu_access::IoMemoryMapper
 

@@ -95,6 +95,7 @@ fn a_machine_without_a_device_reports_the_typed_no_device_error() {
     let result = Mlx5Device::open(None);
     if present.is_empty() {
         let err = result.unwrap_err();
+        println!("typed no-device error: {err}");
         match &err {
             Mlx5Error::NoDevice {
                 requested,

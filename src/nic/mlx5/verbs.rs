@@ -359,6 +359,70 @@ impl ProtectionDomain {
     }
 }
 
+/// An address handle's address vector: the 48 bytes of `mlx5_wqe_av` the provider built
+/// for a path (read through `mlx5dv_init_obj`), for DC initiators to carry in their WQEs.
+/// `gid` (with the local GID index to send from) makes the path global (RoCE, routed
+/// InfiniBand); `None` addresses `dlid` on the local subnet.
+pub(crate) fn address_vector(
+    pd: &ProtectionDomain,
+    port: u8,
+    dlid: u16,
+    gid: Option<([u8; 16], u8)>,
+) -> Result<[u8; 48], Mlx5Error> {
+    let ctx = &pd.inner.ctx;
+    let init_obj = ctx.libs.init_obj.get()?;
+    let global = gid.is_some();
+    let (dgid, sgid_index) = gid.unwrap_or(([0; 16], 0));
+    let mut attr = sys::ibv_ah_attr {
+        grh: sys::ibv_global_route {
+            dgid: sys::ibv_gid { raw: dgid },
+            flow_label: 0,
+            sgid_index,
+            // RoCE drops packets with a hop limit of 0 or 1; 64 crosses any data centre.
+            hop_limit: if global { 64 } else { 0 },
+            traffic_class: 0,
+        },
+        dlid,
+        sl: 0,
+        src_path_bits: 0,
+        static_rate: 0,
+        is_global: u8::from(global),
+        port_num: port,
+    };
+    let ah_error = |errno| Mlx5Error::AddressHandle {
+        port,
+        global,
+        errno,
+    };
+    // SAFETY: a live PD and a fully initialised attribute block.
+    let ah = unsafe { sys::ibv_create_ah(pd.inner.pd.as_ptr(), &mut attr) };
+    let ah = NonNull::new(ah).ok_or_else(|| ah_error(errno()))?;
+    let mut dv_ah = sys::mlx5dv_ah {
+        av: core::ptr::null_mut(),
+        comp_mask: 0,
+    };
+    // SAFETY: `mlx5dv_obj` is a struct of pointer pairs; all-null is valid.
+    let mut obj: sys::mlx5dv_obj = unsafe { core::mem::zeroed() };
+    obj.ah.in_ = ah.as_ptr();
+    obj.ah.out = &mut dv_ah;
+    /// `MLX5DV_OBJ_AH`.
+    const OBJ_AH: u64 = 1 << 5;
+    // SAFETY: `obj.ah` names a live AH and a valid out-struct; only the AH is asked.
+    let rc = unsafe { init_obj(&mut obj, OBJ_AH) };
+    let mut av = [0u8; 48];
+    let result = if rc != 0 || dv_ah.av.is_null() {
+        Err(ah_error(if rc != 0 { rc } else { 22 }))
+    } else {
+        // SAFETY: `av` points at the AH's 48-byte `mlx5_wqe_av`, alive until the AH is
+        // destroyed below; the copy reads exactly those bytes.
+        unsafe { core::ptr::copy_nonoverlapping(dv_ah.av.cast::<u8>(), av.as_mut_ptr(), av.len()) };
+        Ok(av)
+    };
+    // SAFETY: created above, destroyed once; only the copy of its vector is kept.
+    unsafe { sys::ibv_destroy_ah(ah.as_ptr()) };
+    result
+}
+
 /// What memory a region covers, kept alive as long as the region.
 #[derive(Debug)]
 enum RegionMemory {

@@ -3,15 +3,16 @@
 use super::bits::{BitReader, BitWriter, Field};
 use super::error::{CommandStatus, PrmError};
 use super::layout::{
-    ads, alloc_uar_in, atomic_caps, cmd_hca_cap, cqc, create_cq_in, create_dct_in, create_qp_in,
-    dctc, mbox_in, mbox_out, modify_qp_in, object_in, object_out, qpc, query_hca_cap_in,
-    CREATE_CQ_CQC, CREATE_DCT_DCTC, QPC_PRIMARY_ADDRESS_PATH, QP_COMMAND_QPC,
+    ads, alloc_uar_in, alloc_uar_out, atomic_caps, cmd_hca_cap, cqc, create_cq_in, create_cq_out,
+    create_dct_in, create_dct_out, create_qp_in, create_qp_out, dctc, dealloc_uar_in,
+    destroy_cq_in, destroy_dct_in, destroy_qp_in, mbox_in, mbox_out, modify_qp_in, qpc,
+    query_hca_cap_in, CREATE_CQ_CQC, CREATE_DCT_DCTC, QPC_PRIMARY_ADDRESS_PATH, QP_COMMAND_QPC,
     QUERY_HCA_CAP_OUT_BITS, QUERY_HCA_CAP_OUT_CAPABILITY,
 };
-use super::opcode;
 use super::types::{
     AtomicEndianness, AtomicMode, CapabilityType, CqeSize, Mtu, PmState, ReceiveQueue, ServiceType,
 };
+use super::{op_mod, opcode};
 
 /// A PRM command input: its name, opcode, size, the fields it may carry, and both codecs.
 pub trait Command: Sized {
@@ -128,7 +129,7 @@ const fn cap(field: Field) -> Field {
 }
 
 macro_rules! object_output {
-    ($(#[$meta:meta])* $name:ident, $command:literal, $field:ident) => {
+    ($(#[$meta:meta])* $name:ident, $command:literal, $layout:ident, $field:ident) => {
         $(#[$meta])*
         #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
         pub struct $name {
@@ -138,18 +139,18 @@ macro_rules! object_output {
 
         impl CommandOutput for $name {
             const COMMAND: &'static str = $command;
-            const OUTPUT_BYTES: usize = object_out::LAYOUT.bytes();
+            const OUTPUT_BYTES: usize = $layout::LAYOUT.bytes();
 
             fn encode(&self) -> Result<Vec<u8>, PrmError> {
                 let mut w = BitWriter::new(Self::COMMAND, Self::OUTPUT_BYTES);
-                w.set(object_out::OBJECT, u64::from(self.$field))?;
+                w.set($layout::OBJECT, u64::from(self.$field))?;
                 Ok(w.finish())
             }
 
             fn decode(bytes: &[u8]) -> Result<Self, PrmError> {
                 check_status(Self::COMMAND, bytes)?;
                 let r = BitReader::new(Self::COMMAND, bytes, Self::OUTPUT_BYTES)?;
-                Ok(Self { $field: r.get_as(object_out::OBJECT)? })
+                Ok(Self { $field: r.get_as($layout::OBJECT)? })
             }
         }
     };
@@ -179,19 +180,19 @@ macro_rules! empty_output {
 
 object_output!(
     /// CREATE_CQ's output: the CQ number.
-    CreateCqOutput, "CREATE_CQ", cqn
+    CreateCqOutput, "CREATE_CQ", create_cq_out, cqn
 );
 object_output!(
     /// CREATE_QP's output: the QP number.
-    CreateQpOutput, "CREATE_QP", qpn
+    CreateQpOutput, "CREATE_QP", create_qp_out, qpn
 );
 object_output!(
     /// CREATE_DCT's output: the DCT number.
-    CreateDctOutput, "CREATE_DCT", dctn
+    CreateDctOutput, "CREATE_DCT", create_dct_out, dctn
 );
 object_output!(
     /// ALLOC_UAR's output: the UAR page index.
-    AllocUarOutput, "ALLOC_UAR", uar
+    AllocUarOutput, "ALLOC_UAR", alloc_uar_out, uar
 );
 empty_output!(
     /// DEALLOC_UAR's output.
@@ -263,7 +264,16 @@ impl Command for QueryHcaCap {
     type Output = QueryHcaCapOutput;
 
     fn encode(&self) -> Result<Vec<u8>, PrmError> {
-        let op_mod = (self.capability.wire() << 1) | u64::from(self.current);
+        let kind = match self.capability {
+            CapabilityType::General => op_mod::HCA_CAP_GENERAL,
+            CapabilityType::Atomic => op_mod::HCA_CAP_ATOMIC,
+        };
+        let current = if self.current {
+            op_mod::HCA_CAP_CURRENT
+        } else {
+            op_mod::HCA_CAP_MAX
+        };
+        let op_mod = u64::from(kind | current);
         let mut w = BitWriter::new(Self::NAME, Self::INPUT_BYTES);
         w.set(query_hca_cap_in::OPCODE, u64::from(Self::OPCODE))?;
         w.set(query_hca_cap_in::OP_MOD, op_mod)?;
@@ -578,7 +588,7 @@ impl Command for AllocUar {
 }
 
 macro_rules! destroy_command {
-    ($(#[$meta:meta])* $name:ident, $command:literal, $opcode:expr, $field:ident, $output:ident, uid: $has_uid:literal) => {
+    ($(#[$meta:meta])* $name:ident, $command:literal, $opcode:expr, $layout:ident, $field:ident, $output:ident) => {
         $(#[$meta])*
         #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
         pub struct $name {
@@ -591,57 +601,69 @@ macro_rules! destroy_command {
         impl Command for $name {
             const NAME: &'static str = $command;
             const OPCODE: u16 = $opcode;
-            const INPUT_BYTES: usize = object_in::LAYOUT.bytes();
-            const FIELDS: &'static [Field] = if $has_uid {
-                &[object_in::OPCODE, object_in::UID, object_in::OBJECT]
-            } else {
-                &[object_in::OPCODE, object_in::OBJECT]
-            };
+            const INPUT_BYTES: usize = $layout::LAYOUT.bytes();
+            const FIELDS: &'static [Field] = &[$layout::OPCODE, $layout::UID, $layout::OBJECT];
             type Output = $output;
 
             fn encode(&self) -> Result<Vec<u8>, PrmError> {
-                if !$has_uid && self.uid != 0 {
-                    return Err(PrmError::FieldOutOfRange {
-                        command: Self::NAME,
-                        structure: object_in::LAYOUT.name,
-                        field: "uid",
-                        value: u64::from(self.uid),
-                        max: 0,
-                    });
-                }
                 let mut w = BitWriter::new(Self::NAME, Self::INPUT_BYTES);
-                w.set(object_in::OPCODE, u64::from(Self::OPCODE))?;
-                w.set(object_in::UID, u64::from(self.uid))?;
-                w.set(object_in::OBJECT, u64::from(self.$field))?;
+                w.set($layout::OPCODE, u64::from(Self::OPCODE))?;
+                w.set($layout::UID, u64::from(self.uid))?;
+                w.set($layout::OBJECT, u64::from(self.$field))?;
                 Ok(w.finish())
             }
 
             fn decode(bytes: &[u8]) -> Result<Self, PrmError> {
                 let r = open::<Self>(bytes)?;
                 Ok(Self {
-                    uid: r.get_as(object_in::UID)?,
-                    $field: r.get_as(object_in::OBJECT)?,
+                    uid: r.get_as($layout::UID)?,
+                    $field: r.get_as($layout::OBJECT)?,
                 })
             }
         }
     };
 }
 
-destroy_command!(
-    /// DEALLOC_UAR: release a UAR page (this input has no `uid`: it must be 0).
-    DeallocUar, "DEALLOC_UAR", opcode::DEALLOC_UAR, uar, DeallocUarOutput, uid: false
-);
+/// DEALLOC_UAR: release a UAR page.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct DeallocUar {
+    /// The UAR page index (24 bits).
+    pub uar: u32,
+}
+
+impl Command for DeallocUar {
+    const NAME: &'static str = "DEALLOC_UAR";
+    const OPCODE: u16 = opcode::DEALLOC_UAR;
+    const INPUT_BYTES: usize = dealloc_uar_in::LAYOUT.bytes();
+    const FIELDS: &'static [Field] = &[dealloc_uar_in::OPCODE, dealloc_uar_in::OBJECT];
+    type Output = DeallocUarOutput;
+
+    fn encode(&self) -> Result<Vec<u8>, PrmError> {
+        let mut w = BitWriter::new(Self::NAME, Self::INPUT_BYTES);
+        w.set(dealloc_uar_in::OPCODE, u64::from(Self::OPCODE))?;
+        w.set(dealloc_uar_in::OBJECT, u64::from(self.uar))?;
+        Ok(w.finish())
+    }
+
+    fn decode(bytes: &[u8]) -> Result<Self, PrmError> {
+        let r = open::<Self>(bytes)?;
+        Ok(Self {
+            uar: r.get_as(dealloc_uar_in::OBJECT)?,
+        })
+    }
+}
+
 destroy_command!(
     /// DESTROY_CQ.
-    DestroyCq, "DESTROY_CQ", opcode::DESTROY_CQ, cqn, DestroyCqOutput, uid: true
+    DestroyCq, "DESTROY_CQ", opcode::DESTROY_CQ, destroy_cq_in, cqn, DestroyCqOutput
 );
 destroy_command!(
     /// DESTROY_QP.
-    DestroyQp, "DESTROY_QP", opcode::DESTROY_QP, qpn, DestroyQpOutput, uid: true
+    DestroyQp, "DESTROY_QP", opcode::DESTROY_QP, destroy_qp_in, qpn, DestroyQpOutput
 );
 destroy_command!(
     /// DESTROY_DCT.
-    DestroyDct, "DESTROY_DCT", opcode::DESTROY_DCT, dctn, DestroyDctOutput, uid: true
+    DestroyDct, "DESTROY_DCT", opcode::DESTROY_DCT, destroy_dct_in, dctn, DestroyDctOutput
 );
 
 // ---------------------------------------------------------------------------------------
@@ -1029,6 +1051,60 @@ pub struct AddressPath {
     pub vhca_port_num: u8,
     /// `rmac_47_32` and `rmac_31_0`: the next hop's MAC (RoCE), as on the wire.
     pub rmac: [u8; 6],
+}
+
+impl AddressPath {
+    /// An InfiniBand path: the peer's LID and the service level, no GRH.
+    pub const fn infiniband(vhca_port_num: u8, rlid: u16, sl: u8) -> Self {
+        Self {
+            force_loopback: false,
+            pkey_index: 0,
+            grh: false,
+            rlid,
+            src_addr_index: 0,
+            stat_rate: 0,
+            hop_limit: 0,
+            tclass: 0,
+            flow_label: 0,
+            rgid: [0; 16],
+            dscp: 0,
+            udp_sport: 0,
+            eth_prio: 0,
+            sl,
+            vhca_port_num,
+            rmac: [0; 6],
+        }
+    }
+
+    /// A RoCE path: the peer's GID and next-hop MAC, the local GID index, a GRH with
+    /// `hop_limit`, and the RoCE v2 UDP source port (0 lets the NIC choose).
+    pub const fn roce(
+        vhca_port_num: u8,
+        rgid: [u8; 16],
+        rmac: [u8; 6],
+        src_addr_index: u8,
+        hop_limit: u8,
+        udp_sport: u16,
+    ) -> Self {
+        Self {
+            force_loopback: false,
+            pkey_index: 0,
+            grh: true,
+            rlid: 0,
+            src_addr_index,
+            stat_rate: 0,
+            hop_limit,
+            tclass: 0,
+            flow_label: 0,
+            rgid,
+            dscp: 0,
+            udp_sport,
+            eth_prio: 0,
+            sl: 0,
+            vhca_port_num,
+            rmac,
+        }
+    }
 }
 
 /// RST2INIT_QP.

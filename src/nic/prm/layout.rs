@@ -54,22 +54,67 @@ layout! {
 }
 
 layout! {
-    /// Input of commands that name one object by a 24-bit number at dword 2 (`destroy_cq_in`,
-    /// `destroy_qp_in`, `destroy_dct_in`, `dealloc_uar_in`): opcode, uid, the object number.
-    object_in = "destroy_cq_in", 0x80;
+    /// `destroy_cq_in` (DESTROY_CQ's input).
+    destroy_cq_in = "destroy_cq_in", 0x80;
     OPCODE = "opcode" @ 0x00, 16;
     UID = "uid" @ 0x10, 16;
-    OP_MOD = "op_mod" @ 0x30, 16;
-    OBJECT = "object" @ 0x48, 24;
+    OBJECT = "cqn" @ 0x48, 24;
 }
 
 layout! {
-    /// Output of commands that return one object number at dword 2 (`create_cq_out`,
-    /// `create_qp_out`, `create_dct_out`, `alloc_uar_out`).
-    object_out = "create_qp_out", 0x80;
+    /// `destroy_qp_in` (DESTROY_QP's input).
+    destroy_qp_in = "destroy_qp_in", 0x80;
+    OPCODE = "opcode" @ 0x00, 16;
+    UID = "uid" @ 0x10, 16;
+    OBJECT = "qpn" @ 0x48, 24;
+}
+
+layout! {
+    /// `destroy_dct_in` (DESTROY_DCT's input).
+    destroy_dct_in = "destroy_dct_in", 0x80;
+    OPCODE = "opcode" @ 0x00, 16;
+    UID = "uid" @ 0x10, 16;
+    OBJECT = "dctn" @ 0x48, 24;
+}
+
+layout! {
+    /// `dealloc_uar_in` (no `uid` in this input).
+    dealloc_uar_in = "dealloc_uar_in", 0x80;
+    OPCODE = "opcode" @ 0x00, 16;
+    OP_MOD = "op_mod" @ 0x30, 16;
+    OBJECT = "uar" @ 0x48, 24;
+}
+
+layout! {
+    /// `create_cq_out` (CREATE_CQ's output).
+    create_cq_out = "create_cq_out", 0x80;
     STATUS = "status" @ 0x00, 8;
     SYNDROME = "syndrome" @ 0x20, 32;
-    OBJECT = "object" @ 0x48, 24;
+    OBJECT = "cqn" @ 0x48, 24;
+}
+
+layout! {
+    /// `create_qp_out` (CREATE_QP's output).
+    create_qp_out = "create_qp_out", 0x80;
+    STATUS = "status" @ 0x00, 8;
+    SYNDROME = "syndrome" @ 0x20, 32;
+    OBJECT = "qpn" @ 0x48, 24;
+}
+
+layout! {
+    /// `create_dct_out` (CREATE_DCT's output).
+    create_dct_out = "create_dct_out", 0x80;
+    STATUS = "status" @ 0x00, 8;
+    SYNDROME = "syndrome" @ 0x20, 32;
+    OBJECT = "dctn" @ 0x48, 24;
+}
+
+layout! {
+    /// `alloc_uar_out` (ALLOC_UAR's output).
+    alloc_uar_out = "alloc_uar_out", 0x80;
+    STATUS = "status" @ 0x00, 8;
+    SYNDROME = "syndrome" @ 0x20, 32;
+    OBJECT = "uar" @ 0x48, 24;
 }
 
 layout! {

@@ -14,6 +14,31 @@
 //! decodes them, status byte and syndrome first, so a failed command becomes
 //! [`PrmError::CommandError`] naming the command and its [`CommandStatus`].
 //!
+//! ```
+//! use ibgda::nic::prm::*;
+//!
+//! let destroy = DestroyQp { uid: 0, qpn: 0x1234 };
+//! let bytes = destroy.encode()?;
+//! assert_eq!(bytes, [0x05, 0x01, 0, 0, 0, 0, 0, 0, 0, 0, 0x12, 0x34, 0, 0, 0, 0]);
+//! assert_eq!(DestroyQp::decode(&bytes)?, destroy);
+//!
+//! // A value wider than its field is refused, not truncated.
+//! let too_big = DestroyQp { uid: 0, qpn: 1 << 24 };
+//! assert!(matches!(too_big.encode(), Err(PrmError::FieldOutOfRange { field: "qpn", .. })));
+//!
+//! // A failed command's output names the command, its status and syndrome.
+//! let failed = DestroyQpOutput::encode_failure(CommandStatus::BadResource, 0x0b2c_7f3e)?;
+//! assert_eq!(
+//!     DestroyQpOutput::decode(&failed),
+//!     Err(PrmError::CommandError {
+//!         command: "DESTROY_QP",
+//!         status: CommandStatus::BadResource,
+//!         syndrome: 0x0b2c_7f3e,
+//!     })
+//! );
+//! # Ok::<(), PrmError>(())
+//! ```
+//!
 //! Layouts follow the PRM's bit numbering (see [`bits`]); every field's offset and width is
 //! declared once in [`layout`], checked for overlap and bounds in `const` assertions, pinned
 //! against offsets measured on rdma-core 56.1's `mlx5_ifc.h`, and proved byte-exact against
@@ -38,6 +63,18 @@ pub use error::{CommandStatus, PrmError};
 pub use types::{
     AtomicEndianness, AtomicMode, CapabilityType, CqeSize, Mtu, PmState, ReceiveQueue, ServiceType,
 };
+
+/// QUERY_HCA_CAP's `op_mod`: the capability type in bits 15:1, current-or-maximum in bit 0.
+pub mod op_mod {
+    /// Bit 0 clear: the maximum values the device supports.
+    pub const HCA_CAP_MAX: u16 = 0;
+    /// Bit 0 set: the values currently in effect.
+    pub const HCA_CAP_CURRENT: u16 = 1;
+    /// Capability type 0: the general device capabilities (`cmd_hca_cap`).
+    pub const HCA_CAP_GENERAL: u16 = 0x0 << 1;
+    /// Capability type 3: the atomic capabilities (`atomic_caps`).
+    pub const HCA_CAP_ATOMIC: u16 = 0x3 << 1;
+}
 
 /// PRM command opcodes (the first 16 bits of every command input).
 pub mod opcode {

@@ -70,6 +70,7 @@
 	X(destroy_dct_in, opcode) X(destroy_dct_in, uid) X(destroy_dct_in, dctn) \
 	X(create_qp_out, status) X(create_qp_out, syndrome) X(create_qp_out, qpn) \
 	X(create_dct_out, dctn)                                                \
+	X(create_cq_out, cqn)                                                  \
 	X(create_qp_in, opcode) X(create_qp_in, uid) X(create_qp_in, op_mod)   \
 	X(create_qp_in, opt_param_mask)                                        \
 	X(create_qp_in, wq_umem_id) X(create_qp_in, wq_umem_valid)             \
@@ -138,8 +139,41 @@
 	X(cmd_hca_cap) X(atomic_caps) X(alloc_uar_in) X(alloc_uar_out)         \
 	X(dealloc_uar_in) X(dealloc_uar_out) X(destroy_cq_in) X(destroy_qp_in) \
 	X(destroy_dct_in) X(create_qp_in) X(create_qp_out) X(create_dct_out)   \
+	X(create_cq_out)                                                       \
 	X(rst2init_qp_in) X(init2rtr_qp_in) X(rtr2rts_qp_in)                   \
 	X(rst2init_qp_out) X(init2rtr_qp_out) X(rtr2rts_qp_out) X(qpc) X(ads)
+
+/* Named values of mlx5_ifc.h our constants must equal. */
+#define PRM_CONSTANTS(X)                                                       \
+	X(MLX5_CMD_OP_QUERY_HCA_CAP) X(MLX5_CMD_OP_CREATE_CQ)                  \
+	X(MLX5_CMD_OP_DESTROY_CQ) X(MLX5_CMD_OP_CREATE_QP)                     \
+	X(MLX5_CMD_OP_DESTROY_QP) X(MLX5_CMD_OP_RST2INIT_QP)                   \
+	X(MLX5_CMD_OP_INIT2RTR_QP) X(MLX5_CMD_OP_RTR2RTS_QP)                   \
+	X(MLX5_CMD_OP_CREATE_DCT) X(MLX5_CMD_OP_DESTROY_DCT)                   \
+	X(MLX5_CMD_OP_ALLOC_UAR) X(MLX5_CMD_OP_DEALLOC_UAR)                    \
+	X(HCA_CAP_OPMOD_GET_MAX) X(HCA_CAP_OPMOD_GET_CUR)                      \
+	X(MLX5_CAP_GENERAL) X(MLX5_CAP_ATOMIC)                                 \
+	X(MLX5_QPC_ST_RC) X(MLX5_QPC_PM_STATE_MIGRATED)                        \
+	X(MLX5_CMD_STAT_OK) X(MLX5_CMD_STAT_INT_ERR) X(MLX5_CMD_STAT_BAD_OP_ERR) \
+	X(MLX5_CMD_STAT_BAD_PARAM_ERR) X(MLX5_CMD_STAT_BAD_SYS_STATE_ERR)      \
+	X(MLX5_CMD_STAT_BAD_RES_ERR) X(MLX5_CMD_STAT_RES_BUSY)                 \
+	X(MLX5_CMD_STAT_LIM_ERR) X(MLX5_CMD_STAT_BAD_RES_STATE_ERR)            \
+	X(MLX5_CMD_STAT_IX_ERR) X(MLX5_CMD_STAT_NO_RES_ERR)                    \
+	X(MLX5_CMD_STAT_BAD_INP_LEN_ERR) X(MLX5_CMD_STAT_BAD_OUTP_LEN_ERR)     \
+	X(MLX5_CMD_STAT_BAD_QP_STATE_ERR) X(MLX5_CMD_STAT_BAD_PKT_ERR)         \
+	X(MLX5_CMD_STAT_BAD_SIZE_OUTS_CQES_ERR)
+
+#define PRM_CONSTANT_ENTRY(name) { #name, (uint64_t)(name) },
+
+static const struct ibgda_prm_constant prm_constants[] = {
+	PRM_CONSTANTS(PRM_CONSTANT_ENTRY)
+};
+
+const struct ibgda_prm_constant *ibgda_prm_constants(uint32_t *count)
+{
+	*count = sizeof(prm_constants) / sizeof(prm_constants[0]);
+	return prm_constants;
+}
 
 #define PRM_ENTRY(typ, fld)                                                    \
 	{ #typ, #fld, __devx_bit_off(typ, fld), __devx_bit_sz(typ, fld) },

@@ -13,6 +13,12 @@ struct ibgda_prm_field {
 	uint32_t bit_width;
 };
 
+struct ibgda_prm_constant {
+	const char *name;
+	uint64_t value;
+};
+
+const struct ibgda_prm_constant *ibgda_prm_constants(uint32_t *count);
 const struct ibgda_prm_field *ibgda_prm_fields(uint32_t *count);
 const struct ibgda_prm_field *ibgda_prm_structs(uint32_t *count);
 

@@ -45,7 +45,14 @@ struct RawDrRtr {
     sgid_index: u8,
 }
 
+#[repr(C)]
+struct RawConstant {
+    name: *const c_char,
+    value: u64,
+}
+
 extern "C" {
+    fn ibgda_prm_constants(count: *mut u32) -> *const RawConstant;
     fn ibgda_prm_fields(count: *mut u32) -> *const RawField;
     fn ibgda_prm_structs(count: *mut u32) -> *const RawField;
     fn ibgda_prm_set(
@@ -131,6 +138,23 @@ fn collect(raw: *const RawField, count: u32) -> Vec<IfcField> {
                 bit_offset: entry.bit_offset,
                 bit_width: entry.bit_width,
             }
+        })
+        .collect()
+}
+
+/// The `mlx5_ifc.h` constants (opcodes, op_mods, statuses, QPC values) the shim exports,
+/// by name.
+pub fn ifc_constants() -> Vec<(String, u64)> {
+    let mut count = 0;
+    // SAFETY: the shim writes the entry count and returns its static table.
+    let raw = unsafe { ibgda_prm_constants(&mut count) };
+    (0..count as usize)
+        .map(|i| {
+            // SAFETY: `count` entries, each name a static C string.
+            let entry = unsafe { &*raw.add(i) };
+            // SAFETY: as above.
+            let name = unsafe { CStr::from_ptr(entry.name) };
+            (name.to_string_lossy().into_owned(), entry.value)
         })
         .collect()
 }

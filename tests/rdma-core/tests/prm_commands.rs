@@ -44,6 +44,7 @@ macro_rules! scapy_test {
 
 oracle_test!(
     prm_layouts_match_mlx5_ifc,
+    prm_constants_match_mlx5_ifc,
     prm_query_hca_cap_devx_set,
     prm_query_hca_cap_output_devx,
     prm_uar_and_destroy_devx_set,
@@ -70,9 +71,10 @@ mod checks {
     use std::time::Instant;
 
     use ibgda::nic::prm::layout::{
-        ads, alloc_uar_in, atomic_caps, cmd_hca_cap, create_qp_in, mbox_in, mbox_out, modify_qp_in,
-        object_in, object_out, qpc, query_hca_cap_in, QPC_PRIMARY_ADDRESS_PATH, QP_COMMAND_QPC,
-        QUERY_HCA_CAP_OUT_CAPABILITY,
+        ads, alloc_uar_in, alloc_uar_out, atomic_caps, cmd_hca_cap, create_cq_out, create_dct_out,
+        create_qp_in, create_qp_out, dealloc_uar_in, destroy_cq_in, destroy_dct_in, destroy_qp_in,
+        mbox_in, mbox_out, modify_qp_in, qpc, query_hca_cap_in, QPC_PRIMARY_ADDRESS_PATH,
+        QP_COMMAND_QPC, QUERY_HCA_CAP_OUT_CAPABILITY,
     };
     use ibgda::nic::prm::*;
     use ibgda_rdma_core_oracle::prm::{self as oracle, DrCreateQp, DrRtr, IfcField};
@@ -212,31 +214,24 @@ mod checks {
                 .field(leaf)
                 .map(|f| f.within(QUERY_HCA_CAP_OUT_CAPABILITY));
         }
-        fn object(name: &str) -> &str {
-            if matches!(name, "cqn" | "qpn" | "dctn" | "uar") {
-                "object"
-            } else {
-                name
-            }
-        }
         let layout = match structure {
             "mbox_in" => mbox_in::LAYOUT,
             "mbox_out" | "query_hca_cap_out" | "dealloc_uar_out" => mbox_out::LAYOUT,
             "query_hca_cap_in" => query_hca_cap_in::LAYOUT,
             "alloc_uar_in" => alloc_uar_in::LAYOUT,
-            "alloc_uar_out" | "create_qp_out" | "create_dct_out" => object_out::LAYOUT,
-            "dealloc_uar_in" | "destroy_cq_in" | "destroy_qp_in" | "destroy_dct_in" => {
-                object_in::LAYOUT
-            }
+            "alloc_uar_out" => alloc_uar_out::LAYOUT,
+            "create_qp_out" => create_qp_out::LAYOUT,
+            "create_cq_out" => create_cq_out::LAYOUT,
+            "create_dct_out" => create_dct_out::LAYOUT,
+            "dealloc_uar_in" => dealloc_uar_in::LAYOUT,
+            "destroy_cq_in" => destroy_cq_in::LAYOUT,
+            "destroy_qp_in" => destroy_qp_in::LAYOUT,
+            "destroy_dct_in" => destroy_dct_in::LAYOUT,
             "create_qp_in" => create_qp_in::LAYOUT,
             "rst2init_qp_in" | "init2rtr_qp_in" | "rtr2rts_qp_in" => modify_qp_in::LAYOUT,
             _ => return None,
         };
-        if matches!(layout.name, "destroy_cq_in" | "create_qp_out") {
-            layout.field(object(path))
-        } else {
-            layout.field(path)
-        }
+        layout.field(path)
     }
 
     pub fn prm_layouts_match_mlx5_ifc() {
@@ -318,15 +313,16 @@ mod checks {
             ("cmd_hca_cap", cmd_hca_cap::LAYOUT.bits),
             ("atomic_caps", atomic_caps::LAYOUT.bits),
             ("alloc_uar_in", alloc_uar_in::LAYOUT.bits),
-            ("alloc_uar_out", object_out::LAYOUT.bits),
-            ("dealloc_uar_in", object_in::LAYOUT.bits),
+            ("alloc_uar_out", alloc_uar_out::LAYOUT.bits),
+            ("dealloc_uar_in", dealloc_uar_in::LAYOUT.bits),
             ("dealloc_uar_out", mbox_out::LAYOUT.bits),
-            ("destroy_cq_in", object_in::LAYOUT.bits),
-            ("destroy_qp_in", object_in::LAYOUT.bits),
-            ("destroy_dct_in", object_in::LAYOUT.bits),
+            ("destroy_cq_in", destroy_cq_in::LAYOUT.bits),
+            ("destroy_qp_in", destroy_qp_in::LAYOUT.bits),
+            ("destroy_dct_in", destroy_dct_in::LAYOUT.bits),
             ("create_qp_in", create_qp_in::LAYOUT.bits),
-            ("create_qp_out", object_out::LAYOUT.bits),
-            ("create_dct_out", object_out::LAYOUT.bits),
+            ("create_qp_out", create_qp_out::LAYOUT.bits),
+            ("create_dct_out", create_dct_out::LAYOUT.bits),
+            ("create_cq_out", create_cq_out::LAYOUT.bits),
             ("rst2init_qp_in", modify_qp_in::LAYOUT.bits),
             ("init2rtr_qp_in", modify_qp_in::LAYOUT.bits),
             ("rtr2rts_qp_in", modify_qp_in::LAYOUT.bits),
@@ -352,6 +348,120 @@ mod checks {
         eprintln!(
             "oracle: prm_layouts_match_mlx5_ifc: {compared} fields and {} structure sizes",
             sizes.len()
+        );
+    }
+
+    pub fn prm_constants_match_mlx5_ifc() {
+        let ours: Vec<(&str, u64)> = vec![
+            ("MLX5_CMD_OP_QUERY_HCA_CAP", opcode::QUERY_HCA_CAP.into()),
+            ("MLX5_CMD_OP_CREATE_CQ", opcode::CREATE_CQ.into()),
+            ("MLX5_CMD_OP_DESTROY_CQ", opcode::DESTROY_CQ.into()),
+            ("MLX5_CMD_OP_CREATE_QP", opcode::CREATE_QP.into()),
+            ("MLX5_CMD_OP_DESTROY_QP", opcode::DESTROY_QP.into()),
+            ("MLX5_CMD_OP_RST2INIT_QP", opcode::RST2INIT_QP.into()),
+            ("MLX5_CMD_OP_INIT2RTR_QP", opcode::INIT2RTR_QP.into()),
+            ("MLX5_CMD_OP_RTR2RTS_QP", opcode::RTR2RTS_QP.into()),
+            ("MLX5_CMD_OP_CREATE_DCT", opcode::CREATE_DCT.into()),
+            ("MLX5_CMD_OP_DESTROY_DCT", opcode::DESTROY_DCT.into()),
+            ("MLX5_CMD_OP_ALLOC_UAR", opcode::ALLOC_UAR.into()),
+            ("MLX5_CMD_OP_DEALLOC_UAR", opcode::DEALLOC_UAR.into()),
+            ("HCA_CAP_OPMOD_GET_MAX", op_mod::HCA_CAP_MAX.into()),
+            ("HCA_CAP_OPMOD_GET_CUR", op_mod::HCA_CAP_CURRENT.into()),
+            // mlx5_cap_type values; our op_mod constants hold them shifted into bits 15:1.
+            ("MLX5_CAP_GENERAL", (op_mod::HCA_CAP_GENERAL >> 1).into()),
+            ("MLX5_CAP_ATOMIC", (op_mod::HCA_CAP_ATOMIC >> 1).into()),
+            ("MLX5_QPC_ST_RC", ServiceType::Rc.wire()),
+            ("MLX5_QPC_PM_STATE_MIGRATED", PmState::Migrated.wire()),
+            ("MLX5_CMD_STAT_OK", CommandStatus::Ok.byte().into()),
+            (
+                "MLX5_CMD_STAT_INT_ERR",
+                CommandStatus::InternalError.byte().into(),
+            ),
+            (
+                "MLX5_CMD_STAT_BAD_OP_ERR",
+                CommandStatus::BadOpcode.byte().into(),
+            ),
+            (
+                "MLX5_CMD_STAT_BAD_PARAM_ERR",
+                CommandStatus::BadParameter.byte().into(),
+            ),
+            (
+                "MLX5_CMD_STAT_BAD_SYS_STATE_ERR",
+                CommandStatus::BadSystemState.byte().into(),
+            ),
+            (
+                "MLX5_CMD_STAT_BAD_RES_ERR",
+                CommandStatus::BadResource.byte().into(),
+            ),
+            (
+                "MLX5_CMD_STAT_RES_BUSY",
+                CommandStatus::ResourceBusy.byte().into(),
+            ),
+            (
+                "MLX5_CMD_STAT_LIM_ERR",
+                CommandStatus::LimitExceeded.byte().into(),
+            ),
+            (
+                "MLX5_CMD_STAT_BAD_RES_STATE_ERR",
+                CommandStatus::BadResourceState.byte().into(),
+            ),
+            (
+                "MLX5_CMD_STAT_IX_ERR",
+                CommandStatus::BadIndex.byte().into(),
+            ),
+            (
+                "MLX5_CMD_STAT_NO_RES_ERR",
+                CommandStatus::NoResources.byte().into(),
+            ),
+            (
+                "MLX5_CMD_STAT_BAD_INP_LEN_ERR",
+                CommandStatus::BadInputLength.byte().into(),
+            ),
+            (
+                "MLX5_CMD_STAT_BAD_OUTP_LEN_ERR",
+                CommandStatus::BadOutputLength.byte().into(),
+            ),
+            (
+                "MLX5_CMD_STAT_BAD_QP_STATE_ERR",
+                CommandStatus::BadQpState.byte().into(),
+            ),
+            (
+                "MLX5_CMD_STAT_BAD_PKT_ERR",
+                CommandStatus::BadPacket.byte().into(),
+            ),
+            (
+                "MLX5_CMD_STAT_BAD_SIZE_OUTS_CQES_ERR",
+                CommandStatus::BadOutstandingCqeSize.byte().into(),
+            ),
+        ];
+        let theirs = oracle::ifc_constants();
+        assert_eq!(
+            ours.len(),
+            theirs.len(),
+            "every exported constant is compared"
+        );
+        for (name, value) in &ours {
+            let found = theirs
+                .iter()
+                .find(|(n, _)| n == name)
+                .unwrap_or_else(|| panic!("{name}: not exported by the shim"));
+            assert_eq!(*value, found.1, "{name}");
+        }
+        // Every status rdma-core names decodes to a named variant and back.
+        for (name, value) in theirs
+            .iter()
+            .filter(|(n, _)| n.starts_with("MLX5_CMD_STAT_"))
+        {
+            let status = CommandStatus::from_byte(*value as u8);
+            assert!(
+                !matches!(status, CommandStatus::Other(_)),
+                "{name} has no variant"
+            );
+            assert_eq!(u64::from(status.byte()), *value);
+        }
+        eprintln!(
+            "oracle: prm_constants_match_mlx5_ifc: {} constants",
+            ours.len()
         );
     }
 
@@ -559,10 +669,7 @@ mod checks {
             c.set("opcode", 0x802u16);
             roundtrip("prm_uar_and_destroy_devx_set", case, &AllocUar, &c.bytes);
 
-            let command = DeallocUar {
-                uid: 0,
-                uar: rng.u32(24),
-            };
+            let command = DeallocUar { uar: rng.u32(24) };
             let mut c = Devx::new("dealloc_uar_in", DeallocUar::INPUT_BYTES);
             c.set("opcode", 0x803u16).set("uar", command.uar);
             roundtrip("prm_uar_and_destroy_devx_set", case, &command, &c.bytes);
