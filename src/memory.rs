@@ -420,6 +420,16 @@ impl fmt::Debug for DeviceBuffer {
 /// Copies bytes out of words, starting `offset` bytes in.
 pub(crate) fn copy_out(words: &[AtomicU64], offset: usize, dst: &mut [u8], order: Ordering) {
     let mut pos = 0;
+    // Word-aligned: whole words with fixed-size copies (no call per word), then the tail.
+    if offset % WORD == 0 {
+        let first = offset / WORD;
+        let count = dst.len() / WORD;
+        let whole = &words[first..first + count];
+        for (chunk, word) in dst.chunks_exact_mut(WORD).zip(whole) {
+            chunk.copy_from_slice(&word.load(order).to_ne_bytes());
+        }
+        pos = count * WORD;
+    }
     while pos < dst.len() {
         let at = offset + pos;
         let word = words[at / WORD].load(order).to_ne_bytes();
@@ -434,6 +444,17 @@ pub(crate) fn copy_out(words: &[AtomicU64], offset: usize, dst: &mut [u8], order
 /// compare-exchange loop so that neighbouring bytes are never written.
 pub(crate) fn copy_in(words: &[AtomicU64], offset: usize, src: &[u8]) {
     let mut pos = 0;
+    // Word-aligned: whole words with plain stores, then the tail merged below.
+    if offset % WORD == 0 {
+        let first = offset / WORD;
+        let count = src.len() / WORD;
+        let whole = &words[first..first + count];
+        for (chunk, word) in src.chunks_exact(WORD).zip(whole) {
+            let bytes: [u8; WORD] = chunk.try_into().expect("chunks of WORD bytes");
+            word.store(u64::from_ne_bytes(bytes), Ordering::Relaxed);
+        }
+        pos = count * WORD;
+    }
     while pos < src.len() {
         let at = offset + pos;
         let skip = at % WORD;

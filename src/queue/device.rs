@@ -205,6 +205,7 @@ where
         scope: S,
     ) -> Result<Self, DeviceQueueError> {
         let mut pair = Self {
+            nic_objects: None,
             sq: SendQueue::new(qpn, sq, config.send, scope).map_err(DeviceQueueError::Config)?,
             cq: CompletionQueue::new(cq, config.cq_mode),
             first_error: None,

@@ -60,7 +60,7 @@ pub struct QueueBufferSpan {
 }
 
 impl QueueBufferSpan {
-    fn of<B: QueueBuffer>(buffer: &B) -> Self {
+    pub(crate) fn of<B: QueueBuffer>(buffer: &B) -> Self {
         Self {
             addr: buffer.addr(),
             device_addr: buffer.device_addr(),
@@ -219,7 +219,7 @@ impl<P: Placement> SendQueueMemory<P> {
 
 impl<P: Placement> SendQueueMemory<P> {
     /// Send-queue memory over `ring`, `dbrec` and `doorbell`, checked against `size`.
-    fn from_parts(
+    pub(crate) fn from_parts(
         size: RingSize,
         ring: P::Buffer,
         dbrec: P::Buffer,
@@ -382,7 +382,9 @@ impl<P: Placement> CompletionQueueMemory<P> {
         self.nic_access()
     }
 
-    fn from_parts(
+    /// CQ memory over `ring` and `dbrec`, checked against `entries` (the ring's contents
+    /// are its maker's: CQEs initialised invalid).
+    pub(crate) fn from_parts(
         entries: u32,
         ring: P::Buffer,
         dbrec: P::Buffer,
@@ -475,6 +477,46 @@ pub struct SendQueueNicAccess<P: Placement = Host> {
     size: RingSize,
     dbrec: P::Buffer,
     doorbell: P::Buffer,
+}
+
+impl SendQueueNicAccess<Host> {
+    /// The capability a NIC holds over buffers it was given as UMEM (ring and record) and
+    /// its own doorbell register (a UAR page): for the software NIC's command backend.
+    pub(crate) fn from_registered(
+        size: RingSize,
+        ring: Arc<DmaBuffer>,
+        dbrec: Arc<DmaBuffer>,
+        doorbell: Arc<DmaBuffer>,
+    ) -> Result<Self, QueueMemoryError> {
+        check_len("send ring", ring.len(), size.bytes())?;
+        check_len("send doorbell record", dbrec.len(), RECORD_BYTES)?;
+        check_len("doorbell", doorbell.len(), RECORD_BYTES)?;
+        Ok(Self {
+            ring,
+            size,
+            dbrec,
+            doorbell,
+        })
+    }
+}
+
+impl CompletionQueueNicAccess<Host> {
+    /// The capability a NIC holds over a CQ ring and record it was given as UMEM: for the
+    /// software NIC's command backend.
+    pub(crate) fn from_registered(
+        entries: u32,
+        ring: Arc<DmaBuffer>,
+        dbrec: Arc<DmaBuffer>,
+    ) -> Result<Self, QueueMemoryError> {
+        let ring_len = check_entries(entries)?;
+        check_len("CQ ring", ring.len(), ring_len)?;
+        check_len("CQ doorbell record", dbrec.len(), RECORD_BYTES)?;
+        Ok(Self {
+            ring,
+            entries,
+            dbrec,
+        })
+    }
 }
 
 impl<P: Placement> SendQueueNicAccess<P> {

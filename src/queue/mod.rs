@@ -24,6 +24,7 @@ pub use send::{
 };
 
 mod pair;
+pub(crate) use pair::NicObjects;
 pub use pair::{
     quiet, CompletionError, DciPool, PollError, Polled, QpConfig, QueuePair, Quiesce, WaitError,
 };

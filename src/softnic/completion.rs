@@ -36,6 +36,8 @@ pub(crate) struct CqState {
     pub(crate) error: bool,
     /// Queue numbers using the CQ (send or receive side).
     pub(crate) users: BTreeSet<u32>,
+    /// Made by CREATE_CQ: it lives until DESTROY_CQ, not until its last user goes.
+    pub(crate) held: bool,
 }
 
 impl CqState {
@@ -61,6 +63,7 @@ impl CqState {
             producer: 0,
             error: false,
             users: BTreeSet::new(),
+            held: false,
         })
     }
 

@@ -18,7 +18,7 @@ use super::counters::{CounterBlock, Counters, StepReport};
 use super::engine::EngineHandle;
 use super::error::SoftNicError;
 use super::fault::Fault;
-use super::region::{Access, KeySpace, MemoryRegion, Region};
+use super::region::{Access, KeySpace, KeyTable, MemoryRegion, Region};
 
 /// The largest message a queue accepts unless configured otherwise: 1 GiB (NVSHMEM's
 /// `IBGDA_LOG_MAX_MSG_SIZE` of 30).
@@ -189,8 +189,13 @@ impl From<u64> for DctConfig<'_> {
 /// The state of a queue pair.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum QpState {
-    /// An RC queue pair not yet connected: it executes nothing.
+    /// Just created by CREATE_QP: nothing configured yet.
+    Reset,
+    /// After RST2INIT; or an RC queue pair made by [`Fabric::create_qp`] and not yet
+    /// connected. Either way it executes nothing.
     Init,
+    /// After INIT2RTR: it could receive, but its send queue does not run.
+    ReadyToReceive,
     /// Executing WQEs.
     ReadyToSend,
     /// In error: every WQE is flushed.
@@ -231,6 +236,21 @@ pub struct QpStatus {
     pub error: Option<ErrorCause>,
 }
 
+/// How many objects a fabric holds (see [`Fabric::census`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Census {
+    /// Nodes.
+    pub nodes: usize,
+    /// Queue pairs (RC and DC initiators).
+    pub queue_pairs: usize,
+    /// DC targets.
+    pub dc_targets: usize,
+    /// Completion queues.
+    pub completion_queues: usize,
+    /// Registered memory regions.
+    pub regions: usize,
+}
+
 /// An asynchronous event, as a NIC reports it on its event queue.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum AsyncEvent {
@@ -255,8 +275,8 @@ pub enum AsyncEvent {
 #[derive(Debug)]
 pub(crate) struct NodeState {
     pub(crate) lid: u16,
-    pub(crate) local_keys: HashMap<u32, Arc<Region>>,
-    pub(crate) remote_keys: HashMap<u32, Arc<Region>>,
+    pub(crate) local_keys: KeyTable,
+    pub(crate) remote_keys: KeyTable,
     keys: KeySpace,
 }
 
@@ -300,6 +320,11 @@ pub(crate) struct SendQueueState {
     pub(crate) error: Option<ErrorCause>,
     /// The connected RC peer.
     pub(crate) peer: Option<u32>,
+    /// The LID the RC peer is reached at (set by INIT2RTR; `None` for [`Fabric::connect`]).
+    pub(crate) peer_lid: Option<u16>,
+    /// Made by PRM command: it moves only by state transitions, and a WQE published while
+    /// it is not in RTS is an error rather than waiting.
+    pub(crate) commanded: bool,
     /// WQEBBs consumed (free-running).
     pub(crate) consumer: u64,
     /// WQEs consumed (the sequence number of the next one).
@@ -322,7 +347,15 @@ pub(crate) struct ResponderState {
     pub(crate) received: u32,
     pub(crate) cq: Option<u32>,
     pub(crate) error: bool,
+    /// The remote operations the queue accepts (`rre`, `rwe`, `rae` of its context): all
+    /// for queues made by [`Fabric::create_qp`] and [`Fabric::create_dct`].
+    pub(crate) enabled: Access,
 }
+
+/// Every remote right: what queues made without a command accept.
+pub(crate) const REMOTE_ALL: Access = Access::REMOTE_WRITE
+    .union(Access::REMOTE_READ)
+    .union(Access::REMOTE_ATOMIC);
 
 /// Consequences of a WQE applied after it: CQs that overran.
 #[derive(Debug, Default)]
@@ -341,7 +374,7 @@ pub(crate) struct FabricState {
     pub(crate) effects: Effects,
     pub(crate) events: Vec<AsyncEvent>,
     next_queue_number: u32,
-    next_cqn: u32,
+    pub(crate) next_cqn: u32,
 }
 
 /// What a [`Fabric`] handle shares.
@@ -399,7 +432,7 @@ impl FabricShared {
 /// ```
 #[derive(Clone, Debug, Default)]
 pub struct Fabric {
-    shared: Arc<FabricShared>,
+    pub(crate) shared: Arc<FabricShared>,
 }
 
 impl Fabric {
@@ -417,8 +450,8 @@ impl Fabric {
         let id = NodeId(state.nodes.len() as u32);
         state.nodes.push(NodeState {
             lid,
-            local_keys: HashMap::new(),
-            remote_keys: HashMap::new(),
+            local_keys: KeyTable::default(),
+            remote_keys: KeyTable::default(),
             keys: KeySpace::new(id),
         });
         state.lids.insert(lid, id);
@@ -555,6 +588,8 @@ impl Fabric {
                 },
                 error: None,
                 peer: None,
+                peer_lid: None,
+                commanded: false,
                 consumer: 0,
                 executed: 0,
                 last_doorbell,
@@ -573,6 +608,7 @@ impl Fabric {
                     received: 0,
                     cq: receive_cq,
                     error: false,
+                    enabled: REMOTE_ALL,
                 },
             );
         }
@@ -633,6 +669,7 @@ impl Fabric {
                 received: 0,
                 cq,
                 error: false,
+                enabled: REMOTE_ALL,
             },
         );
         Qpn::new(number)
@@ -760,6 +797,22 @@ impl Fabric {
         self.shared.counters.snapshot()
     }
 
+    /// How many objects the fabric holds now.
+    pub fn census(&self) -> Census {
+        let state = self.shared.lock();
+        Census {
+            nodes: state.nodes.len(),
+            queue_pairs: state.sqs.len(),
+            dc_targets: state
+                .responders
+                .values()
+                .filter(|r| r.dc_key.is_some())
+                .count(),
+            completion_queues: state.cqs.len(),
+            regions: state.nodes.iter().map(|n| n.local_keys.len()).sum(),
+        }
+    }
+
     /// Every asynchronous event recorded so far.
     pub fn async_events(&self) -> Vec<AsyncEvent> {
         self.shared.lock().events.clone()
@@ -771,7 +824,7 @@ impl Fabric {
     }
 }
 
-fn check_node(state: &FabricState, node: NodeId) -> Result<(), SoftNicError> {
+pub(crate) fn check_node(state: &FabricState, node: NodeId) -> Result<(), SoftNicError> {
     if (node.0 as usize) < state.nodes.len() {
         Ok(())
     } else {
@@ -780,7 +833,7 @@ fn check_node(state: &FabricState, node: NodeId) -> Result<(), SoftNicError> {
 }
 
 impl FabricState {
-    fn allocate_queue_number(&mut self) -> Result<u32, SoftNicError> {
+    pub(crate) fn allocate_queue_number(&mut self) -> Result<u32, SoftNicError> {
         let number = self.next_queue_number.max(FIRST_QUEUE_NUMBER);
         if number > Qpn::MAX {
             return Err(SoftNicError::QueueNumbersExhausted);
@@ -837,7 +890,7 @@ impl FabricState {
     }
 
     /// Refuses new queue memory that shares a byte with memory the fabric knows.
-    fn check_new_queue_memory(&self, span: QueueBufferSpan) -> Result<(), SoftNicError> {
+    pub(crate) fn check_new_queue_memory(&self, span: QueueBufferSpan) -> Result<(), SoftNicError> {
         self.check_not_queue_memory(span.addr, span.len as u64)?;
         self.check_not_registered(span)
     }
@@ -872,10 +925,10 @@ impl FabricState {
     }
 
     /// Removes `user` from a CQ; a CQ nobody uses is forgotten.
-    fn detach_cq(&mut self, cqn: u32, user: u32) {
+    pub(crate) fn detach_cq(&mut self, cqn: u32, user: u32) {
         if let Some(cq) = self.cqs.get_mut(&cqn) {
             cq.users.remove(&user);
-            if cq.users.is_empty() {
+            if cq.users.is_empty() && !cq.held {
                 self.cqs.remove(&cqn);
             }
         }

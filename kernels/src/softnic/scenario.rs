@@ -1297,7 +1297,8 @@ pub fn run_on_fabric(s: &Scenario) -> Result<FabricRun, String> {
             queues.push(QueueView {
                 qpn: qpn.get(),
                 state: match st.state {
-                    QpState::Init => state::INIT,
+                    // Neither executes WQEs, like a queue pair in INIT.
+                    QpState::Reset | QpState::Init | QpState::ReadyToReceive => state::INIT,
                     QpState::ReadyToSend => state::READY,
                     QpState::Error => state::ERROR,
                 },
