@@ -10,10 +10,10 @@
 //! | bytes | meaning |
 //! |---|---|
 //! | 0 | flags: bit 0 DC (else RC), bit 1 the NIC reads the record only on doorbells, bit 2 collapsed send CQ, bit 3 leave the RC queue unconnected, bit 4 store `doorbell` raw (else ring as a producer does) |
-//! | 1 | send ring: `1 << (b % 7)` WQEBBs |
+//! | 1 | send ring: `1 << (b % 5)` WQEBBs (up to 16: enough to wrap, and cheap to execute) |
 //! | 2 | send CQ: `1 << (b % 5)` entries |
 //! | 3 | response delay: `b % 3` |
-//! | 4..6 | added to the producer counter to make the doorbell record (little-endian) |
+//! | 4..6 | `i16` (little-endian) added to the producer counter to make the doorbell record, clamped to `-W..=2W` for a ring of `W` WQEBBs (and the record to at least 0): the NIC then runs at most three laps of the ring, which keeps executions fast; records far behind or ahead are the proptest suite's (`tests/softnic_fuzz.rs`) |
 //! | 6..14 | the raw doorbell value (native order) |
 //! | 14..18 | the CQ doorbell record's consumer index (little-endian) |
 //! | 18.. | operations, each an op byte (`% 5`) and its operands |
@@ -126,7 +126,7 @@ pub struct SoftNicCase {
     pub cq_log2: u8,
     /// Byte 3.
     pub delay: u8,
-    /// Bytes 4..6.
+    /// Bytes 4..6: an `i16` offset of the record from the producer counter.
     pub record_offset: u16,
     /// Bytes 6..14.
     pub doorbell: u64,
@@ -290,65 +290,137 @@ impl SoftNicCase {
     }
     /// Send ring size in WQEBBs.
     pub fn ring_wqebbs(&self) -> usize {
-        1 << (self.ring_log2 % 7)
+        1 << (self.ring_log2 % 5)
     }
-    fn cq_entries(&self) -> u32 {
-        1 << (self.cq_log2 % 5)
+}
+
+/// The areas' sizes, rights, nodes (0 requester, 1 responder) and pattern seeds.
+const AREAS: [(usize, u8, usize, u8); 6] = [
+    (64, 0, 0, 3),
+    (64, 0, 1, 4),
+    (48, 1, 1, 5),
+    (40, 2, 0, 6),
+    (64, 1, 1, 7),
+    (64, 1, 0, 8),
+];
+
+fn area_access(rights: u8) -> Access {
+    match rights {
+        0 => Access::REMOTE_READ,
+        1 => Access::all(),
+        _ => Access::LOCAL_WRITE,
+    }
+}
+
+/// Memory reused from one execution to the next (allocating page-aligned rings and CQs
+/// for every input would dominate the run): each execution resets it to what fresh memory
+/// holds, and a new fabric is made over it, so executions stay independent.
+pub struct Pool {
+    /// Send queues by `ring_log2 % 5`.
+    sqs: Vec<RawSendQueue>,
+    /// Send CQs by `cq_log2 % 5`.
+    cqs: Vec<RawCompletionQueue>,
+    responder_sq: RawSendQueue,
+    responder_cq: RawCompletionQueue,
+    responder_receive_cq: RawCompletionQueue,
+    dct_cq: RawCompletionQueue,
+    /// The areas' whole buffers (guards included) and their initial images.
+    areas: Vec<(Arc<DmaBuffer>, Vec<u8>)>,
+    stranger: Arc<DmaBuffer>,
+}
+
+impl Pool {
+    /// Fresh memory for every shape an input can ask for.
+    pub fn new() -> Self {
+        let sq = |wqebbs| {
+            let size = RingSize::new(wqebbs).expect("ring size");
+            RawSendQueue::new(SendQueueMemory::allocate(size).expect("ring"))
+        };
+        let cq = |entries| {
+            RawCompletionQueue::new(CompletionQueueMemory::allocate(entries).expect("cq"))
+        };
+        let areas = AREAS
+            .iter()
+            .map(|&(len, _, _, seed)| {
+                let total = (len + 2 * GUARD_LEN).next_multiple_of(8);
+                let mut initial = vec![GUARD; total];
+                for (i, b) in initial[GUARD_LEN..GUARD_LEN + len].iter_mut().enumerate() {
+                    *b = (i as u8).wrapping_mul(31).wrapping_add(seed);
+                }
+                (
+                    Arc::new(DmaBuffer::zeroed(total, 64).expect("area")),
+                    initial,
+                )
+            })
+            .collect();
+        Self {
+            sqs: (0..5).map(|k| sq(1 << k)).collect(),
+            cqs: (0..5).map(|k| cq(1 << k)).collect(),
+            responder_sq: sq(1),
+            responder_cq: cq(2),
+            responder_receive_cq: cq(2),
+            dct_cq: cq(2),
+            areas,
+            stranger: Arc::new(DmaBuffer::zeroed(256, 64).expect("stranger")),
+        }
+    }
+
+    /// Everything back to what fresh memory holds (and the areas to their images).
+    fn reset(&mut self, case: &SoftNicCase) {
+        self.sqs[usize::from(case.ring_log2 % 5)].reset();
+        self.cqs[usize::from(case.cq_log2 % 5)].reset();
+        self.responder_sq.reset();
+        self.responder_cq.reset();
+        self.responder_receive_cq.reset();
+        self.dct_cq.reset();
+        for (buffer, initial) in &self.areas {
+            buffer.write(0, initial).expect("area image");
+        }
+        self.stranger.fill(0, 256, GUARD).expect("guard");
+    }
+}
+
+impl Default for Pool {
+    fn default() -> Self {
+        Self::new()
     }
 }
 
 /// A registered region in the middle of a guarded buffer, filled with a pattern.
-pub struct Area {
-    buffer: Arc<DmaBuffer>,
+struct Area<'p> {
+    buffer: &'p DmaBuffer,
     region: MemoryRegion,
-    initial: Vec<u8>,
-}
-
-impl Area {
-    fn new(fabric: &Fabric, node: NodeId, len: usize, access: Access, seed: u8) -> Self {
-        let total = (len + 2 * GUARD_LEN).next_multiple_of(8);
-        let mut initial = vec![GUARD; total];
-        for (i, b) in initial[GUARD_LEN..GUARD_LEN + len].iter_mut().enumerate() {
-            *b = (i as u8).wrapping_mul(31).wrapping_add(seed);
-        }
-        let buffer = Arc::new(DmaBuffer::zeroed(total, 64).expect("area"));
-        buffer.write(0, &initial).expect("area image");
-        let region = fabric
-            .register(node, buffer.clone(), GUARD_LEN, len, access)
-            .expect("register");
-        Self {
-            buffer,
-            region,
-            initial,
-        }
-    }
+    initial: &'p [u8],
 }
 
 /// Everything the NIC may and may not touch.
-pub struct World {
+pub struct World<'p> {
     fabric: Fabric,
     qpn: Qpn,
-    responder_qpn: Qpn,
-    sq: RawSendQueue,
-    cq: RawCompletionQueue,
-    receive_cqs: Vec<RawCompletionQueue>,
+    sq: &'p RawSendQueue,
+    cq: &'p RawCompletionQueue,
+    receive_cqs: [&'p RawCompletionQueue; 2],
     /// 0 requester read-only, 1 responder read-only, 2 responder all rights, 3 requester
     /// local-write, 4 responder's second area (all rights), 5 requester all rights.
-    areas: Vec<Area>,
+    areas: Vec<Area<'p>>,
     /// Registered nowhere; places past the areas name it.
-    stranger: Arc<DmaBuffer>,
+    stranger: &'p DmaBuffer,
     dct: DctNumber,
     dc_key: u64,
 }
 
 const DC_KEY: u64 = 0x5623_ceaf;
 
-impl World {
-    /// The fabric, nodes, regions and queues for `case`.
-    pub fn new(case: &SoftNicCase) -> Self {
+impl<'p> World<'p> {
+    /// A fabric, nodes, regions and queues for `case` over `pool`'s memory (reset first).
+    pub fn new(case: &SoftNicCase, pool: &'p mut Pool) -> Self {
+        pool.reset(case);
+        let pool: &'p Pool = pool;
         let fabric = Fabric::new();
-        let a = fabric.add_node(1).expect("node");
-        let b = fabric.add_node(2).expect("node");
+        let nodes: [NodeId; 2] = [
+            fabric.add_node(1).expect("node"),
+            fabric.add_node(2).expect("node"),
+        ];
         let mode = |collapsed: bool| {
             if collapsed {
                 CqMode::Collapsed
@@ -356,9 +428,8 @@ impl World {
                 CqMode::Ring
             }
         };
-        let size = RingSize::new(case.ring_wqebbs()).expect("ring size");
-        let sq = SendQueueMemory::allocate(size).expect("ring");
-        let cq = CompletionQueueMemory::allocate(case.cq_entries()).expect("cq");
+        let sq = &pool.sqs[usize::from(case.ring_log2 % 5)];
+        let cq = &pool.cqs[usize::from(case.cq_log2 % 5)];
         let transport = if case.dc() {
             TransportKind::Dc
         } else {
@@ -373,67 +444,72 @@ impl World {
                 DoorbellWatch::PollRecord
             },
             max_message_bytes: 1 << 12,
-            ..QpConfig::new(transport, &sq, &cq)
+            ..QpConfig::new(transport, sq.memory(), cq.memory())
         };
-        let qpn = fabric.create_qp(a, config).expect("qp");
+        let qpn = fabric.create_qp(nodes[0], config).expect("qp");
         // The responder: an RC queue pair with a receive CQ, and a DC target.
-        let rsq = SendQueueMemory::allocate(RingSize::new(1).expect("size")).expect("ring");
-        let rcq = CompletionQueueMemory::allocate(2).expect("cq");
-        let rrcq = CompletionQueueMemory::allocate(2).expect("cq");
         let responder_config = QpConfig {
             receive: Some(ReceiveConfig {
-                cq: &rrcq,
+                cq: pool.responder_receive_cq.memory(),
                 cq_mode: CqMode::Ring,
             }),
-            ..QpConfig::new(TransportKind::Rc, &rsq, &rcq)
+            ..QpConfig::new(
+                TransportKind::Rc,
+                pool.responder_sq.memory(),
+                pool.responder_cq.memory(),
+            )
         };
-        let responder_qpn = fabric.create_qp(b, responder_config).expect("responder");
+        let responder = fabric
+            .create_qp(nodes[1], responder_config)
+            .expect("responder");
         if !case.dc() && case.flags & flag::UNCONNECTED == 0 {
-            fabric.connect(qpn, responder_qpn).expect("connect");
+            fabric.connect(qpn, responder).expect("connect");
         }
-        fabric.post_receives(responder_qpn, 3).expect("credits");
-        let dct_cq = CompletionQueueMemory::allocate(2).expect("cq");
+        fabric.post_receives(responder, 3).expect("credits");
         let dct = fabric
             .create_dct(
-                b,
+                nodes[1],
                 DctConfig {
                     dc_key: DC_KEY,
                     receive: Some(ReceiveConfig {
-                        cq: &dct_cq,
+                        cq: pool.dct_cq.memory(),
                         cq_mode: CqMode::Ring,
                     }),
                 },
             )
             .expect("dct");
         fabric.post_receives(dct, 3).expect("credits");
-        let areas = vec![
-            Area::new(&fabric, a, 64, Access::REMOTE_READ, 3),
-            Area::new(&fabric, b, 64, Access::REMOTE_READ, 4),
-            Area::new(&fabric, b, 48, Access::all(), 5),
-            Area::new(&fabric, a, 40, Access::LOCAL_WRITE, 6),
-            Area::new(&fabric, b, 64, Access::all(), 7),
-            Area::new(&fabric, a, 64, Access::all(), 8),
-        ];
-        let stranger = Arc::new(DmaBuffer::zeroed(256, 64).expect("stranger"));
-        stranger.fill(0, 256, GUARD).expect("guard");
+        let areas = AREAS
+            .iter()
+            .zip(&pool.areas)
+            .map(|(&(len, rights, node, _), (buffer, initial))| Area {
+                region: fabric
+                    .register(
+                        nodes[node],
+                        buffer.clone(),
+                        GUARD_LEN,
+                        len,
+                        area_access(rights),
+                    )
+                    .expect("register"),
+                buffer,
+                initial,
+            })
+            .collect();
         Self {
             fabric,
             qpn,
-            responder_qpn,
-            sq: RawSendQueue::new(sq),
-            cq: RawCompletionQueue::new(cq),
-            receive_cqs: vec![
-                RawCompletionQueue::new(rrcq),
-                RawCompletionQueue::new(dct_cq),
-            ],
+            sq,
+            cq,
+            receive_cqs: [&pool.responder_receive_cq, &pool.dct_cq],
             areas,
-            stranger,
+            stranger: &pool.stranger,
             dct,
             dc_key: DC_KEY,
         }
     }
 
-    fn area(&self, index: u8) -> Option<&Area> {
+    fn area(&self, index: u8) -> Option<&Area<'p>> {
         self.areas.get(usize::from(index % 8))
     }
 
@@ -609,8 +685,16 @@ pub struct SoftNicOutcome {
 /// byte, a read-only region, the unregistered buffer or the send queue's memory, writes a
 /// CQE that does not parse or names another queue, or consumes past the doorbell record.
 pub fn fuzz_softnic(data: &[u8]) -> SoftNicOutcome {
+    thread_local! {
+        static POOL: std::cell::RefCell<Pool> = std::cell::RefCell::new(Pool::new());
+    }
+    POOL.with(|pool| run(data, &mut pool.borrow_mut()))
+}
+
+/// [`fuzz_softnic`] over `pool`'s memory.
+pub fn run(data: &[u8], pool: &mut Pool) -> SoftNicOutcome {
     let case = SoftNicCase::from_bytes(data);
-    let world = World::new(&case);
+    let world = World::new(&case, pool);
     let wqebbs = case.ring_wqebbs();
     let ring_len = wqebbs * WQEBB_BYTES;
     let mut shadow = vec![0u8; ring_len];
@@ -664,7 +748,10 @@ pub fn fuzz_softnic(data: &[u8]) -> SoftNicOutcome {
     // SAFETY: only the software NIC executes this ring, and it accesses only its registered
     // `DmaBuffer`s, atomically, whatever the WQEs say.
     unsafe { world.sq.write_ring(0, &shadow) }.expect("ring write");
-    let record = (counter as u16).wrapping_add(case.record_offset);
+    let ring = wqebbs as i64;
+    let offset = i64::from(case.record_offset as i16).clamp(-ring, 2 * ring);
+    // At most 16 + 32: the record fits its 16 bits without wrapping.
+    let record = (counter as i64 + offset).max(0) as u16;
     let mut record_bytes = [0u8; 8];
     record_bytes[4..].copy_from_slice(&u32::from(record).to_be_bytes());
     world.sq.store_dbrec(record_bytes);
@@ -756,7 +843,6 @@ fn check(world: &World, sq_before: &(Vec<u8>, [u8; 8], [u8; 8]), record: u16) ->
         "consumed {} past the record {record}",
         status.consumer
     );
-    let _ = world.responder_qpn;
     outcome.wqes = status.wqes;
     outcome
 }

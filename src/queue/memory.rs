@@ -438,6 +438,13 @@ impl CompletionQueueMemory<Host> {
     pub fn dbrec_bytes(&self) -> [u8; 8] {
         self.dbrec.words()[0].load(Ordering::Acquire).to_ne_bytes()
     }
+
+    /// Every entry invalid and hardware-owned, the record zero (for a raw CQ's reuse).
+    pub(crate) fn reinitialize(&self) {
+        // In bounds: whole entries of the ring, and the 8-byte record.
+        let _ = init_cq_ring(&self.ring);
+        self.dbrec.words()[0].store(0, Ordering::Release);
+    }
 }
 
 fn init_cq_ring(ring: &DmaBuffer) -> Result<(), DmaError> {

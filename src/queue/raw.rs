@@ -40,6 +40,16 @@ impl RawSendQueue {
         self.memory.ring_buffer().write(offset, bytes)
     }
 
+    /// Zeroes the ring, the doorbell record and the doorbell, as freshly allocated memory
+    /// is (an all-zero WQE names no memory), to use the memory for a new queue.
+    pub fn reset(&mut self) {
+        let ring = self.memory.ring_buffer();
+        // In bounds: the whole ring.
+        let _ = ring.fill(0, ring.len(), 0);
+        self.memory.store_dbrec([0; 8]);
+        self.memory.store_doorbell([0; 8]);
+    }
+
     /// Stores the doorbell record word (one release store).
     pub fn store_dbrec(&self, record: [u8; 8]) {
         self.memory.store_dbrec(record);
@@ -93,6 +103,12 @@ impl RawCompletionQueue {
             Ordering::Relaxed,
         );
         cqe
+    }
+
+    /// Makes every entry invalid and hardware-owned again and zeroes the doorbell record,
+    /// as freshly allocated CQ memory is, to use the memory for a new CQ.
+    pub fn reset(&mut self) {
+        self.memory.reinitialize();
     }
 
     /// Stores the CQ doorbell record word (one release store): the consumer index the NIC
