@@ -21,8 +21,8 @@ use crate::memory::{DeviceBuffer, DmaBuffer};
 use crate::order::{GpuThread, OrderingScope, ValidFor};
 use crate::queue::RECORD_BYTES;
 use crate::queue::{
-    CompletionQueueMemory, Gpu, Host, Placement, QpConfig, QueuePair, Registered, SendQueueConfig,
-    SendQueueMemory, CQE_INIT_OP_OWN, RING_ALIGN,
+    CompletionQueueMemory, Gpu, Host, Placement, ProducerStateMemory, QpConfig, QueuePair,
+    Registered, SendQueueConfig, SendQueueMemory, CQE_INIT_OP_OWN, RING_ALIGN,
 };
 use crate::wqe::{
     AvForm, Dc, LKey, LocalBuffer, Qpn, RKey, Rc, RemoteAddress, RingSize, Sge, TypedTransport,
@@ -710,7 +710,7 @@ impl<B: Backend, P: Placement> Building<B, P> {
 
     fn device_pair<T: TypedTransport, S>(
         self,
-        state: P::Buffer,
+        state: ProducerStateMemory<P>,
         scope: S,
     ) -> Result<QueuePair<T, P, S>, NicError>
     where
@@ -830,11 +830,11 @@ impl<B: Backend> PendingRc<B, Host> {
 
 impl<B: Backend, P: Placement> PendingRc<B, P> {
     /// Connects to `remote` and returns the queue pair GPU threads post to with `scope`;
-    /// `state` (at least 64 zeroed bytes the GPU reaches) holds the device producer state.
+    /// `state` (moved in: the queue pair owns it) holds the device producer state.
     pub fn connect_device<S>(
         self,
         remote: &RcEndpoint,
-        state: P::Buffer,
+        state: ProducerStateMemory<P>,
         scope: S,
     ) -> Result<QueuePair<Rc, P, S>, NicError>
     where
@@ -878,7 +878,7 @@ impl<B: Backend, Av: AvForm, P: Placement> PendingDci<B, Av, P> {
     /// Activates the DCI (RST -> INIT -> RTR -> RTS) for a GPU producer with `scope`.
     pub fn activate_device<S>(
         self,
-        state: P::Buffer,
+        state: ProducerStateMemory<P>,
         scope: S,
     ) -> Result<QueuePair<Dc<Av>, P, S>, NicError>
     where
