@@ -807,3 +807,22 @@ fn shared_and_exclusive_queues_refuse_the_same_bad_limits() {
         assert_eq!(wqe.opcode, Opcode::Nop, "padding at {index}");
     }
 }
+
+#[test]
+fn producer_state_memory_needs_64_bytes_and_keeps_its_buffer() {
+    let short = ibgda::memory::DmaBuffer::zeroed(32, 64).unwrap();
+    assert_eq!(
+        ProducerStateMemory::from_buffer(short).unwrap_err(),
+        QueueMemoryError::WrongLength {
+            buffer: "producer state",
+            len: 32,
+            expected: 64,
+        }
+    );
+    let dirty = ibgda::memory::DmaBuffer::zeroed(64, 64).unwrap();
+    dirty.write(0, &[0xa5; 64]).unwrap();
+    let addr = dirty.addr();
+    let state = ProducerStateMemory::from_buffer(dirty).unwrap();
+    assert_eq!(state.span().addr, addr);
+    assert_eq!(state.span().len, 64);
+}

@@ -23,7 +23,7 @@ use ibgda::memory::{DeviceBuffer, DmaBuffer};
 use ibgda::order::{GpuThread, OrderingScope, ValidFor};
 use ibgda::queue::{
     CompletionQueueMemory, DeviceProducerState, DeviceQueue, DeviceQueueDescriptor,
-    DeviceQueueError, Gpu as GpuPlaced, SendQueueMemory, CQE_INIT_OP_OWN,
+    DeviceQueueError, Gpu as GpuPlaced, ProducerStateMemory, SendQueueMemory, CQE_INIT_OP_OWN,
 };
 use ibgda::queue::{DoorbellPolicy, QpConfig, QueuePair, SendQueueConfig};
 use ibgda::wqe::{Qpn, Rc, RingSize, WqeLimits};
@@ -606,7 +606,8 @@ impl Gpu {
                 self.owned_device_buffer(8)?,
             )
             .map_err(invalid)?,
-            state: self.device_buffer(64)?,
+            state: ProducerStateMemory::from_device(self.owned_device_buffer(64)?)
+                .map_err(invalid)?,
         })
     }
 
@@ -888,8 +889,9 @@ pub struct GpuQueueMemory {
     pub sq: SendQueueMemory<GpuPlaced>,
     /// Completion queue.
     pub cq: CompletionQueueMemory<GpuPlaced>,
-    /// The 64-byte [`ibgda::queue::DeviceProducerState`].
-    pub state: Arc<DeviceBuffer>,
+    /// The 64-byte [`ibgda::queue::DeviceProducerState`] (owned by the queue pair made
+    /// over this memory).
+    pub state: ProducerStateMemory<GpuPlaced>,
 }
 
 struct DeviceAlloc {

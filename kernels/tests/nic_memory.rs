@@ -13,8 +13,8 @@ use ibgda::cq::CqMode;
 use ibgda::memory::DeviceBuffer;
 use ibgda::order::GpuFence;
 use ibgda::queue::{
-    CompletionQueueMemory, DoorbellPolicy, Gpu as GpuPlaced, QpConfig, QueueMemoryError, QueuePair,
-    SendQueueConfig, SendQueueMemory,
+    CompletionQueueMemory, DoorbellPolicy, Gpu as GpuPlaced, ProducerStateMemory, QpConfig,
+    QueueMemoryError, QueuePair, SendQueueConfig, SendQueueMemory,
 };
 use ibgda::wqe::{Qpn, Rc, RingSize, WqeLimits};
 use ibgda_kernels::softnic::device::{loopback_records, NicMemory};
@@ -47,7 +47,7 @@ fn queue_pair_numbered(qpn: u32) -> QueuePair<Rc, GpuPlaced, GpuFence> {
         Qpn::new(qpn).unwrap(),
         sq,
         cq,
-        Arc::new(stand_in(64)),
+        ProducerStateMemory::from_device(stand_in(64)).unwrap(),
         config,
         GpuFence,
     )

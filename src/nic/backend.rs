@@ -143,7 +143,17 @@ pub trait BackendObject: Send + Sync + fmt::Debug {}
 /// A NIC the control plane can drive: one opened device context.
 ///
 /// The methods are the primitives DEVX offers; the control plane ([`super::Device`]) does
-/// all PRM encoding and decoding above them. Every failure is a typed [`NicError`].
+/// all PRM encoding and decoding above them. The command methods are `unsafe`: raw command
+/// bytes can name any address for the NIC to DMA to, so safe code reaches the NIC only
+/// through the typed control plane.
+///
+/// ```compile_fail,E0133
+/// use ibgda::nic::{Backend, Device, SoftNic};
+/// let device = Device::open(SoftNic::new("soft:doc")).unwrap();
+/// // A CREATE_QP could carry `dbr_umem_valid = 0` and any `dbr_addr`: not from safe code.
+/// let mut output = [0u8; 256];
+/// let _ = device.backend().create_object(&[0u8; 1024], &mut output);
+/// ``` Every failure is a typed [`NicError`].
 /// Each handle type releases its resource when dropped; the control plane keeps parents
 /// alive as long as their children, so a backend sees teardown in the hardware's order.
 pub trait Backend: Send + Sync + fmt::Debug + 'static {
@@ -165,13 +175,41 @@ pub trait Backend: Send + Sync + fmt::Debug + 'static {
     /// PRM bytes, `output` receives its output (status and syndrome first). A command the
     /// device fails is `Err` ([`NicError::Command`]), with `output` holding what the device
     /// wrote.
-    fn general_command(&self, input: &[u8], output: &mut [u8]) -> Result<(), NicError>;
+    ///
+    /// # Safety
+    ///
+    /// The four command methods hand raw PRM bytes to the NIC, which acts on every address,
+    /// UMEM, UAR, PD and object number they name (DMA into a `dbr_addr` when
+    /// `dbr_umem_valid` is 0, WQEs fetched from a named ring, completions written to a
+    /// named CQ). The caller must guarantee that `input` is a well-formed command of its
+    /// kind and that everything it names is memory or an object the caller owns for the
+    /// NIC's use, which outlives whatever the command creates or changes and is not used
+    /// otherwise while the NIC may touch it. [`Device`](super::Device) builds every command
+    /// from owned, validated objects and keeps them alive in the hardware's order: it is the
+    /// safe way to drive a backend.
+    unsafe fn general_command(&self, input: &[u8], output: &mut [u8]) -> Result<(), NicError>;
 
     /// Runs a command that creates an object (CREATE_CQ, CREATE_QP, CREATE_DCT).
-    fn create_object(&self, input: &[u8], output: &mut [u8]) -> Result<Self::Object, NicError>;
+    ///
+    /// # Safety
+    ///
+    /// As for [`general_command`](Self::general_command): every address, UMEM, UAR, PD and
+    /// object the command names is the caller's for the NIC's use, and outlives the object.
+    unsafe fn create_object(
+        &self,
+        input: &[u8],
+        output: &mut [u8],
+    ) -> Result<Self::Object, NicError>;
 
     /// Runs a command on an object (the QP and DCT state transitions).
-    fn modify_object(
+    ///
+    /// # Safety
+    ///
+    /// As for [`general_command`](Self::general_command): `input` is a command on `object`
+    /// whose every named address and object is the caller's for the NIC's use (an RTR
+    /// names the remote QP and its path; its memory effects are governed by the keys of the
+    /// registrations the caller made).
+    unsafe fn modify_object(
         &self,
         object: &Self::Object,
         input: &[u8],
@@ -180,7 +218,12 @@ pub trait Backend: Send + Sync + fmt::Debug + 'static {
 
     /// Destroys an object with the DESTROY command `input` (hardware backends may send the
     /// equivalent command their driver keeps for the object).
-    fn destroy_object(&self, object: Self::Object, input: &[u8]) -> Result<(), NicError>;
+    ///
+    /// # Safety
+    ///
+    /// As for [`general_command`](Self::general_command); in addition no object created
+    /// after `object` and depending on it (a QP on a CQ) may still exist.
+    unsafe fn destroy_object(&self, object: Self::Object, input: &[u8]) -> Result<(), NicError>;
 
     /// The attributes of port `port` (1-based).
     fn query_port(&self, port: u8) -> Result<PortAttributes, NicError>;

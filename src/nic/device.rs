@@ -21,8 +21,8 @@ use crate::memory::{DeviceBuffer, DmaBuffer};
 use crate::order::{GpuThread, OrderingScope, ValidFor};
 use crate::queue::RECORD_BYTES;
 use crate::queue::{
-    CompletionQueueMemory, Gpu, Host, Placement, QpConfig, QueuePair, Registered, SendQueueConfig,
-    SendQueueMemory, CQE_INIT_OP_OWN, RING_ALIGN,
+    CompletionQueueMemory, Gpu, Host, Placement, ProducerStateMemory, QpConfig, QueuePair,
+    Registered, SendQueueConfig, SendQueueMemory, CQE_INIT_OP_OWN, RING_ALIGN,
 };
 use crate::wqe::{
     AvForm, Dc, LKey, LocalBuffer, Qpn, RKey, Rc, RemoteAddress, RingSize, Sge, TypedTransport,
@@ -63,14 +63,20 @@ impl<B: Backend> DeviceInner<B> {
     fn create<C: Command>(&self, command: &C) -> Result<(B::Object, Vec<u8>), NicError> {
         let input = command.encode()?;
         let mut output = vec![0u8; OUTPUT_BYTES];
-        let object = self.backend.create_object(&input, &mut output)?;
+        // SAFETY: `command` is one of the control plane's typed commands, encoded from the
+        // objects this device made (UMEMs over queue memory its handles own, its UAR, PD and
+        // CQs), never a raw address; the handle that receives the object keeps every one of
+        // them alive until the object is destroyed.
+        let object = unsafe { self.backend.create_object(&input, &mut output)? };
         Ok((object, output))
     }
 
     fn modify<C: Command>(&self, object: &B::Object, command: &C) -> Result<(), NicError> {
         let input = command.encode()?;
         let mut output = vec![0u8; OUTPUT_BYTES];
-        self.backend.modify_object(object, &input, &mut output)?;
+        // SAFETY: a typed state transition of `object`, encoded from values the control plane
+        // validated; it names no memory (data access goes through registrations' keys).
+        unsafe { self.backend.modify_object(object, &input, &mut output)? };
         command::output::<C>(&output)?;
         Ok(())
     }
@@ -79,7 +85,9 @@ impl<B: Backend> DeviceInner<B> {
     fn destroy(&self, object: B::Object, input: Result<Vec<u8>, PrmError>) {
         let result = input
             .map_err(NicError::from)
-            .and_then(|input| self.backend.destroy_object(object, &input));
+            // SAFETY: the DESTROY command of `object` itself, sent when its handle drops;
+            // handles keep their parents alive, so nothing depending on it still exists.
+            .and_then(|input| unsafe { self.backend.destroy_object(object, &input) });
         if let Err(e) = result {
             self.teardown_failures.fetch_add(1, Ordering::Relaxed);
             if let Ok(mut last) = self.last_teardown_error.lock() {
@@ -94,12 +102,17 @@ impl<B: Backend> Device<B> {
     /// (general and atomic), checks that it can carry this crate's queues (CQE version 1,
     /// 64-byte WQE basic blocks), and queries port 1 and the completion event queue.
     pub fn open(backend: B) -> Result<Self, NicError> {
-        let caps = command::query_caps(|input, output| backend.general_command(input, output))?;
+        let caps = command::query_caps(|input, output| {
+            // SAFETY: QUERY_HCA_CAP commands built by `query_caps`; they name no memory and
+            // no object, and the device writes only `output`.
+            unsafe { backend.general_command(input, output) }
+        })?;
         if caps.cqe_version != 1 {
             return Err(NicError::Capability {
                 name: "cqe_version",
                 found: caps.cqe_version.into(),
-                needed: "1 (the CQE format this crate parses); update the NIC firmware",
+                needed: "1 (the only CQE format the CQ parser and the CUDA device library \
+                         read); update the NIC firmware and rdma-core",
             });
         }
         let port = backend.query_port(PORT)?;
@@ -697,7 +710,7 @@ impl<B: Backend, P: Placement> Building<B, P> {
 
     fn device_pair<T: TypedTransport, S>(
         self,
-        state: P::Buffer,
+        state: ProducerStateMemory<P>,
         scope: S,
     ) -> Result<QueuePair<T, P, S>, NicError>
     where
@@ -817,11 +830,11 @@ impl<B: Backend> PendingRc<B, Host> {
 
 impl<B: Backend, P: Placement> PendingRc<B, P> {
     /// Connects to `remote` and returns the queue pair GPU threads post to with `scope`;
-    /// `state` (at least 64 zeroed bytes the GPU reaches) holds the device producer state.
+    /// `state` (moved in: the queue pair owns it) holds the device producer state.
     pub fn connect_device<S>(
         self,
         remote: &RcEndpoint,
-        state: P::Buffer,
+        state: ProducerStateMemory<P>,
         scope: S,
     ) -> Result<QueuePair<Rc, P, S>, NicError>
     where
@@ -865,7 +878,7 @@ impl<B: Backend, Av: AvForm, P: Placement> PendingDci<B, Av, P> {
     /// Activates the DCI (RST -> INIT -> RTR -> RTS) for a GPU producer with `scope`.
     pub fn activate_device<S>(
         self,
-        state: P::Buffer,
+        state: ProducerStateMemory<P>,
         scope: S,
     ) -> Result<QueuePair<Dc<Av>, P, S>, NicError>
     where

@@ -1,8 +1,76 @@
 //! Errors of the control plane, with what to do about them.
 
 use core::fmt;
+use std::error::Error;
+use std::sync::Arc;
 
 use super::prm::PrmError;
+
+/// An error of a NIC backend, kept with its own type: [`downcast_ref`](Self::downcast_ref)
+/// gives it back (for instance the mlx5 backend's `Mlx5Error`, with every field it had).
+///
+/// It is shared (`Clone` keeps one error), and two compare equal when they are the same
+/// error or say the same thing with the same kind.
+#[derive(Clone)]
+pub struct BackendError {
+    error: Arc<dyn Error + Send + Sync + 'static>,
+    unsupported: bool,
+}
+
+impl BackendError {
+    /// A backend operation that failed.
+    pub fn failed(error: impl Error + Send + Sync + 'static) -> Self {
+        Self {
+            error: Arc::new(error),
+            unsupported: false,
+        }
+    }
+    /// Something the machine does not offer (a library entry point, a capability, a GPU
+    /// mapping): not a fault of the operation, and the message says what to install or
+    /// enable.
+    pub fn unsupported(error: impl Error + Send + Sync + 'static) -> Self {
+        Self {
+            error: Arc::new(error),
+            unsupported: true,
+        }
+    }
+    /// Whether the machine lacks what the operation needs (see [`unsupported`](Self::unsupported)).
+    pub fn is_unsupported(&self) -> bool {
+        self.unsupported
+    }
+    /// The backend's error as its own type, if it is a `T`.
+    pub fn downcast_ref<T: Error + 'static>(&self) -> Option<&T> {
+        self.error.downcast_ref::<T>()
+    }
+    /// The backend's error.
+    pub fn get(&self) -> &(dyn Error + Send + Sync + 'static) {
+        &*self.error
+    }
+}
+
+impl fmt::Debug for BackendError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("BackendError")
+            .field("error", &self.error)
+            .field("unsupported", &self.unsupported)
+            .finish()
+    }
+}
+
+impl fmt::Display for BackendError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.error.fmt(f)
+    }
+}
+
+impl PartialEq for BackendError {
+    fn eq(&self, other: &Self) -> bool {
+        self.unsupported == other.unsupported
+            && (Arc::ptr_eq(&self.error, &other.error)
+                || self.error.to_string() == other.error.to_string())
+    }
+}
+impl Eq for BackendError {}
 
 /// Why a control-plane operation failed. Every message says what was wrong and, where the
 /// user can act, what to do.
@@ -65,6 +133,10 @@ pub enum NicError {
     SoftNic(crate::softnic::SoftNicError),
     /// Connection information that cannot be decoded.
     Connection(super::connection::ConnectionError),
+    /// The backend failed, with its own error type (downcast it through
+    /// [`BackendError::downcast_ref`]); [`BackendError::is_unsupported`] says whether the
+    /// machine lacks what was needed.
+    Backend(BackendError),
 }
 
 impl fmt::Display for NicError {
@@ -94,11 +166,22 @@ impl fmt::Display for NicError {
             Self::DeviceQueue(e) => write!(f, "GPU-placed queue: {e}"),
             Self::Connection(e) => write!(f, "connection information: {e}"),
             Self::SoftNic(e) => write!(f, "software NIC: {e}"),
+            Self::Backend(e) if e.is_unsupported() => {
+                write!(f, "not supported by this device: {e}")
+            }
+            Self::Backend(e) => write!(f, "NIC backend: {e}"),
         }
     }
 }
 
-impl std::error::Error for NicError {}
+impl std::error::Error for NicError {
+    fn source(&self) -> Option<&(dyn Error + 'static)> {
+        match self {
+            Self::Backend(e) => Some(e.get()),
+            _ => None,
+        }
+    }
+}
 
 impl From<crate::memory::DmaError> for NicError {
     fn from(e: crate::memory::DmaError) -> Self {

@@ -85,5 +85,5 @@ pub use device::{
     DcTargetQueue, Device, HostQueueMemory, MemoryRegion, PendingDci, PendingRc, ProtectionDomain,
     QueueAllocator, QueueFill, QueuePlacement, QueueSpec,
 };
-pub use error::NicError;
+pub use error::{BackendError, NicError};
 pub use soft::{SoftNic, SoftNicAllocations, SoftObject, SoftPd, SoftUar, SoftUmem, SOFT_NIC_CAPS};

@@ -12,7 +12,9 @@ use core::mem::{offset_of, size_of};
 
 use static_assertions::const_assert_eq;
 
-use super::memory::{CompletionQueueMemory, SendQueueMemory, SEND_DBREC_OFFSET};
+use super::memory::{
+    CompletionQueueMemory, ProducerStateMemory, SendQueueMemory, SEND_DBREC_OFFSET,
+};
 use super::pair::{QpConfig, QueuePair};
 use super::placement::{Placement, QueueBuffer};
 use super::send::{SendQueue, SendQueueConfig};
@@ -195,12 +197,13 @@ where
     S: OrderingScope<Producer = GpuThread> + ValidFor<P>,
 {
     /// A queue pair that GPU threads post to, over memory in `P` that the GPU reaches, with
-    /// `state` (at least 64 bytes, zeroed) holding the device producer state.
+    /// `state` holding the device producer state (moved in: the queue pair is its only
+    /// owner, so nothing but the kernels writes the counters).
     pub fn for_device(
         qpn: Qpn,
         sq: SendQueueMemory<P>,
         cq: CompletionQueueMemory<P>,
-        state: P::Buffer,
+        state: ProducerStateMemory<P>,
         config: QpConfig,
         scope: S,
     ) -> Result<Self, DeviceQueueError> {
@@ -209,7 +212,7 @@ where
             sq: SendQueue::new(qpn, sq, config.send, scope).map_err(DeviceQueueError::Config)?,
             cq: CompletionQueue::new(cq, config.cq_mode),
             first_error: None,
-            device_state: Some(state),
+            device_state: Some(state.into_buffer()),
             descriptor: DeviceQueueDescriptor::default(),
         };
         pair.descriptor = pair.describe()?;

@@ -468,6 +468,62 @@ impl CompletionQueueMemory<Gpu> {
     }
 }
 
+/// The memory of a GPU-posted queue pair's [`DeviceProducerState`](super::DeviceProducerState):
+/// at least 64 bytes the GPU reaches, zeroed, which only the queue pair's GPU threads
+/// write while it lives. Move-only and private, like the rest of queue memory: once given
+/// to [`QueuePair::for_device`](super::QueuePair::for_device) nobody else holds it.
+///
+/// ```compile_fail,E0599
+/// # use ibgda::queue::*; use ibgda::memory::DmaBuffer;
+/// let state = ProducerStateMemory::from_buffer(DmaBuffer::zeroed(64, 64).unwrap()).unwrap();
+/// let kept = state.clone(); // no second owner to write the counters behind the kernels
+/// ```
+#[derive(Debug)]
+pub struct ProducerStateMemory<P: Placement = Host> {
+    buffer: P::Buffer,
+}
+
+/// Bytes of a device producer state.
+const PRODUCER_STATE_BYTES: usize = 64;
+
+impl<P: Placement> ProducerStateMemory<P> {
+    /// Where the state is.
+    pub fn span(&self) -> QueueBufferSpan {
+        QueueBufferSpan::of(&self.buffer)
+    }
+    /// The buffer, for the queue pair that owns it.
+    pub(crate) fn into_buffer(self) -> P::Buffer {
+        self.buffer
+    }
+    fn checked(buffer: P::Buffer) -> Result<Self, QueueMemoryError> {
+        if buffer.len() < PRODUCER_STATE_BYTES {
+            return Err(QueueMemoryError::WrongLength {
+                buffer: "producer state",
+                len: buffer.len(),
+                expected: PRODUCER_STATE_BYTES,
+            });
+        }
+        Ok(Self { buffer })
+    }
+}
+
+impl ProducerStateMemory<Host> {
+    /// Producer state in `buffer` (at least 64 bytes, pinned and mapped into the GPU for
+    /// a GPU producer), zeroed here.
+    pub fn from_buffer(buffer: DmaBuffer) -> Result<Self, QueueMemoryError> {
+        let state = Self::checked(Arc::new(buffer))?;
+        state.buffer.write(0, &vec![0; state.buffer.len()])?;
+        Ok(state)
+    }
+}
+
+impl ProducerStateMemory<Gpu> {
+    /// Producer state in GPU memory (at least 64 bytes, zeroed by its maker).
+    pub fn from_device(buffer: DeviceBuffer) -> Result<Self, QueueMemoryError> {
+        Self::checked(Arc::new(buffer))
+    }
+}
+
 /// What a NIC may do with one send queue's memory: read the ring, the doorbell record and
 /// the doorbell, and know where they are. Not `Clone`; obtained only by NIC code (see the
 /// [module documentation](self)).

@@ -8,9 +8,9 @@ pub use crate::wqe::{
     AnyTransport, Compact, Dc, Full, Rc, Transport, TransportKind, TypedTransport,
 };
 pub use memory::{
-    CompletionQueueMemory, CompletionQueueNicAccess, QueueBufferSpan, QueueMemoryError,
-    SendQueueMemory, SendQueueNicAccess, CQE_INIT_OP_OWN, RECORD_BYTES, RING_ALIGN,
-    SEND_DBREC_OFFSET,
+    CompletionQueueMemory, CompletionQueueNicAccess, ProducerStateMemory, QueueBufferSpan,
+    QueueMemoryError, SendQueueMemory, SendQueueNicAccess, CQE_INIT_OP_OWN, RECORD_BYTES,
+    RING_ALIGN, SEND_DBREC_OFFSET,
 };
 
 mod raw;

@@ -43,6 +43,9 @@ impl From<NicError> for CaseError {
     fn from(e: NicError) -> Self {
         match e {
             NicError::Unsupported { .. } => Self::Ignored(e.to_string()),
+            NicError::Backend(ref backend) if backend.is_unsupported() => {
+                Self::Ignored(e.to_string())
+            }
             other => Self::Failed(other.to_string()),
         }
     }

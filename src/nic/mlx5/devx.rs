@@ -199,7 +199,7 @@ impl DevxObject {
     }
 
     /// Sends a modify command (the QP and DCT state transitions) for this object.
-    pub fn modify(&self, input: &[u8], output: &mut [u8]) -> Result<(), Mlx5Error> {
+    pub(crate) fn modify(&self, input: &[u8], output: &mut [u8]) -> Result<(), Mlx5Error> {
         check_buffers(input, output)?;
         let f = self.ctx.libs.obj_modify.get()?;
         // SAFETY: a live object; buffers valid for their lengths.
@@ -213,23 +213,6 @@ impl DevxObject {
             )
         };
         call_result("mlx5dv_devx_obj_modify", rc, input, output)
-    }
-
-    /// Sends a query command for this object.
-    pub fn query(&self, input: &[u8], output: &mut [u8]) -> Result<(), Mlx5Error> {
-        check_buffers(input, output)?;
-        let f = self.ctx.libs.obj_query.get()?;
-        // SAFETY: a live object; buffers valid for their lengths.
-        let rc = unsafe {
-            f(
-                self.obj.as_ptr(),
-                input.as_ptr().cast(),
-                input.len(),
-                output.as_mut_ptr().cast(),
-                output.len(),
-            )
-        };
-        call_result("mlx5dv_devx_obj_query", rc, input, output)
     }
 }
 

@@ -148,12 +148,6 @@ pub enum Mlx5Error {
         /// The least length a command needs.
         min: usize,
     },
-    /// The device's CQE version is not 1 (the only format the CQ parser and the CUDA
-    /// device library read).
-    CqeVersion {
-        /// The version the device reports.
-        found: u8,
-    },
     /// The device lacks atomic capabilities the queues need.
     MissingAtomics {
         /// What is missing (e.g. "8-byte compare-and-swap", "host-endian atomic replies").
@@ -366,12 +360,6 @@ impl fmt::Display for Mlx5Error {
             Self::CommandBuffer { which, len, min } => write!(
                 f,
                 "a DEVX command's {which} buffer has {len} bytes; it needs at least {min}"
-            ),
-            Self::CqeVersion { found } => write!(
-                f,
-                "the device reports CQE version {found}; ibgda reads CQE version 1 only: \
-                 update the NIC firmware and rdma-core (the provider selects version 1 on \
-                 ConnectX-4 and later)"
             ),
             Self::MissingAtomics { missing } => write!(
                 f,

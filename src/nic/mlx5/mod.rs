@@ -147,13 +147,13 @@ impl Mlx5Device {
 
     /// Runs a command that creates no object (QUERY_HCA_CAP, ...). A command the firmware
     /// failed is [`Mlx5Error::Command`] with its status and syndrome.
-    pub fn general_command(&self, input: &[u8], output: &mut [u8]) -> Result<(), Mlx5Error> {
+    pub(crate) fn general_command(&self, input: &[u8], output: &mut [u8]) -> Result<(), Mlx5Error> {
         devx::general_command(&self.ctx, input, output)
     }
 
     /// Runs a command that creates an object (CREATE_CQ, CREATE_QP, CREATE_DCT); the object
     /// keeps `dependencies` alive until it is destroyed.
-    pub fn create_object(
+    pub(crate) fn create_object(
         &self,
         input: &[u8],
         output: &mut [u8],
@@ -188,31 +188,24 @@ impl Mlx5Device {
     }
 }
 
-/// Checks the capabilities GPU-initiated queues rely on: CQE version 1 (the only CQE
-/// format the CQ parser and the CUDA device library read) and, when `atomics` are wanted,
-/// RDMA atomics with 8-byte operands on RC QPs. Each shortfall is its typed error.
-pub fn check_queue_capabilities(caps: &DeviceCaps, atomics: bool) -> Result<(), Mlx5Error> {
-    if caps.cqe_version != 1 {
-        return Err(Mlx5Error::CqeVersion {
-            found: caps.cqe_version,
+/// Checks the atomic capabilities atomic WQEs rely on: RDMA atomics with 8-byte operands
+/// on RC QPs. Each shortfall is its typed error. (The CQE version is checked once, for
+/// every backend, by [`Device::open`](crate::nic::Device::open).)
+pub fn check_atomic_capabilities(caps: &DeviceCaps) -> Result<(), Mlx5Error> {
+    if !caps.atomic {
+        return Err(Mlx5Error::MissingAtomics {
+            missing: "RDMA atomics (HCA capability `atomic` is 0)".to_owned(),
         });
     }
-    if atomics {
-        if !caps.atomic {
-            return Err(Mlx5Error::MissingAtomics {
-                missing: "RDMA atomics (HCA capability `atomic` is 0)".to_owned(),
-            });
-        }
-        /// `atomic_size_qp` bit 3: 8-byte operands.
-        const EIGHT_BYTES: u16 = 1 << 3;
-        if caps.atomic_sizes & EIGHT_BYTES == 0 {
-            return Err(Mlx5Error::MissingAtomics {
-                missing: format!(
-                    "8-byte atomics on RC QPs (atomic_size_qp is {:#x}, bit 3 clear)",
-                    caps.atomic_sizes
-                ),
-            });
-        }
+    /// `atomic_size_qp` bit 3: 8-byte operands.
+    const EIGHT_BYTES: u16 = 1 << 3;
+    if caps.atomic_sizes & EIGHT_BYTES == 0 {
+        return Err(Mlx5Error::MissingAtomics {
+            missing: format!(
+                "8-byte atomics on RC QPs (atomic_size_qp is {:#x}, bit 3 clear)",
+                caps.atomic_sizes
+            ),
+        });
     }
     Ok(())
 }
