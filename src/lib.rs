@@ -12,6 +12,7 @@
 pub mod cq;
 pub mod memory;
 pub mod order;
+pub mod proxy;
 pub mod queue;
 pub mod softnic;
 mod sync;
