@@ -17,6 +17,7 @@ pub mod gpu;
 pub mod harness;
 pub mod layout;
 pub mod nvrtc;
+pub mod proxy;
 pub mod ptx;
 pub mod request;
 pub mod softnic;

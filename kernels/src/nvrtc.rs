@@ -24,6 +24,10 @@ pub const SOFTNIC_CUH: &str = include_str!("../cuda/softnic.cuh");
 pub const KERNELS_CU: &str = include_str!("../cuda/kernels.cu");
 /// The hand-written baseline.
 pub const RAW_BASELINE_CU: &str = include_str!("../cuda/raw_baseline.cu");
+/// The proxy's device library.
+pub const PROXY_CUH: &str = include_str!("../cuda/proxy.cuh");
+/// The proxy's kernels.
+pub const PROXY_KERNELS_CU: &str = include_str!("../cuda/proxy_kernels.cu");
 
 /// The target every kernel is compiled for.
 pub const ARCH: &str = "sm_90";
@@ -48,17 +52,20 @@ pub enum Program {
     Kernels,
     /// `cuda/raw_baseline.cu`, the hand-written reference.
     RawBaseline,
+    /// `cuda/proxy_kernels.cu` on the proxy's device library.
+    Proxy,
 }
 
 impl Program {
     /// Every program.
-    pub const ALL: [Self; 2] = [Self::Kernels, Self::RawBaseline];
+    pub const ALL: [Self; 3] = [Self::Kernels, Self::RawBaseline, Self::Proxy];
 
     /// The source file name.
     pub fn name(self) -> &'static str {
         match self {
             Self::Kernels => "kernels.cu",
             Self::RawBaseline => "raw_baseline.cu",
+            Self::Proxy => "proxy_kernels.cu",
         }
     }
 
@@ -66,6 +73,7 @@ impl Program {
         match self {
             Self::Kernels => KERNELS_CU,
             Self::RawBaseline => RAW_BASELINE_CU,
+            Self::Proxy => PROXY_KERNELS_CU,
         }
     }
 }
@@ -149,11 +157,15 @@ pub fn compile(program: Program, extra: &[&str]) -> Result<Compiled, GpuError> {
         CString::new(layout).expect("generated header has no NUL"),
         CString::new(IBGDA_CUH).expect("device library has no NUL"),
         CString::new(SOFTNIC_CUH).expect("engine has no NUL"),
+        CString::new(crate::proxy::layout_header()).expect("generated header has no NUL"),
+        CString::new(PROXY_CUH).expect("proxy library has no NUL"),
     ];
     let include_names = [
         CString::new("ibgda_layout.h").expect("no NUL"),
         CString::new("ibgda.cuh").expect("no NUL"),
         CString::new("softnic.cuh").expect("no NUL"),
+        CString::new("ibgda_proxy_layout.h").expect("no NUL"),
+        CString::new("proxy.cuh").expect("no NUL"),
     ];
     let header_ptrs: Vec<*const c_char> = headers.iter().map(|h| h.as_ptr()).collect();
     let name_ptrs: Vec<*const c_char> = include_names.iter().map(|h| h.as_ptr()).collect();
