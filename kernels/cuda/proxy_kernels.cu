@@ -14,8 +14,9 @@
  *                           ring is its own or one of the bulk rings (configuration)
  * Per scope S valid for host-memory queues (SystemReleaseStore, SystemFence):
  *   ibgda_assisted_doorbell_path_S   one exclusive post and its CPU-assisted doorbell
- *   ibgda_assisted_post_S   block b owns queue b: `rounds` rounds of `batch` inline writes,
- *                           one CPU-assisted doorbell per round, then waits for all
+ *   ibgda_assisted_post_S   block b owns queue b: `rounds` rounds of `batch` inline writes
+ *                           to targets[2b] (address) under targets[2b+1] (rkey), one
+ *                           CPU-assisted doorbell per round, then waits for all
  * Every kernel writes a status (0, or the first negative error). */
 #include "proxy.cuh"
 
@@ -213,9 +214,11 @@ __device__ __forceinline__ void assisted_post(const DeviceQueueDescriptor& d, u3
         e.ring();                                                                                                   \
         e.store();                                                                                                  \
     }                                                                                                               \
-    extern "C" __global__ void ibgda_assisted_post_##S(const DeviceQueueDescriptor* qs, u32 rounds, u32 batch,     \
-                                                        u64 raddr, u32 rkey, u64* clocks, int* status) {           \
-        if (threadIdx.x == 0) assisted_post<scope::S>(qs[blockIdx.x], rounds, batch, raddr, rkey, clocks, status); \
+    extern "C" __global__ void ibgda_assisted_post_##S(const DeviceQueueDescriptor* qs, const u64* targets,       \
+                                                        u32 rounds, u32 batch, u64* clocks, int* status) {         \
+        if (threadIdx.x == 0)                                                                                       \
+            assisted_post<scope::S>(qs[blockIdx.x], rounds, batch, targets[2 * blockIdx.x],                         \
+                                    (u32)targets[2 * blockIdx.x + 1], clocks, status);                              \
     }
 
 IBGDA_ASSISTED_KERNELS(SystemReleaseStore)

@@ -556,24 +556,35 @@ impl ProxyKernels {
     }
 
     /// Block `b` posts `rounds` rounds of `batch` inline writes to `queues[b]` (to
-    /// `raddr + 8 · (i mod 64)` under `rkey`), ringing each round's CPU-assisted
-    /// doorbell, and waits for its last; returns each block's ns. A forwarder must serve
-    /// the queues' slots and a NIC their rings.
+    /// `targets[b].0 + 8 · (i mod 64)` under rkey `targets[b].1`: remote memory, which
+    /// only the remote NIC dereferences), ringing each round's CPU-assisted doorbell,
+    /// and waits for its last; returns each block's ns. A forwarder must serve the
+    /// queues' slots and a NIC their rings.
     pub fn assisted_post<S>(
         &self,
         gpu: &Gpu,
         queues: &[AssistedDeviceQueue<'_, Rc, S>],
+        targets: &[(u64, u32)],
         rounds: u32,
         batch: u32,
-        raddr: u64,
-        rkey: u32,
     ) -> Result<Vec<u64>, GpuError>
     where
         S: OrderingScope<Producer = GpuThread>,
     {
-        if queues.is_empty() || rounds == 0 || batch == 0 {
-            return Err(GpuError::Invalid("no queues, rounds or batch".into()));
+        if queues.is_empty() || rounds == 0 || batch == 0 || targets.len() != queues.len() {
+            return Err(GpuError::Invalid(
+                "no queues, rounds or batch, or not one target per queue".into(),
+            ));
         }
+        let target_words: Vec<u8> = targets
+            .iter()
+            .flat_map(|&(addr, rkey)| {
+                let mut b = addr.to_le_bytes().to_vec();
+                b.extend_from_slice(&u64::from(rkey).to_le_bytes());
+                b
+            })
+            .collect();
+        let target_words = gpu.device_buffer_from(&target_words)?;
         let descs: Vec<u8> = queues
             .iter()
             .flat_map(|q| crate::harness::descriptor_bytes(q.raw()))
@@ -587,15 +598,14 @@ impl ProxyKernels {
             block_dim: (32, 1, 1),
             shared_mem_bytes: 0,
         };
-        let (dp, c, s) = (descs.addr(), clocks.addr(), status.addr());
+        let (dp, tp, c, s) = (
+            descs.addr(),
+            target_words.addr(),
+            clocks.addr(),
+            status.addr(),
+        );
         let mut b = gpu.stream().launch_builder(&f);
-        b.arg(&dp)
-            .arg(&rounds)
-            .arg(&batch)
-            .arg(&raddr)
-            .arg(&rkey)
-            .arg(&c)
-            .arg(&s);
+        b.arg(&dp).arg(&tp).arg(&rounds).arg(&batch).arg(&c).arg(&s);
         // SAFETY: the arguments are exactly `ibgda_assisted_post_<S>`'s parameters;
         // `descs` holds one 80-byte descriptor per queue, each from a live CPU-assisted
         // queue (borrowed by `queues` for this call), and the buffers live until the
@@ -604,5 +614,306 @@ impl ProxyKernels {
         gpu.synchronize()?;
         status_of(gpu, &status)?;
         Ok(u64s(&gpu.read_device(&clocks)?))
+    }
+}
+
+/// A proxy on software NICs, for the benchmark and the tests: `workers` workers, each
+/// with its own fabric (and engine thread) holding its queue pair to a peer and the
+/// peer's window, serving rings `w, w + T, w + 2T, ...` of `rings`.
+pub mod world {
+    use std::num::NonZeroU32;
+    use std::sync::Arc;
+
+    use ibgda::memory::DmaBuffer;
+    use ibgda::proxy::{
+        Handoff, LocalWindow, Pinning, ProxyRing, RemoteWindow, RingProducer, Windows, Worker,
+        WorkerConfig, WorkerReport, WorkerRing,
+    };
+    use ibgda::queue::DoorbellPolicy;
+    use ibgda::softnic::{Access, EngineHandle, Fabric, MemoryRegion, NodeId, QueuePairSpec};
+    use ibgda::wqe::{Rc, RingSize};
+
+    /// How to build a proxy world.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    pub struct WorldConfig {
+        /// Workers (T).
+        pub workers: usize,
+        /// Rings (R).
+        pub rings: usize,
+        /// Requests chained per post (B).
+        pub batch: u32,
+        /// Slots per ring.
+        pub slots: u64,
+        /// 8-byte slots in each worker's remote window.
+        pub window_slots: usize,
+        /// Pin worker `w` to core `pin_from + w` (None: unpinned).
+        pub pin_from: Option<usize>,
+    }
+
+    /// One worker's software NIC: its fabric, its engine, the peer's window memory.
+    pub struct Nic {
+        /// The fabric.
+        pub fabric: Fabric,
+        /// The proxy's node.
+        pub proxy: NodeId,
+        /// The peer's node.
+        pub peer: NodeId,
+        /// The peer's window (what requests write).
+        pub remote: Arc<DmaBuffer>,
+        /// Its registration (kept alive).
+        pub region: MemoryRegion,
+        _engine: EngineHandle,
+    }
+
+    /// A running proxy world.
+    pub struct World<H: Handoff> {
+        /// Per worker.
+        pub nics: Vec<Nic>,
+        /// The workers (stop and join on drop).
+        pub workers: Vec<Worker>,
+        /// The producer ends, ring `i` served by worker `i % T`.
+        pub producers: Vec<RingProducer<H>>,
+    }
+
+    const ALL: Access = Access::LOCAL_WRITE
+        .union(Access::REMOTE_WRITE)
+        .union(Access::REMOTE_READ)
+        .union(Access::REMOTE_ATOMIC);
+
+    impl<H: Handoff> World<H> {
+        /// Builds the world; `ring_memory(bytes)` gives each ring's (zeroed) memory: plain
+        /// host memory, or pinned memory mapped into a GPU.
+        pub fn build(
+            config: WorldConfig,
+            mut ring_memory: impl FnMut(usize) -> Result<Arc<DmaBuffer>, String>,
+        ) -> Result<Self, String> {
+            let err = |e: &dyn std::fmt::Display| e.to_string();
+            if config.workers == 0 || config.rings == 0 {
+                return Err("a world needs workers and rings".into());
+            }
+            let batch = NonZeroU32::new(config.batch).ok_or("batch of 0")?;
+            let geometry = ibgda::proxy::RingGeometry::new(config.slots).map_err(|e| err(&e))?;
+            let mut nics = Vec::new();
+            let mut per_worker: Vec<Vec<WorkerRing>> =
+                (0..config.workers).map(|_| Vec::new()).collect();
+            let mut producers = Vec::new();
+            for _ in 0..config.workers {
+                let fabric = Fabric::new();
+                let proxy = fabric.add_node(1).map_err(|e| err(&e))?;
+                let peer = fabric.add_node(2).map_err(|e| err(&e))?;
+                let bytes = 8 * config.window_slots.max(1);
+                let remote = Arc::new(DmaBuffer::zeroed(bytes, 4096).map_err(|e| err(&e))?);
+                let region = fabric
+                    .register(peer, remote.clone(), 0, bytes, ALL)
+                    .map_err(|e| err(&e))?;
+                let engine = fabric.spawn_engine();
+                nics.push(Nic {
+                    fabric,
+                    proxy,
+                    peer,
+                    remote,
+                    region,
+                    _engine: engine,
+                });
+            }
+            for r in 0..config.rings {
+                let buffer = ring_memory(geometry.bytes())?;
+                let (producer, consumer) =
+                    ProxyRing::in_buffer::<H>(buffer, config.slots).map_err(|e| err(&e))?;
+                let nic = &nics[r % config.workers];
+                let results = Arc::new(
+                    DmaBuffer::zeroed(8 * config.slots as usize, 4096).map_err(|e| err(&e))?,
+                );
+                let results = nic
+                    .fabric
+                    .register(
+                        nic.proxy,
+                        results,
+                        0,
+                        8 * config.slots as usize,
+                        Access::LOCAL_WRITE,
+                    )
+                    .map_err(|e| err(&e))?;
+                per_worker[r % config.workers].push(WorkerRing {
+                    consumer,
+                    results: LocalWindow::new(results),
+                });
+                producers.push(producer);
+            }
+            let mut workers = Vec::new();
+            for (w, (nic, rings)) in nics.iter().zip(per_worker).enumerate() {
+                let mut spec = QueuePairSpec::new(RingSize::new(1024).map_err(|e| err(&e))?);
+                spec.send.doorbell = DoorbellPolicy::Explicit;
+                let qp = nic
+                    .fabric
+                    .create_queue_pair::<Rc>(nic.proxy, spec)
+                    .map_err(|e| err(&e))?;
+                let responder = nic
+                    .fabric
+                    .create_queue_pair::<Rc>(
+                        nic.peer,
+                        QueuePairSpec::new(RingSize::new(64).map_err(|e| err(&e))?),
+                    )
+                    .map_err(|e| err(&e))?;
+                nic.fabric
+                    .connect(qp.qpn(), responder.qpn())
+                    .map_err(|e| err(&e))?;
+                // The responder posts nothing; its queue stays in the fabric.
+                std::mem::forget(responder);
+                let windows = Arc::new(
+                    Windows::new(vec![], vec![vec![RemoteWindow::of(&nic.region)]])
+                        .map_err(|e| err(&e))?,
+                );
+                let worker = Worker::spawn(
+                    vec![qp],
+                    windows,
+                    rings,
+                    WorkerConfig {
+                        core: config.pin_from.map(|c| c + w),
+                        batch,
+                        ..WorkerConfig::default()
+                    },
+                )
+                .map_err(|e| err(&e))?;
+                workers.push(worker);
+            }
+            Ok(Self {
+                nics,
+                workers,
+                producers,
+            })
+        }
+
+        /// Whether each worker got its core.
+        pub fn pinning(&self) -> Vec<Pinning> {
+            self.workers.iter().map(|w| w.pinning()).collect()
+        }
+
+        /// Stops the workers and returns their reports.
+        pub fn stop(&mut self) -> Vec<WorkerReport> {
+            self.workers.drain(..).map(|w| w.stop()).collect()
+        }
+    }
+}
+
+/// GPU-produced queue pairs with CPU-assisted doorbells, each on its own software NIC
+/// (queue memory pinned on the host and mapped into the GPU, so the CPU NIC executes
+/// what GPU threads build), for the benchmark and the tests.
+pub mod assisted_world {
+    use std::sync::Arc;
+
+    use ibgda::cq::CqMode;
+    use ibgda::memory::DmaBuffer;
+    use ibgda::order::SystemReleaseStore;
+    use ibgda::proxy::{AssistedGpuQueue, ForwardTarget};
+    use ibgda::queue::{
+        CompletionQueueMemory, DoorbellPolicy, Host, QpConfig, QueuePair, SendQueueConfig,
+        SendQueueMemory, CQE_INIT_OP_OWN,
+    };
+    use ibgda::softnic::{self, Access, DoorbellWatch, EngineHandle, Fabric, MemoryRegion};
+    use ibgda::wqe::{Rc, RingSize, TransportKind, WqeLimits};
+
+    use crate::gpu::{Gpu, GpuError};
+
+    /// One CPU-assisted queue and its NIC.
+    pub struct AssistedNic {
+        /// The queue (its device descriptor for kernels).
+        pub queue: AssistedGpuQueue<Rc, SystemReleaseStore>,
+        /// The remote window's memory.
+        pub remote: Arc<DmaBuffer>,
+        /// Its registration (rkey, address).
+        pub region: MemoryRegion,
+        /// The fabric.
+        pub fabric: Fabric,
+        _engine: EngineHandle,
+    }
+
+    fn invalid(e: impl std::fmt::Display) -> GpuError {
+        GpuError::Invalid(e.to_string())
+    }
+
+    /// `count` CPU-assisted queues of `wqebbs` WQEBBs, each on its own software NIC
+    /// (watching doorbells only: nothing runs until a forwarder rings), with a remote
+    /// window of `window_bytes`; returns them and their forwarding targets.
+    pub fn build(
+        gpu: &Gpu,
+        count: usize,
+        wqebbs: usize,
+        window_bytes: usize,
+    ) -> Result<(Vec<AssistedNic>, Vec<ForwardTarget>), GpuError> {
+        let mut nics = Vec::new();
+        let mut targets = Vec::new();
+        for _ in 0..count {
+            let size = RingSize::new(wqebbs).map_err(invalid)?;
+            let entries = wqebbs as u32;
+            let sq = SendQueueMemory::<Host> {
+                ring: gpu.mapped_host_buffer(size.bytes())?,
+                size,
+                dbrec: gpu.mapped_host_buffer(64)?,
+                doorbell: gpu.mapped_host_buffer(64)?,
+            };
+            let cq_ring = gpu.mapped_host_buffer(entries as usize * 64)?;
+            for i in 0..entries as usize {
+                cq_ring
+                    .write(i * 64 + 63, &[CQE_INIT_OP_OWN])
+                    .map_err(invalid)?;
+            }
+            let cq = CompletionQueueMemory::<Host> {
+                ring: cq_ring,
+                entries,
+                dbrec: gpu.mapped_host_buffer(64)?,
+            };
+            let fabric = Fabric::new();
+            let proxy = fabric.add_node(1).map_err(invalid)?;
+            let peer = fabric.add_node(2).map_err(invalid)?;
+            let mut config = softnic::QpConfig::new(TransportKind::Rc, sq.clone(), cq.clone());
+            config.doorbell_watch = DoorbellWatch::DoorbellOnly;
+            let qpn = fabric.create_qp(proxy, config).map_err(invalid)?;
+            let responder = fabric
+                .create_queue_pair::<Rc>(
+                    peer,
+                    softnic::QueuePairSpec::new(RingSize::new(64).map_err(invalid)?),
+                )
+                .map_err(invalid)?;
+            fabric.connect(qpn, responder.qpn()).map_err(invalid)?;
+            std::mem::forget(responder);
+            let remote = Arc::new(DmaBuffer::zeroed(window_bytes, 4096).map_err(invalid)?);
+            let region = fabric
+                .register(
+                    peer,
+                    remote.clone(),
+                    0,
+                    window_bytes,
+                    Access::REMOTE_WRITE | Access::LOCAL_WRITE,
+                )
+                .map_err(invalid)?;
+            let pair = QueuePair::for_device(
+                qpn,
+                sq,
+                cq,
+                gpu.mapped_host_buffer(64)?,
+                QpConfig {
+                    send: SendQueueConfig {
+                        limits: WqeLimits::default(),
+                        max_unsignaled_wqebbs: Some((wqebbs / 4).max(1) as u32),
+                        doorbell: DoorbellPolicy::Explicit,
+                    },
+                    cq_mode: CqMode::Ring,
+                },
+                SystemReleaseStore,
+            )?;
+            let (queue, target) =
+                AssistedGpuQueue::new(pair, gpu.mapped_host_buffer(64)?).map_err(invalid)?;
+            let engine = fabric.spawn_engine();
+            targets.push(target);
+            nics.push(AssistedNic {
+                queue,
+                remote,
+                region,
+                fabric,
+                _engine: engine,
+            });
+        }
+        Ok((nics, targets))
     }
 }
