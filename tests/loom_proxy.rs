@@ -19,6 +19,7 @@
 
 use std::sync::atomic::Ordering;
 
+use loom::cell::UnsafeCell;
 use loom::sync::atomic::AtomicU64;
 use loom::sync::Arc;
 use loom::thread;
@@ -32,6 +33,8 @@ struct Memory {
     words: Vec<AtomicU64>,
     /// Slot words below this index are stored relaxed (halves of a GPU's 16-byte store).
     relaxed_below: usize,
+    /// Producers that have pushed everything (release), for the consumer's loss check.
+    finished: AtomicU64,
 }
 
 impl Memory {
@@ -39,6 +42,7 @@ impl Memory {
         Self {
             words: (0..g.words()).map(|_| AtomicU64::new(0)).collect(),
             relaxed_below: if gpu_halves { g.consumed_word() } else { 0 },
+            finished: AtomicU64::new(0),
         }
     }
 }
@@ -86,8 +90,10 @@ fn request(p: u8, k: u32) -> Request {
     }
 }
 
-/// Takes `count` descriptors, publishing progress after each copy; returns them in order.
-fn consume(memory: &Memory, g: RingGeometry, count: u64) -> Vec<(u64, Request)> {
+/// Takes `count` descriptors from `producers` producers, publishing progress after each
+/// copy; returns them in order. Fails if a descriptor never appears once every producer
+/// has finished (lost: overwritten before it was taken, or never written).
+fn consume(memory: &Memory, g: RingGeometry, count: u64, producers: u64) -> Vec<(u64, Request)> {
     let mut state = ConsumerState::default();
     let mut taken = Vec::new();
     while (taken.len() as u64) < count {
@@ -104,7 +110,18 @@ fn consume(memory: &Memory, g: RingGeometry, count: u64) -> Vec<(u64, Request)> 
                     "progress is exactly what was copied"
                 );
             }
-            None => thread::yield_now(),
+            None => {
+                if memory.finished.load(Ordering::Acquire) == producers {
+                    // Every push is visible now: the next descriptor must be there.
+                    let mut again = state;
+                    assert!(
+                        again.poll(memory, g).is_some(),
+                        "descriptor {} was lost: every producer finished and its slot never became valid",
+                        state.tail()
+                    );
+                }
+                thread::yield_now()
+            }
         }
     }
     taken
@@ -137,11 +154,12 @@ fn tuned_ring_takes_whole_descriptors_in_order_across_wrap() {
                         state.head()
                     );
                 }
+                memory.finished.fetch_add(1, Ordering::Release);
             })
         };
         let consumer = {
             let memory = memory.clone();
-            thread::spawn(move || consume(&memory, g, 3))
+            thread::spawn(move || consume(&memory, g, 3, 1))
         };
         producer.join().unwrap();
         let taken = consumer.join().unwrap();
@@ -154,7 +172,7 @@ fn tuned_ring_takes_whole_descriptors_in_order_across_wrap() {
 fn baseline_ring_with_two_producers_loses_nothing_across_wrap() {
     // Three threads that spin on each other: one preemption keeps the model CI-fast; the
     // threads' own waits (yields) still interleave every reservation, publication and
-    // read. The two-producer race itself is explored at three preemptions below.
+    // read. The two-producer race itself is explored at two preemptions below.
     model_bounded(1, || {
         // Two slots; producer 0 pushes two descriptors, producer 1 one: the third
         // descriptor wraps onto the first slot, behind whichever producer was slower.
@@ -168,13 +186,14 @@ fn baseline_ring_with_two_producers_loses_nothing_across_wrap() {
                     for k in 0..2 - u32::from(p) {
                         mine.push(baseline_push(&*memory, g, &request(p, k)).unwrap());
                     }
+                    memory.finished.fetch_add(1, Ordering::Release);
                     mine
                 })
             })
             .collect();
         let consumer = {
             let memory = memory.clone();
-            thread::spawn(move || consume(&memory, g, 3))
+            thread::spawn(move || consume(&memory, g, 3, 2))
         };
         let indices: Vec<Vec<u64>> = producers.into_iter().map(|p| p.join().unwrap()).collect();
         let taken = consumer.join().unwrap();
@@ -196,22 +215,55 @@ fn baseline_ring_with_two_producers_loses_nothing_across_wrap() {
     });
 }
 
+/// Payload cells (a WRITE's source) whose accesses loom checks for ordering.
+struct Payload {
+    cells: Vec<UnsafeCell<u64>>,
+}
+
+// SAFETY: every access goes through loom's `UnsafeCell`, which reports any pair of
+// accesses from different threads that the protocol does not order.
+unsafe impl Sync for Payload {}
+
 #[test]
-fn baseline_publication_orders_the_operand_word_before_the_control_word() {
-    model(|| {
-        // Two producers race for two slots: whichever slot the consumer sees published
-        // holds both words of its producer's descriptor.
+fn baseline_publication_orders_payload_and_descriptor_before_the_consumer() {
+    model_bounded(2, || {
+        // Two producers race for two slots, each having written a payload its request
+        // names (as a WRITE's source): the consumer that takes a descriptor reads both of
+        // its words and its payload, all ordered after the producer's writes by the
+        // system-scope release of the control word.
         let g = RingGeometry::new(2).unwrap();
         let memory = Arc::new(Memory::new(g, false));
+        let payload = Arc::new(Payload {
+            cells: (0..2).map(|_| UnsafeCell::new(0)).collect(),
+        });
         let producers: Vec<_> = (0..2u8)
             .map(|p| {
-                let memory = memory.clone();
-                thread::spawn(move || baseline_push(&*memory, g, &request(p, 0)).unwrap())
+                let (memory, payload) = (memory.clone(), payload.clone());
+                thread::spawn(move || {
+                    // SAFETY: cell `p` is this producer's until it publishes the request.
+                    payload.cells[usize::from(p)].with_mut(|c| unsafe { *c = 100 + u64::from(p) });
+                    let index = baseline_push(&*memory, g, &request(p, 0)).unwrap();
+                    memory.finished.fetch_add(1, Ordering::Release);
+                    index
+                })
             })
             .collect();
         let consumer = {
-            let memory = memory.clone();
-            thread::spawn(move || consume(&memory, g, 2))
+            let (memory, payload) = (memory.clone(), payload.clone());
+            thread::spawn(move || {
+                let taken = consume(&memory, g, 2, 2);
+                for (_, r) in &taken {
+                    let p = usize::from(match r {
+                        Request::WriteInline8 { dst, .. } => dst.peer,
+                        other => panic!("unexpected {other:?}"),
+                    });
+                    // SAFETY: the descriptor naming cell `p` was taken (acquire), so the
+                    // producer's write is ordered before this read; loom reports it if not.
+                    let v = payload.cells[p].with(|c| unsafe { *c });
+                    assert_eq!(v, 100 + p as u64, "payload of producer {p}");
+                }
+                taken
+            })
         };
         let indices: Vec<u64> = producers.into_iter().map(|p| p.join().unwrap()).collect();
         let taken = consumer.join().unwrap();
