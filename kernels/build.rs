@@ -14,7 +14,12 @@ use std::path::{Path, PathBuf};
 fn main() {
     println!("cargo::rustc-check-cfg=cfg(ibgda_nvrtc)");
     println!("cargo::rustc-check-cfg=cfg(ibgda_no_host_engine)");
+    println!("cargo::rustc-check-cfg=cfg(ibgda_peers)");
     println!("cargo::rerun-if-changed=build.rs");
+    // For dependents' build scripts (`links = "ibgda"`): DEP_IBGDA_INCLUDE.
+    let cuda =
+        PathBuf::from(env::var_os("CARGO_MANIFEST_DIR").expect("CARGO_MANIFEST_DIR")).join("cuda");
+    println!("cargo::metadata=include={}", cuda.display());
     build_host_engine();
     for var in [
         "IBGDA_NVRTC_DIR",
@@ -45,9 +50,20 @@ fn main() {
         .into_iter()
         .collect();
     dirs.push(wheels.join("cu13/lib"));
+    // Builds with their own target directory (trybuild's compile-fail checks) find the
+    // wheels where scripts/cuda-wheels.sh put them, in the workspace's.
+    let workspace_wheels = workspace.join("target/cuda-wheels/13.0");
+    if workspace_wheels != wheels {
+        println!(
+            "cargo::rerun-if-changed={}",
+            workspace_wheels.join(".stamp").display()
+        );
+        dirs.push(workspace_wheels.join("cu13/lib"));
+    }
     dirs.push(PathBuf::from("/usr/local/cuda/lib64"));
     let stamp = wheels.join(".stamp");
     println!("cargo::rerun-if-changed={}", stamp.display());
+    find_peer_headers(&workspace);
     let found = dirs.iter().find(|d| d.join("libnvrtc.so.13").is_file());
     match found {
         Some(dir) => {
@@ -69,6 +85,53 @@ fn main() {
                 script.display()
             );
         }
+    }
+}
+
+/// Sets `cfg(ibgda_peers)` when the pinned nvidia-nvshmem-cu13 headers are installed
+/// (`scripts/peer-headers.sh`: `<target>/peers/include`, or `$IBGDA_PEER_INCLUDE`); without
+/// them the peer compile test is ignored, unless `IBGDA_REQUIRE_PEERS=1`, which fails here.
+fn find_peer_headers(workspace: &Path) {
+    for var in ["IBGDA_PEER_INCLUDE", "IBGDA_REQUIRE_PEERS"] {
+        println!("cargo::rerun-if-env-changed={var}");
+    }
+    let target = match env::var_os("CARGO_TARGET_DIR") {
+        Some(t) if Path::new(&t).is_absolute() => PathBuf::from(t),
+        Some(t) => workspace.join(t),
+        None => workspace.join("target"),
+    };
+    // The workspace's own target directory too: a nested build (trybuild's, under
+    // target/tests/) has a target directory of its own but the same installed headers.
+    let candidates: Vec<PathBuf> = match env::var_os("IBGDA_PEER_INCLUDE") {
+        Some(d) => vec![PathBuf::from(d)],
+        None => vec![
+            target.join("peers/include"),
+            workspace.join("target/peers/include"),
+        ],
+    };
+    for d in &candidates {
+        println!("cargo::rerun-if-changed={}", d.join(".stamp").display());
+    }
+    let found = candidates.iter().find(|d| {
+        d.join("gpunetio/device/doca_gpunetio_dev_verbs_onesided.cuh")
+            .is_file()
+    });
+    let dir = found.unwrap_or(&candidates[0]);
+    if found.is_some() {
+        println!("cargo::rustc-cfg=ibgda_peers");
+    } else if env::var("IBGDA_REQUIRE_PEERS").is_ok_and(|v| v == "1") {
+        panic!(
+            "IBGDA_REQUIRE_PEERS=1 but the nvidia-nvshmem-cu13 headers are not in {}. \
+             Install them with: bash {}",
+            dir.display(),
+            workspace.join("scripts/peer-headers.sh").display()
+        );
+    } else {
+        println!(
+            "cargo::warning=peer headers ABSENT ({}): the peer compile test will be reported as \
+             IGNORED. Install them with: bash scripts/peer-headers.sh",
+            dir.display()
+        );
     }
 }
 

@@ -1,7 +1,14 @@
 #!/usr/bin/env bash
 # Runs the prebuilt GPU test and benchmark binaries on the GPU machine (no cargo there).
 # Build here first (see kernels/README.md), copy into .gpu/, then through the device tool:
-#   bash kernels/gpu-run.sh [tests|sanitize|bench|softnic|all]   (carry: .gpu)
+#   bash kernels/gpu-run.sh [tests|user|sanitize|bench|profile|softnic|all]   (carry: .gpu)
+# user: every kernel loaded at open under lazy loading, the user-kernel example
+# (examples/user_kernel) on the CUDA software NIC, and a kernel posting with another
+# scope than its descriptor's trapping (in a process of its own: the trap kills the context).
+# bench: every experiment of ibgda_kernels::experiments (issue per scope typed vs raw,
+# completion scope, message rate, dormant cost), JSON in $OUT/gpu-bench.json, exit 1 when
+# a target is missed; then the peers (DOCA) beside ibgda, $OUT/peers.json.
+# profile: Nsight Compute on the one-warp cooperative rate kernel (one launch).
 # softnic: the CUDA software NIC: (a) the differential streams replayed by the GPU engine,
 # (b) GPU producers end to end through the persistent NIC, (c) compute-sanitizer memcheck
 # on (a) (small batch; (b) needs two kernels at once, which the sanitizer serializes).
@@ -14,8 +21,10 @@ for d in /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib /usr/lib
     if [[ -e $d/libnvrtc.so.13 ]]; then export IBGDA_NVRTC_DIR=$d; break; fi
 done
 echo "NVRTC from: ${IBGDA_NVRTC_DIR:-loader path}"
-# Producer and sink kernels wait on each other: load kernels eagerly (Gpu::open also sets it).
-export CUDA_MODULE_LOADING=EAGER
+# Producer and sink kernels wait on each other. Gpu::open loads every kernel itself
+# (cuFuncLoad) and never touches the environment; run under CUDA's default lazy loading,
+# explicitly, so that this is what the runs show.
+export CUDA_MODULE_LOADING=LAZY
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.gpu --format=csv,noheader
 rc=0
 t() { timeout "$1" .gpu/gpu-tests --ignored --exact --test-threads=1 --nocapture "$2" 2>&1 | tee -a "$out/gpu-tests.log" | grep -v '^$' || rc=1; }
@@ -27,9 +36,41 @@ if [[ $what == tests || $what == all ]]; then
     t 40 issue_path_end_to_end_against_the_sink_typed_and_raw
     t 40 cooperative_and_per_thread_publication_deliver_every_payload
     t 30 producers_and_sink_in_one_launch
+    t 30 dropped_persistent_kernels_stop
 fi
-if [[ $what == bench || $what == all ]]; then
-    timeout 100 .gpu/ibgda-gpu-bench "$out" 2>&1 | tee "$out/bench.log" || rc=1
+if [[ $what == user || $what == all ]]; then
+    t 30 every_kernel_is_loaded_at_open_whatever_the_loading_mode
+    timeout 60 .gpu/user_kernel 2>&1 | tee "$out/user-kernel.log" || rc=1
+    grep -q "every byte as expected" "$out/user-kernel.log" || rc=1
+    t 30 a_user_kernel_posting_with_another_scope_traps
+    # The headers as files (include_dir(), DEP_IBGDA_INCLUDE) with the machine's nvcc.
+    nvcc -std=c++17 -arch=sm_90 -I kernels/cuda -cubin -o "$out/user_kernel.cubin" \
+        examples/user_kernel/user_kernel.cu > "$out/nvcc-user-kernel.log" 2>&1 \
+        && echo "nvcc -I kernels/cuda: user_kernel.cu compiled" || { rc=1; cat "$out/nvcc-user-kernel.log"; }
+fi
+if [[ $what == bench || $what == bench2 || $what == all ]]; then
+    timeout 240 .gpu/ibgda-gpu-bench "$out" 2>&1 | tee "$out/bench.log"
+    e=${PIPESTATUS[0]}; [[ $e == 0 ]] || rc=1
+    echo "== ibgda-gpu-bench: exit $e (1: a target missed, 2: an error)"
+    # The peers (DOCA's waits are unbounded: its own process and time limit). The headers
+    # come from .gpu/peers/include (the pinned wheel's include/, see kernels/README.md).
+    if [[ -d .gpu/cccl ]]; then export IBGDA_CCCL_INCLUDE=$PWD/.gpu/cccl; fi
+    if [[ -d .gpu/peers/include ]]; then
+        IBGDA_PEER_INCLUDE=$PWD/.gpu/peers/include timeout 90 .gpu/ibgda-gpu-bench --peers "$out" 2>&1 | tee "$out/peers.log"
+        e=${PIPESTATUS[0]}; [[ $e == 0 ]] || rc=1
+        echo "== ibgda-gpu-bench --peers: exit $e (124: timed out)"
+    else
+        echo "== peers skipped: no .gpu/peers/include (bash scripts/peer-headers.sh, then copy target/peers/include)"; rc=1
+    fi
+fi
+if [[ $what == profile ]]; then
+    # One kernel launch of interest: the one-warp, one-QP cooperative rate run (GpuFence).
+    timeout 280 ncu --kernel-name ibgda_bench_rate_selfsink_GpuFence --launch-count 1 \
+        --section SpeedOfLight --section WarpStateStats --section SchedulerStats \
+        --section MemoryWorkloadAnalysis --section SourceCounters \
+        -o "$out/one-warp" .gpu/ibgda-gpu-bench --one-warp > "$out/profile.log" 2>&1 || rc=1
+    ncu --import "$out/one-warp.ncu-rep" --page details > "$out/one-warp-details.txt" 2>&1 || true
+    tail -60 "$out/one-warp-details.txt"
 fi
 if [[ $what == sanitize || $what == all ]]; then
     for tool in memcheck racecheck; do

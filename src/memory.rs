@@ -120,13 +120,17 @@ impl DmaBuffer {
         })
     }
 
-    /// A buffer over foreign memory (pinned host memory, a mapped register page).
+    /// A buffer over foreign memory: pinned host memory, memory mapped from a device's
+    /// BAR that behaves as memory. Its safe methods load, store and compare-exchange any
+    /// word, so it is never a register page (a NIC doorbell or UAR page, where a read or
+    /// a read-modify-write has side effects or faults): map those as a [`RegisterPage`].
     ///
     /// # Safety
     ///
     /// `ptr` must be valid for reads and writes of `len` bytes, 8-byte aligned, for as long
-    /// as `owner` lives (it is dropped with the buffer), and every other access to that
-    /// memory from this process must be atomic or come from a device.
+    /// as `owner` lives (it is dropped with the buffer); loads, stores and compare-exchanges
+    /// of any word must behave as on ordinary memory; and every other access to that memory
+    /// from this process must be atomic or come from a device.
     pub unsafe fn from_raw(
         ptr: NonNull<u8>,
         len: usize,
@@ -273,6 +277,99 @@ impl fmt::Debug for DmaBuffer {
     }
 }
 
+/// A mapped register page (a NIC's UAR doorbell page, a BlueFlame register): written with
+/// single aligned 64-bit stores, and never read or read-modify-written, because reads of
+/// such registers have side effects or fault and a compare-exchange on one is meaningless.
+/// Its only access is [`RegisterPage::store`].
+pub struct RegisterPage {
+    base: NonNull<AtomicU64>,
+    len: usize,
+    _owner: Box<dyn Send + Sync>,
+}
+
+// SAFETY: the page is only ever stored to through `&AtomicU64` (one store instruction per
+// access, sound from any thread); the owner is `Send + Sync`.
+unsafe impl Send for RegisterPage {}
+// SAFETY: as above.
+unsafe impl Sync for RegisterPage {}
+
+impl RegisterPage {
+    /// A register page of `len` bytes (a nonzero multiple of 8) mapped at `ptr`.
+    ///
+    /// # Safety
+    ///
+    /// `ptr` must be a mapping, 8-byte aligned, of `len` bytes of device registers that
+    /// accept aligned 64-bit stores, and stay mapped for as long as `owner` lives (it is
+    /// dropped with the page). Storing to them must not change memory of this process
+    /// (other than through the device's DMA, which the device's own protocol governs).
+    pub unsafe fn from_raw(
+        ptr: NonNull<u8>,
+        len: usize,
+        owner: Box<dyn Send + Sync>,
+    ) -> Result<Self, DmaError> {
+        if len == 0 || len % WORD != 0 {
+            return Err(DmaError::BadLength { len });
+        }
+        if ptr.as_ptr() as usize % WORD != 0 {
+            return Err(DmaError::BadAlignment {
+                align: ptr.as_ptr() as usize % WORD,
+            });
+        }
+        Ok(Self {
+            base: ptr.cast(),
+            len,
+            _owner: owner,
+        })
+    }
+
+    /// Length in bytes.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+    /// Whether the page is empty (never: pages have at least 8 bytes).
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+    /// The page's virtual address.
+    pub fn addr(&self) -> u64 {
+        self.base.as_ptr() as u64
+    }
+
+    /// Stores `value` (its bytes in memory order) at byte `offset` (a multiple of 8, inside
+    /// the page) as one 64-bit release store: everything this thread wrote before (the
+    /// WQE, the doorbell record) is ordered before the register write.
+    pub fn store(&self, offset: usize, value: [u8; 8]) -> Result<(), DmaError> {
+        let in_bounds = offset.checked_add(WORD).is_some_and(|end| end <= self.len);
+        if !in_bounds {
+            return Err(DmaError::OutOfBounds {
+                offset,
+                len: WORD,
+                buffer_len: self.len,
+            });
+        }
+        if offset % WORD != 0 {
+            return Err(DmaError::BadAlignment {
+                align: offset % WORD,
+            });
+        }
+        // SAFETY: `offset / 8` is a word inside the mapping (checked above), which is valid
+        // and aligned for as long as `self` (the constructor's contract); the reference is
+        // used for one store and never for a load.
+        let word = unsafe { &*self.base.as_ptr().add(offset / WORD) };
+        word.store(u64::from_ne_bytes(value), Ordering::Release);
+        Ok(())
+    }
+}
+
+impl fmt::Debug for RegisterPage {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RegisterPage")
+            .field("addr", &format_args!("{:#x}", self.addr()))
+            .field("len", &self.len)
+            .finish()
+    }
+}
+
 /// Memory on a GPU, which the host never reads or writes: queue memory of [`Gpu`]-placed
 /// queues, handed to kernels (and to the CUDA software NIC) by address.
 ///
@@ -323,6 +420,16 @@ impl fmt::Debug for DeviceBuffer {
 /// Copies bytes out of words, starting `offset` bytes in.
 pub(crate) fn copy_out(words: &[AtomicU64], offset: usize, dst: &mut [u8], order: Ordering) {
     let mut pos = 0;
+    // Word-aligned: whole words with fixed-size copies (no call per word), then the tail.
+    if offset % WORD == 0 {
+        let first = offset / WORD;
+        let count = dst.len() / WORD;
+        let whole = &words[first..first + count];
+        for (chunk, word) in dst.chunks_exact_mut(WORD).zip(whole) {
+            chunk.copy_from_slice(&word.load(order).to_ne_bytes());
+        }
+        pos = count * WORD;
+    }
     while pos < dst.len() {
         let at = offset + pos;
         let word = words[at / WORD].load(order).to_ne_bytes();
@@ -337,6 +444,17 @@ pub(crate) fn copy_out(words: &[AtomicU64], offset: usize, dst: &mut [u8], order
 /// compare-exchange loop so that neighbouring bytes are never written.
 pub(crate) fn copy_in(words: &[AtomicU64], offset: usize, src: &[u8]) {
     let mut pos = 0;
+    // Word-aligned: whole words with plain stores, then the tail merged below.
+    if offset % WORD == 0 {
+        let first = offset / WORD;
+        let count = src.len() / WORD;
+        let whole = &words[first..first + count];
+        for (chunk, word) in src.chunks_exact(WORD).zip(whole) {
+            let bytes: [u8; WORD] = chunk.try_into().expect("chunks of WORD bytes");
+            word.store(u64::from_ne_bytes(bytes), Ordering::Relaxed);
+        }
+        pos = count * WORD;
+    }
     while pos < src.len() {
         let at = offset + pos;
         let skip = at % WORD;
@@ -389,6 +507,51 @@ mod tests {
                 assert_eq!(back, src);
             }
         }
+    }
+
+    #[test]
+    fn a_register_page_takes_aligned_in_bounds_stores_only() {
+        // Ordinary memory standing in for the registers, so the stores can be observed.
+        let backing = DmaBuffer::zeroed(64, 64).unwrap();
+        let ptr = NonNull::new(backing.as_ptr()).unwrap();
+        // SAFETY: `backing` outlives `page` (dropped at the end of the test, after it), is
+        // 64 aligned bytes, and is only accessed atomically.
+        let page = unsafe { RegisterPage::from_raw(ptr, 64, Box::new(())) }.unwrap();
+        page.store(8, [1, 2, 3, 4, 5, 6, 7, 8]).unwrap();
+        page.store(56, [0xff; 8]).unwrap();
+        let mut expected = [0u8; 64];
+        expected[8..16].copy_from_slice(&[1, 2, 3, 4, 5, 6, 7, 8]);
+        expected[56..].fill(0xff);
+        assert_eq!(backing.to_vec(), expected);
+        assert_eq!(
+            page.store(60, [0; 8]).unwrap_err(),
+            DmaError::OutOfBounds {
+                offset: 60,
+                len: 8,
+                buffer_len: 64
+            }
+        );
+        assert_eq!(
+            page.store(usize::MAX - 3, [0; 8]).unwrap_err(),
+            DmaError::OutOfBounds {
+                offset: usize::MAX - 3,
+                len: 8,
+                buffer_len: 64
+            }
+        );
+        assert_eq!(
+            page.store(4, [0; 8]).unwrap_err(),
+            DmaError::BadAlignment { align: 4 }
+        );
+        assert_eq!(backing.to_vec(), expected, "refused stores wrote nothing");
+        // SAFETY: as above; a zero length and a misaligned start are refused.
+        let zero = unsafe { RegisterPage::from_raw(ptr, 0, Box::new(())) };
+        assert_eq!(zero.unwrap_err(), DmaError::BadLength { len: 0 });
+        let odd = NonNull::new(backing.as_ptr().wrapping_add(4)).unwrap();
+        // SAFETY: as above.
+        let misaligned = unsafe { RegisterPage::from_raw(odd, 8, Box::new(())) };
+        assert_eq!(misaligned.unwrap_err(), DmaError::BadAlignment { align: 4 });
+        drop(page);
     }
 
     #[test]

@@ -2,8 +2,11 @@
 //! `RUSTFLAGS="--cfg loom"` (the README's test command runs them):
 //!
 //! ```text
-//! RUSTFLAGS="--cfg loom" cargo test -p ibgda --release --test loom_publication
+//! RUSTFLAGS="--cfg loom" cargo test -p ibgda --test loom_publication
 //! ```
+//!
+//! They run in a debug build, so that overflow checks are on: an interleaving in which
+//! counter arithmetic wraps panics instead of passing silently.
 //!
 //! Loom runs each model under every interleaving (and every allowed reordering of the
 //! protocol's atomics), and reports any access to a slot that is not ordered after the
@@ -96,6 +99,59 @@ fn published_slots_are_fully_written_and_in_reservation_order() {
 }
 
 #[test]
+fn a_reservation_preempted_between_its_two_loads_retries_instead_of_underflowing() {
+    model(|| {
+        // One slot. The reserver loads `reserved` (0), and may be preempted before it loads
+        // `retired`; meanwhile the other producer reserves slot 0, publishes it and retires
+        // it as the poller would, so `retired` (1) passes the `reserved` the first one holds.
+        let counters = Arc::new(PublicationCounters::new(1));
+        let reserver = {
+            let counters = counters.clone();
+            thread::spawn(move || loop {
+                match counters.reserve(1) {
+                    Ok(start) => {
+                        counters.publish(start, start + 1);
+                        break start;
+                    }
+                    Err(free) => {
+                        assert_eq!(free, 0, "a full one-slot ring has nothing free");
+                        thread::yield_now();
+                    }
+                }
+            })
+        };
+        let other = {
+            let counters = counters.clone();
+            thread::spawn(move || {
+                // This thread is also the poller: while the ring is full it retires what
+                // is published.
+                let start = loop {
+                    match counters.reserve(1) {
+                        Ok(start) => break start,
+                        Err(_) => {
+                            let ready = counters.ready();
+                            if ready > counters.retired() {
+                                counters.retire(ready);
+                            }
+                            thread::yield_now();
+                        }
+                    }
+                };
+                counters.publish(start, start + 1);
+                counters.retire(start + 1);
+                start
+            })
+        };
+        let first = reserver.join().unwrap();
+        let second = other.join().unwrap();
+        // Each got its own slot, in some order.
+        assert_eq!(first + second, 1, "slots {first} and {second}");
+        assert_eq!(counters.reserved(), 2);
+        assert_eq!(counters.ready(), 2);
+    });
+}
+
+#[test]
 fn a_full_ring_waits_for_retirement_before_a_slot_is_reused() {
     model(|| {
         // One slot: the producer's second WQE reuses the slot of its first, which it may
@@ -161,9 +217,9 @@ fn concurrent_publishers_announce_everything_with_a_monotonic_doorbell_record() 
             t.join().unwrap();
         }
         // Whoever published last saw nobody after it and rang for both.
-        let record = queue.memory().dbrec.to_vec();
+        let record = queue.memory().dbrec_bytes();
         assert_eq!(record[4..8], [0, 0, 0, 2]);
-        let ring = queue.memory().ring.to_vec();
+        let ring = queue.memory().ring_bytes();
         for k in 0..2u16 {
             let wqe = parse_wqe(&ring, WqeIndex(k), TransportKind::Rc).unwrap();
             assert_eq!(wqe.opcode, Opcode::Nop);

@@ -26,7 +26,7 @@ fn qp_with(wqebbs: usize, cqes: u32, config: QpConfig) -> QueuePair<Rc> {
 }
 
 fn dbrec_send_counter(sq: &SendQueueMemory) -> u32 {
-    let bytes = sq.dbrec.to_vec();
+    let bytes = sq.dbrec_bytes();
     u32::from_be_bytes([bytes[4], bytes[5], bytes[6], bytes[7]])
 }
 
@@ -56,8 +56,16 @@ fn error_cqe(syndrome: u8, qpn: u32, wqe_counter: u16, owner: bool) -> [u8; 64] 
     cqe
 }
 
-fn put_cqe(cq: &CompletionQueueMemory, slot: usize, cqe: &[u8; 64]) {
-    cq.ring.write(slot * 64, cqe).unwrap();
+/// The NIC's side of a queue pair's CQ: these tests play the NIC.
+fn nic_cq(qp: &QueuePair<Rc>) -> CompletionQueueNicAccess {
+    // SAFETY: the test is the only NIC of this queue pair; every CQE it writes names a WQE
+    // the test posted (or is a stray the queue must refuse), and no WQE names local memory.
+    unsafe { qp.cq().memory().nic_access_unchecked() }
+}
+
+/// Writes a CQE as a NIC does (body, then the owner word with release).
+fn put_cqe(cq: &CompletionQueueNicAccess, slot: usize, cqe: &[u8; 64]) {
+    cq.write_cqe(slot as u32, cqe);
 }
 
 #[test]
@@ -70,8 +78,7 @@ fn an_inline_write_is_encoded_announced_and_rung() {
         .unwrap();
     let ticket = qp.post(&wqe, &[]).unwrap();
     assert_eq!(ticket.end(), 1);
-    let sq = qp.sq().memory().clone();
-    let ring = sq.ring.to_vec();
+    let ring = qp.sq().memory().ring_bytes();
     let parsed = parse_wqe(&ring, WqeIndex(0), TransportKind::Rc).unwrap();
     assert_eq!(parsed.qpn, QPN);
     assert_eq!(parsed.ds, 3);
@@ -85,9 +92,12 @@ fn an_inline_write_is_encoded_announced_and_rung() {
         }
         other => panic!("unexpected {other:?}"),
     }
-    assert_eq!(dbrec_send_counter(&sq), 1);
+    assert_eq!(dbrec_send_counter(qp.sq().memory()), 1);
     // The doorbell is the first 8 bytes of the WQE's control segment.
-    assert_eq!(sq.doorbell.to_vec(), ring[..8].to_vec());
+    assert_eq!(
+        qp.sq().memory().doorbell_bytes().to_vec(),
+        ring[..8].to_vec()
+    );
     assert_eq!(
         &ring[..8],
         &[0x00, 0x00, 0x00, 0x08, 0x00, 0x0a, 0xbc, 0x03]
@@ -108,18 +118,17 @@ fn explicit_batching_rings_once_for_many_wqes() {
     for _ in 0..5 {
         qp.post(&nop, &[]).unwrap();
     }
-    let sq = qp.sq().memory().clone();
     assert_eq!(
-        dbrec_send_counter(&sq),
+        dbrec_send_counter(qp.sq().memory()),
         0,
         "nothing announced before the doorbell"
     );
-    assert_eq!(sq.doorbell.to_vec(), vec![0; 8]);
+    assert_eq!(qp.sq().memory().doorbell_bytes().to_vec(), vec![0; 8]);
     qp.ring_doorbell();
-    assert_eq!(dbrec_send_counter(&sq), 5);
-    let ring = sq.ring.to_vec();
+    assert_eq!(dbrec_send_counter(qp.sq().memory()), 5);
+    let ring = qp.sq().memory().ring_bytes();
     assert_eq!(
-        sq.doorbell.to_vec(),
+        qp.sq().memory().doorbell_bytes().to_vec(),
         ring[4 * 64..4 * 64 + 8].to_vec(),
         "rung with the last WQE's control"
     );
@@ -136,11 +145,10 @@ fn every_n_batching_rings_on_each_nth_wqe() {
     };
     let mut qp = qp_with(64, 64, config);
     let nop = Nop::<Rc>::new().build().unwrap();
-    let sq = qp.sq().memory().clone();
     let mut seen = Vec::new();
     for _ in 0..7 {
         qp.post(&nop, &[]).unwrap();
-        seen.push(dbrec_send_counter(&sq));
+        seen.push(dbrec_send_counter(qp.sq().memory()));
     }
     assert_eq!(seen, [0, 0, 3, 3, 3, 6, 6]);
 }
@@ -157,13 +165,13 @@ fn a_full_ring_refuses_until_a_completion_retires_slots() {
         PostError::Full { needed: 1, free: 0 }
     );
     // The queue signaled WQE 4 itself (at most 4 unsignaled WQEBBs in a row in a ring of 8).
-    let ring = qp.sq().memory().ring.to_vec();
+    let ring = qp.sq().memory().ring_bytes();
     let signaled: Vec<bool> = (0..8).map(|i| ring[i * 64 + 11] & 0x0c == 0x08).collect();
     assert_eq!(
         signaled,
         [false, false, false, false, true, false, false, false]
     );
-    put_cqe(qp.cq().memory(), 0, &requester_cqe(0x00, QPN, 4, false));
+    put_cqe(&nic_cq(&qp), 0, &requester_cqe(0x00, QPN, 4, false));
     match qp.poll().unwrap() {
         Some(Polled::Sent {
             wqe_counter: 4,
@@ -174,7 +182,7 @@ fn a_full_ring_refuses_until_a_completion_retires_slots() {
     }
     assert_eq!(qp.sq().free_wqebbs(), 5);
     // The CQ doorbell record now holds consumer index 1, big-endian.
-    assert_eq!(qp.cq().memory().dbrec.to_vec()[..4], [0, 0, 0, 1]);
+    assert_eq!(qp.cq().memory().dbrec_bytes()[..4], [0, 0, 0, 1]);
     assert_eq!(
         qp.poll().unwrap(),
         None,
@@ -186,7 +194,7 @@ fn a_full_ring_refuses_until_a_completion_retires_slots() {
 fn cqes_are_consumed_by_owner_parity_across_laps() {
     let mut qp = qp_with(64, 4, QpConfig::default());
     let nop = Nop::<Rc>::new().signaled().build().unwrap();
-    let cq = qp.cq().memory().clone();
+    let cq = nic_cq(&qp);
     for i in 0..12u16 {
         qp.post(&nop, &[]).unwrap();
         let slot = usize::from(i % 4);
@@ -214,7 +222,7 @@ fn a_collapsed_cq_reports_each_new_counter_once() {
     for _ in 0..3 {
         qp.post(&nop, &[]).unwrap();
     }
-    let cq = qp.cq().memory().clone();
+    let cq = nic_cq(&qp);
     put_cqe(&cq, 0, &requester_cqe(0x00, QPN, 1, false));
     assert!(matches!(
         qp.poll().unwrap(),
@@ -247,7 +255,7 @@ fn stray_and_error_cqes_are_typed_and_retire_nothing_wrongly() {
     for _ in 0..4 {
         qp.post(&nop, &[]).unwrap();
     }
-    let cq = qp.cq().memory().clone();
+    let cq = nic_cq(&qp);
     put_cqe(&cq, 0, &requester_cqe(0x00, QPN + 1, 0, false));
     assert_eq!(
         qp.poll().unwrap_err(),
@@ -386,7 +394,7 @@ fn local_memory_must_be_covered_and_stays_alive_until_its_completion() {
         2,
         "the queue keeps the registration"
     );
-    put_cqe(qp.cq().memory(), 0, &requester_cqe(0x08, QPN, 0, false));
+    put_cqe(&nic_cq(&qp), 0, &requester_cqe(0x08, QPN, 0, false));
     qp.poll().unwrap();
     assert_eq!(Arc::strong_count(&region), 1, "released at the completion");
 }
@@ -401,7 +409,7 @@ fn waiting_signals_an_unsignaled_tail_and_times_out_without_a_nic() {
     assert!(matches!(err, WaitError::Timeout { .. }));
     // A signaled NOP was appended so a completion can come.
     assert_eq!(qp.sq().producer(), 2);
-    let ring = qp.sq().memory().ring.to_vec();
+    let ring = qp.sq().memory().ring_bytes();
     assert_eq!(ring[64 + 11] & 0x0c, 0x08);
     assert_eq!(dbrec_send_counter(qp.sq().memory()), 2);
 }
@@ -505,7 +513,7 @@ fn wrapping_three_laps_with_one_and_two_block_wqes_keeps_every_wqe_intact() {
                 .unwrap();
             qp.post(&w, &[]).unwrap()
         };
-        let ring = qp.sq().memory().ring.to_vec();
+        let ring = qp.sq().memory().ring_bytes();
         let parsed = parse_wqe(&ring, index, TransportKind::Rc).unwrap();
         assert_eq!(parsed.wqebbs(), if two_blocks { 2 } else { 1 });
         match parsed.op {
@@ -524,7 +532,7 @@ fn wrapping_three_laps_with_one_and_two_block_wqes_keeps_every_wqe_intact() {
         }
         // Complete it, as a NIC would.
         put_cqe(
-            qp.cq().memory(),
+            &nic_cq(&qp),
             cqes % 64,
             &requester_cqe(0x08, QPN, index.0, (cqes / 64) % 2 == 1),
         );
@@ -566,7 +574,7 @@ fn a_shared_queue_publishes_many_threads_in_reservation_order() {
         total as u32,
         "the last publisher announced everything"
     );
-    let ring = queue.memory().ring.to_vec();
+    let ring = queue.memory().ring_bytes();
     let mut next = [0u64; THREADS as usize];
     for k in 0..total {
         let parsed = parse_wqe(&ring, WqeIndex::from_counter(k), TransportKind::Rc).unwrap();
@@ -620,7 +628,7 @@ fn a_group_reservation_publishes_once_when_the_last_member_finishes() {
     assert!(group.part(0).is_none(), "a part is handed out once");
     assert_eq!(queue.counters().ready(), 16);
     assert_eq!(dbrec_send_counter(queue.memory()), 16);
-    let ring = queue.memory().ring.to_vec();
+    let ring = queue.memory().ring_bytes();
     for i in 0..8u64 {
         let w = parse_wqe(&ring, WqeIndex((2 * i) as u16), TransportKind::Rc).unwrap();
         assert!(matches!(w.op, ParsedOp::Write { remote, .. } if remote.addr == i));
@@ -645,4 +653,153 @@ fn the_scope_is_recorded_in_the_queue_type() {
     .unwrap();
     assert_eq!(q.scope(), HostBarrier);
     assert!(format!("{q:?}").contains("HostBarrier"));
+}
+
+/// An inline RDMA WRITE of `len` bytes (its size in WQEBBs grows with `len`).
+fn inline_write_of(payload: &[u8]) -> Wqe<RdmaWrite<'_, Rc, Inline<'_>>> {
+    RdmaWrite::new(RemoteAddress::new(0x1000, RKey(1)))
+        .inline(payload)
+        .build()
+        .unwrap()
+}
+
+#[test]
+fn a_completion_naming_a_slot_no_published_wqe_starts_at_is_stray() {
+    let mut qp = qp_with(8, 8, QpConfig::default());
+    let cq = nic_cq(&qp);
+    let (small, large) = ([7u8; 40], [9u8; 100]);
+    let nop = Nop::<Rc>::new().build().unwrap();
+    let (two, three) = (inline_write_of(&small), inline_write_of(&large));
+    assert_eq!((nop.wqebbs(), two.wqebbs(), three.wqebbs()), (1, 2, 3));
+
+    // A reservation written with a 1-WQEBB and a 3-WQEBB WQE is forgotten: never published,
+    // its drop never runs, and the sizes it recorded at slots 0 and 1 stay behind.
+    {
+        let mut forgotten = qp.sq_mut().reserve(4).unwrap();
+        forgotten.write(&nop).unwrap();
+        forgotten.write(&three).unwrap();
+        std::mem::forget(forgotten);
+    }
+    assert_eq!(qp.sq().producer(), 0);
+    // A 2-WQEBB WQE is published over slots 0 and 1.
+    let ticket = qp.post(&two, &[]).unwrap();
+    assert_eq!(ticket.end(), 2);
+
+    // A CQE naming slot 1 (inside the published WQE; the forgotten 3-WQEBB WQE started
+    // there and would end at 4, past the producer) is stray and retires nothing.
+    put_cqe(&cq, 0, &requester_cqe(0x00, QPN, 1, false));
+    assert_eq!(
+        qp.poll().unwrap_err(),
+        PollError::Stray {
+            qpn: QPN,
+            wqe_counter: 1
+        }
+    );
+    assert_eq!(qp.sq().retired(), 0);
+    assert_eq!(qp.sq().free_wqebbs(), 6);
+    assert_eq!(
+        qp.sq_mut().reserve(9).err(),
+        Some(PostError::Full { needed: 9, free: 6 }),
+        "a reservation larger than the ring never succeeds"
+    );
+
+    // The real completion, naming the published WQE, retires exactly it.
+    put_cqe(&cq, 1, &requester_cqe(0x00, QPN, 0, false));
+    assert!(matches!(
+        qp.poll().unwrap(),
+        Some(Polled::Sent {
+            wqe_counter: 0,
+            retired: 2,
+            ..
+        })
+    ));
+    assert!(qp.sq().is_complete(ticket));
+    assert_eq!(qp.sq().free_wqebbs(), 8);
+
+    // With two published WQEs (1 + 2 WQEBBs at 2 and 3), a CQE naming slot 4, inside the
+    // second, is stray; naming 3 retires both.
+    qp.post(&nop, &[]).unwrap();
+    qp.post(&two, &[]).unwrap();
+    put_cqe(&cq, 2, &requester_cqe(0x00, QPN, 4, false));
+    assert!(matches!(
+        qp.poll(),
+        Err(PollError::Stray { wqe_counter: 4, .. })
+    ));
+    put_cqe(&cq, 3, &requester_cqe(0x00, QPN, 3, false));
+    assert!(matches!(
+        qp.poll().unwrap(),
+        Some(Polled::Sent { retired: 5, .. })
+    ));
+    assert!(qp.sq().is_idle());
+}
+
+#[test]
+fn shared_and_exclusive_queues_refuse_the_same_bad_limits() {
+    let size = RingSize::new(16).unwrap();
+    let bad_limits = [
+        (
+            WqeLimits {
+                max_wqebbs: 0,
+                ..Default::default()
+            },
+            WqeError::FieldBelowMinimum {
+                field: "max_wqebbs",
+                value: 0,
+                min: 1,
+            },
+        ),
+        (
+            WqeLimits {
+                max_wqebbs: 17,
+                ..Default::default()
+            },
+            WqeError::WqeTooLarge {
+                wqebbs: 17,
+                max: 16,
+            },
+        ),
+    ];
+    for (limits, expected) in bad_limits {
+        let (sq, cq) = memory(16, 16);
+        let config = SharedQueueConfig {
+            limits,
+            ..SharedQueueConfig::for_ring(size)
+        };
+        assert_eq!(
+            SharedSendQueue::<Rc>::new(Qpn::new(QPN).unwrap(), sq, cq, config).err(),
+            Some(expected),
+            "shared queue with {limits:?}"
+        );
+        let (sq, cq) = memory(16, 16);
+        let config = QpConfig {
+            send: SendQueueConfig {
+                limits,
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        assert_eq!(
+            QueuePair::<Rc>::new(Qpn::new(QPN).unwrap(), sq, cq, config).err(),
+            Some(expected),
+            "exclusive queue with {limits:?}"
+        );
+    }
+    // The smallest valid limit still lets a dropped reservation pad with NOPs, and what is
+    // published is exactly what was written.
+    let (sq, cq) = memory(16, 16);
+    let config = SharedQueueConfig {
+        limits: WqeLimits {
+            max_wqebbs: 1,
+            ..Default::default()
+        },
+        ..SharedQueueConfig::for_ring(size)
+    };
+    let queue = SharedSendQueue::<Rc>::new(Qpn::new(QPN).unwrap(), sq, cq, config).unwrap();
+    drop(queue.reserve(3).unwrap());
+    assert_eq!(queue.counters().ready(), 3);
+    let ring = queue.memory().ring_bytes();
+    for index in 0..3 {
+        let wqe = parse_wqe(&ring, WqeIndex(index), TransportKind::Rc).unwrap();
+        assert_eq!(wqe.opcode, Opcode::Nop, "padding at {index}");
+    }
 }

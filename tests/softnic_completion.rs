@@ -5,8 +5,11 @@
 mod softnic_support;
 
 use ibgda::cq::{parse_cqe, Completion, RequesterCompletion};
-use ibgda::queue::{CompletionQueueMemory, SendQueueMemory};
-use ibgda::softnic::{CqMode, Fabric, QpConfig, SoftNicError};
+use std::sync::Arc;
+
+use ibgda::memory::DmaBuffer;
+use ibgda::queue::{CompletionQueueMemory, QueueMemoryError, SendQueueMemory, CQE_INIT_OP_OWN};
+use ibgda::softnic::{Access, CqMode, Fabric, QpConfig, SoftNicError};
 use ibgda::wqe::*;
 use softnic_support::*;
 
@@ -117,10 +120,7 @@ fn queues_given_the_same_cq_memory_share_one_cq() {
     for _ in 0..2 {
         let sq = SendQueueMemory::allocate(RingSize::new(8).unwrap()).unwrap();
         let qpn = fabric
-            .create_qp(
-                node,
-                QpConfig::new(TransportKind::Rc, sq.clone(), cq.clone()),
-            )
+            .create_qp(node, QpConfig::new(TransportKind::Rc, &sq, &cq))
             .unwrap();
         fabric.connect(qpn, qpn).unwrap();
         producers.push(Producer::new(sq, qpn));
@@ -137,7 +137,7 @@ fn queues_given_the_same_cq_memory_share_one_cq() {
     }
     fabric.run_until_idle();
     let (q0, q1) = (producers[0].qpn.get(), producers[1].qpn.get());
-    let mut consumer = Consumer::new(cq.clone());
+    let mut consumer = Consumer::new(cq);
     // Queues are served in QPN order, each up to its doorbell record.
     assert_eq!(
         consumer.drain(),
@@ -149,20 +149,14 @@ fn queues_given_the_same_cq_memory_share_one_cq() {
         ]
     );
 
-    // The same ring in another mode, or with another record, is refused.
+    // The same CQ memory in another mode is refused.
     let sq = SendQueueMemory::allocate(RingSize::new(8).unwrap()).unwrap();
     let conflicting = QpConfig {
         cq_mode: CqMode::Collapsed,
-        ..QpConfig::new(TransportKind::Rc, sq.clone(), cq.clone())
+        ..QpConfig::new(TransportKind::Rc, &sq, consumer.memory.memory())
     };
     assert_eq!(
         fabric.create_qp(node, conflicting),
-        Err(SoftNicError::CqConflict)
-    );
-    let mut other_record = cq.clone();
-    other_record.dbrec = CompletionQueueMemory::allocate(8).unwrap().dbrec;
-    assert_eq!(
-        fabric.create_qp(node, QpConfig::new(TransportKind::Rc, sq, other_record)),
         Err(SoftNicError::CqConflict)
     );
 }
@@ -206,34 +200,133 @@ fn the_crates_cqe_parser_reads_what_the_nic_wrote() {
 }
 
 #[test]
-fn queue_memory_that_does_not_match_its_description_is_refused() {
+fn queue_memory_that_does_not_match_its_description_cannot_be_made() {
+    let buffer = |len| DmaBuffer::zeroed(len, 64).unwrap();
+    let size = RingSize::new(8).unwrap();
+    assert_eq!(
+        SendQueueMemory::from_buffers(size, buffer(16 * 64), buffer(8), buffer(8)).unwrap_err(),
+        QueueMemoryError::WrongLength {
+            buffer: "send ring",
+            len: 16 * 64,
+            expected: 8 * 64
+        }
+    );
+    assert_eq!(
+        SendQueueMemory::from_buffers(size, buffer(8 * 64), buffer(16), buffer(8)).unwrap_err(),
+        QueueMemoryError::WrongLength {
+            buffer: "send doorbell record",
+            len: 16,
+            expected: 8
+        }
+    );
+    assert_eq!(
+        SendQueueMemory::from_buffers(size, buffer(8 * 64), buffer(8), buffer(64)).unwrap_err(),
+        QueueMemoryError::WrongLength {
+            buffer: "doorbell",
+            len: 64,
+            expected: 8
+        }
+    );
+    assert_eq!(
+        CompletionQueueMemory::from_buffers(16, buffer(8 * 64), buffer(8)).unwrap_err(),
+        QueueMemoryError::WrongLength {
+            buffer: "CQ ring",
+            len: 8 * 64,
+            expected: 16 * 64
+        }
+    );
+    for entries in [0, 6] {
+        assert_eq!(
+            CompletionQueueMemory::from_buffers(entries, buffer(8 * 64), buffer(8)).unwrap_err(),
+            QueueMemoryError::BadEntries { entries }
+        );
+    }
+    // Buffers of the right lengths make memory the fabric accepts, with every CQE
+    // initialised invalid and hardware-owned.
+    let sq = SendQueueMemory::from_buffers(size, buffer(8 * 64), buffer(8), buffer(8)).unwrap();
+    let cq = CompletionQueueMemory::from_buffers(4, buffer(4 * 64), buffer(8)).unwrap();
+    let ring = cq.ring_bytes();
+    for entry in ring.chunks(64) {
+        assert_eq!(entry[..63], [0; 63]);
+        assert_eq!(entry[63], CQE_INIT_OP_OWN);
+    }
     let fabric = Fabric::new();
     let node = fabric.add_node(1).unwrap();
-    let good_sq = SendQueueMemory::allocate(RingSize::new(8).unwrap()).unwrap();
-    let good_cq = CompletionQueueMemory::allocate(8).unwrap();
-
-    let mut sq = good_sq.clone();
-    sq.size = RingSize::new(16).unwrap();
-    assert!(matches!(
-        fabric.create_qp(node, QpConfig::new(TransportKind::Rc, sq, good_cq.clone())),
-        Err(SoftNicError::InvalidQueueMemory { .. })
-    ));
-    let mut cq = good_cq.clone();
-    cq.entries = 16;
-    assert!(matches!(
-        fabric.create_qp(node, QpConfig::new(TransportKind::Rc, good_sq.clone(), cq)),
-        Err(SoftNicError::InvalidQueueMemory { .. })
-    ));
-    let mut cq = good_cq.clone();
-    cq.entries = 6;
-    assert!(matches!(
-        fabric.create_qp(node, QpConfig::new(TransportKind::Rc, good_sq.clone(), cq)),
-        Err(SoftNicError::InvalidQueueMemory { .. })
-    ));
     assert!(fabric
-        .create_qp(
-            fabric.add_node(2).unwrap(),
-            QpConfig::new(TransportKind::Rc, good_sq, good_cq)
-        )
+        .create_qp(node, QpConfig::new(TransportKind::Rc, &sq, &cq))
         .is_ok());
+}
+
+#[test]
+fn queue_memory_is_never_a_data_region_nor_two_queues() {
+    let fabric = Fabric::new();
+    let node = fabric.add_node(1).unwrap();
+    let sq = SendQueueMemory::allocate(RingSize::new(8).unwrap()).unwrap();
+    let cq = CompletionQueueMemory::allocate(8).unwrap();
+    fabric
+        .create_qp(node, QpConfig::new(TransportKind::Rc, &sq, &cq))
+        .unwrap();
+
+    // The same send-queue memory for a second queue is refused.
+    let other_cq = CompletionQueueMemory::allocate(8).unwrap();
+    assert_eq!(
+        fabric.create_qp(node, QpConfig::new(TransportKind::Rc, &sq, &other_cq)),
+        Err(SoftNicError::OverlapsQueueMemory {
+            addr: sq.ring().addr,
+            len: sq.ring().len as u64,
+            queue: sq.ring(),
+        })
+    );
+
+    // A buffer aliasing the ring (only `unsafe` code can make one) cannot be registered:
+    // the NIC would otherwise write WQE slots or CQEs as RDMA data.
+    for span in [sq.ring(), sq.dbrec(), sq.doorbell(), cq.ring(), cq.dbrec()] {
+        let ptr = core::ptr::NonNull::new(span.addr as *mut u8).unwrap();
+        // SAFETY: the queue memory outlives this alias (dropped at the end of the loop
+        // body, before `sq` and `cq`), and every access through either is atomic.
+        let alias = Arc::new(unsafe { DmaBuffer::from_raw(ptr, span.len, Box::new(())) }.unwrap());
+        let refused = fabric.register(node, alias.clone(), 0, span.len, Access::LOCAL_WRITE);
+        assert_eq!(
+            refused.unwrap_err(),
+            SoftNicError::OverlapsQueueMemory {
+                addr: span.addr,
+                len: span.len as u64,
+                queue: span,
+            }
+        );
+        // A range that only touches the last byte overlaps too.
+        let last = span.len - 1;
+        assert!(matches!(
+            fabric.register(node, alias, last, 1, Access::LOCAL_WRITE),
+            Err(SoftNicError::OverlapsQueueMemory { .. })
+        ));
+    }
+
+    // Queue memory over a registered region is refused as well.
+    let data = Arc::new(DmaBuffer::zeroed(4096, 4096).unwrap());
+    let region = fabric
+        .register(node, data.clone(), 0, 4096, Access::LOCAL_WRITE)
+        .unwrap();
+    let ptr = core::ptr::NonNull::new(data.as_ptr()).unwrap();
+    let alias = |len: usize| {
+        // SAFETY: `data` outlives the aliases (they are dropped with the queue memory
+        // below, before `data`), and every access through them is atomic.
+        unsafe { DmaBuffer::from_raw(ptr, len, Box::new(())) }.unwrap()
+    };
+    let fresh = |len| DmaBuffer::zeroed(len, 64).unwrap();
+    let over_region =
+        SendQueueMemory::from_buffers(RingSize::new(8).unwrap(), alias(8 * 64), fresh(8), fresh(8))
+            .unwrap();
+    assert_eq!(
+        fabric.create_qp(
+            node,
+            QpConfig::new(TransportKind::Rc, &over_region, &other_cq)
+        ),
+        Err(SoftNicError::OverlapsRegion {
+            queue: over_region.ring(),
+            region_addr: region.addr(),
+            region_len: 4096,
+        })
+    );
+    drop(over_region);
 }

@@ -15,7 +15,7 @@ use std::sync::Arc;
 
 use ibgda::cq::{parse_cqe, Completion};
 use ibgda::memory::DmaBuffer;
-use ibgda::queue::CompletionQueueMemory;
+use ibgda::queue::{CompletionQueueMemory, SendQueueMemory};
 use ibgda::softnic::{Access, CqMode, DctConfig, DctNumber, DoorbellWatch, Fabric, ReceiveConfig};
 use ibgda::wqe::*;
 use proptest::prelude::*;
@@ -182,7 +182,7 @@ fn world(case: &Case) -> World {
         receive_cq_entries: 2,
         ..setup.clone()
     };
-    let responder = side(&fabric, 2, 2, TransportKind::Rc, &receiving);
+    let mut responder = side(&fabric, 2, 2, TransportKind::Rc, &receiving);
     if !case.dc {
         fabric.connect(requester.qpn, responder.qpn).unwrap();
     }
@@ -195,17 +195,14 @@ fn world(case: &Case) -> World {
             DctConfig {
                 dc_key,
                 receive: Some(ReceiveConfig {
-                    cq: dct_cq.clone(),
+                    cq: &dct_cq,
                     cq_mode: CqMode::Ring,
                 }),
             },
         )
         .unwrap();
     fabric.post_receives(dct, 3).unwrap();
-    let receive_cqs = vec![
-        Consumer::new(responder.rcq.as_ref().unwrap().memory.clone()),
-        Consumer::new(dct_cq),
-    ];
+    let receive_cqs = vec![responder.rcq.take().unwrap(), Consumer::new(dct_cq)];
     let read_only = Access::REMOTE_READ;
     let areas = vec![
         Area::new(&fabric, requester.node, 64, read_only, 3),
@@ -417,10 +414,14 @@ proptest! {
     #![proptest_config(ProptestConfig::with_cases(512))]
     #[test]
     fn arbitrary_queue_memory_never_escapes_registered_regions(case in case()) {
-        let world = world(&case);
+        let mut world = world(&case);
         let dc = case.dc;
-        // Fill the ring.
-        let mut producer = Producer::new(world.requester.sq.memory.clone(), world.requester.qpn);
+        // Fill the ring (the producer leaves the world so that recipes can read it).
+        let placeholder = Producer::new(
+            SendQueueMemory::allocate(RingSize::new(1).unwrap()).unwrap(),
+            world.requester.qpn,
+        );
+        let mut producer = std::mem::replace(&mut world.requester.sq, placeholder);
         for block in &case.blocks {
             if producer.counter as usize >= RING {
                 break;
@@ -433,24 +434,22 @@ proptest! {
                 producer.post_raw(bytes);
             }
         }
-        let ring = &world.requester.sq.memory.ring;
         for &(at, byte) in &case.mutations {
-            let mut old = [0u8];
-            ring.read(at, &mut old).unwrap();
-            ring.write(at, &[old[0] ^ byte]).unwrap();
+            producer.xor_ring_byte(at, byte);
         }
         let record = (producer.counter as u16).wrapping_add(case.record_offset);
         producer.publish_value(record);
-        world.requester.sq.memory.doorbell.word(0).unwrap().store(case.doorbell, std::sync::atomic::Ordering::Release);
-        world.requester.cq.memory.dbrec.word(0).unwrap().store(case.cq_record, std::sync::atomic::Ordering::Release);
+        producer.memory.store_doorbell(case.doorbell.to_ne_bytes());
+        world.requester.cq.memory.store_dbrec(case.cq_record.to_ne_bytes());
         if case.doorbell_only {
             producer.ring();
         }
 
+        let sq_memory = producer.memory.memory();
         let sq_before = (
-            ring.to_vec(),
-            world.requester.sq.memory.dbrec.to_vec(),
-            world.requester.sq.memory.doorbell.to_vec(),
+            sq_memory.ring_bytes(),
+            sq_memory.dbrec_bytes(),
+            sq_memory.doorbell_bytes(),
         );
         let areas: Vec<&Area> = world.areas.iter().collect();
         let initial: Vec<Vec<u8>> = areas.iter().map(|a| a.initial_image()).collect();
@@ -469,9 +468,9 @@ proptest! {
         }
         prop_assert!(world.stranger.to_vec().iter().all(|&b| b == GUARD), "unregistered memory changed");
         let sq_after = (
-            ring.to_vec(),
-            world.requester.sq.memory.dbrec.to_vec(),
-            world.requester.sq.memory.doorbell.to_vec(),
+            sq_memory.ring_bytes(),
+            sq_memory.dbrec_bytes(),
+            sq_memory.doorbell_bytes(),
         );
         prop_assert_eq!(sq_before, sq_after, "the NIC wrote the send queue");
         // Every CQE written parses, and names this queue.

@@ -657,7 +657,7 @@ fn dct_with_a_receive_side_completes_write_with_immediate() {
             DctConfig {
                 dc_key: 42,
                 receive: Some(ReceiveConfig {
-                    cq: rcq.clone(),
+                    cq: &rcq,
                     cq_mode: Default::default(),
                 }),
             },

@@ -3,12 +3,21 @@
 //! operations, errors, rate and post-to-completion latency. No GPU and no NIC needed.
 //!
 //! ```text
-//! ibgda-demo [run] [--producers N] [--queues N] [--targets N] [--batch N]
-//!                  [--payload BYTES] [--duration SECONDS]
+//! ibgda-demo [run] [--nic soft|DEVICE] [--producers N] [--queues N] [--targets N]
+//!                  [--batch N] [--payload BYTES] [--duration SECONDS]
 //! ibgda-demo wqes      # build, dump and parse one WQE of every kind
+//! ibgda-demo --help
 //! ```
+//!
+//! `--nic soft` (the default) runs on the software NIC. `--nic DEVICE` (e.g. `mlx5_0`)
+//! opens that ConnectX through the mlx5 backend (build with `--features mlx5`) and reports
+//! its ports and capabilities, or the typed reason it cannot be used (no RDMA device, not
+//! an mlx5 device, libraries missing).
 
 use std::process::ExitCode;
+
+use clap::{Args, Parser, Subcommand};
+use hdrhistogram::Histogram;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -24,92 +33,161 @@ use ibgda::wqe::*;
 
 mod wqes;
 
-const USAGE: &str =
-    "usage: ibgda-demo [run] [--producers N] [--queues N] [--targets N] [--batch N] \
-[--payload BYTES] [--duration SECONDS]\n       ibgda-demo wqes";
+/// Which NIC the demo runs on.
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Nic {
+    /// The software NIC.
+    Soft,
+    /// A hardware device by name (`mlx5_0`).
+    Device(String),
+}
 
-#[derive(Clone, Copy, Debug)]
+fn parse_nic(name: &str) -> Result<Nic, String> {
+    match name {
+        "soft" => Ok(Nic::Soft),
+        "" => Err("empty device name".into()),
+        device => Ok(Nic::Device(device.to_owned())),
+    }
+}
+
+/// The ibgda demo: typed RC and DC queues on the software NIC (no GPU, no NIC needed).
+#[derive(Parser, Debug)]
+#[command(
+    name = "ibgda-demo",
+    version,
+    about,
+    args_conflicts_with_subcommands = true
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Option<Command>,
+    #[command(flatten)]
+    options: Options,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Runs the producers (the default).
+    Run(Options),
+    /// Builds, dumps and parses one WQE of every kind.
+    Wqes,
+}
+
+#[derive(Args, Clone, Debug)]
 struct Options {
-    producers: usize,
-    queues: usize,
-    targets: usize,
-    batch: usize,
-    payload: usize,
-    duration: Duration,
+    /// `soft` for the software NIC, or a ConnectX device name (e.g. mlx5_0; needs the
+    /// mlx5 feature).
+    #[arg(long, value_name = "soft|DEVICE", default_value = "soft", value_parser = parse_nic)]
+    nic: Nic,
+    /// Producer threads.
+    #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u16).range(1..=64))]
+    producers: u16,
+    /// RC queues per producer.
+    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u16).range(1..=64))]
+    queues: u16,
+    /// DC targets.
+    #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u16).range(1..=64))]
+    targets: u16,
+    /// WQEs per doorbell (and per round).
+    #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u16).range(1..=256))]
+    batch: u16,
+    /// Pointer payload in bytes.
+    #[arg(long, value_name = "BYTES", default_value_t = 8,
+          value_parser = clap::value_parser!(u32).range(1..=1 << 20))]
+    payload: u32,
+    /// How long to run, in seconds.
+    #[arg(long, value_name = "SECONDS", default_value_t = 3,
+          value_parser = clap::value_parser!(u64).range(1..=3600))]
+    duration: u64,
 }
 
-impl Default for Options {
-    fn default() -> Self {
-        Self {
-            producers: 4,
-            queues: 2,
-            targets: 4,
-            batch: 8,
-            payload: 8,
-            duration: Duration::from_secs(3),
-        }
+impl Options {
+    fn producers(&self) -> usize {
+        usize::from(self.producers)
+    }
+    fn queues(&self) -> usize {
+        usize::from(self.queues)
+    }
+    fn targets(&self) -> usize {
+        usize::from(self.targets)
+    }
+    fn batch(&self) -> usize {
+        usize::from(self.batch)
+    }
+    fn payload(&self) -> usize {
+        self.payload as usize
+    }
+    fn duration(&self) -> Duration {
+        Duration::from_secs(self.duration)
     }
 }
 
-fn parse_args(args: &[String]) -> Result<Options, String> {
-    let mut o = Options::default();
-    let mut it = args.iter();
-    while let Some(flag) = it.next() {
-        let mut value = |name: &str, max: u64| -> Result<u64, String> {
-            let raw = it.next().ok_or(format!("{name} needs a value"))?;
-            let v: u64 = raw
-                .parse()
-                .map_err(|_| format!("{name}: '{raw}' is not a number"))?;
-            if v == 0 || v > max {
-                return Err(format!("{name}: {v} is outside 1..={max}"));
-            }
-            Ok(v)
-        };
-        match flag.as_str() {
-            "--producers" => o.producers = value("--producers", 64)? as usize,
-            "--queues" => o.queues = value("--queues", 64)? as usize,
-            "--targets" => o.targets = value("--targets", 64)? as usize,
-            "--batch" => o.batch = value("--batch", 256)? as usize,
-            "--payload" => o.payload = value("--payload", 1 << 20)? as usize,
-            "--duration" => o.duration = Duration::from_secs(value("--duration", 3600)?),
-            "-h" | "--help" => return Err(String::new()),
-            other => return Err(format!("unknown argument '{other}'")),
-        }
-    }
-    Ok(o)
+/// Opens a hardware NIC through the control plane (QUERY_HCA_CAP and the capability
+/// checks run on it) and reports what queues would use of it.
+#[cfg(feature = "mlx5")]
+fn hardware(device: &str) -> Result<u64, Box<dyn std::error::Error>> {
+    use ibgda::nic::mlx5::{Mlx5Backend, Mlx5Device};
+    use ibgda::nic::Device;
+    let dev = Device::open(Mlx5Backend::new(Mlx5Device::open(Some(device))?))?;
+    let caps = dev.caps();
+    let port = dev.port();
+    println!(
+        "opened {} (mlx5, DEVX): CQE version {}, max send queue 2^{} WQEBBs, max inline {} B, \
+         atomics {} (8-byte results {:?}), DC {}, compact AV {}",
+        device,
+        caps.cqe_version,
+        caps.log_max_qp_size,
+        caps.max_inline(),
+        caps.atomic,
+        caps.atomic_endianness,
+        caps.dc,
+        caps.compact_address_vector
+    );
+    println!(
+        "port {}: LID {:#x}, MTU {} B, {:?}, {} GIDs",
+        port.port,
+        port.lid,
+        port.mtu.bytes(),
+        port.link_layer,
+        port.gids.len()
+    );
+    Err(format!(
+        "the demo's traffic runs on the software NIC's fabric; on {device}, run the \
+         control-plane suite: IBGDA_NIC={device} cargo test --release -p ibgda \
+         --features mlx5 --test nic_suite"
+    )
+    .into())
+}
+
+#[cfg(not(feature = "mlx5"))]
+fn hardware(device: &str) -> Result<u64, Box<dyn std::error::Error>> {
+    Err(format!(
+        "--nic {device}: this demo was built without the mlx5 backend; rebuild with \
+         `cargo build --release -p ibgda-demo --features mlx5` (needs cmake and libclang)"
+    )
+    .into())
 }
 
 fn main() -> ExitCode {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    let (command, rest) = match args.first().map(String::as_str) {
-        Some("wqes") => ("wqes", &args[1..]),
-        Some("run") => ("run", &args[1..]),
-        _ => ("run", &args[..]),
-    };
-    if command == "wqes" {
-        return match wqes::dump_every_kind() {
-            Ok(()) => ExitCode::SUCCESS,
-            Err(e) => {
-                eprintln!("error: {e}");
-                ExitCode::FAILURE
-            }
-        };
-    }
-    let options = match parse_args(rest) {
-        Ok(o) => o,
-        Err(e) => {
-            if !e.is_empty() {
-                eprintln!("error: {e}");
-            }
-            eprintln!("{USAGE}");
-            return if e.is_empty() {
-                ExitCode::SUCCESS
-            } else {
-                ExitCode::FAILURE
+    let cli = Cli::parse();
+    let options = match cli.command {
+        Some(Command::Wqes) => {
+            return match wqes::dump_every_kind() {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(e) => {
+                    eprintln!("error: {e}");
+                    ExitCode::FAILURE
+                }
             };
         }
+        Some(Command::Run(options)) => options,
+        None => cli.options,
     };
-    match run(options) {
+    let result = match &options.nic {
+        Nic::Soft => run(&options),
+        Nic::Device(device) => hardware(device),
+    };
+    match result {
         Ok(0) => ExitCode::SUCCESS,
         Ok(_) => ExitCode::FAILURE,
         Err(e) => {
@@ -154,12 +232,23 @@ impl Kind {
 }
 
 /// What every producer reports.
-#[derive(Default)]
 struct Tally {
     ops: [u64; KINDS.len()],
     errors: [u64; KINDS.len()],
-    latencies_ns: Vec<u64>,
+    latencies_ns: Histogram<u64>,
     first_error: Option<String>,
+}
+
+impl Default for Tally {
+    fn default() -> Self {
+        Self {
+            ops: [0; KINDS.len()],
+            errors: [0; KINDS.len()],
+            // Nanoseconds, three significant digits, growing as needed.
+            latencies_ns: Histogram::new(3).expect("3 significant digits is valid"),
+            first_error: None,
+        }
+    }
 }
 
 struct Shared {
@@ -233,22 +322,22 @@ impl Layout {
     }
 }
 
-fn run(o: Options) -> Result<u64, Box<dyn std::error::Error>> {
+fn run(o: &Options) -> Result<u64, Box<dyn std::error::Error>> {
     let fabric = Fabric::new();
     let node_a = fabric.add_node(1)?;
     let node_b = fabric.add_node(2)?;
     let lid_b = fabric.lid(node_b).ok_or("node B has no LID")?;
     let dc_key = 0x5623_ceaf;
-    let dcts = (0..o.targets)
+    let dcts = (0..o.targets())
         .map(|_| fabric.create_dct(node_b, dc_key))
         .collect::<Result<Vec<_>, _>>()?;
     let layout = Layout {
-        queues: o.queues,
-        payload: o.payload,
-        batch: o.batch,
+        queues: o.queues(),
+        payload: o.payload(),
+        batch: o.batch(),
     };
-    let ring = RingSize::new((4 * o.batch).next_power_of_two().max(64))?;
-    let every = NonZeroU32::new(o.batch as u32).ok_or("the batch is at least 1")?;
+    let ring = RingSize::new((4 * o.batch()).next_power_of_two().max(64))?;
+    let every = NonZeroU32::new(o.batch() as u32).ok_or("the batch is at least 1")?;
     let spec = QueuePairSpec {
         send: SendQueueConfig {
             doorbell: DoorbellPolicy::Every(every),
@@ -259,9 +348,9 @@ fn run(o: Options) -> Result<u64, Box<dyn std::error::Error>> {
     let all =
         Access::LOCAL_WRITE | Access::REMOTE_WRITE | Access::REMOTE_READ | Access::REMOTE_ATOMIC;
     let mut producers = Vec::new();
-    for _ in 0..o.producers {
+    for _ in 0..o.producers() {
         let mut rc = Vec::new();
-        for _ in 0..o.queues {
+        for _ in 0..o.queues() {
             let qp = fabric.create_queue_pair::<Rc>(node_a, spec)?;
             // The responder's queue lives in the fabric; RC WRITE, READ and atomics
             // complete at the requester, so its host handle is not kept.
@@ -289,7 +378,7 @@ fn run(o: Options) -> Result<u64, Box<dyn std::error::Error>> {
                 .encode()
             })
             .collect::<Result<Vec<_>, _>>()?;
-        let remote_len = layout.remote_len(o.targets);
+        let remote_len = layout.remote_len(o.targets());
         let remote_buf = Arc::new(DmaBuffer::zeroed(remote_len, 4096)?);
         let remote = fabric.register(node_b, remote_buf.clone(), 0, remote_len, all)?;
         let local_len = layout.local_len();
@@ -310,7 +399,12 @@ fn run(o: Options) -> Result<u64, Box<dyn std::error::Error>> {
     println!(
         "ibgda demo: software NIC, {} producers x ({} RC + 1 DC) queues, {} DC targets, \
          doorbell every {} WQEs, {} B pointer payload, {:?}",
-        o.producers, o.queues, o.targets, o.batch, o.payload, o.duration
+        o.producers(),
+        o.queues(),
+        o.targets(),
+        o.batch(),
+        o.payload(),
+        o.duration()
     );
     let shared = Arc::new(Shared {
         ops: AtomicU64::new(0),
@@ -328,7 +422,7 @@ fn run(o: Options) -> Result<u64, Box<dyn std::error::Error>> {
         })
         .collect();
     let mut last_report = Instant::now();
-    while start.elapsed() < o.duration {
+    while start.elapsed() < o.duration() {
         std::thread::sleep(Duration::from_millis(20));
         if last_report.elapsed() >= Duration::from_secs(1) {
             last_report = Instant::now();
@@ -348,7 +442,10 @@ fn run(o: Options) -> Result<u64, Box<dyn std::error::Error>> {
             total.ops[k] += t.ops[k];
             total.errors[k] += t.errors[k];
         }
-        total.latencies_ns.extend(t.latencies_ns);
+        total
+            .latencies_ns
+            .add(&t.latencies_ns)
+            .map_err(|e| format!("latency histogram: {e:?}"))?;
         total.first_error = total.first_error.or(t.first_error);
     }
     let elapsed = start.elapsed();
@@ -368,12 +465,11 @@ fn run(o: Options) -> Result<u64, Box<dyn std::error::Error>> {
         );
     }
     println!("{:<24} {:>12} {:>8}", "total", ops, errors);
-    total.latencies_ns.sort_unstable();
+    // Microseconds from the histogram (three significant digits); NaN when nothing ran.
     let pct = |q: f64| -> f64 {
-        let v = &total.latencies_ns;
-        match v.len() {
+        match total.latencies_ns.len() {
             0 => f64::NAN,
-            n => v[((n - 1) as f64 * q).round() as usize] as f64 / 1000.0,
+            _ => total.latencies_ns.value_at_quantile(q) as f64 / 1000.0,
         }
     };
     println!();
@@ -584,7 +680,15 @@ fn produce(p: u64, mut pr: Producer, shared: &Shared) -> Tally {
             }
             if let Some(ticket) = last {
                 match pr.rc[q].wait(ticket, Duration::from_secs(10)) {
-                    Ok(()) => tally.latencies_ns.push(started.elapsed().as_nanos() as u64),
+                    Ok(()) => {
+                        let ns = started.elapsed().as_nanos() as u64;
+                        // The histogram grows to any value; a refusal would be a bug.
+                        if let Err(e) = tally.latencies_ns.record(ns) {
+                            tally
+                                .first_error
+                                .get_or_insert(format!("latency of {ns} ns not recorded: {e:?}"));
+                        }
+                    }
                     Err(e) => fail(
                         &mut tally,
                         Kind::InlineWrite,
@@ -679,5 +783,59 @@ fn describe(e: &WaitError) -> String {
     match e {
         WaitError::Poll(PollError::Completion(c)) => format!("completion error: {c}"),
         other => other.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(list: &[&str]) -> Result<Options, clap::Error> {
+        let cli = Cli::try_parse_from(std::iter::once("ibgda-demo").chain(list.iter().copied()))?;
+        Ok(match cli.command {
+            Some(Command::Run(o)) => o,
+            _ => cli.options,
+        })
+    }
+
+    #[test]
+    fn nic_defaults_to_the_software_nic_and_takes_a_device_name() {
+        assert_eq!(parse(&[]).unwrap().nic, Nic::Soft);
+        assert_eq!(parse(&["--nic", "soft"]).unwrap().nic, Nic::Soft);
+        let o = parse(&["run", "--nic", "mlx5_1", "--producers", "3"]).unwrap();
+        assert_eq!(o.nic, Nic::Device("mlx5_1".into()));
+        assert_eq!(o.producers(), 3);
+        let e = parse(&["--nic"]).unwrap_err().to_string();
+        assert!(e.contains("--nic"), "{e}");
+        let e = parse(&["--nic", ""]).unwrap_err().to_string();
+        assert!(e.contains("empty device name"), "{e}");
+    }
+
+    #[test]
+    fn out_of_range_values_are_refused_with_the_value_and_the_range() {
+        let e = parse(&["--producers", "0"]).unwrap_err().to_string();
+        assert!(e.contains("'0'") && e.contains("1..=64"), "{e}");
+        let e = parse(&["--batch", "257"]).unwrap_err().to_string();
+        assert!(e.contains("257") && e.contains("1..=256"), "{e}");
+        assert!(parse(&["--payload", "1048577"]).is_err());
+        assert!(parse(&["--bogus"]).is_err());
+    }
+
+    #[cfg(not(feature = "mlx5"))]
+    #[test]
+    fn a_device_without_the_mlx5_backend_says_how_to_build_it() {
+        let e = hardware("mlx5_0").unwrap_err().to_string();
+        assert!(e.contains("--features mlx5"), "{e}");
+    }
+
+    #[cfg(feature = "mlx5")]
+    #[test]
+    fn a_device_on_a_machine_without_one_is_the_typed_no_device_error() {
+        // No machine has a device of this name, with or without RDMA devices.
+        let e = hardware("mlx5_ibgda_absent").unwrap_err().to_string();
+        assert!(
+            e.starts_with("no RDMA device named `mlx5_ibgda_absent`"),
+            "{e}"
+        );
     }
 }

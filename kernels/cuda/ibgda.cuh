@@ -524,6 +524,16 @@ struct Queue {
     }
 };
 
+/* Traps (a launch failure the host sees as an error) when code instantiated for scope S
+ * is handed a descriptor made for another scope. The host's typed launchers only pass a
+ * descriptor to the instance of its own scope; this catches raw launches and a user kernel
+ * whose name says one scope while its body posts with another. One compare of a kernel
+ * parameter, outside every issue loop: where the exclusive producer loads its queue, and
+ * where the shared protocol waits for room, polls and rings. */
+template <class S> __device__ __forceinline__ void check_scope(const DeviceQueueDescriptor& d) {
+    if (d.scope != S::KIND) __trap();
+}
+
 /* What one CQ poll found. */
 struct Polled {
     int status;     /* 1: a CQE consumed; 0: none; <0: -(syndrome) of an error CQE, or -0x100 stray */
@@ -576,6 +586,7 @@ template <class S> struct Exclusive {
     u32 collapsed_seen;
 
     __device__ __forceinline__ static Exclusive load(const DeviceQueueDescriptor& d) {
+        check_scope<S>(d);
         Exclusive e;
         e.q = Queue{d};
         const DeviceProducerState* st = e.q.state();
@@ -652,11 +663,18 @@ template <class S> struct Exclusive {
  *  2. wait until the ring has room (retired + capacity >= end), polling the CQ under the
  *     poll lock when nobody else does;
  *  3. build the WQEs in the owned slots;
- *  4. publish in reservation order: wait until `ready == start`, the scope's
- *     publish_release (fence.acq_rel.gpu), then `ready = end`;
- *  5. ring when the WQEs cross a multiple of the batch or nobody reserved after them:
- *     under the doorbell lock, read `ready` (acquire) and if it passed `posted`, the
- *     scope's doorbell record and doorbell for it.
+ *  4. publish in reservation order: wait until `ready == start` (an acquire load: every
+ *     earlier publisher's WQEs are then ordered before what this thread does next). From
+ *     then until it moves `ready` on, this thread alone holds the publication frontier:
+ *     no other thread can publish or ring;
+ *  5. ring while holding the frontier, when the WQEs cross a multiple of the batch or
+ *     nobody reserved after them: the scope's doorbell record and doorbell for `end`,
+ *     then `ready = end` with a release store, so the next ringer's doorbell is ordered
+ *     after this one. Otherwise the scope's publish_release, then `ready = end`.
+ * Doorbells are therefore rung in counter order by construction, with no doorbell lock
+ * (the frontier is the lock, and taking it costs nothing beyond the in-order wait that
+ * publication needs anyway): one fence in the doorbell sequence and one release store
+ * per ring, instead of a lock's atomic and fences around them.
  * ----------------------------------------------------------------------------------- */
 
 __device__ __forceinline__ bool try_lock(u32* lock) {
@@ -671,6 +689,7 @@ __device__ __forceinline__ void unlock(u32* lock) {
 
 /* One poll by whoever holds the poll lock; others return at once. */
 template <class S> __device__ __noinline__ Polled shared_poll(const Queue& q) {
+    check_scope<S>(q.d);
     DeviceProducerState* st = q.state();
     if (!try_lock(&st->poll_lock)) return Polled{0, ptx::ld_acquire_gpu_b64(&st->retired)};
     const u64 consumer = ptx::ld_relaxed_gpu_b64(&st->cq_consumer);
@@ -709,6 +728,7 @@ template <class S> __device__ __noinline__ Polled shared_poll(const Queue& q) {
 
 /* Waits until the ring has room for everything before `end`. */
 template <class S> __device__ __forceinline__ int wait_for_room(const Queue& q, u64 end) {
+    check_scope<S>(q.d);
     DeviceProducerState* st = q.state();
     Spin spin;
     while (ptx::ld_acquire_gpu_b64(&st->retired) + q.capacity() < end) {
@@ -719,36 +739,47 @@ template <class S> __device__ __forceinline__ int wait_for_room(const Queue& q, 
     return 0;
 }
 
-/* Announces everything published, under the doorbell lock. */
-template <class S> __device__ __noinline__ int shared_ring(const Queue& q) {
-    DeviceProducerState* st = q.state();
-    Spin spin;
-    while (!try_lock(&st->doorbell_lock)) {
-        if (spin.expired()) return SPIN_TIMEOUT;
+/* The publication frontier, read with acquire (relaxed for Unordered, which orders
+ * nothing). */
+template <class S> __device__ __forceinline__ u64 frontier_load(const DeviceProducerState* st) {
+    if constexpr (S::KIND == layout::SCOPE_UNORDERED) {
+        return ptx::ld_relaxed_gpu_b64(&st->ready);
+    } else {
+        return ptx::ld_acquire_gpu_b64(&st->ready);
     }
-    const u64 ready = ptx::ld_acquire_gpu_b64(&st->ready);
-    const u64 posted = ptx::ld_relaxed_gpu_b64(&st->posted);
-    if (ready > posted) {
-        q.template ring<S>(ready);
-        ptx::st_relaxed_gpu_b64(&st->posted, ready);
-    }
-    unlock(&st->doorbell_lock);
-    return 0;
 }
 
 /* Publishes [start, end) after every earlier reservation, and rings if the WQEs cross a
- * multiple of `batch` WQEBBs or nobody reserved after them. */
-template <class S> __device__ __forceinline__ int shared_publish(const Queue& q, u64 start, u64 end, u32 batch) {
+ * multiple of `batch` WQEBBs or nobody reserved after them. `ready_seen` is a value of
+ * `ready` the caller loaded with frontier_load after its reservation (loading it early
+ * overlaps the load with the WQE build; it is reloaded until it equals `start`). */
+template <class S>
+__device__ __forceinline__ int shared_publish_seen(const Queue& q, u64 start, u64 end, u32 batch, u64 ready_seen) {
+    check_scope<S>(q.d);
     DeviceProducerState* st = q.state();
     Spin spin;
-    while (ptx::ld_relaxed_gpu_b64(&st->ready) != start) {
+    while (ready_seen != start) {
         if (spin.expired()) return SPIN_TIMEOUT;
+        ready_seen = frontier_load<S>(st);
     }
-    S::publish_release();
-    ptx::st_relaxed_gpu_b64(&st->ready, end);
+    /* This thread holds the frontier until it stores ready = end. */
     const bool crosses = end / batch > start / batch;
-    if (crosses || ptx::ld_relaxed_gpu_b64(&st->reserved) == end) return shared_ring<S>(q);
+    if (crosses || ptx::ld_relaxed_gpu_b64(&st->reserved) == end) {
+        /* The scope's sequence orders this thread's (and its synchronized lanes') WQE
+         * stores, and those acquired through the frontier, before the doorbell. */
+        q.template ring<S>(end);
+        ptx::st_relaxed_gpu_b64(&st->posted, end);
+        /* Hands the frontier on after the doorbell: the next ringer's doorbell follows. */
+        ptx::st_release_gpu_b64(&st->ready, end);
+    } else {
+        S::publish_release();
+        ptx::st_relaxed_gpu_b64(&st->ready, end);
+    }
     return 0;
+}
+
+template <class S> __device__ __forceinline__ int shared_publish(const Queue& q, u64 start, u64 end, u32 batch) {
+    return shared_publish_seen<S>(q, start, end, batch, frontier_load<S>(q.state()));
 }
 
 /* Per thread: one 8-byte inline RC WRITE through the shared protocol. Returns the ticket
@@ -758,13 +789,19 @@ __device__ __forceinline__ u64 post_write_inline8_thread(const Queue& q, u64 rad
                                                          int* status) {
     constexpr u32 W = wqebbs_for_ds(layout::DS_RC_WRITE_SGE);
     DeviceProducerState* st = q.state();
+    /* `retired` and `ready` only grow: loaded around the reservation (their loads and the
+     * atomic in flight together), they are conservative and reloaded when short. */
+    const u64 retired_seen = ptx::ld_acquire_gpu_b64(&st->retired);
     const u64 start = atomicAdd(&st->reserved, (u64)W);
+    const u64 ready_seen = frontier_load<S>(st);
     const u64 end = start + W;
-    const int s = wait_for_room<S>(q, end);
-    if (s < 0) *status = s;
+    if (retired_seen + q.capacity() < end) {
+        const int s = wait_for_room<S>(q, end);
+        if (s < 0) *status = s;
+    }
     const u32 flags = q.must_signal(start, W) ? layout::FM_CE_SE_CQ_UPDATE : 0u;
     build_write_inline8<transport::Rc>(q.slots(start), ctrl(q.d.qpn, flags), Target{nullptr}, raddr, rkey, value);
-    const int p = shared_publish<S>(q, start, end, batch);
+    const int p = shared_publish_seen<S>(q, start, end, batch, ready_seen);
     if (p < 0) *status = p;
     return end;
 }
@@ -779,11 +816,16 @@ __device__ __forceinline__ u64 post_write_inline8_warp(const Queue& q, u64 raddr
     static_assert(W == 1, "one WQEBB per lane");
     DeviceProducerState* st = q.state();
     const u32 lane = threadIdx.x & 31u;
-    u64 start = 0;
+    u64 start = 0, ready_seen = 0;
     if (lane == 0) {
+        /* As in the per-thread path: both loads and the atomic in flight together. */
+        const u64 retired_seen = ptx::ld_acquire_gpu_b64(&st->retired);
         start = atomicAdd(&st->reserved, 32ull * W);
-        const int s = wait_for_room<S>(q, start + 32ull * W);
-        if (s < 0) *status = s;
+        ready_seen = frontier_load<S>(st);
+        if (retired_seen + q.capacity() < start + 32ull * W) {
+            const int s = wait_for_room<S>(q, start + 32ull * W);
+            if (s < 0) *status = s;
+        }
     }
     start = __shfl_sync(0xffffffffu, start, 0);
     const u64 mine = start + lane * W;
@@ -792,7 +834,7 @@ __device__ __forceinline__ u64 post_write_inline8_warp(const Queue& q, u64 raddr
     __syncwarp();
     const u64 end = start + 32ull * W;
     if (lane == 0) {
-        const int p = shared_publish<S>(q, start, end, batch);
+        const int p = shared_publish_seen<S>(q, start, end, batch, ready_seen);
         if (p < 0) *status = p;
     }
     __syncwarp();

@@ -7,23 +7,29 @@
 //! and returns a [`GpuError`].
 
 use core::fmt;
+use core::marker::PhantomData;
 use core::ptr::NonNull;
+use std::collections::HashMap;
 use std::sync::Arc;
+use std::time::Duration;
 
 use cudarc::driver::sys as cu;
 use cudarc::driver::{result, CudaContext, CudaFunction, CudaModule, CudaStream, DeviceRepr};
 use cudarc::driver::{LaunchConfig, PushKernelArg};
 use cudarc::nvrtc::Ptx;
 
+use ibgda::cq::CqMode;
 use ibgda::memory::{DeviceBuffer, DmaBuffer};
-use ibgda::order::{GpuThread, OrderingScope};
+use ibgda::order::{GpuThread, OrderingScope, ValidFor};
 use ibgda::queue::{
-    CompletionQueueMemory, DeviceQueue, DeviceQueueDescriptor, DeviceQueueError, Gpu as GpuPlaced,
-    SendQueueMemory, CQE_INIT_OP_OWN,
+    CompletionQueueMemory, DeviceProducerState, DeviceQueue, DeviceQueueDescriptor,
+    DeviceQueueError, Gpu as GpuPlaced, SendQueueMemory, CQE_INIT_OP_OWN,
 };
-use ibgda::wqe::{Rc, RingSize};
+use ibgda::queue::{DoorbellPolicy, QpConfig, QueuePair, SendQueueConfig};
+use ibgda::wqe::{Qpn, Rc, RingSize, WqeLimits};
 
-use crate::nvrtc::{compile, Compiled, Program};
+use crate::nvrtc::{compile, compile_source, Compiled, Program};
+use crate::ptx::kernel_orderings;
 
 /// Why the GPU path is unavailable or failed.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -48,6 +54,13 @@ pub enum GpuError {
     Queue(DeviceQueueError),
     /// Bad arguments to a launcher.
     Invalid(String),
+    /// A kernel instantiated for one scope was given a descriptor of another.
+    ScopeMismatch {
+        /// The scope kind (`ibgda::order::ScopeKind` as `u32`) the kernel was built for.
+        kernel: u32,
+        /// The scope kind the descriptor carries.
+        descriptor: u32,
+    },
 }
 
 impl fmt::Display for GpuError {
@@ -60,6 +73,10 @@ impl fmt::Display for GpuError {
             Self::Driver(e) => write!(f, "CUDA driver error: {e}"),
             Self::Queue(e) => write!(f, "queue: {e}"),
             Self::Invalid(e) => write!(f, "invalid argument: {e}"),
+            Self::ScopeMismatch { kernel, descriptor } => write!(
+                f,
+                "a kernel of scope kind {kernel} was given a descriptor of scope kind {descriptor}"
+            ),
         }
     }
 }
@@ -84,38 +101,211 @@ pub fn driver_present() -> bool {
     unsafe { cu::is_culib_present() }
 }
 
-/// A device descriptor as a kernel argument: the descriptor, by value.
+/// A device descriptor as a kernel argument: the descriptor, by value, with the transport
+/// `T`, the scope `S` and the borrow `'q` of the queue pair it came from still in its type.
 ///
 /// Only [`KernelQueue::new`] makes one, from a [`DeviceQueue`] (itself only made from a
-/// validated queue pair), so the scope it was made for stays in the launcher's type.
-#[derive(Clone, Copy, Debug)]
+/// validated queue pair), so a launcher that takes a `KernelQueue<'q, T, S>` receives a
+/// descriptor of scope `S` whose memory lives for `'q`.
 #[repr(transparent)]
-pub struct KernelQueue(DeviceQueueDescriptor);
+pub struct KernelQueue<'q, T, S> {
+    raw: DeviceQueueDescriptor,
+    _queue: PhantomData<DeviceQueue<'q, T, S>>,
+}
 
-// SAFETY: `KernelQueue` is `#[repr(transparent)]` over `DeviceQueueDescriptor`, a
-// `#[repr(C)]` struct of `u64` and `u32` fields (80 bytes, no padding, no pointers the
-// host dereferences) whose layout the CUDA side takes from the generated header, where
-// `static_assert`s pin every offset and the size. Passing it by value copies plain bytes.
-unsafe impl DeviceRepr for KernelQueue {}
-
-impl KernelQueue {
-    /// The argument form of a typed device queue.
-    pub fn new<T, S>(q: &DeviceQueue<'_, T, S>) -> Self {
-        Self(*q.raw())
+impl<T, S> Clone for KernelQueue<'_, T, S> {
+    fn clone(&self) -> Self {
+        *self
     }
-    /// The descriptor.
-    pub fn raw(&self) -> &DeviceQueueDescriptor {
-        &self.0
+}
+impl<T, S> Copy for KernelQueue<'_, T, S> {}
+
+impl<T, S: OrderingScope> fmt::Debug for KernelQueue<'_, T, S> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("KernelQueue")
+            .field("scope", &S::NAME)
+            .field("raw", &self.raw)
+            .finish()
     }
 }
 
-/// A GPU with the crate's programs compiled and loaded.
+// SAFETY: `KernelQueue` is `#[repr(transparent)]` over `DeviceQueueDescriptor` (the
+// `PhantomData` is zero-sized), a `#[repr(C)]` struct of `u64` and `u32` fields (80 bytes,
+// no padding) whose layout the CUDA side takes from the generated header, where
+// `static_assert`s pin every offset and the size. Passing it by value copies plain bytes.
+unsafe impl<T, S> DeviceRepr for KernelQueue<'_, T, S> {}
+
+impl<'q, T, S> KernelQueue<'q, T, S> {
+    /// The argument form of a typed device queue.
+    pub fn new(q: &DeviceQueue<'q, T, S>) -> Self {
+        Self {
+            raw: *q.raw(),
+            _queue: PhantomData,
+        }
+    }
+    /// The descriptor.
+    pub fn raw(&self) -> &DeviceQueueDescriptor {
+        &self.raw
+    }
+}
+
+/// A descriptor argument of [`Gpu::launch_raw`]: a [`KernelQueue`] whose scope was
+/// dropped from the type (the raw launcher takes kernels of any scope; the device library
+/// traps a kernel whose scope differs from the descriptor's), still borrowing its queue
+/// pair for `'q`.
+#[derive(Clone, Copy, Debug)]
+#[repr(transparent)]
+pub struct QueueArg<'q> {
+    raw: DeviceQueueDescriptor,
+    _queue: PhantomData<&'q ()>,
+}
+
+// SAFETY: as for `KernelQueue`: transparent over the 80-byte plain-data descriptor.
+unsafe impl DeviceRepr for QueueArg<'_> {}
+
+impl<'q, T, S> From<KernelQueue<'q, T, S>> for QueueArg<'q> {
+    fn from(q: KernelQueue<'q, T, S>) -> Self {
+        Self {
+            raw: q.raw,
+            _queue: PhantomData,
+        }
+    }
+}
+
+impl<'q, T, S> From<&DeviceQueue<'q, T, S>> for QueueArg<'q> {
+    fn from(q: &DeviceQueue<'q, T, S>) -> Self {
+        KernelQueue::new(q).into()
+    }
+}
+
+/// The bytes of a descriptor, as the device reads an array of them (for kernels that
+/// take `const DeviceQueueDescriptor*`).
+pub fn descriptor_bytes(d: &DeviceQueueDescriptor) -> [u8; 80] {
+    let mut b = [0u8; 80];
+    let words64 = [
+        d.sq_ring, d.sq_dbrec, d.doorbell, d.cq_ring, d.cq_dbrec, d.state,
+    ];
+    for (i, w) in words64.iter().enumerate() {
+        b[i * 8..i * 8 + 8].copy_from_slice(&w.to_ne_bytes());
+    }
+    let words32 = [
+        d.qpn,
+        d.log_sq_wqebbs,
+        d.log_cq_entries,
+        d.max_inline,
+        d.cq_mode,
+        d.transport,
+        d.scope,
+        d.signal_interval,
+    ];
+    for (i, w) in words32.iter().enumerate() {
+        b[48 + i * 4..52 + i * 4].copy_from_slice(&w.to_ne_bytes());
+    }
+    b
+}
+
+/// What a [`Gpu`] compiles its programs with: a closed set of typed options (never free
+/// NVRTC flags, which could change what the kernels that safe launchers run do).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CompileOptions {
+    spin_limit_ns: Option<u64>,
+}
+
+impl CompileOptions {
+    /// The defaults: device wait loops spin until their condition holds.
+    pub const fn new() -> Self {
+        Self {
+            spin_limit_ns: None,
+        }
+    }
+
+    /// Bounds every device wait loop (`IBGDA_SPIN_LIMIT_NS`): a wait that lasts longer
+    /// returns `SPIN_TIMEOUT` (-1024) instead of spinning on, so a protocol hang becomes
+    /// an error. A zero duration is refused (a wait could never succeed).
+    pub fn spin_limit(self, limit: Duration) -> Result<Self, GpuError> {
+        let ns = u64::try_from(limit.as_nanos()).map_err(|_| {
+            GpuError::Invalid(format!("spin limit {limit:?} exceeds {} ns", u64::MAX))
+        })?;
+        if ns == 0 {
+            return Err(GpuError::Invalid("spin limit of 0 ns".into()));
+        }
+        Ok(Self {
+            spin_limit_ns: Some(ns),
+        })
+    }
+
+    /// The bound on device wait loops, if any.
+    pub fn spin_limit_ns(&self) -> Option<u64> {
+        self.spin_limit_ns
+    }
+
+    /// The NVRTC options these stand for (added after the crate's fixed ones).
+    pub fn nvrtc_options(&self) -> Vec<String> {
+        self.spin_limit_ns
+            .map(|ns| format!("-DIBGDA_SPIN_LIMIT_NS={ns}ull"))
+            .into_iter()
+            .collect()
+    }
+}
+
+/// Every kernel (`.entry`) of a loaded module, each fully loaded now.
+///
+/// Under CUDA's lazy loading (the default since CUDA 12.2, `CUDA_MODULE_LOADING` unset),
+/// `cuModuleLoadData` and `cuModuleGetFunction` may leave a function partially loaded, and
+/// its first launch then loads it, which can wait for the kernels already running on the
+/// context: a producer launched beside a running persistent kernel (the sink, the CUDA
+/// software NIC) would wait for a kernel that waits for it. `cuFuncLoad` (CUDA 12.4+)
+/// finishes loading a function; it is called on every entry right after the module is
+/// loaded, and `cuFuncIsLoaded` must then report it loaded. The environment is never
+/// touched, so this holds whatever `CUDA_MODULE_LOADING` says.
+pub(crate) fn load_every_kernel(
+    module: &Arc<CudaModule>,
+    ptx: &str,
+) -> Result<HashMap<String, CudaFunction>, GpuError> {
+    // SAFETY: `culib` opens the driver library, which `Gpu::open` found present.
+    let lib = unsafe { cu::culib() };
+    for symbol in ["cuFuncLoad", "cuFuncIsLoaded"] {
+        // SAFETY: only probes for the symbol (cudarc panics on a missing one); the
+        // returned pointer is not used.
+        let present = unsafe { lib.get::<unsafe extern "C" fn()>(symbol.as_bytes()) }.is_ok();
+        if !present {
+            return Err(GpuError::Driver(format!(
+                "the CUDA driver has no {symbol} (CUDA 12.4 or newer is needed to load kernels eagerly)"
+            )));
+        }
+    }
+    let mut out = HashMap::new();
+    for entry in kernel_orderings(ptx) {
+        let name = entry.kernel;
+        if name.contains('\0') {
+            return Err(GpuError::Invalid(format!(
+                "kernel name {name:?} holds a NUL"
+            )));
+        }
+        let f = module.load_function(&name)?;
+        // SAFETY: `f` is a function handle of `module`, which `f` keeps loaded.
+        unsafe { cu::cuFuncLoad(f.cu_function()) }.result()?;
+        let mut state = cu::CUfunctionLoadingState::CU_FUNCTION_LOADING_STATE_UNLOADED;
+        // SAFETY: as above; `state` is a valid out-pointer.
+        unsafe { cu::cuFuncIsLoaded(&mut state, f.cu_function()) }.result()?;
+        if state != cu::CUfunctionLoadingState::CU_FUNCTION_LOADING_STATE_LOADED {
+            return Err(GpuError::Driver(format!(
+                "{name} is still not loaded after cuFuncLoad ({state:?})"
+            )));
+        }
+        out.insert(name, f);
+    }
+    Ok(out)
+}
+
+/// A GPU with the crate's programs compiled and loaded, every kernel fully loaded.
 pub struct Gpu {
     ctx: Arc<CudaContext>,
     stream: Arc<CudaStream>,
     side_stream: Arc<CudaStream>,
-    kernels: Arc<CudaModule>,
-    raw: Arc<CudaModule>,
+    kernels: HashMap<String, CudaFunction>,
+    raw: HashMap<String, CudaFunction>,
+    options: CompileOptions,
     compiled: Vec<Compiled>,
 }
 
@@ -123,34 +313,34 @@ impl fmt::Debug for Gpu {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Gpu")
             .field("ordinal", &self.ctx.ordinal())
+            .field("options", &self.options)
             .finish()
     }
 }
 
 impl Gpu {
     /// Opens GPU `ordinal`: checks the driver is present, makes a context, compiles the
-    /// programs with NVRTC (sm_90) and loads them.
+    /// programs with NVRTC (sm_90), loads them and every kernel in them (eagerly, whatever
+    /// `CUDA_MODULE_LOADING` says; see [`Gpu::open_with`]).
     pub fn open(ordinal: usize) -> Result<Self, GpuError> {
-        Self::open_with(ordinal, &[])
+        Self::open_with(ordinal, &CompileOptions::new())
     }
 
-    /// As [`Gpu::open`], compiling with `options` added (e.g. `-DIBGDA_SPIN_LIMIT_NS=...`,
-    /// which bounds every device wait loop: the tests use it so a hang becomes an error).
-    pub fn open_with(ordinal: usize, options: &[&str]) -> Result<Self, GpuError> {
+    /// As [`Gpu::open`], compiling with `options`.
+    ///
+    /// Kernels of this crate run concurrently and wait on each other (a producer and the
+    /// sink, producers and the CUDA software NIC). Under CUDA's default lazy loading the
+    /// first launch of a kernel may wait for the kernels already running, which would
+    /// deadlock such pairs; so every kernel of every program is loaded here with
+    /// `cuFuncLoad` (CUDA 12.4+) and checked with `cuFuncIsLoaded`. The process
+    /// environment is never read for this nor written.
+    pub fn open_with(ordinal: usize, options: &CompileOptions) -> Result<Self, GpuError> {
         if !driver_present() {
             return Err(GpuError::DriverMissing);
         }
-        // Kernels of this crate run concurrently and wait on each other (a producer and the
-        // sink, later the CUDA software NIC). With CUDA's default lazy module loading, the
-        // first launch of a kernel may wait for the kernels already running to finish, which
-        // deadlocks such pairs; load every kernel at module load instead. Read by the
-        // driver at initialisation, so it must be set before the first driver call.
-        if std::env::var_os("CUDA_MODULE_LOADING").is_none() {
-            std::env::set_var("CUDA_MODULE_LOADING", "EAGER");
-        }
         result::init()?;
         let count = result::device::get_count()?;
-        if ordinal as i32 >= count {
+        if i32::try_from(ordinal).map_or(true, |o| o >= count) {
             return Err(GpuError::Driver(format!(
                 "no GPU {ordinal} ({count} present)"
             )));
@@ -160,8 +350,12 @@ impl Gpu {
             .iter()
             .map(|&p| compile(p, options))
             .collect::<Result<_, _>>()?;
-        let kernels = ctx.load_module(Ptx::from_binary(compiled[0].cubin.clone()))?;
-        let raw = ctx.load_module(Ptx::from_binary(compiled[1].cubin.clone()))?;
+        let load = |c: &Compiled| -> Result<HashMap<String, CudaFunction>, GpuError> {
+            let module = ctx.load_module(Ptx::from_binary(c.cubin.clone()))?;
+            load_every_kernel(&module, &c.ptx)
+        };
+        let kernels = load(&compiled[0])?;
+        let raw = load(&compiled[1])?;
         let stream = ctx.new_stream()?;
         let side_stream = ctx.new_stream()?;
         Ok(Self {
@@ -170,8 +364,14 @@ impl Gpu {
             side_stream,
             kernels,
             raw,
+            options: *options,
             compiled,
         })
+    }
+
+    /// The options the programs were compiled with.
+    pub fn options(&self) -> &CompileOptions {
+        &self.options
     }
 
     /// The compiled programs (PTX, cubin, log).
@@ -184,14 +384,20 @@ impl Gpu {
         &self.ctx
     }
 
-    /// A kernel of the device-library program.
+    /// A kernel of the device-library program (loaded at open).
     pub fn function(&self, name: &str) -> Result<CudaFunction, GpuError> {
-        Ok(self.kernels.load_function(name)?)
+        self.kernels
+            .get(name)
+            .cloned()
+            .ok_or_else(|| GpuError::Invalid(format!("no kernel {name} in kernels.cu")))
     }
 
-    /// A kernel of the raw-baseline program.
+    /// A kernel of the raw-baseline program (loaded at open).
     pub fn raw_function(&self, name: &str) -> Result<CudaFunction, GpuError> {
-        Ok(self.raw.load_function(name)?)
+        self.raw
+            .get(name)
+            .cloned()
+            .ok_or_else(|| GpuError::Invalid(format!("no kernel {name} in raw_baseline.cu")))
     }
 
     /// The stream launches go to.
@@ -209,8 +415,44 @@ impl Gpu {
         Ok(self.ctx.synchronize()?)
     }
 
+    /// Compiles a user's CUDA source (which may `#include "ibgda.cuh"`, see
+    /// [`crate::include_dir`]) with NVRTC for sm_90 and this GPU's [`CompileOptions`], and
+    /// loads it with every kernel fully loaded. `name` is the source's file name (for
+    /// NVRTC's messages).
+    pub fn compile_program(&self, name: &str, source: &str) -> Result<UserProgram, GpuError> {
+        let compiled = compile_source(name, source, &self.options)?;
+        self.ctx.bind_to_thread()?;
+        let module = self
+            .ctx
+            .load_module(Ptx::from_binary(compiled.cubin.clone()))?;
+        let functions = load_every_kernel(&module, &compiled.ptx)?;
+        Ok(UserProgram {
+            functions,
+            compiled,
+            stream: self.stream.clone(),
+        })
+    }
+
+    /// Loads a program compiled elsewhere (the benchmark's variant builds, the peers'
+    /// programs) with every kernel fully loaded, as at open; returns its kernels by name.
+    pub fn load_compiled(
+        &self,
+        compiled: &Compiled,
+    ) -> Result<HashMap<String, CudaFunction>, GpuError> {
+        self.ctx.bind_to_thread()?;
+        let module = self
+            .ctx
+            .load_module(Ptx::from_binary(compiled.cubin.clone()))?;
+        load_every_kernel(&module, &compiled.ptx)
+    }
+
     /// Zeroed device memory of `len` bytes (a `Gpu`-placed queue buffer).
     pub fn device_buffer(&self, len: usize) -> Result<Arc<DeviceBuffer>, GpuError> {
+        Ok(Arc::new(self.owned_device_buffer(len)?))
+    }
+
+    /// Zeroed device memory of `len` bytes, owned (for queue memory, which has one owner).
+    fn owned_device_buffer(&self, len: usize) -> Result<DeviceBuffer, GpuError> {
         self.ctx.bind_to_thread()?;
         // SAFETY: a plain allocation of `len` (> 0 checked by the driver) bytes.
         let addr = unsafe { result::malloc_sync(len.max(1)) }?;
@@ -221,9 +463,7 @@ impl Gpu {
         // SAFETY: `addr` is a fresh allocation of at least `len` bytes.
         unsafe { result::memset_d8_sync(addr, 0, len.max(1)) }?;
         // SAFETY: the allocation lives as long as `owner`, which the buffer keeps.
-        Ok(Arc::new(unsafe {
-            DeviceBuffer::from_raw(addr, len, Box::new(owner))
-        }))
+        Ok(unsafe { DeviceBuffer::from_raw(addr, len, Box::new(owner)) })
     }
 
     /// Device memory holding `bytes`.
@@ -240,16 +480,11 @@ impl Gpu {
         offset: usize,
         bytes: &[u8],
     ) -> Result<(), GpuError> {
-        if offset + bytes.len() > buf.len() {
-            return Err(GpuError::Invalid(format!(
-                "write of {} bytes at {offset} past a {}-byte buffer",
-                bytes.len(),
-                buf.len()
-            )));
-        }
+        let at = buf.addr() + checked_range(offset, bytes.len(), buf.len())?;
         self.ctx.bind_to_thread()?;
-        // SAFETY: the range lies inside the live device allocation (checked above).
-        unsafe { result::memcpy_htod_sync(buf.addr() + offset as u64, bytes) }?;
+        // SAFETY: `offset + bytes.len() <= buf.len()` without overflow (checked above), so
+        // the range lies inside the live device allocation `buf` owns.
+        unsafe { result::memcpy_htod_sync(at, bytes) }?;
         Ok(())
     }
 
@@ -262,14 +497,51 @@ impl Gpu {
         Ok(out)
     }
 
-    /// Copies `len` bytes of device memory at `addr` out (synchronous): for memory a
-    /// descriptor names (a queue's producer state). A bad address is a driver error.
-    pub fn read_device_at(&self, addr: u64, len: usize) -> Result<Vec<u8>, GpuError> {
+    /// The producer state of a GPU-posted queue pair (its counters, locks and collapsed
+    /// CQ mark), copied out (synchronous). Reads only the state buffer the queue pair owns
+    /// and borrows for `'q`.
+    pub fn read_producer_state<T, S>(
+        &self,
+        q: &DeviceQueue<'_, T, S>,
+    ) -> Result<DeviceProducerState, GpuError> {
+        let mut bytes = [0u8; core::mem::size_of::<DeviceProducerState>()];
         self.ctx.bind_to_thread()?;
+        // SAFETY: a `DeviceQueue` is made only by `QueuePair::device_queue`, whose
+        // descriptor names, in `state`, the device address of the producer-state buffer
+        // the queue pair owns (checked there to hold at least these 64 bytes) and keeps
+        // alive while the `DeviceQueue` borrows it; `bytes` has the copied length.
+        unsafe { result::memcpy_dtoh_sync(&mut bytes, q.raw().state) }?;
+        let u64_at = |i: usize| u64::from_ne_bytes(bytes[i..i + 8].try_into().expect("8 bytes"));
+        let u32_at = |i: usize| u32::from_ne_bytes(bytes[i..i + 4].try_into().expect("4 bytes"));
+        Ok(DeviceProducerState {
+            reserved: u64_at(0),
+            ready: u64_at(8),
+            posted: u64_at(16),
+            retired: u64_at(24),
+            cq_consumer: u64_at(32),
+            doorbell_lock: u32_at(40),
+            poll_lock: u32_at(44),
+            collapsed_seen: u32_at(48),
+            reserved_word: u32_at(52),
+        })
+    }
+
+    /// The send ring of a GPU-posted queue pair, copied out (synchronous): to inspect
+    /// what GPU threads wrote. Reads only the ring the queue pair owns and borrows for
+    /// `'q`.
+    pub fn read_send_ring<T, S>(&self, q: &DeviceQueue<'_, T, S>) -> Result<Vec<u8>, GpuError> {
+        let d = q.raw();
+        let len = 1usize
+            .checked_shl(d.log_sq_wqebbs)
+            .and_then(|n| n.checked_mul(ibgda::wqe::WQEBB_BYTES))
+            .ok_or_else(|| GpuError::Invalid(format!("ring of 2^{} WQEBBs", d.log_sq_wqebbs)))?;
         let mut out = vec![0u8; len];
-        // SAFETY: `out` has `len` bytes; the driver validates the device range and fails
-        // the copy (a returned error) if it is not mapped.
-        unsafe { result::memcpy_dtoh_sync(&mut out, addr) }?;
+        self.ctx.bind_to_thread()?;
+        // SAFETY: a `DeviceQueue` is made only by `QueuePair::device_queue`, whose
+        // descriptor names the send ring the queue pair owns (checked there to hold
+        // 2^log_sq_wqebbs WQEBBs) and keeps alive while the `DeviceQueue` borrows it; `out`
+        // has that length.
+        unsafe { result::memcpy_dtoh_sync(&mut out, d.sq_ring) }?;
         Ok(out)
     }
 
@@ -285,17 +557,18 @@ impl Gpu {
         let flags = cu::CU_MEMHOSTALLOC_DEVICEMAP | cu::CU_MEMHOSTALLOC_PORTABLE;
         // SAFETY: a plain pinned allocation of `len` bytes.
         let ptr = unsafe { result::malloc_host(len, flags) }?;
+        // Nothing touches the pointer before it is known to be non-null.
+        let nn = NonNull::new(ptr.cast::<u8>())
+            .ok_or_else(|| GpuError::Driver("cuMemHostAlloc returned null".into()))?;
         let owner = PinnedAlloc {
             ctx: self.ctx.clone(),
             ptr,
         };
-        // SAFETY: `ptr` is `len` writable bytes just allocated.
-        unsafe { core::ptr::write_bytes(ptr.cast::<u8>(), 0, len) };
+        // SAFETY: `nn` is `len` writable bytes just allocated (non-null, checked above).
+        unsafe { core::ptr::write_bytes(nn.as_ptr(), 0, len) };
         let mut dptr: cu::CUdeviceptr = 0;
         // SAFETY: `ptr` is a mapped pinned allocation; `dptr` a valid out-pointer.
         unsafe { cu::cuMemHostGetDevicePointer_v2(&mut dptr, ptr, 0) }.result()?;
-        let nn = NonNull::new(ptr.cast::<u8>())
-            .ok_or_else(|| GpuError::Driver("cuMemHostAlloc returned null".into()))?;
         // SAFETY: `nn` is valid for `len` bytes, page aligned, until `owner` frees it; the
         // host only accesses it through the buffer's atomics; `dptr` maps the same memory.
         let buf = unsafe { DmaBuffer::from_raw_mapped(nn, len, dptr, Box::new(owner)) }
@@ -311,72 +584,88 @@ impl Gpu {
         cq_entries: u32,
     ) -> Result<GpuQueueMemory, GpuError> {
         let size = RingSize::new(wqebbs).map_err(|e| GpuError::Invalid(e.to_string()))?;
-        if cq_entries == 0 || !cq_entries.is_power_of_two() {
-            return Err(GpuError::Invalid(format!("{cq_entries} CQ entries")));
-        }
+        check_cq_entries(cq_entries)?;
         let mut cq = vec![0u8; cq_entries as usize * 64];
         for e in cq.chunks_mut(64) {
             e[63] = CQE_INIT_OP_OWN;
         }
+        let invalid = |e: ibgda::queue::QueueMemoryError| GpuError::Invalid(e.to_string());
+        let cq_ring = self.owned_device_buffer(cq.len())?;
+        self.write_device(&cq_ring, 0, &cq)?;
         Ok(GpuQueueMemory {
-            sq: SendQueueMemory {
-                ring: self.device_buffer(size.bytes())?,
+            sq: SendQueueMemory::from_device(
                 size,
-                dbrec: self.device_buffer(8)?,
-                doorbell: self.device_buffer(8)?,
-            },
-            cq: CompletionQueueMemory {
-                ring: self.device_buffer_from(&cq)?,
-                entries: cq_entries,
-                dbrec: self.device_buffer(8)?,
-            },
+                self.owned_device_buffer(size.bytes())?,
+                self.owned_device_buffer(8)?,
+                self.owned_device_buffer(8)?,
+            )
+            .map_err(invalid)?,
+            cq: CompletionQueueMemory::from_device(
+                cq_entries,
+                cq_ring,
+                self.owned_device_buffer(8)?,
+            )
+            .map_err(invalid)?,
             state: self.device_buffer(64)?,
         })
     }
 
-    /// Launches `ibgda_<kernel>_<S>` for a typed queue: only a kernel instantiated for the
-    /// queue's scope `S` can receive it.
+    /// A GPU-placed RC queue pair for scope `S` over fresh device memory: a send ring of
+    /// `wqebbs` WQEBBs, a CQ of `cq_entries` in `cq_mode`, a signaled WQE at least every
+    /// `signal_interval` WQEBBs, doorbells rung explicitly (by the GPU threads).
+    pub fn rc_queue_pair<S>(
+        &self,
+        qpn: u32,
+        wqebbs: usize,
+        cq_entries: u32,
+        signal_interval: u32,
+        cq_mode: CqMode,
+        scope: S,
+    ) -> Result<QueuePair<Rc, GpuPlaced, S>, GpuError>
+    where
+        S: OrderingScope<Producer = GpuThread> + ValidFor<GpuPlaced>,
+    {
+        let mem = self.gpu_queue_memory(wqebbs, cq_entries)?;
+        let config = QpConfig {
+            send: SendQueueConfig {
+                limits: WqeLimits::default(),
+                max_unsignaled_wqebbs: Some(signal_interval),
+                doorbell: DoorbellPolicy::Explicit,
+            },
+            cq_mode,
+        };
+        let qpn = Qpn::new(qpn).map_err(|e| GpuError::Invalid(e.to_string()))?;
+        Ok(QueuePair::for_device(
+            qpn, mem.sq, mem.cq, mem.state, config, scope,
+        )?)
+    }
+
+    /// Launches `ibgda_<kernel>_<S>` of the device-library program for a typed queue: only
+    /// a kernel instantiated for the queue's scope `S` can receive it.
     ///
     /// # Safety
     ///
-    /// `rest` must be exactly the kernel's parameters after the descriptor, in order, every address a live device allocation large enough for the kernel's use,
-    /// and the queue pair and those allocations must outlive the launched work.
-    pub unsafe fn launch_scoped<S>(
+    /// `rest` must be exactly the kernel's parameters after the descriptor, in order,
+    /// every address a live device allocation large enough for the kernel's use, and those
+    /// allocations must outlive the launched work (the queue pair does: `'q` borrows it,
+    /// but the caller must synchronize before the borrow ends).
+    pub unsafe fn launch_scoped<'q, S>(
         &self,
         kernel: &str,
-        q: &DeviceQueue<'_, Rc, S>,
+        q: KernelQueue<'q, Rc, S>,
         cfg: LaunchConfig,
-        rest: &[KernelArg],
+        rest: &[KernelArg<'_>],
     ) -> Result<(), GpuError>
     where
         S: OrderingScope<Producer = GpuThread>,
     {
-        if q.raw().scope != S::KIND as u32 {
-            return Err(GpuError::Invalid(
-                "descriptor scope differs from its type".into(),
-            ));
-        }
         let f = self.function(&format!("ibgda_{kernel}_{}", S::NAME))?;
-        let kq = KernelQueue::new(q);
-        let mut b = self.stream.launch_builder(&f);
-        b.arg(&kq);
-        for a in rest {
-            match a {
-                KernelArg::U64(v) => b.arg(v),
-                KernelArg::U32(v) => b.arg(v),
-                KernelArg::Queue(q) => b.arg(q),
-            };
-        }
-        // SAFETY: the kernels named `ibgda_<kernel>_<S>` take the descriptor by value,
-        // then the caller's arguments, which this function's contract makes exactly the
-        // kernel's remaining parameters; the caller keeps the queue pair (whose memory the
-        // descriptor names) and every other allocation alive until the work completes.
-        unsafe { b.launch(cfg) }?;
-        Ok(())
+        // SAFETY: forwarded: the caller's contract is `launch_with_queue`'s.
+        unsafe { launch_with_queue(&self.stream, &f, q, cfg, rest) }
     }
 
-    /// Launches a kernel of either program with raw `u64`/`u32` arguments (`args` in the
-    /// kernel's order; `KernelArg::Queue` for a descriptor by value).
+    /// Launches a kernel of either program with raw arguments (`args` in the kernel's
+    /// order; [`KernelArg::Queue`] for a descriptor by value).
     ///
     /// # Safety
     ///
@@ -389,7 +678,7 @@ impl Gpu {
         name: &str,
         cfg: LaunchConfig,
         side: bool,
-        args: &[KernelArg],
+        args: &[KernelArg<'_>],
     ) -> Result<(), GpuError> {
         let f = if raw_program {
             self.raw_function(name)?
@@ -402,13 +691,7 @@ impl Gpu {
             &self.stream
         };
         let mut b = stream.launch_builder(&f);
-        for a in args {
-            match a {
-                KernelArg::U64(v) => b.arg(v),
-                KernelArg::U32(v) => b.arg(v),
-                KernelArg::Queue(q) => b.arg(q),
-            };
-        }
+        push_args(&mut b, args);
         // SAFETY: the caller passes exactly the arguments (types and order) the named
         // extern "C" kernel declares, device addresses only of live allocations, and
         // synchronizes before freeing anything the kernel touches.
@@ -417,15 +700,185 @@ impl Gpu {
     }
 }
 
-/// One argument of [`Gpu::launch_raw`].
+fn push_args<'a>(b: &mut cudarc::driver::LaunchArgs<'a>, args: &'a [KernelArg<'_>]) {
+    for a in args {
+        match a {
+            KernelArg::U64(v) => b.arg(v),
+            KernelArg::U32(v) => b.arg(v),
+            KernelArg::Queue(q) => b.arg(q),
+        };
+    }
+}
+
+/// Launches `f(q, rest...)` on `stream`.
+///
+/// # Safety
+///
+/// `f`'s parameters must be a descriptor by value then exactly `rest`, in order, every
+/// address in `rest` a live allocation large enough for the kernel's use, kept alive
+/// (with the queue pair `q` borrows) until the launched work completes.
+unsafe fn launch_with_queue<T, S: OrderingScope>(
+    stream: &Arc<CudaStream>,
+    f: &CudaFunction,
+    q: KernelQueue<'_, T, S>,
+    cfg: LaunchConfig,
+    rest: &[KernelArg<'_>],
+) -> Result<(), GpuError> {
+    if q.raw().scope != S::KIND as u32 {
+        return Err(GpuError::ScopeMismatch {
+            kernel: S::KIND as u32,
+            descriptor: q.raw().scope,
+        });
+    }
+    let mut b = stream.launch_builder(f);
+    b.arg(&q);
+    push_args(&mut b, rest);
+    // SAFETY: `f` takes the descriptor by value then the caller's arguments (this
+    // function's contract); the descriptor names only memory of the queue pair, alive
+    // while the caller keeps it until the work completes.
+    unsafe { b.launch(cfg) }?;
+    Ok(())
+}
+
+/// A user's CUDA program, compiled against the device library and loaded by
+/// [`Gpu::compile_program`], every kernel fully loaded.
+///
+/// Its kernels that post take the descriptor by value as their first parameter and are
+/// instantiated once per scope with the C name `<kernel>_<Scope>`, where `<Scope>` is the
+/// `NAME` of the [`OrderingScope`] marker (`my_put_GpuFence`); the device library traps
+/// (`__trap()`, a launch failure) when a kernel posts through a descriptor of another
+/// scope, so a kernel whose name lies about its instantiation fails loudly.
+pub struct UserProgram {
+    functions: HashMap<String, CudaFunction>,
+    compiled: Compiled,
+    stream: Arc<CudaStream>,
+}
+
+impl fmt::Debug for UserProgram {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut kernels: Vec<&String> = self.functions.keys().collect();
+        kernels.sort();
+        f.debug_struct("UserProgram")
+            .field("name", &self.compiled.name)
+            .field("kernels", &kernels)
+            .finish()
+    }
+}
+
+impl UserProgram {
+    /// The compiled program (PTX, cubin, ptxas report).
+    pub fn compiled(&self) -> &Compiled {
+        &self.compiled
+    }
+
+    /// Every kernel name of the program.
+    pub fn kernel_names(&self) -> Vec<&str> {
+        let mut v: Vec<&str> = self.functions.keys().map(String::as_str).collect();
+        v.sort_unstable();
+        v
+    }
+
+    /// The instance of `kernel` for scope `S` (`<kernel>_<S::NAME>`) and transport `T`:
+    /// it only launches with a [`DeviceQueue`] of that scope and transport.
+    pub fn kernel<T, S: OrderingScope>(
+        &self,
+        kernel: &str,
+    ) -> Result<UserKernel<'_, T, S>, GpuError> {
+        let name = format!("{kernel}_{}", S::NAME);
+        let f = self.functions.get(&name).ok_or_else(|| {
+            GpuError::Invalid(format!(
+                "{} has no kernel {name} (kernel {kernel} instantiated for scope {})",
+                self.compiled.name,
+                S::NAME
+            ))
+        })?;
+        Ok(UserKernel {
+            function: f.clone(),
+            name,
+            stream: &self.stream,
+            _scope: PhantomData,
+        })
+    }
+}
+
+/// One kernel of a [`UserProgram`], instantiated for scope `S` and transport `T`.
+pub struct UserKernel<'p, T, S> {
+    function: CudaFunction,
+    name: String,
+    stream: &'p Arc<CudaStream>,
+    _scope: PhantomData<fn(T, S)>,
+}
+
+impl<T, S: OrderingScope> fmt::Debug for UserKernel<'_, T, S> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("UserKernel")
+            .field("name", &self.name)
+            .field("scope", &S::NAME)
+            .finish()
+    }
+}
+
+impl<T, S: OrderingScope> UserKernel<'_, T, S> {
+    /// The kernel's C name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Launches the kernel with the queue `q` (of this kernel's scope and transport, by
+    /// type) as its first argument, then `rest`, on the GPU's main stream.
+    ///
+    /// # Safety
+    ///
+    /// The kernel is the user's code: its parameters must be a descriptor by value then
+    /// exactly `rest`, in order; it must touch only memory the descriptor names (through
+    /// the device library) and memory `rest` names, every address a live allocation
+    /// large enough for its use; and the caller must keep those allocations and the
+    /// queue pair alive until the work completes (synchronize first).
+    pub unsafe fn launch(
+        &self,
+        q: &DeviceQueue<'_, T, S>,
+        cfg: LaunchConfig,
+        rest: &[KernelArg<'_>],
+    ) -> Result<(), GpuError> {
+        // SAFETY: forwarded: this function's contract is `launch_with_queue`'s.
+        unsafe { launch_with_queue(self.stream, &self.function, KernelQueue::new(q), cfg, rest) }
+    }
+}
+
+/// One argument of [`Gpu::launch_raw`] and of the typed launchers' trailing arguments.
 #[derive(Clone, Copy, Debug)]
-pub enum KernelArg {
+pub enum KernelArg<'q> {
     /// A 64-bit value or device address.
     U64(u64),
     /// A 32-bit value.
     U32(u32),
-    /// A queue descriptor by value.
-    Queue(KernelQueue),
+    /// A queue descriptor by value, borrowing its queue pair.
+    Queue(QueueArg<'q>),
+}
+
+/// `offset` as a byte offset into a buffer of `buffer_len` bytes, if `len` bytes from it
+/// stay inside (no overflow: a wrapped sum must not pass the bound).
+fn checked_range(offset: usize, len: usize, buffer_len: usize) -> Result<u64, GpuError> {
+    match offset.checked_add(len) {
+        Some(end) if end <= buffer_len => Ok(offset as u64),
+        _ => Err(GpuError::Invalid(format!(
+            "{len} bytes at offset {offset} do not fit a {buffer_len}-byte buffer"
+        ))),
+    }
+}
+
+/// The most CQ entries a queue takes (the mlx5 limit, `log_cq_size` at most 22).
+pub const MAX_CQ_ENTRIES: u32 = 1 << 22;
+
+/// A CQ size as it enters: a power of two from 1 to [`MAX_CQ_ENTRIES`] (0 would make the
+/// device's `log_cq_entries` 32 and its polls run past the ring).
+pub fn check_cq_entries(entries: u32) -> Result<(), GpuError> {
+    if entries == 0 || !entries.is_power_of_two() || entries > MAX_CQ_ENTRIES {
+        return Err(GpuError::Invalid(format!(
+            "{entries} CQ entries: a power of two from 1 to {MAX_CQ_ENTRIES} is needed"
+        )));
+    }
+    Ok(())
 }
 
 /// The memory of a GPU-placed queue pair and its producer state.
@@ -561,5 +1014,70 @@ impl Drop for HostRegistration {
             // SAFETY: `ptr` was registered by `register` and is unregistered once, here.
             let _ = unsafe { cu::cuMemHostUnregister(self.ptr) };
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn device_writes_are_bounded_without_overflow() {
+        assert_eq!(checked_range(0, 64, 64), Ok(0));
+        assert_eq!(checked_range(60, 4, 64), Ok(60));
+        assert_eq!(checked_range(64, 0, 64), Ok(64));
+        assert!(checked_range(61, 4, 64).is_err());
+        // The sum wraps to 7 in release: it must not pass as "inside".
+        assert!(checked_range(usize::MAX - 1, 9, 64).is_err());
+        assert!(checked_range(usize::MAX, 1, usize::MAX).is_err());
+    }
+
+    #[test]
+    fn cq_entries_are_validated_where_they_enter() {
+        for ok in [1, 2, 64, MAX_CQ_ENTRIES] {
+            assert_eq!(check_cq_entries(ok), Ok(()), "{ok}");
+        }
+        for bad in [0, 3, 96, MAX_CQ_ENTRIES * 2, u32::MAX] {
+            assert!(
+                matches!(check_cq_entries(bad), Err(GpuError::Invalid(ref m)) if m.contains(&bad.to_string())),
+                "{bad}"
+            );
+        }
+    }
+
+    #[test]
+    fn descriptor_bytes_follow_the_repr_c_layout() {
+        use core::mem::offset_of;
+        let d = DeviceQueueDescriptor {
+            sq_ring: 0x1111,
+            state: 0x6666,
+            qpn: 0x77,
+            scope: 0x88,
+            signal_interval: 0x99,
+            ..Default::default()
+        };
+        let b = descriptor_bytes(&d);
+        let u64_at = |o: usize| u64::from_ne_bytes(b[o..o + 8].try_into().unwrap());
+        let u32_at = |o: usize| u32::from_ne_bytes(b[o..o + 4].try_into().unwrap());
+        assert_eq!(u64_at(offset_of!(DeviceQueueDescriptor, sq_ring)), 0x1111);
+        assert_eq!(u64_at(offset_of!(DeviceQueueDescriptor, state)), 0x6666);
+        assert_eq!(u32_at(offset_of!(DeviceQueueDescriptor, qpn)), 0x77);
+        assert_eq!(u32_at(offset_of!(DeviceQueueDescriptor, scope)), 0x88);
+        assert_eq!(
+            u32_at(offset_of!(DeviceQueueDescriptor, signal_interval)),
+            0x99
+        );
+        assert_eq!(b.len(), core::mem::size_of::<DeviceQueueDescriptor>());
+    }
+
+    #[test]
+    fn compile_options_are_a_closed_typed_set() {
+        assert!(CompileOptions::new().nvrtc_options().is_empty());
+        let o = CompileOptions::new()
+            .spin_limit(Duration::from_millis(1500))
+            .expect("valid");
+        assert_eq!(o.nvrtc_options(), ["-DIBGDA_SPIN_LIMIT_NS=1500000000ull"]);
+        assert!(CompileOptions::new().spin_limit(Duration::ZERO).is_err());
+        assert!(CompileOptions::new().spin_limit(Duration::MAX).is_err());
     }
 }

@@ -2,6 +2,7 @@
 //! (a persistent kernel standing in for the NIC), and the host encoder's side of the
 //! byte-equality test.
 
+use core::marker::PhantomData;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
@@ -9,9 +10,8 @@ use cudarc::driver::LaunchConfig;
 use ibgda::cq::CqMode;
 use ibgda::memory::{DeviceBuffer, DmaBuffer};
 use ibgda::order::{GpuThread, OrderingScope, ValidFor};
-use ibgda::queue::{
-    DeviceQueueDescriptor, DoorbellPolicy, Gpu as GpuPlaced, QpConfig, QueuePair, SendQueueConfig,
-};
+use ibgda::queue::{DeviceQueueDescriptor, Gpu as GpuPlaced, QueuePair};
+use ibgda::wqe::Rc;
 use ibgda::wqe::{
     Atomic, Compact, CompactAddressVector, Destination, Dump, FenceMode, Full, FullAddressVector,
     Grh, LKey, LinkAddress, LocalBuffer, Nop, Qpn, RKey, RdmaRead, RdmaWrite, RemoteAddress,
@@ -22,8 +22,10 @@ use zerocopy::IntoBytes;
 
 use crate::gpu::{Gpu, GpuError, KernelArg};
 use crate::request::{Shape, SinkStats, TransportForm, WqeRequest, REQUEST_INLINE_MAX};
+use crate::softnic::device::QueueReach;
 
-/// A GPU-placed RC queue pair for scope `S` over fresh device memory.
+/// A GPU-placed RC queue pair for scope `S` over fresh device memory
+/// ([`Gpu::rc_queue_pair`]).
 pub fn gpu_queue_pair<S>(
     gpu: &Gpu,
     qpn: u32,
@@ -36,45 +38,10 @@ pub fn gpu_queue_pair<S>(
 where
     S: OrderingScope<Producer = GpuThread> + ValidFor<GpuPlaced>,
 {
-    let mem = gpu.gpu_queue_memory(wqebbs, cq_entries)?;
-    let config = QpConfig {
-        send: SendQueueConfig {
-            limits: WqeLimits::default(),
-            max_unsignaled_wqebbs: Some(signal_interval),
-            doorbell: DoorbellPolicy::Explicit,
-        },
-        cq_mode,
-    };
-    let qpn = Qpn::new(qpn).map_err(|e| GpuError::Invalid(e.to_string()))?;
-    Ok(QueuePair::for_device(
-        qpn, mem.sq, mem.cq, mem.state, config, scope,
-    )?)
+    gpu.rc_queue_pair(qpn, wqebbs, cq_entries, signal_interval, cq_mode, scope)
 }
 
-/// The bytes of a descriptor, as the device reads an array of them.
-pub fn descriptor_bytes(d: &DeviceQueueDescriptor) -> [u8; 80] {
-    let mut b = [0u8; 80];
-    let words64 = [
-        d.sq_ring, d.sq_dbrec, d.doorbell, d.cq_ring, d.cq_dbrec, d.state,
-    ];
-    for (i, w) in words64.iter().enumerate() {
-        b[i * 8..i * 8 + 8].copy_from_slice(&w.to_ne_bytes());
-    }
-    let words32 = [
-        d.qpn,
-        d.log_sq_wqebbs,
-        d.log_cq_entries,
-        d.max_inline,
-        d.cq_mode,
-        d.transport,
-        d.scope,
-        d.signal_interval,
-    ];
-    for (i, w) in words32.iter().enumerate() {
-        b[48 + i * 4..52 + i * 4].copy_from_slice(&w.to_ne_bytes());
-    }
-    b
-}
+pub use crate::gpu::descriptor_bytes;
 
 /// Device memory holding an array of descriptors.
 pub fn descriptor_array(
@@ -85,32 +52,91 @@ pub fn descriptor_array(
     gpu.device_buffer_from(&bytes)
 }
 
-/// A running doorbell sink (`ibgda_sink` on the side stream).
-pub struct Sink {
+/// A running doorbell sink (`ibgda_sink` on the side stream), standing in for the NIC of
+/// the queue pairs it serves: a guard that stops the kernel and waits for it when dropped.
+///
+/// It borrows the queue pairs for `'q` and keeps their memory referenced, so the kernel
+/// never outlives what it reads and writes (even if the guard is leaked).
+pub struct Sink<'q> {
+    gpu: &'q Gpu,
     stop: Arc<DmaBuffer>,
     stats: Arc<DeviceBuffer>,
     expect: Arc<DeviceBuffer>,
-    _queues: Arc<DeviceBuffer>,
+    _descriptors: Arc<DeviceBuffer>,
     _state: Arc<DeviceBuffer>,
+    _queue_memory: Vec<QueueReach>,
+    running: bool,
+    _queues: PhantomData<&'q ()>,
+}
+
+/// What the sink checks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u32)]
+pub enum SinkMode {
+    /// Check every WQE and payload, a CQE per signaled WQE.
+    Check = 0,
+    /// One control segment read and at most one CQE per doorbell.
+    Retire = 1,
 }
 
 /// Sink mode 0: check every WQE and payload, a CQE per signaled WQE.
-pub const SINK_CHECK: u32 = 0;
+pub const SINK_CHECK: SinkMode = SinkMode::Check;
 /// Sink mode 1: one control segment read and at most one CQE per doorbell.
-pub const SINK_RETIRE: u32 = 1;
+pub const SINK_RETIRE: SinkMode = SinkMode::Retire;
 
-impl Sink {
+/// The sink's launch shape, checked before anything reaches the device.
+fn sink_shape(queues: usize, blocks: u32, threads: u32) -> Result<u32, GpuError> {
+    let n = u32::try_from(queues)
+        .ok()
+        .filter(|&n| n > 0)
+        .ok_or_else(|| GpuError::Invalid(format!("a sink over {queues} queues (1..=u32::MAX)")))?;
+    if blocks == 0 || threads == 0 || threads > 1024 {
+        return Err(GpuError::Invalid(format!(
+            "a sink of {blocks} blocks x {threads} threads (each 1 or more, threads at most 1024)"
+        )));
+    }
+    Ok(n)
+}
+
+/// One sink thread per queue: the same queue pair twice would have two threads execute it.
+fn distinct_queues(queues: &[DeviceQueueDescriptor]) -> Result<(), GpuError> {
+    let mut rings: Vec<u64> = queues.iter().map(|d| d.sq_ring).collect();
+    rings.sort_unstable();
+    match rings.windows(2).find(|w| w[0] == w[1]) {
+        Some(w) => Err(GpuError::Invalid(format!(
+            "the queue with its ring at {:#x} is given to the sink twice",
+            w[0]
+        ))),
+        None => Ok(()),
+    }
+}
+
+impl<'q> Sink<'q> {
     /// Starts a sink over `queues` with `blocks` × `threads` threads (thread t serves
     /// queues t, t + all threads, ...), checking payloads of up to `max_producers`.
-    pub fn start(
-        gpu: &Gpu,
-        queues: &[DeviceQueueDescriptor],
-        mode: u32,
+    pub fn start<S>(
+        gpu: &'q Gpu,
+        queues: &[&'q QueuePair<Rc, GpuPlaced, S>],
+        mode: SinkMode,
         max_producers: u32,
         blocks: u32,
         threads: u32,
-    ) -> Result<Self, GpuError> {
-        let descs = descriptor_array(gpu, queues)?;
+    ) -> Result<Self, GpuError>
+    where
+        S: OrderingScope<Producer = GpuThread> + ValidFor<GpuPlaced>,
+    {
+        let n = sink_shape(queues.len(), blocks, threads)?;
+        let descriptors: Vec<DeviceQueueDescriptor> =
+            queues.iter().map(|q| *q.device_queue().raw()).collect();
+        distinct_queues(&descriptors)?;
+        // SAFETY: the sink is these queues' NIC (it reads their rings and writes their
+        // CQEs, nothing else); the guard borrows them for 'q, as long as it holds the
+        // capabilities, and stops the kernel before it releases them.
+        let queue_memory: Vec<QueueReach> = queues
+            .iter()
+            .map(|q| unsafe { QueueReach::of(*q) })
+            .collect();
+        let descs = descriptor_array(gpu, &descriptors)?;
         let state = gpu.device_buffer(32 * queues.len())?;
         let expect = gpu.device_buffer(4 * max_producers.max(1) as usize)?;
         let stats = gpu.device_buffer(64)?;
@@ -120,9 +146,9 @@ impl Sink {
             .ok_or_else(|| GpuError::Invalid("unmapped".into()))?;
         let args = [
             KernelArg::U64(descs.addr()),
-            KernelArg::U32(queues.len() as u32),
+            KernelArg::U32(n),
             KernelArg::U64(state.addr()),
-            KernelArg::U32(mode),
+            KernelArg::U32(mode as u32),
             KernelArg::U64(if max_producers > 0 { expect.addr() } else { 0 }),
             KernelArg::U32(max_producers),
             KernelArg::U64(stop_dev),
@@ -135,24 +161,29 @@ impl Sink {
         };
         // SAFETY: `ibgda_sink(const DeviceQueueDescriptor*, u32, SinkQueue*, u32, u32*,
         // u32, const volatile u32*, SinkStats*)`: the arguments above in that order, each
-        // a live allocation of the needed size, kept alive by the returned `Sink` (and the
-        // queue pairs by the caller) until `stop` synchronizes.
+        // a live allocation of the needed size (32 bytes of sink state per queue, 4 per
+        // producer); the descriptors come from the queue pairs borrowed for 'q, whose
+        // memory the returned guard also references; the guard's `stop` or `Drop` waits
+        // for the kernel before any of it is released.
         unsafe { gpu.launch_raw(false, "ibgda_sink", cfg, true, &args) }?;
         Ok(Self {
+            gpu,
             stop,
             stats,
             expect,
-            _queues: descs,
+            _descriptors: descs,
             _state: state,
+            _queue_memory: queue_memory,
+            running: true,
+            _queues: PhantomData,
         })
     }
 
     /// Stops the sink (after the producers finished), waits for it, and returns its
     /// counts and the per-producer next expected sequence numbers.
-    pub fn stop(self, gpu: &Gpu) -> Result<(SinkStats, Vec<u32>), GpuError> {
-        self.stop.words()[0].store(1, Ordering::Release);
-        gpu.synchronize()?;
-        let s = gpu.read_device(&self.stats)?;
+    pub fn stop(mut self) -> Result<(SinkStats, Vec<u32>), GpuError> {
+        self.halt()?;
+        let s = self.gpu.read_device(&self.stats)?;
         let w = |i: usize| u64::from_ne_bytes(s[i * 8..i * 8 + 8].try_into().expect("8 bytes"));
         let stats = SinkStats {
             doorbells: w(0),
@@ -163,12 +194,27 @@ impl Sink {
             bad_doorbells: w(5),
             ..Default::default()
         };
-        let e = gpu.read_device(&self.expect)?;
+        let e = self.gpu.read_device(&self.expect)?;
         let expect = e
             .chunks(4)
             .map(|c| u32::from_ne_bytes(c.try_into().expect("4 bytes")))
             .collect();
         Ok((stats, expect))
+    }
+
+    fn halt(&mut self) -> Result<(), GpuError> {
+        self.stop.words()[0].store(1, Ordering::Release);
+        self.running = false;
+        self.gpu.synchronize()
+    }
+}
+
+impl Drop for Sink<'_> {
+    fn drop(&mut self) {
+        if self.running {
+            // Nothing the kernel touches may be released before it has stopped.
+            let _ = self.halt();
+        }
     }
 }
 
@@ -430,4 +476,32 @@ where
         }
     };
     written.map_err(e)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_queue_is_given_to_the_sink_once() {
+        let q = |ring| DeviceQueueDescriptor {
+            sq_ring: ring,
+            ..Default::default()
+        };
+        assert_eq!(distinct_queues(&[q(0x1000), q(0x2000)]), Ok(()));
+        assert!(distinct_queues(&[q(0x1000), q(0x2000), q(0x1000)]).is_err());
+    }
+
+    #[test]
+    fn sink_shapes_are_validated_before_launch() {
+        assert_eq!(sink_shape(3, 1, 32), Ok(3));
+        assert!(matches!(sink_shape(0, 1, 1), Err(GpuError::Invalid(_))));
+        assert!(matches!(sink_shape(1, 0, 1), Err(GpuError::Invalid(_))));
+        assert!(matches!(sink_shape(1, 1, 0), Err(GpuError::Invalid(_))));
+        assert!(matches!(sink_shape(1, 1, 1025), Err(GpuError::Invalid(_))));
+        assert!(matches!(
+            sink_shape(u32::MAX as usize + 1, 1, 1),
+            Err(GpuError::Invalid(_))
+        ));
+    }
 }

@@ -13,7 +13,7 @@ use std::sync::OnceLock;
 
 use cudarc::nvrtc::sys as nvrtc;
 
-use crate::gpu::GpuError;
+use crate::gpu::{CompileOptions, GpuError};
 use crate::layout::layout_header;
 
 /// The device library, as committed.
@@ -24,10 +24,12 @@ pub const SOFTNIC_CUH: &str = include_str!("../cuda/softnic.cuh");
 pub const KERNELS_CU: &str = include_str!("../cuda/kernels.cu");
 /// The hand-written baseline.
 pub const RAW_BASELINE_CU: &str = include_str!("../cuda/raw_baseline.cu");
-/// The proxy's device library.
-pub const PROXY_CUH: &str = include_str!("../cuda/proxy.cuh");
-/// The proxy's kernels.
-pub const PROXY_KERNELS_CU: &str = include_str!("../cuda/proxy_kernels.cu");
+
+/// The benchmark experiments' posting kernels (message rate, completion scope).
+pub const BENCH_EXPERIMENTS_CU: &str = include_str!("../cuda/bench_experiments.cu");
+/// The dormant-cost callers (compute and streaming), compiled with and without the
+/// communication code.
+pub const BENCH_DORMANT_CU: &str = include_str!("../cuda/bench_dormant.cu");
 
 /// The target every kernel is compiled for.
 pub const ARCH: &str = "sm_90";
@@ -52,28 +54,35 @@ pub enum Program {
     Kernels,
     /// `cuda/raw_baseline.cu`, the hand-written reference.
     RawBaseline,
-    /// `cuda/proxy_kernels.cu` on the proxy's device library.
-    Proxy,
+    /// `cuda/bench_experiments.cu`, the message-rate and completion-scope kernels.
+    BenchExperiments,
+    /// `cuda/bench_dormant.cu`, the dormant-cost callers (`-DIBGDA_DORMANT_COMM=0|1|2`).
+    BenchDormant,
 }
 
 impl Program {
     /// Every program.
-    pub const ALL: [Self; 3] = [Self::Kernels, Self::RawBaseline, Self::Proxy];
+    pub const ALL: [Self; 2] = [Self::Kernels, Self::RawBaseline];
+    /// The benchmark programs (compiled by the experiments, not by `Gpu::open`).
+    pub const EXPERIMENTS: [Self; 2] = [Self::BenchExperiments, Self::BenchDormant];
 
     /// The source file name.
     pub fn name(self) -> &'static str {
         match self {
             Self::Kernels => "kernels.cu",
             Self::RawBaseline => "raw_baseline.cu",
-            Self::Proxy => "proxy_kernels.cu",
+            Self::BenchExperiments => "bench_experiments.cu",
+            Self::BenchDormant => "bench_dormant.cu",
         }
     }
 
-    fn source(self) -> &'static str {
+    /// The source text.
+    pub fn source(self) -> &'static str {
         match self {
             Self::Kernels => KERNELS_CU,
             Self::RawBaseline => RAW_BASELINE_CU,
-            Self::Proxy => PROXY_KERNELS_CU,
+            Self::BenchExperiments => BENCH_EXPERIMENTS_CU,
+            Self::BenchDormant => BENCH_DORMANT_CU,
         }
     }
 }
@@ -144,29 +153,56 @@ pub fn load_nvrtc() -> Result<Option<PathBuf>, GpuError> {
 }
 
 /// Compiles `program` for sm_90 with the device library and the generated layout header
-/// as in-memory headers. `extra` options are appended.
-pub fn compile(program: Program, extra: &[&str]) -> Result<Compiled, GpuError> {
+/// as in-memory headers, and `options`.
+pub fn compile(program: Program, options: &CompileOptions) -> Result<Compiled, GpuError> {
+    compile_source(program.name(), program.source(), options)
+}
+
+/// Compiles a CUDA source named `name` for sm_90 with `options`. It may include the
+/// device library (`#include "ibgda.cuh"`, which includes `"ibgda_layout.h"`) and the
+/// CUDA software NIC's engine (`"softnic.cuh"`): NVRTC gets them in memory, exactly the
+/// files of [`crate::include_dir`].
+pub fn compile_source(
+    name: &str,
+    source: &str,
+    options: &CompileOptions,
+) -> Result<Compiled, GpuError> {
+    compile_source_with(name, source, options, &[], &[])
+}
+
+/// As [`compile_source`], with more in-memory `headers` (include name, text) and more
+/// NVRTC options (`extra`: a `-D` define, or `-I<dir>` for a directory NVRTC reads from
+/// disk), for the benchmark's variant builds and the peers' headers.
+pub fn compile_source_with(
+    name: &str,
+    source: &str,
+    options: &CompileOptions,
+    headers: &[(&str, &str)],
+    extra: &[&str],
+) -> Result<Compiled, GpuError> {
     load_nvrtc()?;
+    let nul = |what: &str| GpuError::Compile {
+        program: name.escape_debug().to_string(),
+        log: format!("{what} holds a NUL byte"),
+    };
+    let src = CString::new(source).map_err(|_| nul("the source"))?;
+    let c_name = CString::new(name).map_err(|_| nul("the program name"))?;
     let layout = layout_header();
-    let src = CString::new(program.source()).map_err(|_| GpuError::Compile {
-        program: program.name().into(),
-        log: "source holds a NUL byte".into(),
-    })?;
-    let name = CString::new(program.name()).expect("no NUL in a file name");
-    let headers = [
-        CString::new(layout).expect("generated header has no NUL"),
-        CString::new(IBGDA_CUH).expect("device library has no NUL"),
-        CString::new(SOFTNIC_CUH).expect("engine has no NUL"),
-        CString::new(crate::proxy::layout_header()).expect("generated header has no NUL"),
-        CString::new(PROXY_CUH).expect("proxy library has no NUL"),
+    let mut texts = vec![
+        CString::new(layout).map_err(|_| nul("the layout header"))?,
+        CString::new(IBGDA_CUH).map_err(|_| nul("ibgda.cuh"))?,
+        CString::new(SOFTNIC_CUH).map_err(|_| nul("softnic.cuh"))?,
     ];
-    let include_names = [
-        CString::new("ibgda_layout.h").expect("no NUL"),
-        CString::new("ibgda.cuh").expect("no NUL"),
-        CString::new("softnic.cuh").expect("no NUL"),
-        CString::new("ibgda_proxy_layout.h").expect("no NUL"),
-        CString::new("proxy.cuh").expect("no NUL"),
+    let mut names = vec![
+        c"ibgda_layout.h".to_owned(),
+        c"ibgda.cuh".to_owned(),
+        c"softnic.cuh".to_owned(),
     ];
+    for (n, t) in headers {
+        texts.push(CString::new(*t).map_err(|_| nul(n))?);
+        names.push(CString::new(*n).map_err(|_| nul(n))?);
+    }
+    let (headers, include_names) = (texts, names);
     let header_ptrs: Vec<*const c_char> = headers.iter().map(|h| h.as_ptr()).collect();
     let name_ptrs: Vec<*const c_char> = include_names.iter().map(|h| h.as_ptr()).collect();
     let options: Vec<CString> = [
@@ -175,9 +211,10 @@ pub fn compile(program: Program, extra: &[&str]) -> Result<Compiled, GpuError> {
         "--ptxas-options=-v".into(),
     ]
     .into_iter()
-    .chain(extra.iter().map(|s| s.to_string()))
-    .map(|o| CString::new(o).expect("no NUL in options"))
-    .collect();
+    .chain(options.nvrtc_options())
+    .chain(extra.iter().map(|o| o.to_string()))
+    .map(|o| CString::new(o).map_err(|_| nul("an option")))
+    .collect::<Result<_, _>>()?;
     let option_ptrs: Vec<*const c_char> = options.iter().map(|o| o.as_ptr()).collect();
 
     let mut prog: nvrtc::nvrtcProgram = std::ptr::null_mut();
@@ -187,14 +224,14 @@ pub fn compile(program: Program, extra: &[&str]) -> Result<Compiled, GpuError> {
         nvrtc::nvrtcCreateProgram(
             &mut prog,
             src.as_ptr(),
-            name.as_ptr(),
+            c_name.as_ptr(),
             header_ptrs.len() as i32,
             header_ptrs.as_ptr(),
             name_ptrs.as_ptr(),
         )
     };
-    check(r, program, "nvrtcCreateProgram", String::new())?;
-    let result = compile_created(prog, program, &option_ptrs);
+    check(r, name, "nvrtcCreateProgram", String::new())?;
+    let result = compile_created(prog, name, &option_ptrs);
     // SAFETY: `prog` was created above and is destroyed once.
     unsafe {
         nvrtc::nvrtcDestroyProgram(&mut prog);
@@ -204,7 +241,7 @@ pub fn compile(program: Program, extra: &[&str]) -> Result<Compiled, GpuError> {
 
 fn compile_created(
     prog: nvrtc::nvrtcProgram,
-    program: Program,
+    program: &str,
     options: &[*const c_char],
 ) -> Result<Compiled, GpuError> {
     // SAFETY: `prog` is a live program; `options` holds `len` NUL-terminated strings.
@@ -225,7 +262,7 @@ fn compile_created(
     let r = unsafe { nvrtc::nvrtcGetCUBIN(prog, cubin.as_mut_ptr().cast()) };
     check(r, program, "nvrtcGetCUBIN", log.clone())?;
     Ok(Compiled {
-        name: program.name().into(),
+        name: program.into(),
         ptx,
         cubin,
         log,
@@ -253,12 +290,12 @@ fn read_string(prog: nvrtc::nvrtcProgram, size: SizeFn, read: ReadFn) -> Result<
         .unwrap_or_default())
 }
 
-fn check(r: nvrtc::nvrtcResult, program: Program, call: &str, log: String) -> Result<(), GpuError> {
+fn check(r: nvrtc::nvrtcResult, program: &str, call: &str, log: String) -> Result<(), GpuError> {
     if r == nvrtc::nvrtcResult::NVRTC_SUCCESS {
         Ok(())
     } else {
         Err(GpuError::Compile {
-            program: program.name().into(),
+            program: program.into(),
             log: format!("{call}: {r:?}\n{log}"),
         })
     }

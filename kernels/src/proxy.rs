@@ -10,8 +10,9 @@ use core::marker::PhantomData;
 use core::mem::{align_of, offset_of, size_of};
 use std::sync::Arc;
 
-use cudarc::driver::{CudaFunction, CudaModule, DeviceRepr, LaunchConfig, PushKernelArg};
-use cudarc::nvrtc::Ptx;
+use std::collections::HashMap;
+
+use cudarc::driver::{CudaFunction, DeviceRepr, LaunchConfig, PushKernelArg};
 use static_assertions::const_assert_eq;
 
 use ibgda::memory::DeviceBuffer;
@@ -23,8 +24,26 @@ use ibgda::proxy::{
 };
 use ibgda::wqe::Rc;
 
-use crate::gpu::{Gpu, GpuError};
-use crate::nvrtc::Program;
+use crate::gpu::{descriptor_bytes, CompileOptions, Gpu, GpuError};
+use crate::nvrtc::{compile_source_with, Compiled};
+
+/// The proxy's device library.
+pub const PROXY_CUH: &str = include_str!("../cuda/proxy.cuh");
+/// The proxy's kernels.
+pub const PROXY_KERNELS_CU: &str = include_str!("../cuda/proxy_kernels.cu");
+
+/// Compiles the proxy program (`cuda/proxy_kernels.cu` on `cuda/proxy.cuh`, with the
+/// generated `ibgda_proxy_layout.h`) for sm_90.
+pub fn compile(options: &CompileOptions) -> Result<Compiled, GpuError> {
+    let layout = layout_header();
+    compile_source_with(
+        "proxy_kernels.cu",
+        PROXY_KERNELS_CU,
+        options,
+        &[("ibgda_proxy_layout.h", &layout), ("proxy.cuh", PROXY_CUH)],
+        &[],
+    )
+}
 
 /// A descriptor ring as a kernel sees it. Plain data, passed by value.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -282,7 +301,7 @@ impl<H: Handoff> DeviceRing<H> {
 
 /// The proxy program, loaded.
 pub struct ProxyKernels {
-    module: Arc<CudaModule>,
+    functions: HashMap<String, CudaFunction>,
 }
 
 impl core::fmt::Debug for ProxyKernels {
@@ -340,21 +359,19 @@ fn one_thread() -> LaunchConfig {
 }
 
 impl ProxyKernels {
-    /// Loads the proxy program that `gpu` compiled.
+    /// Compiles the proxy program with `gpu`'s options and loads it.
     pub fn load(gpu: &Gpu) -> Result<Self, GpuError> {
-        let compiled = gpu
-            .compiled()
-            .iter()
-            .find(|c| c.name == Program::Proxy.name())
-            .ok_or_else(|| GpuError::Invalid("the proxy program was not compiled".into()))?;
-        let module = gpu
-            .context()
-            .load_module(Ptx::from_binary(compiled.cubin.clone()))?;
-        Ok(Self { module })
+        let compiled = compile(gpu.options())?;
+        Ok(Self {
+            functions: gpu.load_compiled(&compiled)?,
+        })
     }
 
     fn function(&self, name: &str) -> Result<CudaFunction, GpuError> {
-        Ok(self.module.load_function(name)?)
+        self.functions
+            .get(name)
+            .cloned()
+            .ok_or_else(|| GpuError::Invalid(format!("no kernel {name} in the proxy program")))
     }
 
     /// One thread pushes `warmup + iters` 8-byte inline writes (to window 0 of peer 0,
@@ -587,7 +604,7 @@ impl ProxyKernels {
         let target_words = gpu.device_buffer_from(&target_words)?;
         let descs: Vec<u8> = queues
             .iter()
-            .flat_map(|q| crate::harness::descriptor_bytes(q.raw()))
+            .flat_map(|q| descriptor_bytes(q.raw()))
             .collect();
         let descs = gpu.device_buffer_from(&descs)?;
         let clocks = gpu.device_buffer(8 * queues.len())?;
@@ -808,7 +825,7 @@ pub mod assisted_world {
     use ibgda::proxy::{AssistedGpuQueue, ForwardTarget};
     use ibgda::queue::{
         CompletionQueueMemory, DoorbellPolicy, Host, QpConfig, QueuePair, SendQueueConfig,
-        SendQueueMemory, CQE_INIT_OP_OWN,
+        SendQueueMemory,
     };
     use ibgda::softnic::{self, Access, DoorbellWatch, EngineHandle, Fabric, MemoryRegion};
     use ibgda::wqe::{Rc, RingSize, TransportKind, WqeLimits};
@@ -846,27 +863,27 @@ pub mod assisted_world {
         for _ in 0..count {
             let size = RingSize::new(wqebbs).map_err(invalid)?;
             let entries = wqebbs as u32;
-            let sq = SendQueueMemory::<Host> {
-                ring: gpu.mapped_host_buffer(size.bytes())?,
+            let mapped = |len: usize| -> Result<DmaBuffer, GpuError> {
+                Arc::try_unwrap(gpu.mapped_host_buffer(len)?)
+                    .map_err(|_| invalid("a fresh buffer has one owner"))
+            };
+            let sq = SendQueueMemory::<Host>::from_buffers(
                 size,
-                dbrec: gpu.mapped_host_buffer(64)?,
-                doorbell: gpu.mapped_host_buffer(64)?,
-            };
-            let cq_ring = gpu.mapped_host_buffer(entries as usize * 64)?;
-            for i in 0..entries as usize {
-                cq_ring
-                    .write(i * 64 + 63, &[CQE_INIT_OP_OWN])
-                    .map_err(invalid)?;
-            }
-            let cq = CompletionQueueMemory::<Host> {
-                ring: cq_ring,
+                mapped(size.bytes())?,
+                mapped(8)?,
+                mapped(8)?,
+            )
+            .map_err(invalid)?;
+            let cq = CompletionQueueMemory::<Host>::from_buffers(
                 entries,
-                dbrec: gpu.mapped_host_buffer(64)?,
-            };
+                mapped(entries as usize * 64)?,
+                mapped(8)?,
+            )
+            .map_err(invalid)?;
             let fabric = Fabric::new();
             let proxy = fabric.add_node(1).map_err(invalid)?;
             let peer = fabric.add_node(2).map_err(invalid)?;
-            let mut config = softnic::QpConfig::new(TransportKind::Rc, sq.clone(), cq.clone());
+            let mut config = softnic::QpConfig::new(TransportKind::Rc, &sq, &cq);
             config.doorbell_watch = DoorbellWatch::DoorbellOnly;
             let qpn = fabric.create_qp(proxy, config).map_err(invalid)?;
             let responder = fabric

@@ -10,7 +10,7 @@ use ibgda::order::{
 };
 use ibgda::queue::Gpu as GpuPlaced;
 use ibgda::wqe::{parse_wqe, TransportKind, WqeIndex};
-use ibgda_kernels::gpu::{Gpu, KernelArg, KernelQueue};
+use ibgda_kernels::gpu::{CompileOptions, Gpu, KernelArg, KernelQueue};
 use ibgda_kernels::harness::{gpu_queue_pair, host_encode, test_requests, Sink, SINK_CHECK};
 use ibgda_kernels::request::{TransportForm, WqeRequest};
 
@@ -21,8 +21,15 @@ fn small() -> bool {
 fn gpu() -> Gpu {
     // Every device wait gives up after 3 s: a protocol hang fails the test with
     // SPIN_TIMEOUT (-1024) instead of hanging the machine.
-    Gpu::open_with(0, &["-DIBGDA_SPIN_LIMIT_NS=3000000000ull"])
-        .unwrap_or_else(|e| panic!("no usable GPU: {e}"))
+    let options = CompileOptions::new()
+        .spin_limit(std::time::Duration::from_secs(3))
+        .expect("a valid bound");
+    Gpu::open_with(0, &options).unwrap_or_else(|e| panic!("no usable GPU: {e}"))
+}
+
+/// The producer state's counters by index: reserved, ready, posted, retired, CQ consumer.
+fn state_word(s: &ibgda::queue::DeviceProducerState, i: usize) -> u64 {
+    [s.reserved, s.ready, s.posted, s.retired, s.cq_consumer][i]
 }
 
 fn cfg(blocks: u32, threads: u32) -> LaunchConfig {
@@ -115,7 +122,7 @@ where
     // may wait for running kernels, and the sink runs until it is stopped.
     let descs = ibgda_kernels::harness::descriptor_array(gpu, &[*q.raw()]).expect("descs");
     let status = gpu.device_buffer(4).expect("status");
-    let sink = Sink::start(gpu, &[*q.raw()], SINK_CHECK, producers, 1, 1).expect("sink");
+    let sink = Sink::start(gpu, &[&qp], SINK_CHECK, producers, 1, 1).expect("sink");
     let name = format!(
         "ibgda_post_{}_{}",
         if warp { "warp" } else { "thread" },
@@ -135,10 +142,10 @@ where
     // status live until the sink's stop synchronizes.
     unsafe { gpu.launch_raw(false, &name, cfg(blocks, threads), false, &args) }.expect("launch");
     gpu.stream().synchronize().expect("producers");
-    let (stats, expect) = sink.stop(gpu).expect("sink");
+    let (stats, expect) = sink.stop().expect("sink");
     let st = gpu.read_device(&status).expect("status");
-    let state = gpu.read_device_at(q.raw().state, 64).expect("state");
-    let word = |i: usize| u64::from_ne_bytes(state[i * 8..i * 8 + 8].try_into().unwrap());
+    let state = gpu.read_producer_state(&q).expect("state");
+    let word = |i: usize| state_word(&state, i);
     println!(
         "{name}: {producers} producers x {iters}: sink {stats:?}; reserved {} ready {} posted {} retired {}",
         word(0),
@@ -201,11 +208,11 @@ where
         let out = gpu
             .device_buffer(8 * 3 * iters as usize + 16 + 4)
             .expect("out");
-        let sink = Sink::start(gpu, &[*q.raw()], SINK_CHECK, 0, 1, 1).expect("sink");
+        let sink = Sink::start(gpu, &[&qp], SINK_CHECK, 0, 1, 1).expect("sink");
         let base = out.addr();
         let n = 8 * u64::from(iters);
         let args = [
-            KernelArg::Queue(KernelQueue::new(&q)),
+            KernelArg::Queue(KernelQueue::new(&q).into()),
             KernelArg::U32(10),
             KernelArg::U32(iters),
             KernelArg::U64(0x7000_0000),
@@ -226,11 +233,11 @@ where
         // inside `out`, which lives past the synchronize in `stop`.
         unsafe { gpu.launch_raw(raw, &name, cfg(1, 1), false, &args) }.expect("launch");
         gpu.stream().synchronize().expect("issue kernel");
-        let (stats, _) = sink.stop(gpu).expect("sink");
+        let (stats, _) = sink.stop().expect("sink");
         let o = gpu.read_device(&out).expect("out");
         let status = i32::from_ne_bytes(o[(3 * n + 16) as usize..][..4].try_into().unwrap());
-        let state = gpu.read_device_at(q.raw().state, 64).expect("state");
-        let word = |i: usize| u64::from_ne_bytes(state[i * 8..i * 8 + 8].try_into().unwrap());
+        let state = gpu.read_producer_state(&q).expect("state");
+        let word = |i: usize| state_word(&state, i);
         println!(
             "{name}: status {status}, sink {stats:?}, state reserved {} retired {} cq {}",
             word(0),
@@ -241,7 +248,7 @@ where
         assert_eq!(stats.wqes, u64::from(iters + 10), "{name}");
         assert_eq!(stats.cqes, u64::from(iters + 10), "{name}");
         assert_eq!(stats.bad_wqes + stats.bad_doorbells, 0, "{name}");
-        rings.push(gpu.read_device(&qp.sq_memory().ring).expect("ring"));
+        rings.push(gpu.read_send_ring(&q).expect("ring"));
     }
     assert_eq!(
         rings[0],
@@ -384,7 +391,7 @@ fn mmio_store_to_device_memory_is_seen_by_another_sm() {
 use ibgda::softnic::{atomic_new_value, Access};
 use ibgda::wqe::{AtomicOp, AtomicWidth, CompactAddressVector, FullAddressVector, LinkAddress};
 use ibgda_kernels::request::Shape;
-use ibgda_kernels::softnic::device::{replay_on_device, DeviceNic};
+use ibgda_kernels::softnic::device::{replay_on_device, DeviceNic, NicMemory};
 use ibgda_kernels::softnic::scenario::{compare, replay_on_host, run_on_fabric, Rng, Scenario};
 use ibgda_kernels::softnic::{
     cq_mode, state, transport, watch, NicCq, NicNode, NicQueue, NicRegion, NicResponder, NicTables,
@@ -535,36 +542,29 @@ fn cuda_nic_end_to_end_with_gpu_producers() {
         .collect();
     let q4 = gpu_queue_pair(&gpu, 0x104, 256, 256, 64, CqMode::Ring, GpuFence).expect("q4");
     let q5 = gpu_queue_pair(&gpu, 0x105, 256, 256, 64, CqMode::Ring, GpuReleaseStore).expect("q5");
-    let mut valid: Vec<(u64, u64)> = [&src, &dst, &dst1, &atom, &atom1, &res, &shared_t, &shared_w]
-        .iter()
-        .map(|b| (b.addr(), b.len() as u64))
-        .collect();
-    let mut nic_queue = |qpn: u32,
-                         sq: &ibgda::queue::SendQueueMemory<GpuPlaced>,
-                         cq: &ibgda::queue::CompletionQueueMemory<GpuPlaced>,
-                         dc: bool,
-                         release_dbrec: bool,
-                         cqs: &mut Vec<NicCq>| {
-        for b in [&sq.ring, &sq.dbrec, &sq.doorbell, &cq.ring, &cq.dbrec] {
-            valid.push((b.addr(), b.len() as u64));
-        }
+    let nic_queue = |qpn: u32,
+                     sq: &ibgda::queue::SendQueueMemory<GpuPlaced>,
+                     cq: &ibgda::queue::CompletionQueueMemory<GpuPlaced>,
+                     dc: bool,
+                     release_dbrec: bool,
+                     cqs: &mut Vec<NicCq>| {
         cqs.push(NicCq {
-            ring: cq.ring.addr(),
-            dbrec: cq.dbrec.addr(),
-            entries: cq.entries,
-            log2_entries: cq.entries.trailing_zeros(),
+            ring: cq.ring().addr,
+            dbrec: cq.dbrec().addr,
+            entries: cq.entries(),
+            log2_entries: cq.entries().trailing_zeros(),
             mode: cq_mode::RING,
             ..Default::default()
         });
         NicQueue {
-            ring: sq.ring.addr(),
-            dbrec: sq.dbrec.addr(),
-            doorbell: sq.doorbell.addr(),
+            ring: sq.ring().addr,
+            dbrec: sq.dbrec().addr,
+            doorbell: sq.doorbell().addr,
             max_message_bytes: 1 << 16,
             qpn,
             node: 0,
             transport: if dc { transport::DC } else { transport::RC },
-            log_wqebbs: sq.size.wqebbs().trailing_zeros(),
+            log_wqebbs: sq.size().wqebbs().trailing_zeros(),
             cq: cqs.len() as u32 - 1,
             peer: if dc { NIC_NONE } else { qpn },
             state: state::READY,
@@ -925,10 +925,18 @@ fn cuda_nic_end_to_end_with_gpu_producers() {
         ibgda_kernels::harness::descriptor_array(&gpu, &[*q5.device_queue().raw()]).expect("d5");
     let statuses = gpu.device_buffer(4 * posted.len()).expect("statuses");
     let status = gpu.device_buffer(12).expect("status");
-    let nic = DeviceNic::new(&gpu, &[engine0, engine1], &valid).expect("NIC tables");
+    let mut memory = NicMemory::new();
+    for b in [&src, &dst, &dst1, &atom, &atom1, &res, &shared_t, &shared_w] {
+        memory.register(b);
+    }
+    for q in &qf {
+        memory.queue_pair(q);
+    }
+    memory.queue_pair(&q4).queue_pair(&q5);
+    let mut nic = DeviceNic::new(&gpu, &[engine0, engine1], memory).expect("NIC tables");
 
     // Run: the NIC on two blocks of the side stream, the producers on the main stream.
-    nic.start(&gpu).expect("start NIC");
+    nic.start().expect("start NIC");
     let args = [
         KernelArg::U64(descs.addr()),
         KernelArg::U32(4),
@@ -994,10 +1002,10 @@ fn cuda_nic_end_to_end_with_gpu_producers() {
     }
     .expect("launch per-warp");
     gpu.stream().synchronize().expect("producers");
-    nic.stop(&gpu).expect("stop NIC");
+    nic.stop().expect("stop NIC");
 
     // Check.
-    let engines = nic.read(&gpu).expect("NIC state");
+    let engines = nic.read().expect("NIC state");
     for (i, (e, t)) in engines.iter().enumerate() {
         let mhz = e.cycles as f64 * 1e3 / e.ns.max(1) as f64;
         println!(
@@ -1078,12 +1086,17 @@ fn cuda_nic_end_to_end_with_gpu_producers() {
             );
         }
     }
-    for (name, q) in [
-        ("per-thread", q4.device_queue().raw().state),
-        ("per-warp", q5.device_queue().raw().state),
+    for (name, s) in [
+        (
+            "per-thread",
+            gpu.read_producer_state(&q4.device_queue()).expect("state"),
+        ),
+        (
+            "per-warp",
+            gpu.read_producer_state(&q5.device_queue()).expect("state"),
+        ),
     ] {
-        let s = gpu.read_device_at(q, 64).expect("state");
-        let w = |i: usize| u64::from_ne_bytes(s[i * 8..i * 8 + 8].try_into().unwrap());
+        let w = |i: usize| state_word(&s, i);
         println!(
             "{name}: reserved {} ready {} posted {} retired {}",
             w(0),
@@ -1109,4 +1122,124 @@ fn cuda_nic_end_to_end_with_gpu_producers() {
         tb * tt * titers,
         wb * wt * witers
     );
+}
+
+// ---------------------------------------------------------------------------------------
+// Loading, user programs and the scope check.
+
+/// Under CUDA's lazy loading (`gpu-run.sh` runs with `CUDA_MODULE_LOADING=LAZY`), every
+/// kernel of both programs is fully loaded once `Gpu::open` returns: nothing is left for a
+/// first launch to load while a persistent kernel runs.
+#[test]
+#[ignore = "needs an NVIDIA GPU: run with --ignored on the GPU machine"]
+fn every_kernel_is_loaded_at_open_whatever_the_loading_mode() {
+    use cudarc::driver::sys as cu;
+    let gpu = gpu();
+    let mut mode = cu::CUmoduleLoadingMode::CU_MODULE_EAGER_LOADING;
+    // SAFETY: the driver is initialised (`Gpu::open`); `mode` is a valid out-pointer.
+    unsafe { cu::cuModuleGetLoadingMode(&mut mode) }
+        .result()
+        .expect("loading mode");
+    let mut n = 0;
+    for (i, c) in gpu.compiled().iter().enumerate() {
+        for k in ibgda_kernels::ptx::kernel_orderings(&c.ptx) {
+            let f = if i == 0 {
+                gpu.function(&k.kernel)
+            } else {
+                gpu.raw_function(&k.kernel)
+            }
+            .unwrap_or_else(|e| panic!("{}: {e}", k.kernel));
+            let mut state = cu::CUfunctionLoadingState::CU_FUNCTION_LOADING_STATE_UNLOADED;
+            // SAFETY: `f` is a live function handle of a loaded module; `state` is a valid
+            // out-pointer.
+            unsafe { cu::cuFuncIsLoaded(&mut state, f.cu_function()) }
+                .result()
+                .expect("cuFuncIsLoaded");
+            assert_eq!(
+                state,
+                cu::CUfunctionLoadingState::CU_FUNCTION_LOADING_STATE_LOADED,
+                "{} not loaded",
+                k.kernel
+            );
+            n += 1;
+        }
+    }
+    println!("loading mode {mode:?}: all {n} kernels loaded at open");
+}
+
+/// A user kernel whose C name says GpuFence but whose body posts with ThreadFence traps
+/// on the GpuFence descriptor it is given (a launch failure at the next synchronize),
+/// while the honest instance runs. The trap leaves the context unusable: run this test in
+/// a process of its own (gpu-run.sh does).
+#[test]
+#[ignore = "needs an NVIDIA GPU; poisons its CUDA context: run alone with --exact"]
+fn a_user_kernel_posting_with_another_scope_traps() {
+    use ibgda::wqe::Rc;
+    let gpu = gpu();
+    let source = include_str!("cuda/lying_scope.cu");
+    let program = gpu.compile_program("lying.cu", source).expect("compiles");
+    let qp = gpu_queue_pair(&gpu, 0x31, 64, 64, 16, CqMode::Ring, GpuFence).expect("queue");
+    let status = gpu.device_buffer(4).expect("status");
+    let honest = program.kernel::<Rc, GpuFence>("honest").expect("honest");
+    // SAFETY: honest_GpuFence(descriptor, int* status): `status` is 4 bytes, alive past the
+    // synchronize; the kernel writes one WQE into the queue's own ring.
+    unsafe {
+        honest.launch(
+            &qp.device_queue(),
+            cfg(1, 1),
+            &[KernelArg::U64(status.addr())],
+        )
+    }
+    .expect("launch");
+    gpu.synchronize().expect("the honest instance runs");
+    let st = gpu.read_device(&status).expect("status");
+    assert_eq!(i32::from_ne_bytes(st[..4].try_into().unwrap()), 7);
+    let lying = program.kernel::<Rc, GpuFence>("lying").expect("lying");
+    // SAFETY: as above.
+    let launched = unsafe {
+        lying.launch(
+            &qp.device_queue(),
+            cfg(1, 1),
+            &[KernelArg::U64(status.addr())],
+        )
+    };
+    let result = launched.and_then(|()| gpu.synchronize());
+    println!("lying kernel: {result:?}");
+    assert!(result.is_err(), "a kernel posting with another scope ran");
+}
+
+/// The persistent kernels are guards: a sink and a CUDA software NIC dropped while running
+/// stop and are waited for (without `Drop`, the synchronize after them would never return
+/// and gpu-run.sh's time limit would fail the test).
+#[test]
+#[ignore = "needs an NVIDIA GPU: run with --ignored on the GPU machine"]
+fn dropped_persistent_kernels_stop() {
+    let gpu = gpu();
+    let qp = gpu_queue_pair(&gpu, 0x21, 64, 64, 16, CqMode::Ring, GpuFence).expect("queue");
+    {
+        let _sink = Sink::start(&gpu, &[&qp], SINK_CHECK, 0, 1, 1).expect("sink");
+    }
+    gpu.synchronize().expect("the sink stopped");
+    let (queue, cq, responder) = ibgda_kernels::softnic::device::loopback_records(&qp, 0, 0, 4096);
+    let tables = NicTables {
+        nodes: vec![NicNode {
+            lid: 1,
+            reserved: 0,
+        }],
+        regions: vec![],
+        cqs: vec![cq],
+        responders: vec![responder],
+        queues: vec![queue],
+    };
+    let mut memory = NicMemory::new();
+    memory.queue_pair(&qp);
+    {
+        let mut nic = DeviceNic::new(&gpu, &[tables], memory).expect("NIC");
+        nic.start().expect("start");
+        assert!(nic.is_running());
+        assert!(nic.start().is_err(), "a second start of a running NIC");
+        assert!(nic.read().is_err(), "tables read while running");
+    }
+    gpu.synchronize().expect("the NIC stopped");
+    println!("dropped sink and CUDA NIC stopped and were waited for");
 }

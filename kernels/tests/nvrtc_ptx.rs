@@ -9,6 +9,7 @@ use std::collections::BTreeMap;
 use std::sync::OnceLock;
 
 use ibgda::order::{device_sequence, ScopeKind};
+use ibgda_kernels::gpu::CompileOptions;
 use ibgda_kernels::nvrtc::{compile, resource_usage, Compiled, Program};
 use ibgda_kernels::ptx::{kernel_orderings, ordering_of, parse_sequence};
 
@@ -17,7 +18,7 @@ fn compiled(p: Program) -> &'static Compiled {
     let all = CACHE.get_or_init(|| {
         Program::ALL
             .iter()
-            .map(|&p| compile(p, &[]).unwrap_or_else(|e| panic!("{e}")))
+            .map(|&p| compile(p, &CompileOptions::new()).unwrap_or_else(|e| panic!("{e}")))
             .collect()
     });
     &all[Program::ALL
@@ -214,4 +215,155 @@ fn the_cuda_nic_orders_through_acquire_loads_and_release_cqe_stores() {
             "ibgda_softnic holds a relaxed access: {i}"
         );
     }
+}
+
+/// The PTX text of entry `name`, from its `.entry` line to its closing brace.
+fn entry_body<'a>(ptx: &'a str, name: &str) -> &'a str {
+    let start = ptx
+        .find(&format!(".entry {name}("))
+        .unwrap_or_else(|| panic!("no entry {name}"));
+    let open = start + ptx[start..].find('{').expect("a body");
+    let mut depth = 0;
+    for (i, c) in ptx[open..].char_indices() {
+        match c {
+            '{' => depth += 1,
+            '}' => {
+                depth -= 1;
+                if depth == 0 {
+                    return &ptx[start..open + i + 1];
+                }
+            }
+            _ => {}
+        }
+    }
+    panic!("unterminated entry {name}")
+}
+
+/// Whether a body compares something with the scope kind `kind` and traps: `setp` against
+/// the immediate, then `trap;`.
+fn checks_scope(body: &str, kind: u32) -> bool {
+    let compares = body
+        .lines()
+        .map(str::trim)
+        .any(|l| l.starts_with("setp.") && l.trim_end_matches(';').ends_with(&format!(", {kind}")));
+    compares && body.contains("trap;")
+}
+
+/// Every posting kernel of the device-library program checks the descriptor's scope
+/// against its own instantiation (and traps on a mismatch): the exclusive producer where it
+/// loads the queue, the shared protocol where it waits for room. The raw baseline has no
+/// such check, and the issue loop's ordering stays the raw one's (checked above).
+#[test]
+#[cfg_attr(
+    not(ibgda_nvrtc),
+    ignore = "NVRTC not installed: run scripts/cuda-wheels.sh"
+)]
+fn every_posting_kernel_traps_on_a_descriptor_of_another_scope() {
+    let k = compiled(Program::Kernels);
+    let mut checked = 0;
+    for kind in gpu_scopes() {
+        let scope = scope_name(kind);
+        for base in [
+            "doorbell_path",
+            "poll_path",
+            "issue_bench",
+            "post_batch",
+            "post_thread",
+            "post_warp",
+        ] {
+            let name = format!("ibgda_{base}_{scope}");
+            assert!(
+                checks_scope(entry_body(&k.ptx, &name), kind as u32),
+                "{name}: no trap on a descriptor whose scope is not {scope} ({})",
+                kind as u32
+            );
+            checked += 1;
+        }
+    }
+    let raw = compiled(Program::RawBaseline);
+    assert!(
+        !raw.ptx.contains("trap;"),
+        "the raw baseline gained a check"
+    );
+    println!("{checked} posting kernels check their descriptor's scope");
+}
+
+/// The user-kernel example's CUDA (examples/user_kernel/user_kernel.cu) compiles against
+/// the device library through NVRTC, has one instance per scope it names, and each
+/// instance checks the descriptor's scope.
+#[test]
+#[cfg_attr(
+    not(ibgda_nvrtc),
+    ignore = "NVRTC not installed: run scripts/cuda-wheels.sh"
+)]
+fn the_user_kernel_example_compiles_against_the_device_library() {
+    use ibgda::order::{GpuFence, GpuReleaseStore, OrderingScope};
+    let source = include_str!("../../examples/user_kernel/user_kernel.cu");
+    let c = ibgda_kernels::nvrtc::compile_source("user_kernel.cu", source, &CompileOptions::new())
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(&c.cubin[..4], b"\x7fELF", "not an ELF cubin");
+    for (scope, kind) in [
+        (GpuFence::NAME, GpuFence::KIND as u32),
+        (GpuReleaseStore::NAME, GpuReleaseStore::KIND as u32),
+    ] {
+        let name = format!("put_get_add_{scope}");
+        assert!(
+            checks_scope(entry_body(&c.ptx, &name), kind),
+            "{name}: no scope check"
+        );
+    }
+    for u in resource_usage(&c.log) {
+        println!("{u:?}");
+        assert_eq!(u.spill_stores + u.spill_loads, 0, "{}: spills", u.kernel);
+    }
+}
+
+/// A source that includes a header the device library does not provide, or holds a NUL,
+/// is a typed compile error naming the program (never a panic).
+#[test]
+#[cfg_attr(
+    not(ibgda_nvrtc),
+    ignore = "NVRTC not installed: run scripts/cuda-wheels.sh"
+)]
+fn user_sources_that_do_not_compile_are_typed_errors() {
+    use ibgda_kernels::gpu::GpuError;
+    let bad = ibgda_kernels::nvrtc::compile_source(
+        "bad.cu",
+        "#include \"nowhere.cuh\"\n",
+        &CompileOptions::new(),
+    );
+    match bad {
+        Err(GpuError::Compile { program, log }) => {
+            assert_eq!(program, "bad.cu");
+            assert!(log.contains("nowhere.cuh"), "{log}");
+        }
+        other => panic!("expected a compile error, got {other:?}"),
+    }
+    let nul = ibgda_kernels::nvrtc::compile_source("nul.cu", "int a;\0", &CompileOptions::new());
+    assert!(matches!(nul, Err(GpuError::Compile { .. })), "{nul:?}");
+    let nul_name = ibgda_kernels::nvrtc::compile_source("n\0.cu", "", &CompileOptions::new());
+    assert!(
+        matches!(nul_name, Err(GpuError::Compile { .. })),
+        "{nul_name:?}"
+    );
+}
+
+/// The kernel the GPU test `a_user_kernel_posting_with_another_scope_traps` launches with
+/// a GpuFence descriptor: its lying instance compares the descriptor's scope with
+/// ThreadFence's kind (so it traps there), its honest one with GpuFence's.
+#[test]
+#[cfg_attr(
+    not(ibgda_nvrtc),
+    ignore = "NVRTC not installed: run scripts/cuda-wheels.sh"
+)]
+fn a_kernel_posting_with_another_scope_compares_against_that_scope() {
+    use ibgda::order::{GpuFence, OrderingScope, ThreadFence};
+    let source = include_str!("cuda/lying_scope.cu");
+    let c = ibgda_kernels::nvrtc::compile_source("lying_scope.cu", source, &CompileOptions::new())
+        .unwrap_or_else(|e| panic!("{e}"));
+    let honest = entry_body(&c.ptx, "honest_GpuFence");
+    let lying = entry_body(&c.ptx, "lying_GpuFence");
+    assert!(checks_scope(honest, GpuFence::KIND as u32));
+    assert!(checks_scope(lying, ThreadFence::KIND as u32));
+    assert!(!checks_scope(lying, GpuFence::KIND as u32));
 }

@@ -7,12 +7,14 @@
 
 use std::sync::OnceLock;
 
-use ibgda_kernels::nvrtc::{compile, resource_usage, Compiled, Program};
+use ibgda_kernels::gpu::CompileOptions;
+use ibgda_kernels::nvrtc::{resource_usage, Compiled};
+use ibgda_kernels::proxy::compile;
 use ibgda_kernels::ptx::ordering_of;
 
 fn proxy() -> &'static Compiled {
     static CACHE: OnceLock<Compiled> = OnceLock::new();
-    CACHE.get_or_init(|| compile(Program::Proxy, &[]).unwrap_or_else(|e| panic!("{e}")))
+    CACHE.get_or_init(|| compile(&CompileOptions::new()).unwrap_or_else(|e| panic!("{e}")))
 }
 
 fn ordering(kernel: &str) -> Vec<String> {

@@ -69,7 +69,7 @@ impl CompletionQueue<Host> {
         slot: usize,
         expect: impl Fn(&[u8; 8]) -> bool,
     ) -> Option<[u8; CQE_BYTES]> {
-        let words = self.memory.ring.words();
+        let words = self.memory.ring_buffer().words();
         let base = slot * CQE_BYTES / 8;
         let last = &words[base + LAST_WORD / 8];
         loop {
@@ -94,7 +94,7 @@ impl CompletionQueue<Host> {
     pub fn poll(&mut self) -> Option<Result<Completion, CqeError>> {
         let bytes = match self.mode {
             CqMode::Ring => {
-                let entries = self.memory.entries;
+                let entries = self.memory.entries();
                 let slot = (self.consumer & (entries - 1)) as usize;
                 let parity = self.consumer & entries != 0;
                 let bytes = self.read_entry(slot, |tail| {
@@ -104,7 +104,7 @@ impl CompletionQueue<Host> {
                 self.consumer = self.consumer.wrapping_add(1);
                 let ci = (self.consumer & CI_MASK).to_be_bytes();
                 let record = u64::from_ne_bytes([ci[0], ci[1], ci[2], ci[3], 0, 0, 0, 0]);
-                self.memory.dbrec.words()[0].store(record, Ordering::Release);
+                self.memory.dbrec_buffer().words()[0].store(record, Ordering::Release);
                 bytes
             }
             CqMode::Collapsed => {

@@ -21,10 +21,10 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 
 use crate::memory::DmaBuffer;
-use crate::order::{GpuThread, OrderingScope, ValidFor};
+use crate::order::{GpuThread, HostBarrier, OrderingScope, ValidFor};
 use crate::queue::{
-    DeviceQueueDescriptor, DeviceQueueError, DoorbellPolicy, Host, PollError, Polled, PostError,
-    QueuePair, Registered, SendQueueMemory, Ticket,
+    DeviceQueueDescriptor, DoorbellPolicy, Host, PollError, Polled, PostError, QueuePair,
+    Registered, SendQueueMemory, Ticket, SEND_DBREC_OFFSET,
 };
 use crate::wqe::{Qpn, TypedTransport, Wqe, WqeSpec};
 
@@ -66,8 +66,6 @@ pub enum AssistedError {
     },
     /// The slot is not mapped into the GPU.
     SlotNotMapped,
-    /// The queue could not be described for the device.
-    Device(DeviceQueueError),
 }
 
 impl fmt::Display for AssistedError {
@@ -80,7 +78,6 @@ impl fmt::Display for AssistedError {
                 write!(f, "index slot of {len} bytes: needs 8, zeroed")
             }
             Self::SlotNotMapped => f.write_str("the index slot is not mapped into the GPU"),
-            Self::Device(e) => e.fmt(f),
         }
     }
 }
@@ -94,12 +91,41 @@ fn check_slot(slot: &DmaBuffer) -> Result<(), AssistedError> {
     Ok(())
 }
 
-/// What the forwarder needs of one queue: its index slot and its (host) queue memory.
+/// What the forwarder needs of one queue: its index slot, and its doorbell record and
+/// doorbell (the only parts of the queue memory it writes; the queue's producer, posting
+/// with an explicit doorbell policy and no ringing method, never writes them).
 #[derive(Clone, Debug)]
 pub struct ForwardTarget {
     slot: Arc<DmaBuffer>,
-    memory: SendQueueMemory<Host>,
+    dbrec: Arc<DmaBuffer>,
+    doorbell: Arc<DmaBuffer>,
     qpn: Qpn,
+}
+
+impl ForwardTarget {
+    fn new(slot: Arc<DmaBuffer>, memory: &SendQueueMemory<Host>, qpn: Qpn) -> Self {
+        Self {
+            slot,
+            dbrec: memory.dbrec_buffer().clone(),
+            doorbell: memory.doorbell_buffer().clone(),
+            qpn,
+        }
+    }
+
+    /// Announces every WQEBB before `next` as a CPU producer does: the host barrier, the
+    /// doorbell record (big-endian `next & 0xffff`), a write flush, the 8-byte doorbell,
+    /// a write flush.
+    fn announce(&self, next: u64) {
+        let barrier = HostBarrier;
+        barrier.to_device();
+        let mut record = [0u8; 8];
+        record[SEND_DBREC_OFFSET..].copy_from_slice(&((next as u32) & 0xffff).to_be_bytes());
+        self.dbrec.words()[0].store(u64::from_ne_bytes(record), Ordering::Release);
+        barrier.flush_writes();
+        let value = doorbell_value(next, self.qpn);
+        self.doorbell.words()[0].store(u64::from_ne_bytes(value), Ordering::Release);
+        barrier.flush_writes();
+    }
 }
 
 /// The 8-byte doorbell announcing everything before `next`: a control segment's first
@@ -138,11 +164,7 @@ impl<T: TypedTransport> AssistedQueuePair<T> {
             return Err(AssistedError::RingsItself);
         }
         check_slot(&slot)?;
-        let target = ForwardTarget {
-            slot: slot.clone(),
-            memory: pair.sq().memory().clone(),
-            qpn: pair.qpn(),
-        };
+        let target = ForwardTarget::new(slot.clone(), pair.sq().memory(), pair.qpn());
         Ok((Self { pair, slot }, target))
     }
 
@@ -242,11 +264,7 @@ where
         let slot_addr = slot.device_addr().ok_or(AssistedError::SlotNotMapped)?;
         let mut descriptor = *pair.device_queue().raw();
         descriptor.doorbell = slot_addr;
-        let target = ForwardTarget {
-            slot,
-            memory: pair.sq_memory().clone(),
-            qpn: pair.device_qpn(),
-        };
+        let target = ForwardTarget::new(slot, pair.sq_memory(), pair.device_qpn());
         Ok((Self { pair, descriptor }, target))
     }
 
@@ -329,7 +347,7 @@ fn forward(targets: &[ForwardTarget], stop: &AtomicBool) -> ForwarderReport {
             report.polls += 1;
             let next = t.slot.words()[0].load(Ordering::Acquire) & 0xffff;
             if next != *seen {
-                t.memory.announce(next, doorbell_value(next, t.qpn));
+                t.announce(next);
                 *seen = next;
                 report.forwarded += 1;
                 any = true;

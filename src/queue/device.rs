@@ -205,6 +205,7 @@ where
         scope: S,
     ) -> Result<Self, DeviceQueueError> {
         let mut pair = Self {
+            nic_objects: None,
             sq: SendQueue::new(qpn, sq, config.send, scope).map_err(DeviceQueueError::Config)?,
             cq: CompletionQueue::new(cq, config.cq_mode),
             first_error: None,
@@ -227,18 +228,23 @@ where
         let config: &SendQueueConfig = self.sq.config();
         Ok(DeviceQueueDescriptor {
             sq_ring: device_addr(
-                &sq.ring,
+                sq.ring_buffer(),
                 "send ring",
-                sq.size.wqebbs() as usize * WQEBB_BYTES,
+                sq.size().wqebbs() as usize * WQEBB_BYTES,
             )?,
-            sq_dbrec: device_addr(&sq.dbrec, "send doorbell record", 8)? + SEND_DBREC_OFFSET as u64,
-            doorbell: device_addr(&sq.doorbell, "doorbell", 8)?,
-            cq_ring: device_addr(&cq.ring, "CQ ring", cq.entries as usize * CQE_BYTES)?,
-            cq_dbrec: device_addr(&cq.dbrec, "CQ doorbell record", 8)?,
+            sq_dbrec: device_addr(sq.dbrec_buffer(), "send doorbell record", 8)?
+                + SEND_DBREC_OFFSET as u64,
+            doorbell: device_addr(sq.doorbell_buffer(), "doorbell", 8)?,
+            cq_ring: device_addr(
+                cq.ring_buffer(),
+                "CQ ring",
+                cq.entries() as usize * CQE_BYTES,
+            )?,
+            cq_dbrec: device_addr(cq.dbrec_buffer(), "CQ doorbell record", 8)?,
             state: device_addr(state, "producer state", size_of::<DeviceProducerState>())?,
             qpn: self.sq.qpn().get(),
-            log_sq_wqebbs: sq.size.wqebbs().trailing_zeros(),
-            log_cq_entries: cq.entries.trailing_zeros(),
+            log_sq_wqebbs: sq.size().wqebbs().trailing_zeros(),
+            log_cq_entries: cq.entries().trailing_zeros(),
             max_inline: config.limits.max_inline.min(u32::MAX as usize) as u32,
             cq_mode: match self.cq.mode() {
                 CqMode::Ring => 0,
@@ -251,7 +257,7 @@ where
             scope: S::KIND as u32,
             signal_interval: config
                 .max_unsignaled_wqebbs
-                .unwrap_or((sq.size.wqebbs() / 2).max(1)),
+                .unwrap_or((sq.size().wqebbs() / 2).max(1)),
         })
     }
 

@@ -1,4 +1,4 @@
-//! The memory of a host-placed queue pair and the conventions a NIC (hardware or the
+//! The memory of a queue pair, its one owner, and the conventions a NIC (hardware or the
 //! software NIC) and the host share about it.
 //!
 //! | object | size | content |
@@ -8,13 +8,32 @@
 //! | doorbell | 8 B | the last doorbell value: bytes 0..8 of a control segment, stored with release (a UAR register on hardware; memory the software NIC watches otherwise) |
 //! | CQ ring | entries × 64 B, page aligned | CQEs, written by the NIC: bytes 0..56 first, then bytes 56..64 (with the owner bit) as one 64-bit release store; initialised to `op_own = 0xf1` (invalid, owner 1) |
 //! | CQ doorbell record | 8 B | bytes 0..4 big-endian consumer index `& 0xffffff`, stored by the consumer with release after it has read a CQE; bytes 4..8 arm word (unused) |
+//!
+//! # Ownership
+//!
+//! [`SendQueueMemory`] and [`CompletionQueueMemory`] are move-only and their buffers are
+//! private: the one queue that consumes them ([`SendQueue`](super::SendQueue),
+//! [`CompletionQueue`](crate::cq::CompletionQueue), [`QueuePair`](super::QueuePair),
+//! [`SharedSendQueue`](super::SharedSendQueue), or a [`RawSendQueue`](super::RawSendQueue)
+//! for code that plays the producer itself) is the only host code that writes them, so a
+//! published, unretired WQE cannot be overwritten and a CQE cannot be forged from safe
+//! code. Anyone may read them (sizes, addresses, byte copies).
+//!
+//! The NIC side gets a capability instead of a copy: [`SendQueueNicAccess`] and
+//! [`CompletionQueueNicAccess`] expose exactly what a NIC does with the memory (read the
+//! ring and the records, write CQEs, the addresses to register as UMEM). The software NIC
+//! takes them inside the crate; a NIC backend outside it gets them only through the
+//! `unsafe` [`SendQueueMemory::nic_access_unchecked`] and
+//! [`CompletionQueueMemory::nic_access_unchecked`].
 
+use core::fmt;
 use std::sync::Arc;
 
 use core::sync::atomic::Ordering;
 
-use super::placement::{Host, Placement};
-use crate::memory::{DmaBuffer, DmaError};
+use super::placement::{Gpu, Host, Placement, QueueBuffer};
+use crate::cq::CQE_BYTES;
+use crate::memory::{DeviceBuffer, DmaBuffer, DmaError};
 use crate::order::HostBarrier;
 use crate::wqe::{RingSize, WqeIndex, WQEBB_BYTES};
 
@@ -24,21 +43,238 @@ pub const RING_ALIGN: usize = 4096;
 pub const SEND_DBREC_OFFSET: usize = 4;
 /// `op_own` of a CQE nobody has written: opcode 15 (invalid), owner 1.
 pub const CQE_INIT_OP_OWN: u8 = 0xf1;
+/// Length of a doorbell record and of a doorbell.
+pub const RECORD_BYTES: usize = 8;
 
-/// The memory of one send queue, placed in `P`.
-#[derive(Clone, Debug)]
+/// Where one buffer of queue memory is, as plain numbers: what a NIC backend registers as
+/// UMEM and what a kernel is handed. Nothing can be accessed through it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct QueueBufferSpan {
+    /// The address the NIC names it by: the host virtual address of host memory, the
+    /// device address of GPU memory.
+    pub addr: u64,
+    /// The address GPU threads use, if a GPU reaches the buffer.
+    pub device_addr: Option<u64>,
+    /// Length in bytes.
+    pub len: usize,
+}
+
+impl QueueBufferSpan {
+    pub(crate) fn of<B: QueueBuffer>(buffer: &B) -> Self {
+        Self {
+            addr: buffer.addr(),
+            device_addr: buffer.device_addr(),
+            len: buffer.len(),
+        }
+    }
+
+    /// Whether `[addr, addr + len)` shares a byte with this buffer.
+    pub fn overlaps(&self, addr: u64, len: u64) -> bool {
+        let end = self.addr.saturating_add(self.len as u64);
+        let other_end = addr.saturating_add(len);
+        len > 0 && self.len > 0 && addr < end && self.addr < other_end
+    }
+}
+
+/// Why queue memory could not be assembled from the buffers given.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum QueueMemoryError {
+    /// A CQ's entry count that is zero or not a power of two.
+    BadEntries {
+        /// The count given.
+        entries: u32,
+    },
+    /// A buffer whose length is not what its role needs.
+    WrongLength {
+        /// Which buffer.
+        buffer: &'static str,
+        /// Its length.
+        len: usize,
+        /// The length its role needs.
+        expected: usize,
+    },
+    /// Host memory could not be allocated.
+    Memory(DmaError),
+}
+
+impl fmt::Display for QueueMemoryError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::BadEntries { entries } => {
+                write!(f, "{entries} CQ entries: not a nonzero power of two")
+            }
+            Self::WrongLength {
+                buffer,
+                len,
+                expected,
+            } => write!(f, "the {buffer} has {len} bytes, its role needs {expected}"),
+            Self::Memory(e) => e.fmt(f),
+        }
+    }
+}
+
+impl std::error::Error for QueueMemoryError {}
+
+impl From<DmaError> for QueueMemoryError {
+    fn from(e: DmaError) -> Self {
+        Self::Memory(e)
+    }
+}
+
+fn check_len(buffer: &'static str, len: usize, expected: usize) -> Result<(), QueueMemoryError> {
+    if len == expected {
+        Ok(())
+    } else {
+        Err(QueueMemoryError::WrongLength {
+            buffer,
+            len,
+            expected,
+        })
+    }
+}
+
+fn check_entries(entries: u32) -> Result<usize, QueueMemoryError> {
+    if entries == 0 || !entries.is_power_of_two() {
+        return Err(QueueMemoryError::BadEntries { entries });
+    }
+    (entries as usize)
+        .checked_mul(CQE_BYTES)
+        .ok_or(QueueMemoryError::BadEntries { entries })
+}
+
+/// The memory of one send queue, placed in `P`: its ring, doorbell record and doorbell.
+///
+/// Move-only: it cannot be copied, so one queue owns it.
+///
+/// ```compile_fail,E0599
+/// # use ibgda::queue::*; use ibgda::wqe::*;
+/// let memory = SendQueueMemory::allocate(RingSize::new(8).unwrap()).unwrap();
+/// let copy = memory.clone(); // no second owner
+/// ```
+#[derive(Debug)]
 pub struct SendQueueMemory<P: Placement = Host> {
-    /// The ring.
-    pub ring: P::Buffer,
-    /// Its size.
-    pub size: RingSize,
-    /// The doorbell record (8 bytes).
-    pub dbrec: P::Buffer,
-    /// The doorbell (8 bytes): a NIC register, or memory a software NIC watches.
-    pub doorbell: P::Buffer,
+    ring: P::Buffer,
+    size: RingSize,
+    dbrec: P::Buffer,
+    doorbell: P::Buffer,
+}
+
+impl<P: Placement> SendQueueMemory<P> {
+    /// The ring's size.
+    pub fn size(&self) -> RingSize {
+        self.size
+    }
+    /// Where the ring is.
+    pub fn ring(&self) -> QueueBufferSpan {
+        QueueBufferSpan::of(&self.ring)
+    }
+    /// Where the doorbell record is.
+    pub fn dbrec(&self) -> QueueBufferSpan {
+        QueueBufferSpan::of(&self.dbrec)
+    }
+    /// Where the doorbell is.
+    pub fn doorbell(&self) -> QueueBufferSpan {
+        QueueBufferSpan::of(&self.doorbell)
+    }
+
+    /// The ring buffer, for the queue that owns this memory.
+    pub(crate) fn ring_buffer(&self) -> &P::Buffer {
+        &self.ring
+    }
+    /// The doorbell record buffer, for the queue that owns this memory.
+    pub(crate) fn dbrec_buffer(&self) -> &P::Buffer {
+        &self.dbrec
+    }
+    /// The doorbell buffer, for the queue that owns this memory.
+    pub(crate) fn doorbell_buffer(&self) -> &P::Buffer {
+        &self.doorbell
+    }
+
+    /// The NIC's capability to this memory, for the crate's own NIC code (the software NIC,
+    /// control planes).
+    pub(crate) fn nic_access(&self) -> SendQueueNicAccess<P> {
+        SendQueueNicAccess {
+            ring: self.ring.clone(),
+            size: self.size,
+            dbrec: self.dbrec.clone(),
+            doorbell: self.doorbell.clone(),
+        }
+    }
+
+    /// The NIC's capability to this memory, for a NIC backend outside this crate (such as a
+    /// CUDA software NIC).
+    ///
+    /// # Safety
+    ///
+    /// Only a NIC that executes this queue's WQEs may use the capability, and only while
+    /// the queue that owns this memory lives: it lets its holder read the ring the owner
+    /// writes and is the route by which memory the WQEs name is accessed. Using it as
+    /// anything but that NIC (for instance to register the ring as a data region, or to
+    /// keep executing after the queue is gone) breaks the owner's guarantees.
+    pub unsafe fn nic_access_unchecked(&self) -> SendQueueNicAccess<P> {
+        self.nic_access()
+    }
+}
+
+impl<P: Placement> SendQueueMemory<P> {
+    /// Send-queue memory over `ring`, `dbrec` and `doorbell`, checked against `size`.
+    pub(crate) fn from_parts(
+        size: RingSize,
+        ring: P::Buffer,
+        dbrec: P::Buffer,
+        doorbell: P::Buffer,
+    ) -> Result<Self, QueueMemoryError> {
+        check_len("send ring", ring.len(), size.bytes())?;
+        check_len("send doorbell record", dbrec.len(), RECORD_BYTES)?;
+        check_len("doorbell", doorbell.len(), RECORD_BYTES)?;
+        Ok(Self {
+            ring,
+            size,
+            dbrec,
+            doorbell,
+        })
+    }
 }
 
 impl SendQueueMemory<Host> {
+    /// Zeroed host memory for a send queue of `size`.
+    pub fn allocate(size: RingSize) -> Result<Self, DmaError> {
+        Ok(Self {
+            ring: Arc::new(DmaBuffer::zeroed(size.bytes(), RING_ALIGN)?),
+            size,
+            dbrec: Arc::new(DmaBuffer::zeroed(RECORD_BYTES, 64)?),
+            doorbell: Arc::new(DmaBuffer::zeroed(RECORD_BYTES, 64)?),
+        })
+    }
+
+    /// Host memory for a send queue of `size` over buffers made elsewhere (pinned and
+    /// mapped into a GPU, for a GPU producer): the ring must be `size` WQEBBs, the record
+    /// and doorbell 8 bytes each.
+    pub fn from_buffers(
+        size: RingSize,
+        ring: DmaBuffer,
+        dbrec: DmaBuffer,
+        doorbell: DmaBuffer,
+    ) -> Result<Self, QueueMemoryError> {
+        Self::from_parts(size, Arc::new(ring), Arc::new(dbrec), Arc::new(doorbell))
+    }
+
+    /// A copy of the ring's bytes.
+    pub fn ring_bytes(&self) -> Vec<u8> {
+        self.ring.to_vec()
+    }
+    /// A copy of the doorbell record.
+    pub fn dbrec_bytes(&self) -> [u8; 8] {
+        self.dbrec.words()[0].load(Ordering::Acquire).to_ne_bytes()
+    }
+    /// A copy of the doorbell's last value.
+    pub fn doorbell_bytes(&self) -> [u8; 8] {
+        self.doorbell.words()[0]
+            .load(Ordering::Acquire)
+            .to_ne_bytes()
+    }
+
     /// Copies an encoded WQE (whole WQEBBs) into the ring at the slot of `index`,
     /// continuing at the ring's start where it passes the end.
     pub(crate) fn write_wqe(&self, index: WqeIndex, wqe: &[u8]) -> Result<(), DmaError> {
@@ -57,56 +293,318 @@ impl SendQueueMemory<Host> {
     pub(crate) fn announce(&self, next_free: u64, doorbell: [u8; 8]) {
         let barrier = HostBarrier;
         barrier.to_device();
-        let mut record = [0u8; 8];
-        record[SEND_DBREC_OFFSET..].copy_from_slice(&(next_free as u32 & 0xffff).to_be_bytes());
-        self.dbrec.words()[0].store(u64::from_ne_bytes(record), Ordering::Release);
+        self.store_dbrec(send_record(next_free));
         barrier.flush_writes();
-        self.doorbell.words()[0].store(u64::from_ne_bytes(doorbell), Ordering::Release);
+        self.store_doorbell(doorbell);
         barrier.flush_writes();
     }
 
-    /// Zeroed memory for a send queue of `size`.
-    pub fn allocate(size: RingSize) -> Result<Self, DmaError> {
-        Ok(Self {
-            ring: Arc::new(DmaBuffer::zeroed(
-                size.wqebbs() as usize * WQEBB_BYTES,
-                RING_ALIGN,
-            )?),
-            size,
-            dbrec: Arc::new(DmaBuffer::zeroed(8, 64)?),
-            doorbell: Arc::new(DmaBuffer::zeroed(8, 64)?),
-        })
+    /// Stores the doorbell record (one release store).
+    pub(crate) fn store_dbrec(&self, record: [u8; 8]) {
+        self.dbrec.words()[0].store(u64::from_ne_bytes(record), Ordering::Release);
+    }
+    /// Stores the doorbell (one release store).
+    pub(crate) fn store_doorbell(&self, value: [u8; 8]) {
+        self.doorbell.words()[0].store(u64::from_ne_bytes(value), Ordering::Release);
     }
 }
 
-/// The memory of one completion queue, placed in `P`.
-#[derive(Clone, Debug)]
+/// The doorbell record announcing every WQEBB before `next_free`.
+fn send_record(next_free: u64) -> [u8; 8] {
+    let mut record = [0u8; 8];
+    record[SEND_DBREC_OFFSET..].copy_from_slice(&(next_free as u32 & 0xffff).to_be_bytes());
+    record
+}
+
+impl SendQueueMemory<Gpu> {
+    /// GPU memory for a send queue of `size`: the ring must be `size` WQEBBs, the record
+    /// and doorbell 8 bytes each, else [`QueueMemoryError::WrongLength`].
+    pub fn from_device(
+        size: RingSize,
+        ring: DeviceBuffer,
+        dbrec: DeviceBuffer,
+        doorbell: DeviceBuffer,
+    ) -> Result<Self, QueueMemoryError> {
+        Self::from_parts(size, Arc::new(ring), Arc::new(dbrec), Arc::new(doorbell))
+    }
+}
+
+/// The memory of one completion queue, placed in `P`: its ring of 64-byte CQEs and its
+/// doorbell record. Move-only, like [`SendQueueMemory`].
+#[derive(Debug)]
 pub struct CompletionQueueMemory<P: Placement = Host> {
-    /// The ring of 64-byte CQEs.
-    pub ring: P::Buffer,
-    /// Entries in the ring (a power of two).
-    pub entries: u32,
-    /// The CQ doorbell record (8 bytes).
-    pub dbrec: P::Buffer,
+    ring: P::Buffer,
+    entries: u32,
+    dbrec: P::Buffer,
+}
+
+impl<P: Placement> CompletionQueueMemory<P> {
+    /// Entries in the ring (a nonzero power of two).
+    pub fn entries(&self) -> u32 {
+        self.entries
+    }
+    /// Where the ring is.
+    pub fn ring(&self) -> QueueBufferSpan {
+        QueueBufferSpan::of(&self.ring)
+    }
+    /// Where the doorbell record is.
+    pub fn dbrec(&self) -> QueueBufferSpan {
+        QueueBufferSpan::of(&self.dbrec)
+    }
+
+    /// The ring buffer, for the queue that owns this memory.
+    pub(crate) fn ring_buffer(&self) -> &P::Buffer {
+        &self.ring
+    }
+    /// The doorbell record buffer, for the queue that owns this memory.
+    pub(crate) fn dbrec_buffer(&self) -> &P::Buffer {
+        &self.dbrec
+    }
+
+    /// The NIC's capability to this memory, for the crate's own NIC code.
+    pub(crate) fn nic_access(&self) -> CompletionQueueNicAccess<P> {
+        CompletionQueueNicAccess {
+            ring: self.ring.clone(),
+            entries: self.entries,
+            dbrec: self.dbrec.clone(),
+        }
+    }
+
+    /// The NIC's capability to this memory, for a NIC backend outside this crate.
+    ///
+    /// # Safety
+    ///
+    /// Only a NIC that executes the WQEs of the queues completing into this CQ may use the
+    /// capability, and only while the queue that owns this memory lives: a CQE it writes
+    /// retires WQEs and releases the registrations they name, so a CQE for a WQE that was
+    /// not executed lets memory be reused while the WQE can still touch it.
+    pub unsafe fn nic_access_unchecked(&self) -> CompletionQueueNicAccess<P> {
+        self.nic_access()
+    }
+
+    /// CQ memory over `ring` and `dbrec`, checked against `entries` (the ring's contents
+    /// are its maker's: CQEs initialised invalid).
+    pub(crate) fn from_parts(
+        entries: u32,
+        ring: P::Buffer,
+        dbrec: P::Buffer,
+    ) -> Result<Self, QueueMemoryError> {
+        let ring_len = check_entries(entries)?;
+        check_len("CQ ring", ring.len(), ring_len)?;
+        check_len("CQ doorbell record", dbrec.len(), RECORD_BYTES)?;
+        Ok(Self {
+            ring,
+            entries,
+            dbrec,
+        })
+    }
 }
 
 impl CompletionQueueMemory<Host> {
-    /// Memory for a CQ of `entries` (a power of two, at least 1) CQEs, each initialised
+    /// Host memory for a CQ of `entries` (a nonzero power of two) CQEs, each initialised
     /// invalid and hardware-owned.
     pub fn allocate(entries: u32) -> Result<Self, DmaError> {
-        if entries == 0 || !entries.is_power_of_two() {
-            return Err(DmaError::BadLength {
-                len: entries as usize * 64,
-            });
-        }
-        let ring = DmaBuffer::zeroed(entries as usize * 64, RING_ALIGN)?;
-        for i in 0..entries as usize {
-            ring.write(i * 64 + 63, &[CQE_INIT_OP_OWN])?;
-        }
+        let ring_len = check_entries(entries).map_err(|_| DmaError::BadLength {
+            len: (entries as usize).saturating_mul(CQE_BYTES),
+        })?;
+        let ring = DmaBuffer::zeroed(ring_len, RING_ALIGN)?;
+        init_cq_ring(&ring)?;
         Ok(Self {
             ring: Arc::new(ring),
             entries,
-            dbrec: Arc::new(DmaBuffer::zeroed(8, 64)?),
+            dbrec: Arc::new(DmaBuffer::zeroed(RECORD_BYTES, 64)?),
         })
+    }
+
+    /// Host memory for a CQ of `entries` over buffers made elsewhere (pinned and mapped
+    /// into a GPU): the ring must be `entries` × 64 bytes, the record 8. Every CQE is
+    /// initialised invalid and hardware-owned here.
+    pub fn from_buffers(
+        entries: u32,
+        ring: DmaBuffer,
+        dbrec: DmaBuffer,
+    ) -> Result<Self, QueueMemoryError> {
+        let memory = Self::from_parts(entries, Arc::new(ring), Arc::new(dbrec))?;
+        init_cq_ring(&memory.ring)?;
+        memory.dbrec.write(0, &[0; RECORD_BYTES])?;
+        Ok(memory)
+    }
+
+    /// A copy of the ring's bytes.
+    pub fn ring_bytes(&self) -> Vec<u8> {
+        self.ring.to_vec()
+    }
+    /// A copy of the doorbell record.
+    pub fn dbrec_bytes(&self) -> [u8; 8] {
+        self.dbrec.words()[0].load(Ordering::Acquire).to_ne_bytes()
+    }
+}
+
+fn init_cq_ring(ring: &DmaBuffer) -> Result<(), DmaError> {
+    for entry in (0..ring.len()).step_by(CQE_BYTES) {
+        ring.write(entry, &[0; CQE_BYTES - 1])?;
+        ring.write(entry + CQE_BYTES - 1, &[CQE_INIT_OP_OWN])?;
+    }
+    Ok(())
+}
+
+impl CompletionQueueMemory<Gpu> {
+    /// GPU memory for a CQ of `entries` (a nonzero power of two): the ring must be
+    /// `entries` × 64 bytes, initialised with every `op_own` [`CQE_INIT_OP_OWN`] by its
+    /// maker, and the record 8 bytes, else a [`QueueMemoryError`].
+    pub fn from_device(
+        entries: u32,
+        ring: DeviceBuffer,
+        dbrec: DeviceBuffer,
+    ) -> Result<Self, QueueMemoryError> {
+        Self::from_parts(entries, Arc::new(ring), Arc::new(dbrec))
+    }
+}
+
+/// What a NIC may do with one send queue's memory: read the ring, the doorbell record and
+/// the doorbell, and know where they are. Not `Clone`; obtained only by NIC code (see the
+/// [module documentation](self)).
+#[derive(Debug)]
+pub struct SendQueueNicAccess<P: Placement = Host> {
+    ring: P::Buffer,
+    size: RingSize,
+    dbrec: P::Buffer,
+    doorbell: P::Buffer,
+}
+
+impl SendQueueNicAccess<Host> {
+    /// The capability a NIC holds over buffers it was given as UMEM (ring and record) and
+    /// its own doorbell register (a UAR page): for the software NIC's command backend.
+    pub(crate) fn from_registered(
+        size: RingSize,
+        ring: Arc<DmaBuffer>,
+        dbrec: Arc<DmaBuffer>,
+        doorbell: Arc<DmaBuffer>,
+    ) -> Result<Self, QueueMemoryError> {
+        check_len("send ring", ring.len(), size.bytes())?;
+        check_len("send doorbell record", dbrec.len(), RECORD_BYTES)?;
+        check_len("doorbell", doorbell.len(), RECORD_BYTES)?;
+        Ok(Self {
+            ring,
+            size,
+            dbrec,
+            doorbell,
+        })
+    }
+}
+
+impl CompletionQueueNicAccess<Host> {
+    /// The capability a NIC holds over a CQ ring and record it was given as UMEM: for the
+    /// software NIC's command backend.
+    pub(crate) fn from_registered(
+        entries: u32,
+        ring: Arc<DmaBuffer>,
+        dbrec: Arc<DmaBuffer>,
+    ) -> Result<Self, QueueMemoryError> {
+        let ring_len = check_entries(entries)?;
+        check_len("CQ ring", ring.len(), ring_len)?;
+        check_len("CQ doorbell record", dbrec.len(), RECORD_BYTES)?;
+        Ok(Self {
+            ring,
+            entries,
+            dbrec,
+        })
+    }
+}
+
+impl<P: Placement> SendQueueNicAccess<P> {
+    /// The ring's size.
+    pub fn size(&self) -> RingSize {
+        self.size
+    }
+    /// Where the ring is (to register as UMEM).
+    pub fn ring(&self) -> QueueBufferSpan {
+        QueueBufferSpan::of(&self.ring)
+    }
+    /// Where the doorbell record is.
+    pub fn dbrec(&self) -> QueueBufferSpan {
+        QueueBufferSpan::of(&self.dbrec)
+    }
+    /// Where the doorbell is.
+    pub fn doorbell(&self) -> QueueBufferSpan {
+        QueueBufferSpan::of(&self.doorbell)
+    }
+    /// Every buffer of the queue.
+    pub fn spans(&self) -> [QueueBufferSpan; 3] {
+        [self.ring(), self.dbrec(), self.doorbell()]
+    }
+}
+
+impl SendQueueNicAccess<Host> {
+    /// Copies `dst.len()` ring bytes from `offset` (relaxed loads).
+    pub fn read_ring(&self, offset: usize, dst: &mut [u8]) -> Result<(), DmaError> {
+        self.ring.read(offset, dst)
+    }
+    /// The doorbell record word (acquire: the WQEs it covers are visible).
+    pub fn load_dbrec(&self) -> u64 {
+        self.dbrec.words()[0].load(Ordering::Acquire)
+    }
+    /// The doorbell word (acquire).
+    pub fn load_doorbell(&self) -> u64 {
+        self.doorbell.words()[0].load(Ordering::Acquire)
+    }
+}
+
+/// What a NIC may do with one completion queue's memory: write CQEs (body, then the word
+/// with the owner bit, release), read the doorbell record, and know where they are. Not
+/// `Clone`; obtained only by NIC code (see the [module documentation](self)).
+#[derive(Debug)]
+pub struct CompletionQueueNicAccess<P: Placement = Host> {
+    ring: P::Buffer,
+    entries: u32,
+    dbrec: P::Buffer,
+}
+
+impl<P: Placement> CompletionQueueNicAccess<P> {
+    /// Entries in the ring.
+    pub fn entries(&self) -> u32 {
+        self.entries
+    }
+    /// Where the ring is (to register as UMEM).
+    pub fn ring(&self) -> QueueBufferSpan {
+        QueueBufferSpan::of(&self.ring)
+    }
+    /// Where the doorbell record is.
+    pub fn dbrec(&self) -> QueueBufferSpan {
+        QueueBufferSpan::of(&self.dbrec)
+    }
+    /// Every buffer of the CQ.
+    pub fn spans(&self) -> [QueueBufferSpan; 2] {
+        [self.ring(), self.dbrec()]
+    }
+    /// Whether `other` is a capability to the same CQ memory.
+    pub fn same_memory(&self, other: &Self) -> bool {
+        self.ring() == other.ring() && self.dbrec() == other.dbrec()
+    }
+}
+
+impl CompletionQueueNicAccess<Host> {
+    /// Writes `cqe` into entry `slot` (taken modulo the ring): bytes 0..56 first, then
+    /// bytes 56..64 (with the owner bit) as one 64-bit release store, so a poller that
+    /// sees the owner word sees the whole entry.
+    pub fn write_cqe(&self, slot: u32, cqe: &[u8; CQE_BYTES]) {
+        let offset = (slot & (self.entries - 1)) as usize * CQE_BYTES;
+        let words = self.ring.words();
+        let base = offset / 8;
+        crate::memory::copy_in(&words[base..base + 7], 0, &cqe[..CQE_BYTES - 8]);
+        let mut last = [0u8; 8];
+        last.copy_from_slice(&cqe[CQE_BYTES - 8..]);
+        words[base + 7].store(u64::from_ne_bytes(last), Ordering::Release);
+    }
+    /// The CQ doorbell record word (acquire).
+    pub fn load_dbrec(&self) -> u64 {
+        self.dbrec.words()[0].load(Ordering::Acquire)
+    }
+    /// A copy of entry `slot` (taken modulo the ring).
+    pub fn read_cqe(&self, slot: u32) -> [u8; CQE_BYTES] {
+        let mut cqe = [0u8; CQE_BYTES];
+        let offset = (slot & (self.entries - 1)) as usize * CQE_BYTES;
+        crate::memory::copy_out(self.ring.words(), offset, &mut cqe, Ordering::Acquire);
+        cqe
     }
 }

@@ -8,9 +8,14 @@ pub use crate::wqe::{
     AnyTransport, Compact, Dc, Full, Rc, Transport, TransportKind, TypedTransport,
 };
 pub use memory::{
-    CompletionQueueMemory, SendQueueMemory, CQE_INIT_OP_OWN, RING_ALIGN, SEND_DBREC_OFFSET,
+    CompletionQueueMemory, CompletionQueueNicAccess, QueueBufferSpan, QueueMemoryError,
+    SendQueueMemory, SendQueueNicAccess, CQE_INIT_OP_OWN, RECORD_BYTES, RING_ALIGN,
+    SEND_DBREC_OFFSET,
 };
+
+mod raw;
 pub use placement::{Gpu, Host, Placement, PlacementKind, QueueBuffer};
+pub use raw::{RawCompletionQueue, RawSendQueue};
 
 mod send;
 pub use send::{
@@ -19,6 +24,7 @@ pub use send::{
 };
 
 mod pair;
+pub(crate) use pair::NicObjects;
 pub use pair::{
     quiet, CompletionError, DciPool, PollError, Polled, QpConfig, QueuePair, Quiesce, WaitError,
 };

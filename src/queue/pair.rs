@@ -148,6 +148,17 @@ pub struct QpConfig {
     pub cq_mode: CqMode,
 }
 
+/// NIC objects a queue pair keeps until it is dropped (see [`crate::nic`]).
+pub(crate) trait NicObjects: Send + Sync + fmt::Debug {}
+
+impl<T: Transport, P: Placement, S: OrderingScope + ValidFor<P>> QueuePair<T, P, S> {
+    /// The same queue pair, keeping `objects` until it is dropped.
+    pub(crate) fn with_nic_objects(mut self, objects: Box<dyn NicObjects>) -> Self {
+        self.nic_objects = Some(objects);
+        self
+    }
+}
+
 /// A queue pair of transport `T`, placed in `P`, ordered by `S`: send queue, completion
 /// queue and number. One CQ serves one QP here, as in NVSHMEM and DOCA, so a completion
 /// retires this QP's own slots.
@@ -168,6 +179,9 @@ pub struct QueuePair<
     P: Placement = Host,
     S: OrderingScope + ValidFor<P> = HostBarrier,
 > {
+    /// The NIC objects behind the queue (QP, CQ, UMEMs, UAR) when the control plane made
+    /// it: declared first so that they are destroyed before the memory is released.
+    pub(crate) nic_objects: Option<Box<dyn NicObjects>>,
     pub(crate) sq: SendQueue<T, P, S>,
     pub(crate) cq: CompletionQueue<P>,
     pub(crate) first_error: Option<CompletionError>,
@@ -185,6 +199,7 @@ impl<T: Transport> QueuePair<T> {
         config: QpConfig,
     ) -> Result<Self, WqeError> {
         Ok(Self {
+            nic_objects: None,
             sq: SendQueue::new(qpn, sq, config.send, HostBarrier)?,
             cq: CompletionQueue::new(cq, config.cq_mode),
             first_error: None,

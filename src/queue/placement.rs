@@ -25,6 +25,9 @@ pub trait QueueBuffer: Clone + fmt::Debug + Send + Sync + 'static {
     fn is_empty(&self) -> bool {
         self.len() == 0
     }
+    /// The address the NIC names it by: the host virtual address of host memory, the
+    /// device address of GPU memory.
+    fn addr(&self) -> u64;
     /// The address GPU threads use for it, if it is mapped into a GPU.
     fn device_addr(&self) -> Option<u64>;
 }
@@ -32,6 +35,9 @@ pub trait QueueBuffer: Clone + fmt::Debug + Send + Sync + 'static {
 impl QueueBuffer for Arc<DmaBuffer> {
     fn len(&self) -> usize {
         DmaBuffer::len(self)
+    }
+    fn addr(&self) -> u64 {
+        DmaBuffer::addr(self)
     }
     fn device_addr(&self) -> Option<u64> {
         DmaBuffer::device_addr(self)
@@ -41,6 +47,9 @@ impl QueueBuffer for Arc<DmaBuffer> {
 impl QueueBuffer for Arc<DeviceBuffer> {
     fn len(&self) -> usize {
         DeviceBuffer::len(self)
+    }
+    fn addr(&self) -> u64 {
+        DeviceBuffer::addr(self)
     }
     fn device_addr(&self) -> Option<u64> {
         Some(self.addr())

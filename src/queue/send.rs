@@ -195,7 +195,7 @@ impl<T: Transport, P: Placement, S: OrderingScope + ValidFor<P>> fmt::Debug for 
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("SendQueue")
             .field("qpn", &self.qpn)
-            .field("wqebbs", &self.memory.size.wqebbs())
+            .field("wqebbs", &self.memory.size().wqebbs())
             .field("scope", &S::NAME)
             .field("producer", &self.state.producer)
             .field("rung", &self.state.rung)
@@ -212,7 +212,7 @@ impl<T: Transport, P: Placement, S: OrderingScope + ValidFor<P>> SendQueue<T, P,
         config: SendQueueConfig,
         scope: S,
     ) -> Result<Self, WqeError> {
-        let wqebbs = memory.size.wqebbs();
+        let wqebbs = memory.size().wqebbs();
         let half = (wqebbs / 2).max(1);
         let max_unsignaled = config.max_unsignaled_wqebbs.unwrap_or(half);
         if max_unsignaled == 0 || max_unsignaled > half {
@@ -222,12 +222,7 @@ impl<T: Transport, P: Placement, S: OrderingScope + ValidFor<P>> SendQueue<T, P,
                 max: half.into(),
             });
         }
-        if config.limits.max_wqebbs > WqeLimits::MAX_WQEBBS {
-            return Err(WqeError::WqeTooLarge {
-                wqebbs: config.limits.max_wqebbs,
-                max: WqeLimits::MAX_WQEBBS,
-            });
-        }
+        config.limits.validate()?;
         let slots = wqebbs as usize;
         Ok(Self {
             qpn,
@@ -256,7 +251,7 @@ impl<T: Transport, P: Placement, S: OrderingScope + ValidFor<P>> SendQueue<T, P,
     }
     /// The ring's size.
     pub fn size(&self) -> RingSize {
-        self.memory.size
+        self.memory.size()
     }
     /// The queue's memory.
     pub fn memory(&self) -> &SendQueueMemory<P> {
@@ -272,7 +267,7 @@ impl<T: Transport, P: Placement, S: OrderingScope + ValidFor<P>> SendQueue<T, P,
     }
     /// WQEBBs free for reservation.
     pub fn free_wqebbs(&self) -> u32 {
-        self.memory.size.wqebbs() - (self.state.producer - self.state.retired) as u32
+        self.memory.size().wqebbs() - (self.state.producer - self.state.retired) as u32
     }
     /// The producer counter: the next free WQEBB (free-running).
     pub fn producer(&self) -> u64 {
@@ -304,24 +299,39 @@ impl<T: Transport, P: Placement, S: OrderingScope + ValidFor<P>> SendQueue<T, P,
     /// Retires every WQE up to and including the one starting at `wqe_counter` (a CQE's
     /// 16-bit WQE index). Returns the new retirement counter, or `None` if no posted,
     /// unretired WQE starts there: the NIC's memory is not trusted.
+    ///
+    /// The WQE must be one the producer published: walking the published WQEs from the
+    /// retirement counter (by their recorded sizes) must land on it, and it must end at or
+    /// before the producer counter. Sizes recorded in slots past the producer (left by a
+    /// reservation that was never published, even one `mem::forget`-ten) are never trusted.
     pub(crate) fn retire_through(&mut self, wqe_counter: u16) -> Option<u64> {
         let st = &mut self.state;
         let delta = wqe_counter.wrapping_sub(st.retired as u16);
-        let start = st.retired + u64::from(delta);
+        let start = st.retired.checked_add(u64::from(delta))?;
         if start >= st.producer {
             return None;
         }
-        let mask = (self.memory.size.wqebbs() - 1) as u64;
-        let len = st.wqe_wqebbs[(start & mask) as usize];
-        if len == 0 {
-            return None;
-        }
-        // Walk the WQEs being retired so their slots and registrations are released.
-        let end = start + u64::from(len);
+        let mask = u64::from(self.memory.size().wqebbs() - 1);
+        // Find the WQE: every step is a published WQE's size, inside the producer.
+        let mut at = st.retired;
+        let end = loop {
+            let len = u64::from(st.wqe_wqebbs[(at & mask) as usize]);
+            let next = at
+                .checked_add(len)
+                .filter(|&n| len > 0 && n <= st.producer)?;
+            if at == start {
+                break next;
+            }
+            if next > start {
+                return None; // `start` lies inside a WQE
+            }
+            at = next;
+        };
+        // Release the slots and registrations of the WQEs retired.
         let mut at = st.retired;
         while at < end {
             let slot = (at & mask) as usize;
-            let step = u64::from(st.wqe_wqebbs[slot].max(1));
+            let step = u64::from(st.wqe_wqebbs[slot]);
             st.wqe_wqebbs[slot] = 0;
             st.keep_alive[slot] = None;
             at += step;
@@ -369,7 +379,7 @@ impl<T: Transport> SendQueue<T, Host, HostBarrier> {
     /// let wqe = RdmaWrite::new(RemoteAddress::new(0x1000, RKey(1))).inline(&payload).build()?;
     /// let ticket = sq.post(&wqe, &[]).unwrap(); // inline data names no local memory
     /// assert_eq!(ticket.end(), 1);
-    /// assert_eq!(sq.memory().dbrec.to_vec()[4..8], [0, 0, 0, 1]);
+    /// assert_eq!(sq.memory().dbrec_bytes()[4..8], [0, 0, 0, 1]);
     /// # Ok::<(), WqeError>(())
     /// ```
     pub fn post<W: WqeSpec<Transport = T>>(
@@ -561,7 +571,7 @@ impl<T: Transport> Reservation<'_, T> {
     ) -> Result<(), PostError> {
         let left = self.remaining();
         let q = &mut *self.queue;
-        let wqebbs = q.config.limits.check(wqe, q.memory.size)?;
+        let wqebbs = q.config.limits.check(wqe, q.memory.size())?;
         if wqebbs > left {
             return Err(PostError::ReservationExhausted {
                 needed: wqebbs,
@@ -590,11 +600,11 @@ impl<T: Transport> Reservation<'_, T> {
             .write_wqe(index, &st.scratch[..bytes])
             .map_err(|_| {
                 PostError::Wqe(WqeError::RingTooSmall {
-                    ring_wqebbs: q.memory.size.wqebbs(),
+                    ring_wqebbs: q.memory.size().wqebbs(),
                     wqe_wqebbs: wqebbs,
                 })
             })?;
-        let slot = q.memory.size.slot(index);
+        let slot = q.memory.size().slot(index);
         st.wqe_wqebbs[slot] = wqebbs as u8;
         st.keep_alive[slot] = keep;
         st.last_ctrl.copy_from_slice(&st.scratch[..8]);
@@ -632,7 +642,7 @@ impl<T: Transport> Drop for Reservation<'_, T> {
             // the doorbell record, which never covered these slots.
             let q = &mut *self.queue;
             (q.state.unsignaled, q.state.last_ctrl) = self.saved;
-            let mask = (q.memory.size.wqebbs() - 1) as u64;
+            let mask = (q.memory.size().wqebbs() - 1) as u64;
             let mut at = self.start;
             while at < self.cursor {
                 let slot = (at & mask) as usize;

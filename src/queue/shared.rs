@@ -55,17 +55,31 @@ impl PublicationCounters {
     }
 
     /// Reserves `wqebbs`: the first reserved WQEBB, or the free count if they do not fit.
+    ///
+    /// `reserved` is loaded before `retired`; a thread preempted between the two loads can
+    /// find `retired` past the `reserved` it holds (others reserved, published and retired
+    /// meanwhile). Then its `reserved` is stale: the in-flight count is computed with
+    /// wrapping arithmetic, and a count larger than the ring means "reload and retry",
+    /// never a free count.
     pub fn reserve(&self, wqebbs: u64) -> Result<u64, u64> {
         let mut start = self.reserved.load(Ordering::Relaxed);
         loop {
             let retired = self.retired.load(Ordering::Acquire);
-            let free = self.capacity - (start - retired);
+            let in_flight = start.wrapping_sub(retired);
+            if in_flight > self.capacity {
+                // Stale `start`: the acquire load of `retired` saw a retirement that came
+                // after a newer reservation, so reloading `reserved` sees at least that.
+                start = self.reserved.load(Ordering::Relaxed);
+                spin_wait();
+                continue;
+            }
+            let free = self.capacity - in_flight;
             if wqebbs > free {
                 return Err(free);
             }
             match self.reserved.compare_exchange(
                 start,
-                start + wqebbs,
+                start.wrapping_add(wqebbs),
                 Ordering::AcqRel,
                 Ordering::Relaxed,
             ) {
@@ -180,7 +194,7 @@ impl<T: Transport> SharedSendQueue<T> {
         cq: CompletionQueueMemory,
         config: SharedQueueConfig,
     ) -> Result<Self, crate::wqe::WqeError> {
-        let wqebbs = sq.size.wqebbs();
+        let wqebbs = sq.size().wqebbs();
         let half = (wqebbs / 2).max(1);
         if config.signal_interval == 0 || config.signal_interval > half {
             return Err(crate::wqe::WqeError::FieldOutOfRange {
@@ -189,6 +203,7 @@ impl<T: Transport> SharedSendQueue<T> {
                 max: half.into(),
             });
         }
+        config.limits.validate()?;
         if config.doorbell_batch == 0 {
             return Err(crate::wqe::WqeError::ZeroLength {
                 what: "doorbell batch",
@@ -307,7 +322,7 @@ impl<T: Transport> SharedSendQueue<T> {
     /// Encodes `wqe` at `at` (inside the caller's reservation, `left` WQEBBs remaining);
     /// returns its WQEBBs.
     fn write_at<W: WqeSpec>(&self, at: u64, left: u64, wqe: &Wqe<W>) -> Result<u32, PostError> {
-        let size = self.memory.size;
+        let size = self.memory.size();
         let wqebbs = self.config.limits.check(wqe, size)?;
         if u64::from(wqebbs) > left {
             return Err(PostError::ReservationExhausted {
@@ -434,26 +449,35 @@ impl<T: Transport> SharedSendQueue<T> {
         }))
     }
 
+    /// Retires every WQE up to and including the one starting at `wqe_counter`, if a
+    /// published WQE starts there: walking the published WQEs from `retired` by their
+    /// recorded sizes must land on it, and it must end within the published prefix (sizes
+    /// recorded past it belong to reservations still being written, or never published).
     fn retire_through(&self, state: &mut CompletionState, wqe_counter: u16) -> Option<u64> {
+        use std::sync::atomic::Ordering::Relaxed;
         let retired = self.counters.retired();
         let published = self.counters.ready();
-        let start = retired + u64::from(wqe_counter.wrapping_sub(retired as u16));
+        let start = retired.checked_add(u64::from(wqe_counter.wrapping_sub(retired as u16)))?;
         if start >= published {
             return None;
         }
-        let mask = u64::from(self.memory.size.wqebbs() - 1);
-        let len =
-            self.wqe_wqebbs[(start & mask) as usize].load(std::sync::atomic::Ordering::Relaxed);
-        if len == 0 {
-            return None;
-        }
-        let end = start + u64::from(len);
+        let mask = u64::from(self.memory.size().wqebbs() - 1);
+        let mut at = retired;
+        let end = loop {
+            let len = u64::from(self.wqe_wqebbs[(at & mask) as usize].load(Relaxed));
+            let next = at.checked_add(len).filter(|&n| len > 0 && n <= published)?;
+            if at == start {
+                break next;
+            }
+            if next > start {
+                return None; // `start` lies inside a WQE
+            }
+            at = next;
+        };
         let mut at = retired;
         while at < end {
             let slot = (at & mask) as usize;
-            let step = self.wqe_wqebbs[slot]
-                .swap(0, std::sync::atomic::Ordering::Relaxed)
-                .max(1);
+            let step = self.wqe_wqebbs[slot].swap(0, Relaxed);
             state.keep_alive[slot] = None;
             at += u64::from(step);
         }
@@ -462,7 +486,7 @@ impl<T: Transport> SharedSendQueue<T> {
     }
 
     fn keep(&self, slot_counter: u64, keep: KeepAlive) {
-        let mask = u64::from(self.memory.size.wqebbs() - 1);
+        let mask = u64::from(self.memory.size().wqebbs() - 1);
         lock(&self.completion).keep_alive[(slot_counter & mask) as usize] = Some(keep);
     }
 

@@ -1,14 +1,13 @@
 //! Completion queues as the NIC sees them: the producer side of a CQ ring, overrun
 //! detection, and the encoding of requester, responder and error CQEs.
 
-use core::sync::atomic::Ordering;
 use std::collections::BTreeSet;
 
 use zerocopy::byteorder::big_endian::{U16, U32};
 use zerocopy::transmute;
 
 use crate::cq::{Cqe64, CqeOpcode, ErrorCqe64, CQE_BYTES};
-use crate::queue::CompletionQueueMemory;
+use crate::queue::CompletionQueueNicAccess;
 
 use crate::cq::CqMode;
 
@@ -29,7 +28,7 @@ pub(crate) enum CqRefusal {
 /// The NIC's side of one completion queue.
 #[derive(Debug)]
 pub(crate) struct CqState {
-    pub(crate) memory: CompletionQueueMemory,
+    pub(crate) memory: CompletionQueueNicAccess,
     pub(crate) mode: CqMode,
     log2_entries: u32,
     /// Free-running count of CQEs written.
@@ -37,19 +36,24 @@ pub(crate) struct CqState {
     pub(crate) error: bool,
     /// Queue numbers using the CQ (send or receive side).
     pub(crate) users: BTreeSet<u32>,
+    /// Made by CREATE_CQ: it lives until DESTROY_CQ, not until its last user goes.
+    pub(crate) held: bool,
 }
 
 impl CqState {
     /// A CQ over `memory`, which must be `entries` (a power of two) 64-byte CQEs.
-    pub(crate) fn new(memory: CompletionQueueMemory, mode: CqMode) -> Result<Self, &'static str> {
-        let entries = memory.entries;
+    pub(crate) fn new(
+        memory: CompletionQueueNicAccess,
+        mode: CqMode,
+    ) -> Result<Self, &'static str> {
+        let entries = memory.entries();
         if entries == 0 || !entries.is_power_of_two() || entries > MAX_CQ_ENTRIES {
             return Err("CQ entries must be a power of two from 1 to 2^22");
         }
-        if memory.ring.len() != entries as usize * CQE_BYTES {
+        if memory.ring().len != entries as usize * CQE_BYTES {
             return Err("CQ ring length is not entries × 64 bytes");
         }
-        if memory.dbrec.len() < 8 {
+        if memory.dbrec().len < 8 {
             return Err("CQ doorbell record is shorter than 8 bytes");
         }
         Ok(Self {
@@ -59,17 +63,14 @@ impl CqState {
             producer: 0,
             error: false,
             users: BTreeSet::new(),
+            held: false,
         })
     }
 
     /// The consumer index the consumer last published (bytes 0..4 of the CQ doorbell
     /// record, big-endian, 24 bits).
     fn consumer_index(&self) -> u32 {
-        let word = match self.memory.dbrec.word(0) {
-            Ok(word) => word.load(Ordering::Acquire),
-            // Checked at creation; an unreadable record reads as "nothing consumed".
-            Err(_) => 0,
-        };
+        let word = self.memory.load_dbrec();
         let bytes = word.to_ne_bytes();
         u32::from_be_bytes([bytes[0], bytes[1], bytes[2], bytes[3]]) & INDEX_MASK
     }
@@ -81,7 +82,7 @@ impl CqState {
         }
         if self.mode == CqMode::Ring {
             let outstanding = self.producer.wrapping_sub(self.consumer_index()) & INDEX_MASK;
-            if outstanding >= self.memory.entries {
+            if outstanding >= self.memory.entries() {
                 return Err(CqRefusal::Overrun);
             }
         }
@@ -98,21 +99,12 @@ impl CqState {
             return Err(refusal);
         }
         let slot = match self.mode {
-            CqMode::Ring => self.producer & (self.memory.entries - 1),
+            CqMode::Ring => self.producer & (self.memory.entries() - 1),
             CqMode::Collapsed => 0,
         };
         let owner = ((self.producer >> self.log2_entries) & 1) as u8;
         cqe[CQE_BYTES - 1] = (cqe[CQE_BYTES - 1] & !1) | owner;
-        let offset = slot as usize * CQE_BYTES;
-        let mut last = [0u8; 8];
-        last.copy_from_slice(&cqe[56..]);
-        // The ring's length was checked at creation, so neither access fails; if one did,
-        // the CQE would be lost rather than half-written.
-        if self.memory.ring.write(offset, &cqe[..56]).is_ok() {
-            if let Ok(word) = self.memory.ring.word(offset + 56) {
-                word.store(u64::from_ne_bytes(last), Ordering::Release);
-            }
-        }
+        self.memory.write_cqe(slot, &cqe);
         self.producer = self.producer.wrapping_add(1);
         Ok(())
     }

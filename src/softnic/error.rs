@@ -55,6 +55,25 @@ pub enum SoftNicError {
     },
     /// The CQ memory is already a CQ, described differently (mode, size or record).
     CqConflict,
+    /// A region (or new queue memory) shares bytes with queue memory the fabric knows: a
+    /// ring, record or doorbell is never a data region, and never two queues' memory.
+    OverlapsQueueMemory {
+        /// First byte of the range refused.
+        addr: u64,
+        /// Its length.
+        len: u64,
+        /// The queue memory it overlaps.
+        queue: crate::queue::QueueBufferSpan,
+    },
+    /// New queue memory shares bytes with a registered region.
+    OverlapsRegion {
+        /// The queue memory refused.
+        queue: crate::queue::QueueBufferSpan,
+        /// First byte of the region.
+        region_addr: u64,
+        /// The region's length.
+        region_len: u64,
+    },
     /// The queue is not an RC queue pair.
     NotReliableConnected {
         /// The queue number.
@@ -98,6 +117,20 @@ impl fmt::Display for SoftNicError {
             Self::QueueNumbersExhausted => f.write_str("no queue numbers left"),
             Self::UnknownQueue { number } => write!(f, "no queue {number:#08x}"),
             Self::InvalidQueueMemory { what } => write!(f, "invalid queue memory: {what}"),
+            Self::OverlapsQueueMemory { addr, len, queue } => write!(
+                f,
+                "{addr:#x}+{len} overlaps queue memory at {:#x}+{}",
+                queue.addr, queue.len
+            ),
+            Self::OverlapsRegion {
+                queue,
+                region_addr,
+                region_len,
+            } => write!(
+                f,
+                "queue memory at {:#x}+{} overlaps the registered region {region_addr:#x}+{region_len}",
+                queue.addr, queue.len
+            ),
             Self::CqConflict => {
                 f.write_str("the CQ memory is already a CQ with another mode, size or record")
             }

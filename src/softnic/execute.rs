@@ -1,12 +1,11 @@
 //! The data path: doorbell watching, WQE fetch and execution, responses and completions.
 
-use core::sync::atomic::Ordering;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use crate::cq::Syndrome;
 use crate::memory::DmaBuffer;
-use crate::queue::SendQueueMemory;
+use crate::queue::SendQueueNicAccess;
 use crate::wqe::segment::{DataSegment, MAX_DS, OCTOWORD_BYTES, WQEBB_BYTES};
 use crate::wqe::{
     parse_fetched_wqe, wqebbs_for_ds, AnyDcTarget, AtomicOp, Opcode, ParseError, ParsedData,
@@ -29,6 +28,18 @@ use super::region::{Access, Region};
 const FETCH_CAPACITY: usize = MAX_DS as usize * OCTOWORD_BYTES;
 /// Bytes a WRITE moves per copy.
 const COPY_CHUNK: usize = 4096;
+/// Bytes a WRITE of at most this length moves per copy (a smaller buffer to clear).
+const SMALL_COPY_CHUNK: usize = 256;
+
+/// Why [`FabricState::serve`] stopped executing a queue's WQEs in one borrow.
+enum Served {
+    /// Everything published ran and the wire drained.
+    Drained,
+    /// The step's WQE budget is spent.
+    OutOfBudget,
+    /// A CQ overran: its effects on other queues apply before anything else runs.
+    Overrun,
+}
 
 /// What one WQE's execution may touch besides its own send queue.
 struct Ctx<'a> {
@@ -82,25 +93,35 @@ impl FabricState {
         let Some(limit) = self.observe(qpn, counters, report) else {
             return;
         };
+        if self.peer_not_ready(qpn) {
+            return;
+        }
+        // One fetch buffer for every WQE of this pass (each fetch overwrites what it uses).
+        let mut fetched = [0u8; FETCH_CAPACITY];
         loop {
-            let Some(sq) = self.sqs.get(&qpn) else {
-                return;
-            };
-            let pending = limit.wrapping_sub(sq.consumer as u16);
-            if pending == 0 {
-                // Everything published has executed: the wire drains.
-                self.with_queue(qpn, counters, report, settle);
-                self.apply_effects(counters, report);
-                return;
-            }
-            if *budget == 0 {
-                return;
-            }
-            *budget -= 1;
-            self.with_queue(qpn, counters, report, |sq, ctx| {
-                execute_next(sq, pending, ctx)
+            // Execute in one borrow of the queue until it drains, the budget ends, or a
+            // CQ overran: that changes other queues, so it is applied before going on.
+            let served = self.with_queue(qpn, counters, report, |sq, ctx| loop {
+                let pending = limit.wrapping_sub(sq.consumer as u16);
+                if pending == 0 {
+                    // Everything published has executed: the wire drains.
+                    settle(sq, ctx);
+                    return Served::Drained;
+                }
+                if *budget == 0 {
+                    return Served::OutOfBudget;
+                }
+                *budget -= 1;
+                execute_next(sq, pending, ctx, &mut fetched);
+                if !ctx.effects.overrun_cqs.is_empty() {
+                    return Served::Overrun;
+                }
             });
             self.apply_effects(counters, report);
+            match served {
+                Some(Served::Overrun) => continue,
+                None | Some(Served::Drained | Served::OutOfBudget) => return,
+            }
         }
     }
 
@@ -113,7 +134,7 @@ impl FabricState {
         report: &mut StepReport,
     ) -> Option<u16> {
         let sq = self.sqs.get_mut(&qpn)?;
-        let doorbell = sq.memory.doorbell.word(0).ok()?.load(Ordering::Acquire);
+        let doorbell = sq.memory.load_doorbell();
         let mut rung = false;
         if doorbell != sq.last_doorbell {
             sq.last_doorbell = doorbell;
@@ -137,7 +158,26 @@ impl FabricState {
                 sq.armed_limit?
             }
         };
-        (sq.state != QpState::Init).then_some(limit)
+        // A queue made by command runs into its state check (a WQE before RTS is an
+        // error); an unconnected queue of `Fabric::create_qp` waits.
+        (sq.commanded || sq.state != QpState::Init).then_some(limit)
+    }
+
+    /// Whether an RC queue's peer is a queue pair made by command that is still in RESET or
+    /// INIT: its packets would be dropped there and retransmitted, so the queue's next WQE
+    /// waits (as the retries of the hardware would) until the peer reaches RTR.
+    fn peer_not_ready(&self, qpn: u32) -> bool {
+        let Some(sq) = self.sqs.get(&qpn) else {
+            return false;
+        };
+        if sq.transport != TransportKind::Rc || sq.state != QpState::ReadyToSend {
+            return false;
+        }
+        sq.peer
+            .and_then(|peer| self.sqs.get(&peer))
+            .is_some_and(|peer| {
+                peer.commanded && matches!(peer.state, QpState::Reset | QpState::Init)
+            })
     }
 
     /// Runs `f` on one send queue with everything else it may touch.
@@ -226,47 +266,57 @@ impl FabricState {
 }
 
 /// The send counter of a doorbell record: bytes 4..8 big-endian, low 16 bits.
-fn read_send_record(memory: &SendQueueMemory) -> Option<u16> {
-    let word = memory.dbrec.word(0).ok()?.load(Ordering::Acquire);
+fn read_send_record(memory: &SendQueueNicAccess) -> Option<u16> {
+    let word = memory.load_dbrec();
     let bytes = word.to_ne_bytes();
     Some(u32::from_be_bytes([bytes[4], bytes[5], bytes[6], bytes[7]]) as u16)
 }
 
 /// Copies `dst.len()` bytes out of a ring starting at byte `start`, continuing at the
 /// ring's start past its end. `dst` is never longer than the ring.
-fn read_wrapped(ring: &DmaBuffer, start: usize, dst: &mut [u8]) {
-    let first = dst.len().min(ring.len().saturating_sub(start));
+fn read_wrapped(ring: &SendQueueNicAccess, start: usize, dst: &mut [u8]) {
+    let first = dst.len().min(ring.ring().len.saturating_sub(start));
     let (head, tail) = dst.split_at_mut(first);
     // Both ranges lie inside the ring (its length was checked when the queue was made);
-    // if a read failed the bytes would stay zero, which parses as a malformed WQE.
-    let _ = ring.read(start, head);
-    let _ = ring.read(0, tail);
+    // if a read failed the bytes are zeroed, which parses as a malformed WQE.
+    if ring.read_ring(start, head).is_err() {
+        head.fill(0);
+    }
+    if ring.read_ring(0, tail).is_err() {
+        tail.fill(0);
+    }
 }
 
 /// Copies the WQE at the consumer counter out of the ring: the control segment, then the
 /// octowords its DS claims (at most the ring's size). Returns the bytes fetched.
-fn fetch(memory: &SendQueueMemory, consumer: u64, buffer: &mut [u8; FETCH_CAPACITY]) -> usize {
-    let ring = &memory.ring;
-    let slots = memory.size.wqebbs() as usize;
+fn fetch(memory: &SendQueueNicAccess, consumer: u64, buffer: &mut [u8; FETCH_CAPACITY]) -> usize {
+    let ring = memory;
+    let ring_len = memory.ring().len;
+    let slots = memory.size().wqebbs() as usize;
     let start = (consumer as usize & (slots - 1)) * WQEBB_BYTES;
     read_wrapped(ring, start, &mut buffer[..OCTOWORD_BYTES]);
     let ds = usize::from(buffer[7] & MAX_DS).max(1);
-    let len = (ds * OCTOWORD_BYTES).min(ring.len());
+    let len = (ds * OCTOWORD_BYTES).min(ring_len);
     // The rest is read after the DS, from the same copy of the control segment, so the
     // parser sees one consistent WQE even if the host rewrites the slot meanwhile.
     read_wrapped(
         ring,
-        (start + OCTOWORD_BYTES) % ring.len(),
+        (start + OCTOWORD_BYTES) % ring_len,
         &mut buffer[OCTOWORD_BYTES..len],
     );
     len
 }
 
 /// Consumes the WQE at the consumer counter: executes it, or fails it, or flushes it.
-/// `pending` is the number of published WQEBBs from the consumer counter on.
-fn execute_next(sq: &mut SendQueueState, pending: u16, ctx: &mut Ctx<'_>) {
-    let mut fetched = [0u8; FETCH_CAPACITY];
-    let len = fetch(&sq.memory, sq.consumer, &mut fetched);
+/// `pending` is the number of published WQEBBs from the consumer counter on; `fetched`
+/// is scratch space for the WQE's bytes.
+fn execute_next(
+    sq: &mut SendQueueState,
+    pending: u16,
+    ctx: &mut Ctx<'_>,
+    fetched: &mut [u8; FETCH_CAPACITY],
+) {
+    let len = fetch(&sq.memory, sq.consumer, fetched);
     let opcode = fetched[3];
     let ds = fetched[7] & MAX_DS;
     let index = sq.consumer as u16;
@@ -279,7 +329,9 @@ fn execute_next(sq: &mut SendQueueState, pending: u16, ctx: &mut Ctx<'_>) {
         flush(sq, index, opcode, ctx);
         return;
     }
-    let outcome = if wqebbs > u32::from(pending) {
+    let outcome = if sq.state != QpState::ReadyToSend {
+        Err(Fault::NotReadyToSend { state: sq.state })
+    } else if wqebbs > u32::from(pending) {
         Err(Fault::Unpublished {
             wqebbs,
             published: pending,
@@ -500,6 +552,17 @@ fn resolve_local<'n>(
     })
 }
 
+/// Whether the responding queue accepts the operation (`rwe`, `rre`, `rae` of its
+/// context); hardware answers a disabled one with a remote access error.
+fn check_enabled(responder: u32, needed: Access, ctx: &Ctx<'_>) -> Result<(), Fault> {
+    match ctx.responders.get(&responder) {
+        Some(r) if !r.enabled.contains(needed) => {
+            Err(Fault::ResponderAccessDisabled { responder, needed })
+        }
+        _ => Ok(()),
+    }
+}
+
 /// A remote range through the responder node's rkey table.
 fn resolve_remote(
     node: &NodeState,
@@ -540,7 +603,15 @@ fn route<'a>(
             let responder = ctx
                 .responders
                 .get(&peer)
-                .filter(|r| r.dc_key.is_none() && !r.error);
+                .filter(|r| r.dc_key.is_none() && !r.error)
+                .filter(|r| {
+                    // A peer connected by INIT2RTR is reached at the LID the command gave.
+                    sq.peer_lid.is_none_or(|lid| {
+                        ctx.nodes
+                            .get(r.node.0 as usize)
+                            .is_some_and(|n| n.lid == lid)
+                    })
+                });
             responder.ok_or(Fault::ResponderUnavailable { responder: peer })?;
             peer
         }
@@ -608,7 +679,10 @@ fn perform_write(
     let (responder, node) = route(sq, wqe, ctx)?;
     let destination = match len {
         0 => None,
-        _ => Some(resolve_remote(node, remote, len, Access::REMOTE_WRITE)?),
+        _ => {
+            check_enabled(responder, Access::REMOTE_WRITE, ctx)?;
+            Some(resolve_remote(node, remote, len, Access::REMOTE_WRITE)?)
+        }
     };
     let with_imm = wqe.opcode == Opcode::RdmaWriteImm;
     let receive_cq = if with_imm {
@@ -628,13 +702,22 @@ fn perform_write(
                 store(target, destination.offset + head.len(), tail);
             }
             ParsedData::Pointers(segments) => {
-                let mut chunk = [0u8; COPY_CHUNK];
+                // A bounce buffer no larger than needed: zeroing 4 KiB for a short
+                // message would cost more than moving it.
+                let mut small = [0u8; SMALL_COPY_CHUNK];
+                let mut large;
+                let chunk: &mut [u8] = if len <= SMALL_COPY_CHUNK as u64 {
+                    &mut small
+                } else {
+                    large = [0u8; COPY_CHUNK];
+                    &mut large
+                };
                 let mut at = destination.offset;
                 for segment in segments.iter() {
                     let source = resolve_local(local, segment, false)?;
                     let mut done = 0;
                     while done < source.len {
-                        let n = (source.len - done).min(COPY_CHUNK);
+                        let n = (source.len - done).min(chunk.len());
                         let _ = source
                             .region
                             .buffer
@@ -731,9 +814,10 @@ fn perform_read(
     for segment in segments.iter().flat_map(|s| s.iter()) {
         resolve_local(local, segment, true)?;
     }
-    let (_, node) = route(sq, wqe, ctx)?;
+    let (responder, node) = route(sq, wqe, ctx)?;
     let mut response = Vec::new();
     if len > 0 {
+        check_enabled(responder, Access::REMOTE_READ, ctx)?;
         let source = resolve_remote(node, remote, len, Access::REMOTE_READ)?;
         // The responder reads now; the bytes land locally when the response arrives.
         let mut at = source.offset;
@@ -769,7 +853,8 @@ fn perform_atomic_wqe(
     let local = local_node(sq, ctx)?;
     // The parser checked that the result segment's length is the operand size.
     let destination = resolve_local(local, result, true)?;
-    let (_, node) = route(sq, wqe, ctx)?;
+    let (responder, node) = route(sq, wqe, ctx)?;
+    check_enabled(responder, Access::REMOTE_ATOMIC, ctx)?;
     let misaligned = Fault::MisalignedAtomic {
         addr: remote.addr,
         align: size,

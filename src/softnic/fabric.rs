@@ -7,7 +7,10 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use crate::cq::CqMode;
 use crate::memory::DmaBuffer;
-use crate::queue::{CompletionQueueMemory, SendQueueMemory};
+use crate::queue::{
+    CompletionQueueMemory, CompletionQueueNicAccess, QueueBufferSpan, SendQueueMemory,
+    SendQueueNicAccess,
+};
 use crate::wqe::{Qpn, TransportKind};
 
 use super::completion::CqState;
@@ -15,7 +18,7 @@ use super::counters::{CounterBlock, Counters, StepReport};
 use super::engine::EngineHandle;
 use super::error::SoftNicError;
 use super::fault::Fault;
-use super::region::{Access, KeySpace, MemoryRegion, Region};
+use super::region::{Access, KeySpace, KeyTable, MemoryRegion, Region};
 
 /// The largest message a queue accepts unless configured otherwise: 1 GiB (NVSHMEM's
 /// `IBGDA_LOG_MAX_MSG_SIZE` of 30).
@@ -110,28 +113,31 @@ pub enum DoorbellWatch {
 }
 
 /// The receive side of a queue: where WRITE_WITH_IMM completions go.
-#[derive(Clone, Debug)]
-pub struct ReceiveConfig {
-    /// The receive CQ (it may be the send CQ, or another queue's CQ).
-    pub cq: CompletionQueueMemory,
+#[derive(Clone, Copy, Debug)]
+pub struct ReceiveConfig<'m> {
+    /// The receive CQ (it may be the send CQ, or another queue's CQ). The fabric keeps a
+    /// NIC capability to it; the memory itself stays with its owner.
+    pub cq: &'m CompletionQueueMemory,
     /// How CQEs are placed in it.
     pub cq_mode: CqMode,
 }
 
-/// How to make a queue pair.
-#[derive(Clone, Debug)]
-pub struct QpConfig {
+/// How to make a queue pair. The memory is borrowed: the fabric keeps NIC capabilities to
+/// it, and its owner (a [`QueuePair`](crate::queue::QueuePair), a
+/// [`RawSendQueue`](crate::queue::RawSendQueue), ...) takes it afterwards.
+#[derive(Clone, Copy, Debug)]
+pub struct QpConfig<'m> {
     /// RC (connected with [`Fabric::connect`]) or DC initiator.
     pub transport: TransportKind,
     /// The send queue's memory.
-    pub sq: SendQueueMemory,
-    /// The send CQ's memory. Queues given the same ring share one CQ.
-    pub cq: CompletionQueueMemory,
+    pub sq: &'m SendQueueMemory,
+    /// The send CQ's memory. Queues given the same CQ memory share one CQ.
+    pub cq: &'m CompletionQueueMemory,
     /// How CQEs are placed in the send CQ.
     pub cq_mode: CqMode,
     /// The receive side (RC only; DC initiators receive nothing). Without it the queue
     /// cannot take receive credits, so a WRITE_WITH_IMM to it fails with RNR.
-    pub receive: Option<ReceiveConfig>,
+    pub receive: Option<ReceiveConfig<'m>>,
     /// The longest message (WRITE, READ or DUMP length) the queue accepts.
     pub max_message_bytes: u64,
     /// How many more WQEs of this queue execute before a READ or atomic response lands in
@@ -141,10 +147,14 @@ pub struct QpConfig {
     pub doorbell_watch: DoorbellWatch,
 }
 
-impl QpConfig {
+impl<'m> QpConfig<'m> {
     /// A configuration with a ring-mode CQ, no receive side, the default message limit,
     /// no response delay and the record polled every step.
-    pub fn new(transport: TransportKind, sq: SendQueueMemory, cq: CompletionQueueMemory) -> Self {
+    pub fn new(
+        transport: TransportKind,
+        sq: &'m SendQueueMemory,
+        cq: &'m CompletionQueueMemory,
+    ) -> Self {
         Self {
             transport,
             sq,
@@ -159,15 +169,15 @@ impl QpConfig {
 }
 
 /// How to make a DC target.
-#[derive(Clone, Debug)]
-pub struct DctConfig {
+#[derive(Clone, Copy, Debug)]
+pub struct DctConfig<'m> {
     /// The DC access key initiators must present.
     pub dc_key: u64,
     /// The receive side, for WRITE_WITH_IMM.
-    pub receive: Option<ReceiveConfig>,
+    pub receive: Option<ReceiveConfig<'m>>,
 }
 
-impl From<u64> for DctConfig {
+impl From<u64> for DctConfig<'_> {
     fn from(dc_key: u64) -> Self {
         Self {
             dc_key,
@@ -179,8 +189,13 @@ impl From<u64> for DctConfig {
 /// The state of a queue pair.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum QpState {
-    /// An RC queue pair not yet connected: it executes nothing.
+    /// Just created by CREATE_QP: nothing configured yet.
+    Reset,
+    /// After RST2INIT; or an RC queue pair made by [`Fabric::create_qp`] and not yet
+    /// connected. Either way it executes nothing.
     Init,
+    /// After INIT2RTR: it could receive, but its send queue does not run.
+    ReadyToReceive,
     /// Executing WQEs.
     ReadyToSend,
     /// In error: every WQE is flushed.
@@ -221,6 +236,21 @@ pub struct QpStatus {
     pub error: Option<ErrorCause>,
 }
 
+/// How many objects a fabric holds (see [`Fabric::census`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Census {
+    /// Nodes.
+    pub nodes: usize,
+    /// Queue pairs (RC and DC initiators).
+    pub queue_pairs: usize,
+    /// DC targets.
+    pub dc_targets: usize,
+    /// Completion queues.
+    pub completion_queues: usize,
+    /// Registered memory regions.
+    pub regions: usize,
+}
+
 /// An asynchronous event, as a NIC reports it on its event queue.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum AsyncEvent {
@@ -245,8 +275,8 @@ pub enum AsyncEvent {
 #[derive(Debug)]
 pub(crate) struct NodeState {
     pub(crate) lid: u16,
-    pub(crate) local_keys: HashMap<u32, Arc<Region>>,
-    pub(crate) remote_keys: HashMap<u32, Arc<Region>>,
+    pub(crate) local_keys: KeyTable,
+    pub(crate) remote_keys: KeyTable,
     keys: KeySpace,
 }
 
@@ -281,7 +311,7 @@ pub(crate) struct SendQueueState {
     pub(crate) qpn: u32,
     pub(crate) node: NodeId,
     pub(crate) transport: TransportKind,
-    pub(crate) memory: SendQueueMemory,
+    pub(crate) memory: SendQueueNicAccess,
     pub(crate) cq: u32,
     pub(crate) max_message_bytes: u64,
     pub(crate) response_delay: u32,
@@ -290,6 +320,11 @@ pub(crate) struct SendQueueState {
     pub(crate) error: Option<ErrorCause>,
     /// The connected RC peer.
     pub(crate) peer: Option<u32>,
+    /// The LID the RC peer is reached at (set by INIT2RTR; `None` for [`Fabric::connect`]).
+    pub(crate) peer_lid: Option<u16>,
+    /// Made by PRM command: it moves only by state transitions, and a WQE published while
+    /// it is not in RTS is an error rather than waiting.
+    pub(crate) commanded: bool,
     /// WQEBBs consumed (free-running).
     pub(crate) consumer: u64,
     /// WQEs consumed (the sequence number of the next one).
@@ -312,7 +347,15 @@ pub(crate) struct ResponderState {
     pub(crate) received: u32,
     pub(crate) cq: Option<u32>,
     pub(crate) error: bool,
+    /// The remote operations the queue accepts (`rre`, `rwe`, `rae` of its context): all
+    /// for queues made by [`Fabric::create_qp`] and [`Fabric::create_dct`].
+    pub(crate) enabled: Access,
 }
+
+/// Every remote right: what queues made without a command accept.
+pub(crate) const REMOTE_ALL: Access = Access::REMOTE_WRITE
+    .union(Access::REMOTE_READ)
+    .union(Access::REMOTE_ATOMIC);
 
 /// Consequences of a WQE applied after it: CQs that overran.
 #[derive(Debug, Default)]
@@ -331,7 +374,7 @@ pub(crate) struct FabricState {
     pub(crate) effects: Effects,
     pub(crate) events: Vec<AsyncEvent>,
     next_queue_number: u32,
-    next_cqn: u32,
+    pub(crate) next_cqn: u32,
 }
 
 /// What a [`Fabric`] handle shares.
@@ -389,7 +432,7 @@ impl FabricShared {
 /// ```
 #[derive(Clone, Debug, Default)]
 pub struct Fabric {
-    shared: Arc<FabricShared>,
+    pub(crate) shared: Arc<FabricShared>,
 }
 
 impl Fabric {
@@ -407,8 +450,8 @@ impl Fabric {
         let id = NodeId(state.nodes.len() as u32);
         state.nodes.push(NodeState {
             lid,
-            local_keys: HashMap::new(),
-            remote_keys: HashMap::new(),
+            local_keys: KeyTable::default(),
+            remote_keys: KeyTable::default(),
             keys: KeySpace::new(id),
         });
         state.lids.insert(lid, id);
@@ -421,7 +464,9 @@ impl Fabric {
     }
 
     /// Registers `len` bytes of `buffer` starting at `offset` on `node` with `access`.
-    /// Remote write and remote atomic access require local write (as in verbs).
+    /// Remote write and remote atomic access require local write (as in verbs). A range
+    /// sharing a byte with queue memory the fabric knows (a ring, record or doorbell) is
+    /// refused with [`SoftNicError::OverlapsQueueMemory`].
     pub fn register(
         &self,
         node: NodeId,
@@ -453,6 +498,8 @@ impl Fabric {
             return Err(SoftNicError::InvalidAccess { access });
         }
         let mut state = self.shared.lock();
+        check_node(&state, node)?;
+        state.check_not_queue_memory(start, len as u64)?;
         let node_state = state
             .nodes
             .get_mut(node.0 as usize)
@@ -488,18 +535,12 @@ impl Fabric {
     }
 
     /// Creates a queue pair on `node` and returns its number (unique on the fabric).
-    pub fn create_qp(&self, node: NodeId, config: QpConfig) -> Result<Qpn, SoftNicError> {
-        let sq = &config.sq;
-        if sq.ring.len() != sq.size.bytes() {
-            return Err(SoftNicError::InvalidQueueMemory {
-                what: "send ring length does not match its size",
-            });
-        }
-        if sq.dbrec.len() < 8 || sq.doorbell.len() < 8 {
-            return Err(SoftNicError::InvalidQueueMemory {
-                what: "doorbell record or doorbell shorter than 8 bytes",
-            });
-        }
+    ///
+    /// The send queue's memory must not be memory the fabric already knows (another
+    /// queue's, or a registered region): [`SoftNicError::OverlapsQueueMemory`] or
+    /// [`SoftNicError::OverlapsRegion`]. CQ memory may be shared with other queues.
+    pub fn create_qp(&self, node: NodeId, config: QpConfig<'_>) -> Result<Qpn, SoftNicError> {
+        let sq = config.sq.nic_access();
         if config.transport == TransportKind::Dc && config.receive.is_some() {
             return Err(SoftNicError::InvalidQueueMemory {
                 what: "a DC initiator has no receive side",
@@ -507,10 +548,17 @@ impl Fabric {
         }
         let mut state = self.shared.lock();
         check_node(&state, node)?;
+        for span in sq.spans() {
+            state.check_new_queue_memory(span)?;
+        }
+        state.check_cq_memory(config.cq)?;
+        if let Some(receive) = &config.receive {
+            state.check_cq_memory(receive.cq)?;
+        }
         let qpn = state.allocate_queue_number()?;
-        let cq = state.attach_cq(config.cq, config.cq_mode, qpn)?;
+        let cq = state.attach_cq(config.cq.nic_access(), config.cq_mode, qpn)?;
         let receive_cq = match config.receive {
-            Some(receive) => match state.attach_cq(receive.cq, receive.cq_mode, qpn) {
+            Some(receive) => match state.attach_cq(receive.cq.nic_access(), receive.cq_mode, qpn) {
                 Ok(cqn) => Some(cqn),
                 Err(e) => {
                     state.detach_cq(cq, qpn);
@@ -520,12 +568,7 @@ impl Fabric {
             None => None,
         };
         // The initial doorbell value is whatever the memory holds now: only changes count.
-        let last_doorbell = config
-            .sq
-            .doorbell
-            .word(0)
-            .map(|w| w.load(core::sync::atomic::Ordering::Acquire))
-            .unwrap_or(0);
+        let last_doorbell = sq.load_doorbell();
         let rc = config.transport == TransportKind::Rc;
         state.sqs.insert(
             qpn,
@@ -533,7 +576,7 @@ impl Fabric {
                 qpn,
                 node,
                 transport: config.transport,
-                memory: config.sq,
+                memory: sq,
                 cq,
                 max_message_bytes: config.max_message_bytes,
                 response_delay: config.response_delay,
@@ -545,6 +588,8 @@ impl Fabric {
                 },
                 error: None,
                 peer: None,
+                peer_lid: None,
+                commanded: false,
                 consumer: 0,
                 executed: 0,
                 last_doorbell,
@@ -563,6 +608,7 @@ impl Fabric {
                     received: 0,
                     cq: receive_cq,
                     error: false,
+                    enabled: REMOTE_ALL,
                 },
             );
         }
@@ -598,17 +644,20 @@ impl Fabric {
 
     /// Creates a DC target on `node`: `create_dct(node, dc_key)`, or with a
     /// [`DctConfig`] that gives it a receive side.
-    pub fn create_dct(
+    pub fn create_dct<'m>(
         &self,
         node: NodeId,
-        config: impl Into<DctConfig>,
+        config: impl Into<DctConfig<'m>>,
     ) -> Result<DctNumber, SoftNicError> {
         let config = config.into();
         let mut state = self.shared.lock();
         check_node(&state, node)?;
         let number = state.allocate_queue_number()?;
         let cq = match config.receive {
-            Some(receive) => Some(state.attach_cq(receive.cq, receive.cq_mode, number)?),
+            Some(receive) => {
+                state.check_cq_memory(receive.cq)?;
+                Some(state.attach_cq(receive.cq.nic_access(), receive.cq_mode, number)?)
+            }
             None => None,
         };
         state.responders.insert(
@@ -620,6 +669,7 @@ impl Fabric {
                 received: 0,
                 cq,
                 error: false,
+                enabled: REMOTE_ALL,
             },
         );
         Qpn::new(number)
@@ -747,6 +797,22 @@ impl Fabric {
         self.shared.counters.snapshot()
     }
 
+    /// How many objects the fabric holds now.
+    pub fn census(&self) -> Census {
+        let state = self.shared.lock();
+        Census {
+            nodes: state.nodes.len(),
+            queue_pairs: state.sqs.len(),
+            dc_targets: state
+                .responders
+                .values()
+                .filter(|r| r.dc_key.is_some())
+                .count(),
+            completion_queues: state.cqs.len(),
+            regions: state.nodes.iter().map(|n| n.local_keys.len()).sum(),
+        }
+    }
+
     /// Every asynchronous event recorded so far.
     pub fn async_events(&self) -> Vec<AsyncEvent> {
         self.shared.lock().events.clone()
@@ -758,7 +824,7 @@ impl Fabric {
     }
 }
 
-fn check_node(state: &FabricState, node: NodeId) -> Result<(), SoftNicError> {
+pub(crate) fn check_node(state: &FabricState, node: NodeId) -> Result<(), SoftNicError> {
     if (node.0 as usize) < state.nodes.len() {
         Ok(())
     } else {
@@ -767,7 +833,7 @@ fn check_node(state: &FabricState, node: NodeId) -> Result<(), SoftNicError> {
 }
 
 impl FabricState {
-    fn allocate_queue_number(&mut self) -> Result<u32, SoftNicError> {
+    pub(crate) fn allocate_queue_number(&mut self) -> Result<u32, SoftNicError> {
         let number = self.next_queue_number.max(FIRST_QUEUE_NUMBER);
         if number > Qpn::MAX {
             return Err(SoftNicError::QueueNumbersExhausted);
@@ -780,18 +846,18 @@ impl FabricState {
     /// `user` added to its users.
     fn attach_cq(
         &mut self,
-        memory: CompletionQueueMemory,
+        memory: CompletionQueueNicAccess,
         mode: CqMode,
         user: u32,
     ) -> Result<u32, SoftNicError> {
         let existing = self
             .cqs
             .iter_mut()
-            .find(|(_, cq)| Arc::ptr_eq(&cq.memory.ring, &memory.ring));
+            .find(|(_, cq)| cq.memory.ring() == memory.ring());
         if let Some((&cqn, cq)) = existing {
             if cq.mode != mode
-                || cq.memory.entries != memory.entries
-                || !Arc::ptr_eq(&cq.memory.dbrec, &memory.dbrec)
+                || cq.memory.entries() != memory.entries()
+                || !cq.memory.same_memory(&memory)
             {
                 return Err(SoftNicError::CqConflict);
             }
@@ -807,11 +873,62 @@ impl FabricState {
         Ok(cqn)
     }
 
+    /// Every buffer of queue memory the fabric knows: send rings, records and doorbells,
+    /// CQ rings and records.
+    fn queue_memory(&self) -> impl Iterator<Item = QueueBufferSpan> + '_ {
+        let sqs = self.sqs.values().flat_map(|sq| sq.memory.spans());
+        let cqs = self.cqs.values().flat_map(|cq| cq.memory.spans());
+        sqs.chain(cqs)
+    }
+
+    /// Refuses a region over `[addr, addr + len)` if it shares a byte with queue memory.
+    fn check_not_queue_memory(&self, addr: u64, len: u64) -> Result<(), SoftNicError> {
+        match self.queue_memory().find(|q| q.overlaps(addr, len)) {
+            Some(queue) => Err(SoftNicError::OverlapsQueueMemory { addr, len, queue }),
+            None => Ok(()),
+        }
+    }
+
+    /// Refuses new queue memory that shares a byte with memory the fabric knows.
+    pub(crate) fn check_new_queue_memory(&self, span: QueueBufferSpan) -> Result<(), SoftNicError> {
+        self.check_not_queue_memory(span.addr, span.len as u64)?;
+        self.check_not_registered(span)
+    }
+
+    /// Refuses queue memory that shares a byte with a registered region.
+    fn check_not_registered(&self, span: QueueBufferSpan) -> Result<(), SoftNicError> {
+        let region = self
+            .nodes
+            .iter()
+            .flat_map(|n| n.local_keys.values())
+            .find(|r| span.overlaps(r.start, r.len as u64));
+        match region {
+            Some(r) => Err(SoftNicError::OverlapsRegion {
+                queue: span,
+                region_addr: r.start,
+                region_len: r.len as u64,
+            }),
+            None => Ok(()),
+        }
+    }
+
+    /// CQ memory is either the very memory of a CQ the fabric has (shared) or new.
+    fn check_cq_memory(&self, memory: &CompletionQueueMemory) -> Result<(), SoftNicError> {
+        let access = memory.nic_access();
+        if self.cqs.values().any(|cq| cq.memory.same_memory(&access)) {
+            return Ok(());
+        }
+        for span in access.spans() {
+            self.check_new_queue_memory(span)?;
+        }
+        Ok(())
+    }
+
     /// Removes `user` from a CQ; a CQ nobody uses is forgotten.
-    fn detach_cq(&mut self, cqn: u32, user: u32) {
+    pub(crate) fn detach_cq(&mut self, cqn: u32, user: u32) {
         if let Some(cq) = self.cqs.get_mut(&cqn) {
             cq.users.remove(&user);
-            if cq.users.is_empty() {
+            if cq.users.is_empty() && !cq.held {
                 self.cqs.remove(&cqn);
             }
         }

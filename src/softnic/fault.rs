@@ -22,6 +22,12 @@ pub enum Fault {
         /// The QPN in the control segment.
         found: u32,
     },
+    /// A WQE was published on a queue pair that is not ready to send (RESET, INIT or
+    /// RTR): the send queue of a QP made by command runs only in RTS.
+    NotReadyToSend {
+        /// The queue's state when the WQE was seen.
+        state: super::fabric::QpState,
+    },
     /// The WQE's DS extends past the WQEBBs the doorbell record publishes.
     Unpublished {
         /// WQEBBs the WQE claims.
@@ -109,6 +115,14 @@ pub enum Fault {
         /// The responder's queue number.
         responder: u32,
     },
+    /// The responding queue does not accept the operation (its context's remote read,
+    /// write or atomic enable is clear).
+    ResponderAccessDisabled {
+        /// The responder's queue number.
+        responder: u32,
+        /// The right the operation needs.
+        needed: Access,
+    },
     /// The responder's receive CQ overran: the responder could not complete the message.
     ResponderCqOverrun {
         /// The responder's queue number.
@@ -120,9 +134,10 @@ impl Fault {
     /// The syndrome of the error CQE.
     pub const fn syndrome(&self) -> Syndrome {
         match self {
-            Self::MalformedWqe(_) | Self::ForeignQpn { .. } | Self::Unpublished { .. } => {
-                Syndrome::LocalQpOperation
-            }
+            Self::MalformedWqe(_)
+            | Self::ForeignQpn { .. }
+            | Self::Unpublished { .. }
+            | Self::NotReadyToSend { .. } => Syndrome::LocalQpOperation,
             Self::MessageTooLong { .. } => Syndrome::LocalLength,
             Self::LocalKey { .. } | Self::LocalBounds { .. } | Self::LocalWriteDenied { .. } => {
                 Syndrome::LocalProtection
@@ -134,7 +149,8 @@ impl Fault {
             Self::MisalignedAtomic { .. } => Syndrome::RemoteInvalidRequest,
             Self::RemoteKey { .. }
             | Self::RemoteBounds { .. }
-            | Self::RemoteAccessDenied { .. } => Syndrome::RemoteAccess,
+            | Self::RemoteAccessDenied { .. }
+            | Self::ResponderAccessDisabled { .. } => Syndrome::RemoteAccess,
             Self::ReceiverNotReady { .. } => Syndrome::RnrRetryExceeded,
             Self::ResponderCqOverrun { .. } => Syndrome::RemoteOperation,
         }
@@ -146,6 +162,7 @@ impl Fault {
             Self::MalformedWqe(_) => 0x01,
             Self::ForeignQpn { .. } => 0x02,
             Self::Unpublished { .. } => 0x03,
+            Self::NotReadyToSend { .. } => 0x04,
             Self::MessageTooLong { .. } => 0x10,
             Self::LocalKey { .. } => 0x20,
             Self::LocalBounds { .. } => 0x21,
@@ -154,6 +171,7 @@ impl Fault {
             Self::RemoteKey { .. } => 0x40,
             Self::RemoteBounds { .. } => 0x41,
             Self::RemoteAccessDenied { .. } => 0x42,
+            Self::ResponderAccessDisabled { .. } => 0x43,
             Self::UnknownLid { .. } => 0x50,
             Self::UnknownDct { .. } => 0x51,
             Self::WrongDcKey { .. } => 0x52,
@@ -169,6 +187,9 @@ impl fmt::Display for Fault {
         match self {
             Self::MalformedWqe(e) => write!(f, "malformed WQE: {e}")?,
             Self::ForeignQpn { found } => write!(f, "WQE names queue {found:#08x}")?,
+            Self::NotReadyToSend { state } => {
+                write!(f, "WQE on a queue pair in {state:?}, not ready to send")?
+            }
             Self::Unpublished { wqebbs, published } => write!(
                 f,
                 "WQE of {wqebbs} WQEBBs but only {published} are published"
@@ -198,6 +219,9 @@ impl fmt::Display for Fault {
             )?,
             Self::RemoteAccessDenied { rkey, needed } => {
                 write!(f, "region of rkey {rkey:#010x} lacks {needed:?}")?
+            }
+            Self::ResponderAccessDisabled { responder, needed } => {
+                write!(f, "queue {responder:#08x} does not accept {needed:?}")?
             }
             Self::ReceiverNotReady { responder } => {
                 write!(f, "no receive credit at {responder:#08x}")?

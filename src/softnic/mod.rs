@@ -26,7 +26,13 @@
 //! every step, so a doorbell rung with an unchanged value is not missed; with
 //! [`DoorbellWatch::DoorbellOnly`] the record is read only when a doorbell for this queue
 //! arrives, so nothing runs without one. An RC queue executes nothing until it is
-//! connected (it is in [`QpState::Init`]); WQEs posted before that wait.
+//! connected (it is in [`QpState::Init`]); WQEs posted before that wait. A queue pair
+//! made by PRM command ([`crate::nic::SoftNic`]) starts in [`QpState::Reset`] and moves
+//! only by the RST2INIT, INIT2RTR and RTR2RTS commands, as hardware does; a WQE published
+//! before it reaches RTS fails with [`Fault::NotReadyToSend`] and the queue goes to
+//! error. A queue whose RC peer (made by command) is still in RESET or INIT does not
+//! execute its next WQE until the peer reaches RTR: the hardware's retransmissions until
+//! the peer is ready, without their limit.
 //!
 //! # Execution
 //!
@@ -95,6 +101,7 @@
 //! | the WQE's DS extends past the doorbell record | [`Fault::Unpublished`] | LOCAL_QP_OP 0x02 | 0x03 |
 //! | the parser rejects the WQE | [`Fault::MalformedWqe`] | LOCAL_QP_OP 0x02 | 0x01 |
 //! | the control segment names another QPN | [`Fault::ForeignQpn`] | LOCAL_QP_OP 0x02 | 0x02 |
+//! | a QP made by command is not in RTS | [`Fault::NotReadyToSend`] | LOCAL_QP_OP 0x02 | 0x04 |
 //! | message longer than `max_message_bytes` | [`Fault::MessageTooLong`] | LOCAL_LENGTH 0x01 | 0x10 |
 //! | unknown lkey | [`Fault::LocalKey`] | LOCAL_PROT 0x04 | 0x20 |
 //! | local range outside the region | [`Fault::LocalBounds`] | LOCAL_PROT 0x04 | 0x21 |
@@ -107,6 +114,7 @@
 //! | unknown rkey | [`Fault::RemoteKey`] | REMOTE_ACCESS 0x13 | 0x40 |
 //! | remote range outside the region | [`Fault::RemoteBounds`] | REMOTE_ACCESS 0x13 | 0x41 |
 //! | missing remote right | [`Fault::RemoteAccessDenied`] | REMOTE_ACCESS 0x13 | 0x42 |
+//! | the responding queue's context disables it (`rwe`, `rre`, `rae`) | [`Fault::ResponderAccessDisabled`] | REMOTE_ACCESS 0x13 | 0x43 |
 //! | WRITE_WITH_IMM without a receive credit | [`Fault::ReceiverNotReady`] | RNR_RETRY_EXC 0x16 | 0x60 |
 //! | responder's receive CQ overruns | [`Fault::ResponderCqOverrun`] | REMOTE_OP 0x14 | 0x70 |
 //!
@@ -139,6 +147,7 @@ mod error;
 mod execute;
 mod fabric;
 mod fault;
+mod objects;
 mod queues;
 mod region;
 
@@ -148,9 +157,10 @@ pub use counters::{Counters, StepReport};
 pub use engine::EngineHandle;
 pub use error::SoftNicError;
 pub use fabric::{
-    AsyncEvent, Cqn, DctConfig, DctNumber, DoorbellWatch, ErrorCause, Fabric, NodeId, QpConfig,
-    QpState, QpStatus, QueueId, ReceiveConfig, DEFAULT_MAX_MESSAGE_BYTES,
+    AsyncEvent, Census, Cqn, DctConfig, DctNumber, DoorbellWatch, ErrorCause, Fabric, NodeId,
+    QpConfig, QpState, QpStatus, QueueId, ReceiveConfig, DEFAULT_MAX_MESSAGE_BYTES,
 };
 pub use fault::{Fault, FLUSH_VENDOR_SYNDROME};
+pub(crate) use objects::{CommandedQp, ObjectRefusal, Transition};
 pub use queues::QueuePairSpec;
 pub use region::{Access, MemoryRegion};

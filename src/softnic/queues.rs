@@ -51,12 +51,12 @@ impl QueuePairSpec {
         Ok((sq, cq))
     }
 
-    fn fabric_config<T: TypedTransport>(
+    fn fabric_config<'m, T: TypedTransport>(
         &self,
-        sq: &SendQueueMemory,
-        cq: &CompletionQueueMemory,
-    ) -> QpConfig {
-        let mut config = QpConfig::new(T::KIND, sq.clone(), cq.clone());
+        sq: &'m SendQueueMemory,
+        cq: &'m CompletionQueueMemory,
+    ) -> QpConfig<'m> {
+        let mut config = QpConfig::new(T::KIND, sq, cq);
         config.cq_mode = self.cq_mode;
         config.response_delay = self.response_delay;
         config.doorbell_watch = self.doorbell_watch;

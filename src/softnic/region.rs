@@ -1,13 +1,39 @@
 //! Memory regions: registration, keys, access rights and address translation.
 
 use core::fmt;
+use core::hash::{BuildHasherDefault, Hasher};
 use core::sync::atomic::{AtomicBool, Ordering};
+use std::collections::HashMap;
 use std::sync::{Arc, Weak};
 
 use crate::memory::DmaBuffer;
 use crate::wqe::{LKey, LocalBuffer, RKey, RemoteAddress, Sge, WqeError};
 
 use super::fabric::{FabricShared, NodeId};
+
+/// A node's key table (lkey or rkey to region). Every WQE looks a key up here, so the
+/// hash is one multiplication instead of SipHash: the keys are the fabric's own (it hands
+/// them out), so a WQE's key can only miss or hit, never steer where entries are stored.
+pub(crate) type KeyTable = HashMap<u32, Arc<Region>, BuildHasherDefault<KeyHasher>>;
+
+/// Fibonacci hashing of a 32-bit key (see [`KeyTable`]).
+#[derive(Default)]
+pub(crate) struct KeyHasher(u64);
+
+impl Hasher for KeyHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        // Only `u32` keys are hashed; any other input still hashes deterministically.
+        for &b in bytes {
+            self.0 = (self.0.rotate_left(8) ^ u64::from(b)).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        }
+    }
+    fn write_u32(&mut self, key: u32) {
+        self.0 = u64::from(key).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    }
+}
 
 bitflags::bitflags! {
     /// The access rights of a memory region, with the values of verbs' `IBV_ACCESS_*`.

@@ -105,6 +105,15 @@ pub enum WqeError {
         /// The largest valid value.
         max: u64,
     },
+    /// A queue limit below its minimum.
+    FieldBelowMinimum {
+        /// The field.
+        field: &'static str,
+        /// The value given.
+        value: u64,
+        /// The smallest valid value.
+        min: u64,
+    },
     /// An erased WQE description combines things the typed builders rule out.
     InvalidCombination {
         /// What is wrong.
@@ -173,6 +182,9 @@ impl fmt::Display for WqeError {
             }
             Self::FieldOutOfRange { field, value, max } => {
                 write!(f, "{field} = {value:#x} exceeds its maximum {max:#x}")
+            }
+            Self::FieldBelowMinimum { field, value, min } => {
+                write!(f, "{field} = {value} is below its minimum {min}")
             }
             Self::InvalidCombination { what } => write!(f, "invalid WQE description: {what}"),
         }

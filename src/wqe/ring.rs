@@ -101,6 +101,26 @@ impl WqeLimits {
         max_wqebbs: Self::MAX_WQEBBS,
     };
 
+    /// Checks that a queue can run with these limits: at least one and at most
+    /// [`WqeLimits::MAX_WQEBBS`] basic blocks per WQE (a one-block NOP must always fit,
+    /// since queues pad and signal with them).
+    pub fn validate(&self) -> Result<(), WqeError> {
+        if self.max_wqebbs > Self::MAX_WQEBBS {
+            return Err(WqeError::WqeTooLarge {
+                wqebbs: self.max_wqebbs,
+                max: Self::MAX_WQEBBS,
+            });
+        }
+        if self.max_wqebbs == 0 {
+            return Err(WqeError::FieldBelowMinimum {
+                field: "max_wqebbs",
+                value: 0,
+                min: 1,
+            });
+        }
+        Ok(())
+    }
+
     /// Checks a built WQE against these limits and against a ring's size.
     pub fn check<S: WqeSpec>(&self, wqe: &Wqe<S>, ring: RingSize) -> Result<u32, WqeError> {
         if wqe.inline_len() > self.max_inline {

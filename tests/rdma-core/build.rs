@@ -28,11 +28,18 @@ const SYSTEM_LIBS: [&str; 3] = ["nl-route-3", "nl-3", "pthread"];
 
 const LIBNL_INCLUDE: &str = "/usr/include/libnl3";
 
+/// The scapy release `scripts/scapy.sh` installs (rdma-core's `tests/mlx5_prm_structs.py`
+/// needs it to serialize PRM commands).
+const SCAPY_VERSION: &str = "2.6.1";
+
 fn main() {
     println!("cargo::rustc-check-cfg=cfg(ibgda_oracle)");
+    println!("cargo::rustc-check-cfg=cfg(ibgda_scapy)");
     println!("cargo::rerun-if-changed=build.rs");
     println!("cargo::rerun-if-changed=shim/oracle.c");
     println!("cargo::rerun-if-changed=shim/oracle.h");
+    println!("cargo::rerun-if-changed=shim/prm.c");
+    println!("cargo::rerun-if-changed=shim/prm.h");
     println!("cargo::rerun-if-env-changed=IBGDA_RDMA_CORE_DIR");
     println!("cargo::rerun-if-env-changed=IBGDA_REQUIRE_ORACLE");
     println!("cargo::rerun-if-env-changed=CARGO_TARGET_DIR");
@@ -60,6 +67,7 @@ fn main() {
             }
             compile_and_link(&dir);
             println!("cargo::rustc-cfg=ibgda_oracle");
+            find_scapy(&workspace, &dir);
         }
         Err(why) => {
             let script = workspace.join("scripts/rdma-core.sh");
@@ -79,6 +87,64 @@ fn main() {
                 script.display(),
             );
         }
+    }
+}
+
+/// rdma-core's scapy PRM definitions need the pinned scapy installed by
+/// `scripts/scapy.sh` under `<target>/scapy/<version>/site`; required like the oracle.
+fn find_scapy(workspace: &Path, rdma_core: &Path) {
+    let site = env::var_os("IBGDA_SCAPY_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            target_dir(workspace)
+                .join("scapy")
+                .join(SCAPY_VERSION)
+                .join("site")
+        });
+    let structs = rdma_core.join("src/tests/mlx5_prm_structs.py");
+    println!("cargo::rerun-if-env-changed=IBGDA_SCAPY_DIR");
+    println!(
+        "cargo::rerun-if-changed={}",
+        site.join("scapy/__init__.py").display()
+    );
+    let missing = [site.join("scapy/__init__.py"), structs.clone()]
+        .into_iter()
+        .find(|path| !path.is_file());
+    match missing {
+        None => {
+            println!("cargo::rustc-env=IBGDA_SCAPY_SITE={}", site.display());
+            println!(
+                "cargo::rustc-env=IBGDA_PRM_STRUCTS_PY={}",
+                structs.display()
+            );
+            println!("cargo::rustc-cfg=ibgda_scapy");
+        }
+        Some(path) => {
+            let script = workspace.join("scripts/scapy.sh");
+            if env::var("IBGDA_REQUIRE_ORACLE").is_ok_and(|v| v == "1") {
+                panic!(
+                    "IBGDA_REQUIRE_ORACLE=1 but the scapy PRM oracle is missing: {} not found. \
+                     Install it with: bash {}",
+                    path.display(),
+                    script.display()
+                );
+            }
+            println!(
+                "cargo::warning=scapy PRM oracle ABSENT ({} not found): the CREATE_CQ / \
+                 CREATE_QP scapy differential tests will be reported as IGNORED. Install it \
+                 with: bash {}",
+                path.display(),
+                script.display()
+            );
+        }
+    }
+}
+
+fn target_dir(workspace: &Path) -> PathBuf {
+    match env::var_os("CARGO_TARGET_DIR") {
+        Some(t) if Path::new(&t).is_absolute() => PathBuf::from(t),
+        Some(t) => workspace.join(t),
+        None => workspace.join("target"),
     }
 }
 
@@ -125,6 +191,7 @@ fn compile_and_link(dir: &Path) {
     let mut build = cc::Build::new();
     build
         .file("shim/oracle.c")
+        .file("shim/prm.c")
         .include("shim")
         .define("_STATIC_LIBRARY_BUILD_", "1")
         .flag("-std=gnu11");
@@ -150,5 +217,10 @@ fn compile_and_link(dir: &Path) {
     }
     for lib in SYSTEM_LIBS {
         println!("cargo::rustc-link-lib=dylib={lib}");
+    }
+    // The PRM oracle runs rdma-core's dr_devx_* command builders and captures the command
+    // each would send: its DEVX object calls resolve to the shim's __wrap_ definitions.
+    for symbol in ["mlx5dv_devx_obj_create", "mlx5dv_devx_obj_modify"] {
+        println!("cargo::rustc-link-arg=-Wl,--wrap={symbol}");
     }
 }

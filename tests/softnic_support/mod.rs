@@ -4,11 +4,10 @@
 //! of the mlx5 facts sheet (section 5), independently of the crate's CQE types.
 #![allow(dead_code)]
 
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use ibgda::memory::DmaBuffer;
-use ibgda::queue::{CompletionQueueMemory, SendQueueMemory};
+use ibgda::queue::{CompletionQueueMemory, RawCompletionQueue, RawSendQueue, SendQueueMemory};
 use ibgda::softnic::{
     Access, CqMode, DoorbellWatch, Fabric, MemoryRegion, NodeId, QpConfig, ReceiveConfig,
 };
@@ -31,7 +30,7 @@ pub fn pattern(seed: u8, i: usize) -> u8 {
 /// its blocks into the DMA ring, then publishes through the doorbell record and rings the
 /// doorbell as the memory conventions say.
 pub struct Producer {
-    pub memory: SendQueueMemory,
+    pub memory: RawSendQueue,
     pub qpn: Qpn,
     shadow: Vec<u8>,
     /// Free-running producer counter in WQEBBs.
@@ -40,9 +39,9 @@ pub struct Producer {
 
 impl Producer {
     pub fn new(memory: SendQueueMemory, qpn: Qpn) -> Self {
-        let shadow = vec![0; memory.ring.len()];
+        let shadow = vec![0; memory.ring().len];
         Self {
-            memory,
+            memory: RawSendQueue::new(memory),
             qpn,
             shadow,
             counter: 0,
@@ -50,7 +49,7 @@ impl Producer {
     }
 
     pub fn wqebbs(&self) -> u64 {
-        self.memory.size.wqebbs().into()
+        self.memory.memory().size().wqebbs().into()
     }
 
     /// Encodes `wqe` at the producer counter; returns its index.
@@ -87,12 +86,22 @@ impl Producer {
         let slots = self.wqebbs();
         for k in 0..blocks {
             let slot = ((self.counter + k) % slots) as usize;
-            self.memory
-                .ring
-                .write(slot * 64, &self.shadow[slot * 64..slot * 64 + 64])
-                .unwrap();
+            // SAFETY: only the software NIC executes these rings, and it touches only its
+            // registered `DmaBuffer`s, atomically, whatever the WQEs say.
+            unsafe {
+                self.memory
+                    .write_ring(slot * 64, &self.shadow[slot * 64..slot * 64 + 64])
+                    .unwrap();
+            }
         }
         self.counter += blocks;
+    }
+
+    /// Flips the bits of `mask` in ring byte `at` (a corruption after encoding).
+    pub fn xor_ring_byte(&mut self, at: usize, mask: u8) {
+        let old = self.memory.memory().ring_bytes()[at];
+        // SAFETY: as in `copy_blocks`: only the software NIC executes this ring.
+        unsafe { self.memory.write_ring(at, &[old ^ mask]).unwrap() };
     }
 
     /// Encodes `wqe` into a scratch ring at the producer counter's index and returns its
@@ -123,11 +132,7 @@ impl Producer {
     pub fn publish_value(&self, counter: u16) {
         let mut bytes = [0u8; 8];
         bytes[4..].copy_from_slice(&u32::from(counter).to_be_bytes());
-        self.memory
-            .dbrec
-            .word(0)
-            .unwrap()
-            .store(u64::from_ne_bytes(bytes), Ordering::Release);
+        self.memory.store_dbrec(bytes);
     }
 
     pub fn publish(&self) {
@@ -140,11 +145,7 @@ impl Producer {
         let mut bytes = [0u8; 8];
         bytes[..4].copy_from_slice(&(u32::from(self.counter as u16) << 8).to_be_bytes());
         bytes[4..].copy_from_slice(&(qpn << 8).to_be_bytes());
-        self.memory
-            .doorbell
-            .word(0)
-            .unwrap()
-            .store(u64::from_ne_bytes(bytes), Ordering::Release);
+        self.memory.store_doorbell(bytes);
     }
 
     pub fn ring(&self) {
@@ -162,38 +163,33 @@ impl Producer {
 // Consumer: the host side of a CQ.
 
 pub struct Consumer {
-    pub memory: CompletionQueueMemory,
+    pub memory: RawCompletionQueue,
     /// Free-running consumer index.
     pub index: u32,
 }
 
 impl Consumer {
     pub fn new(memory: CompletionQueueMemory) -> Self {
-        Self { memory, index: 0 }
+        Self {
+            memory: RawCompletionQueue::new(memory),
+            index: 0,
+        }
     }
 
     pub fn entry(&self, slot: u32) -> [u8; 64] {
-        let mut cqe = [0u8; 64];
-        self.memory.ring.read(slot as usize * 64, &mut cqe).unwrap();
-        cqe
+        self.memory.entry(slot)
     }
 
     /// The owner bit software expects of entry `index`.
     pub fn expected_owner(&self, index: u32) -> u8 {
-        ((index / self.memory.entries) & 1) as u8
+        ((index / self.memory.entries()) & 1) as u8
     }
 
     /// The next CQE if software owns it (opcode not invalid, owner bit = pass parity);
     /// consumes it and stores the consumer index into the CQ doorbell record (release).
     pub fn poll(&mut self) -> Option<[u8; 64]> {
-        let slot = self.index & (self.memory.entries - 1);
-        let last = self
-            .memory
-            .ring
-            .word(slot as usize * 64 + 56)
-            .unwrap()
-            .load(Ordering::Acquire)
-            .to_ne_bytes();
+        let slot = self.index & (self.memory.entries() - 1);
+        let last = self.memory.load_owner_word(slot);
         let op_own = last[7];
         if op_own >> 4 == 0xf || op_own & 1 != self.expected_owner(self.index) {
             return None;
@@ -207,11 +203,7 @@ impl Consumer {
     pub fn publish(&self) {
         let mut bytes = [0u8; 8];
         bytes[..4].copy_from_slice(&(self.index & 0xff_ffff).to_be_bytes());
-        self.memory
-            .dbrec
-            .word(0)
-            .unwrap()
-            .store(u64::from_ne_bytes(bytes), Ordering::Release);
+        self.memory.store_dbrec(bytes);
     }
 
     /// Every CQE software owns now.
@@ -402,14 +394,14 @@ pub fn queue_pair(
         .then(|| CompletionQueueMemory::allocate(setup.receive_cq_entries).unwrap());
     let config = QpConfig {
         cq_mode: setup.cq_mode,
-        receive: rcq.clone().map(|cq| ReceiveConfig {
+        receive: rcq.as_ref().map(|cq| ReceiveConfig {
             cq,
             cq_mode: setup.cq_mode,
         }),
         max_message_bytes: setup.max_message_bytes,
         response_delay: setup.response_delay,
         doorbell_watch: setup.watch,
-        ..QpConfig::new(transport, sq.clone(), cq.clone())
+        ..QpConfig::new(transport, &sq, &cq)
     };
     let qpn = fabric.create_qp(node, config).unwrap();
     (

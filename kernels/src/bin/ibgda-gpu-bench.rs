@@ -1,327 +1,437 @@
-//! First figures of the GPU path on one GPU, against the doorbell sink (no NIC):
-//! - issue time of one 8-byte inline RC WRITE per scope, typed and raw in the same run
-//!   (p50/p99 from %globaltimer and clock64; the SM clock from clock64 / %globaltimer);
-//! - posting rate of one warp on one QP (cooperative publication) and of 64 QPs on 64 SMs,
-//!   and of one thread with 16 WQEs per doorbell (a sink that only retires).
+//! The GPU experiments of `ibgda_kernels::experiments` in one run against the doorbell sink
+//! (no NIC): issue per scope typed vs raw (Table 4), completion scope (Figure 4), message
+//! rate (Table 5), dormant cost (Figure 9). Writes `gpu-bench.json` (every parameter and
+//! raw sample, the GPU and its SM clock) to OUT_DIR and prints the tables with the targets
+//! reached or not.
 //!
-//! Usage: `ibgda-gpu-bench [OUT_DIR]` (raw samples are written there as CSV). Prints a
-//! table last. Exits with a typed error message (status 2) when no GPU is usable.
+//! Usage: `ibgda-gpu-bench [--nic soft|DEVICE] [OUT_DIR]` (`--nic soft`, the default,
+//! measures against the doorbell sink; `--nic DEVICE` opens a ConnectX through the mlx5
+//! backend, feature `mlx5`, and reports its typed error when it cannot: hardware figures
+//! need the control plane's queue creation); `ibgda-gpu-bench --one-warp` (only the one-warp,
+//! one-QP cooperative rate, in one launch, for a profiler); `ibgda-gpu-bench --peers
+//! [OUT_DIR]` (DOCA GPUNetIO's issue loop compiled from the pinned wheel's headers, beside
+//! ibgda typed and raw, on the same queue memory and sink; `peers.json`; a separate run,
+//! since the peer's waits are unbounded). Exits 2 with a typed error when no GPU is usable
+//! or an experiment fails, 1 when a target is missed.
 
 use std::fmt::Write as _;
-use std::time::Instant;
 
-use cudarc::driver::LaunchConfig;
-use ibgda::cq::CqMode;
-use ibgda::order::{
-    GpuFence, GpuFencedDbrec, GpuReleaseStore, GpuThread, OrderingScope, SystemFence,
-    SystemReleaseStore, ThreadFence, Unordered, ValidFor,
-};
-use ibgda::queue::Gpu as GpuPlaced;
-use ibgda_kernels::gpu::{Gpu, GpuError, KernelArg, KernelQueue};
-use ibgda_kernels::harness::{descriptor_array, gpu_queue_pair, Sink, SINK_CHECK, SINK_RETIRE};
+use serde::Serialize;
 
-fn cfg(blocks: u32, threads: u32) -> LaunchConfig {
-    LaunchConfig {
-        grid_dim: (blocks, 1, 1),
-        block_dim: (threads, 1, 1),
-        shared_mem_bytes: 0,
-    }
+use ibgda::order::{GpuFence, GpuReleaseStore, Unordered};
+use ibgda_kernels::experiments::completion::{self, CompletionResult};
+use ibgda_kernels::experiments::dormant::{self, DormantPoint, DormantRegisters};
+use ibgda_kernels::experiments::issue::{self, IssueResult};
+use ibgda_kernels::experiments::peers::{self, PeerResult};
+use ibgda_kernels::experiments::rate::{self, Publication, RateResult};
+use ibgda_kernels::experiments::{bench_options, BenchProgram, Summary};
+use ibgda_kernels::gpu::{Gpu, GpuError};
+
+#[derive(Serialize)]
+struct LabeledRate {
+    label: String,
+    #[serde(flatten)]
+    result: RateResult,
 }
 
-fn pct(v: &mut [u64], p: f64) -> u64 {
-    v.sort_unstable();
-    v[((v.len() - 1) as f64 * p).round() as usize]
-}
-
-struct Issue {
-    scope: &'static str,
-    raw: bool,
-    ns: Vec<u64>,
-    cycles: Vec<u64>,
-    total: Vec<u64>,
-    sm_mhz: f64,
-}
-
-fn issue<S>(gpu: &Gpu, scope: S, raw: bool, iters: u32) -> Result<Issue, GpuError>
-where
-    S: OrderingScope<Producer = GpuThread> + ValidFor<GpuPlaced>,
-{
-    let qp = gpu_queue_pair(gpu, 0x77, 64, 64, 32, CqMode::Ring, scope)?;
-    let q = qp.device_queue();
-    let n = 8 * u64::from(iters);
-    // Everything is allocated before the sink starts: allocation and synchronous copies
-    // may wait for running kernels, and the sink runs until it is stopped.
-    let out = gpu.device_buffer((3 * n + 16 + 8) as usize)?;
-    let sink = Sink::start(gpu, &[*q.raw()], SINK_CHECK, 0, 1, 1)?;
-    let base = out.addr();
-    let args = [
-        KernelArg::Queue(KernelQueue::new(&q)),
-        KernelArg::U32(1000),
-        KernelArg::U32(iters),
-        KernelArg::U64(0x7000_0000),
-        KernelArg::U32(0x99),
-        KernelArg::U64(base),
-        KernelArg::U64(base + n),
-        KernelArg::U64(base + 2 * n),
-        KernelArg::U64(base + 3 * n),
-        KernelArg::U64(base + 3 * n + 16),
-    ];
-    let name = format!(
-        "ibgda_{}_{}",
-        if raw { "raw_issue" } else { "issue_bench" },
-        S::NAME
-    );
-    // SAFETY: (DeviceQueueDescriptor, u32, u32, u64, u32, u64*, u64*, u64*, u64*, int*):
-    // the arguments above, all inside `out`, alive past the sink's synchronize.
-    unsafe { gpu.launch_raw(raw, &name, cfg(1, 1), false, &args) }?;
-    gpu.stream().synchronize()?;
-    let (stats, _) = sink.stop(gpu)?;
-    let o = gpu.read_device(&out)?;
-    let col = |k: u64| -> Vec<u64> {
-        (0..iters as usize)
-            .map(|i| {
-                let at = (k * n) as usize + 8 * i;
-                u64::from_ne_bytes(o[at..at + 8].try_into().expect("8 bytes"))
-            })
-            .collect()
-    };
-    let w = |at: u64| u64::from_ne_bytes(o[at as usize..at as usize + 8].try_into().expect("8"));
-    let status = i32::from_ne_bytes(o[(3 * n + 16) as usize..][..4].try_into().expect("4"));
-    if status != 0 || stats.bad_wqes + stats.bad_doorbells != 0 {
-        return Err(GpuError::Invalid(format!(
-            "{name}: status {status}, sink {stats:?}"
-        )));
-    }
-    let (cyc, ns) = (w(3 * n), w(3 * n + 8));
-    Ok(Issue {
-        scope: S::NAME,
-        raw,
-        ns: col(0),
-        cycles: col(1),
-        total: col(2),
-        sm_mhz: cyc as f64 * 1e3 / ns.max(1) as f64,
-    })
-}
-
-struct Rate {
+#[derive(Serialize)]
+struct Target {
     what: String,
-    wqes: u64,
-    secs: f64,
+    value: f64,
+    goal: String,
+    reached: bool,
 }
 
-/// `blocks` blocks of one warp each, block b posting to QP b % nq cooperatively, `iters`
-/// rounds of 32 WQEs, batch 32; the sink only retires (one thread per QP, one per block).
-fn warp_rate<S>(gpu: &Gpu, scope: S, nq: u32, blocks: u32, iters: u32) -> Result<Rate, GpuError>
-where
-    S: OrderingScope<Producer = GpuThread> + ValidFor<GpuPlaced> + Copy,
-{
-    let qps = (0..nq)
-        .map(|i| gpu_queue_pair(gpu, 0x100 + i, 4096, 1024, 1024, CqMode::Ring, scope))
-        .collect::<Result<Vec<_>, _>>()?;
-    let descs: Vec<_> = qps.iter().map(|q| *q.device_queue().raw()).collect();
-    let arr = descriptor_array(gpu, &descs)?;
-    let status = gpu.device_buffer(4)?;
-    let sink = Sink::start(gpu, &descs, SINK_RETIRE, 0, nq, 1)?;
-    let args = [
-        KernelArg::U64(arr.addr()),
-        KernelArg::U32(nq),
-        KernelArg::U32(iters),
-        KernelArg::U32(32),
-        KernelArg::U64(0x7000_0000),
-        KernelArg::U32(0x99),
-        KernelArg::U64(status.addr()),
-    ];
-    let name = format!("ibgda_post_warp_{}", S::NAME);
-    let t = Instant::now();
-    // SAFETY: (const DeviceQueueDescriptor*, u32, u32, u32, u64, u32, int*): the arguments
-    // above; the queue pairs, array and status live past the sink's synchronize.
-    unsafe { gpu.launch_raw(false, &name, cfg(blocks, 32), false, &args) }?;
-    gpu.stream().synchronize()?;
-    let secs = t.elapsed().as_secs_f64();
-    let (stats, _) = sink.stop(gpu)?;
-    let st = gpu.read_device(&status)?;
-    let status = i32::from_ne_bytes(st[..4].try_into().expect("4"));
-    if status != 0 || stats.bad_wqes + stats.bad_doorbells != 0 {
-        return Err(GpuError::Invalid(format!(
-            "{name}: status {status}, sink {stats:?}"
-        )));
-    }
-    Ok(Rate {
-        what: format!(
-            "{} warp(s) x 32 lanes, {nq} QP(s), {blocks} SMs, coop, batch 32 [{}]",
-            blocks,
-            S::NAME
-        ),
-        wqes: u64::from(blocks) * 32 * u64::from(iters),
-        secs,
-    })
+#[derive(Serialize)]
+struct Report {
+    gpu: String,
+    issue_iterations: u32,
+    issue: Vec<IssueResult>,
+    completion: Vec<CompletionResult>,
+    rate: Vec<LabeledRate>,
+    dormant_registers: Vec<DormantRegisters>,
+    dormant: Vec<DormantPoint>,
+    targets: Vec<Target>,
 }
 
-/// One thread, exclusive producer, `batch` WQEs per doorbell.
-fn batch_rate<S>(gpu: &Gpu, scope: S, batch: u32, rounds: u32) -> Result<Rate, GpuError>
-where
-    S: OrderingScope<Producer = GpuThread> + ValidFor<GpuPlaced>,
-{
-    let qp = gpu_queue_pair(gpu, 0x55, 4096, 1024, 1024, CqMode::Ring, scope)?;
-    let q = qp.device_queue();
-    let out = gpu.device_buffer(16)?;
-    let sink = Sink::start(gpu, &[*q.raw()], SINK_RETIRE, 0, 1, 1)?;
-    let args = [
-        KernelArg::Queue(KernelQueue::new(&q)),
-        KernelArg::U32(rounds),
-        KernelArg::U32(batch),
-        KernelArg::U64(0x7000_0000),
-        KernelArg::U32(0x99),
-        KernelArg::U64(out.addr()),
-        KernelArg::U64(out.addr() + 8),
-    ];
-    let name = format!("ibgda_post_batch_{}", S::NAME);
-    // SAFETY: (DeviceQueueDescriptor, u32, u32, u64, u32, u64*, int*): the arguments above.
-    unsafe { gpu.launch_raw(false, &name, cfg(1, 1), false, &args) }?;
-    gpu.stream().synchronize()?;
-    let (stats, _) = sink.stop(gpu)?;
-    let o = gpu.read_device(&out)?;
-    let ns = u64::from_ne_bytes(o[..8].try_into().expect("8"));
-    let status = i32::from_ne_bytes(o[8..12].try_into().expect("4"));
-    if status != 0 || stats.bad_wqes + stats.bad_doorbells != 0 {
-        return Err(GpuError::Invalid(format!(
-            "{name}: status {status}, sink {stats:?}"
-        )));
-    }
-    Ok(Rate {
-        what: format!("1 thread, 1 QP, batch {batch} (exclusive) [{}]", S::NAME),
-        wqes: u64::from(batch) * u64::from(rounds),
-        secs: ns as f64 * 1e-9,
-    })
+fn gpu_name(gpu: &Gpu) -> String {
+    gpu.context()
+        .name()
+        .unwrap_or_else(|e| format!("unknown ({e:?})"))
 }
 
-fn run(out_dir: Option<&str>) -> Result<String, GpuError> {
-    // Every device wait gives up after 5 s (SPIN_TIMEOUT) instead of hanging; the bound
-    // costs one %globaltimer read per wait-loop turn, never on the issue path.
-    let gpu = Gpu::open_with(0, &["-DIBGDA_SPIN_LIMIT_NS=5000000000ull"])?;
+fn one_warp(gpu: &Gpu, program: &BenchProgram) -> Result<String, GpuError> {
+    let c = rate::config(Publication::PerWarp, 1, 32, 1, 1, 32, 20_000);
+    let r = rate::run_one_launch(gpu, program, c)?;
+    Ok(format!(
+        "one warp, one QP, cooperative, batch 32 [GpuFence], one launch: {:.2} M WQE/s at {:.0} MHz",
+        r.mwqe_per_s, r.sm_mhz
+    ))
+}
+
+fn run(out_dir: Option<&str>) -> Result<(String, bool), GpuError> {
+    let gpu = Gpu::open_with(0, &bench_options()?)?;
+    let program = BenchProgram::load(&gpu)?;
     let iters = 20_000;
-    let mut issues = Vec::new();
-    // Typed and raw alternate per scope, in one process run.
-    macro_rules! both {
-        ($s:expr) => {
-            issues.push(issue(&gpu, $s, false, iters)?);
-            issues.push(issue(&gpu, $s, true, iters)?);
+    let issue = issue::run_all(&gpu, iters)?;
+
+    let mut completion = Vec::new();
+    completion.extend(completion::sweep(&gpu, &program, GpuFence, 2_000)?);
+
+    let mut rates = Vec::new();
+    for (label, c) in rate::table5(1) {
+        let label = if label.starts_with("batch sweep") {
+            format!("{label}, batch {}", c.batch)
+        } else {
+            label.to_string()
         };
+        rates.push(LabeledRate {
+            label,
+            result: rate::run(&gpu, &program, GpuFence, c)?,
+        });
     }
-    // SAFETY: benchmark queues on throw-away device memory read only by the sink.
-    both!(unsafe { Unordered::new() });
-    both!(GpuFence);
-    both!(GpuFencedDbrec);
-    both!(GpuReleaseStore);
-    both!(ThreadFence);
-    both!(SystemReleaseStore);
-    both!(SystemFence);
-    let mut rates = vec![
-        batch_rate(&gpu, GpuFence, 1, 20_000)?,
-        batch_rate(&gpu, GpuFence, 16, 20_000)?,
-        warp_rate(&gpu, GpuFence, 1, 1, 20_000)?,
-        warp_rate(&gpu, GpuFence, 64, 64, 20_000)?,
-        warp_rate(&gpu, GpuReleaseStore, 1, 1, 20_000)?,
-        warp_rate(&gpu, GpuReleaseStore, 64, 64, 20_000)?,
-    ];
-    rates.push(warp_rate(&gpu, GpuFence, 1, 8, 5_000)?);
+    // The one-warp and 64-queue cooperative rows in one launch (the sink in the last
+    // block, reading doorbell records): the profiler's form, and a second sink design.
+    for (c, what) in [
+        (
+            rate::config(Publication::PerWarp, 1, 32, 1, 1, 32, 20_000),
+            "1 warp, 1 QP",
+        ),
+        (
+            rate::config(Publication::PerWarp, 64, 32, 64, 1, 32, 20_000),
+            "64 warps, 64 QPs",
+        ),
+    ] {
+        rates.push(LabeledRate {
+            label: format!("one launch: {what}, per-warp, batch 32"),
+            result: rate::run_one_launch(&gpu, &program, c)?,
+        });
+    }
+    // The cooperative rows under two other scopes.
+    let coop_one = rate::config(Publication::PerWarp, 1, 32, 1, 1, 32, 20_000);
+    let coop_64 = rate::config(Publication::PerWarp, 64, 32, 64, 1, 32, 20_000);
+    for (c, what) in [(coop_one, "1 warp, 1 QP"), (coop_64, "64 warps, 64 QPs")] {
+        rates.push(LabeledRate {
+            label: format!("{what}, per-warp, batch 32"),
+            result: rate::run(&gpu, &program, GpuReleaseStore, c)?,
+        });
+        rates.push(LabeledRate {
+            label: format!("{what}, per-warp, batch 32"),
+            // SAFETY: benchmark queues on throw-away device memory read only by the sink.
+            result: rate::run(&gpu, &program, unsafe { Unordered::new() }, c)?,
+        });
+    }
 
+    let dormant_registers = dormant::registers()?;
+    let dormant = dormant::run(&gpu, dormant::Work::default())?;
+
+    // Targets (issue 9, item 3).
+    let mut targets = Vec::new();
+    for i in &issue {
+        let r = i.typed_over_raw();
+        targets.push(Target {
+            what: format!("typed/raw issue cycles p50, {}", i.scope),
+            value: r,
+            goal: "1.00 +- 0.02".into(),
+            reached: (0.98..=1.02).contains(&r),
+        });
+    }
+    let find = |scope: &str, label_has: &str| {
+        rates
+            .iter()
+            .find(|r| r.result.scope == scope && r.label.contains(label_has))
+            .map(|r| r.result.mwqe_per_s)
+            .unwrap_or(0.0)
+    };
+    let one = find("GpuFence", "32 threads, 1 QP, per-warp, batch 32 (paper");
+    targets.push(Target {
+        what: "1 warp, 1 QP, cooperative [GpuFence], M WQE/s".into(),
+        value: one,
+        goal: ">= 21.6".into(),
+        reached: one >= 21.6,
+    });
+    let many = find(
+        "GpuFence",
+        "64 warps, 64 QPs, 64 SMs, per-warp, batch 32 (target",
+    );
+    targets.push(Target {
+        what: "64 QPs on 64 SMs [GpuFence], M WQE/s".into(),
+        value: many,
+        goal: ">= 1000".into(),
+        reached: many >= 1000.0,
+    });
+    let all_reached = targets.iter().all(|t| t.reached);
+
+    let report = Report {
+        gpu: gpu_name(&gpu),
+        issue_iterations: iters,
+        issue,
+        completion,
+        rate: rates,
+        dormant_registers,
+        dormant,
+        targets,
+    };
     if let Some(dir) = out_dir {
-        let mut csv = String::from("scope,kind,iter,issue_ns,issue_cycles,put_c_ns\n");
-        for i in &issues {
-            for k in 0..i.ns.len() {
-                let _ = writeln!(
-                    csv,
-                    "{},{},{},{},{},{}",
-                    i.scope,
-                    if i.raw { "raw" } else { "typed" },
-                    k,
-                    i.ns[k],
-                    i.cycles[k],
-                    i.total[k]
-                );
-            }
-        }
-        let _ = std::fs::write(format!("{dir}/issue_samples.csv"), csv);
-        let mut r = String::from("what,wqes,seconds,mwqe_per_s\n");
-        for x in &rates {
-            let _ = writeln!(
-                r,
-                "\"{}\",{},{:.6},{:.3}",
-                x.what,
-                x.wqes,
-                x.secs,
-                x.wqes as f64 / x.secs / 1e6
-            );
-        }
-        let _ = std::fs::write(format!("{dir}/rates.csv"), r);
+        let json =
+            serde_json::to_string(&report).map_err(|e| GpuError::Invalid(format!("JSON: {e}")))?;
+        std::fs::write(format!("{dir}/gpu-bench.json"), json)
+            .map_err(|e| GpuError::Invalid(format!("{dir}/gpu-bench.json: {e}")))?;
     }
+    Ok((table(&report), all_reached))
+}
 
+fn table(r: &Report) -> String {
     let mut t = String::new();
-    let _ = writeln!(t, "\nIssue time of one 8-byte inline RC WRITE, 1 thread, {iters} iterations, doorbell sink (no NIC)");
+    let _ = writeln!(t, "GPU: {}", r.gpu);
     let _ = writeln!(
         t,
-        "{:<20} {:>9} {:>9} {:>10} {:>10} {:>9} {:>9} {:>11} {:>8}",
+        "\nIssue of one 8-byte inline RC WRITE, 1 thread, {} iterations (Table 4)",
+        r.issue_iterations
+    );
+    let _ = writeln!(
+        t,
+        "{:<20} {:>9} {:>9} {:>8} {:>8} {:>10} {:>10} {:>9} {:>7}",
         "scope",
         "typed p50",
-        "typed p99",
         "raw p50",
-        "raw p99",
         "typ cyc",
         "raw cyc",
+        "put+c typ",
+        "put+c raw",
         "typed/raw",
         "SM MHz"
     );
-    for pair in issues.chunks(2) {
-        let (ty, rw) = (&pair[0], &pair[1]);
-        let (mut a, mut b) = (ty.ns.clone(), rw.ns.clone());
-        let (mut ca, mut cb) = (ty.cycles.clone(), rw.cycles.clone());
-        let (a50, a99, b50, b99) = (
-            pct(&mut a, 0.5),
-            pct(&mut a, 0.99),
-            pct(&mut b, 0.5),
-            pct(&mut b, 0.99),
-        );
-        let (c50, d50) = (pct(&mut ca, 0.5), pct(&mut cb, 0.5));
+    for i in &r.issue {
+        let (tn, tc, tp) = i.typed.summaries();
+        let (rn, rc, rp) = i.raw.summaries();
         let _ = writeln!(
             t,
-            "{:<20} {:>7} ns {:>7} ns {:>8} ns {:>8} ns {:>9} {:>9} {:>11.3} {:>8.0}",
-            ty.scope,
-            a50,
-            a99,
-            b50,
-            b99,
-            c50,
-            d50,
-            c50 as f64 / d50.max(1) as f64,
-            (ty.sm_mhz + rw.sm_mhz) / 2.0
+            "{:<20} {:>6} ns {:>6} ns {:>8} {:>8} {:>7} ns {:>7} ns {:>9.3} {:>7.0}",
+            i.scope,
+            tn.p50,
+            rn.p50,
+            tc.p50,
+            rc.p50,
+            tp.p50,
+            rp.p50,
+            i.typed_over_raw(),
+            (i.typed.sm_mhz + i.raw.sm_mhz) / 2.0
         );
     }
     let _ = writeln!(
         t,
-        "(typed/raw: ratio of p50 clock64 cycles; SM MHz: clock64 / %globaltimer over each run)"
+        "\nCompletion scope: put+completion p50 (p99), GpuFence (Figure 4)"
+    );
+    for c in &r.completion {
+        let s: &Summary = &c.summary;
+        let _ = writeln!(
+            t,
+            "  {:>2} queues  {:<10} {:>7} ns ({:>7} ns)  {:.0} MHz",
+            c.queues,
+            format!("{:?}", c.wait),
+            s.p50,
+            s.p99,
+            c.sm_mhz
+        );
+    }
+    let _ = writeln!(t, "\nMessage rate (Table 5; sink retires only)");
+    for x in &r.rate {
+        let _ = writeln!(
+            t,
+            "  {:<62} {:<18} {:>9.2} M WQE/s  {:>5.0} MHz{}",
+            x.label,
+            x.result.scope,
+            x.result.mwqe_per_s,
+            x.result.sm_mhz,
+            if x.result.never_wraps {
+                "  (no slot reuse)"
+            } else {
+                ""
+            }
+        );
+    }
+    let _ = writeln!(t, "\nDormant cost: registers (ptxas via NVRTC)");
+    for d in &r.dormant_registers {
+        let _ = writeln!(
+            t,
+            "  {:<10} {:<8} {:>3} registers, {:>3} B stack, {} blocks/SM at 256 threads",
+            format!("{:?}", d.caller),
+            format!("{:?}", d.build),
+            d.registers,
+            d.stack_bytes,
+            d.blocks_per_sm
+        );
+    }
+    let _ = writeln!(
+        t,
+        "\nDormant cost: 528 x 256 threads, loss vs the plain kernel (Figure 9)"
+    );
+    for d in &r.dormant {
+        let best = d.ns.iter().copied().min().unwrap_or(0);
+        let _ = writeln!(
+            t,
+            "  {:<10} {:<8} {:>2} msgs {:<5} {:>9.3} ms  loss {:>6.1} %  {:.0} MHz",
+            format!("{:?}", d.caller),
+            format!("{:?}", d.build),
+            d.messages,
+            if d.wait { "wait" } else { "" },
+            best as f64 / 1e6,
+            100.0 * d.loss,
+            d.sm_mhz.first().copied().unwrap_or(0.0)
+        );
+    }
+    let _ = writeln!(t, "\nTargets");
+    for x in &r.targets {
+        let _ = writeln!(
+            t,
+            "  {:<52} {:>10.3}  goal {:<12} {}",
+            x.what,
+            x.value,
+            x.goal,
+            if x.reached { "reached" } else { "NOT reached" }
+        );
+    }
+    t
+}
+
+#[derive(Serialize)]
+struct PeersReport {
+    gpu: String,
+    iterations: u32,
+    ibgda: IssueResult,
+    doca: PeerResult,
+}
+
+fn run_peers(out_dir: Option<&str>) -> Result<String, GpuError> {
+    let gpu = Gpu::open_with(0, &bench_options()?)?;
+    let iters = 20_000;
+    let ibgda = issue::run(&gpu, GpuFence, iters)?;
+    let doca = peers::run_doca(&gpu, iters)?;
+    let report = PeersReport {
+        gpu: gpu_name(&gpu),
+        iterations: iters,
+        ibgda,
+        doca,
+    };
+    if let Some(dir) = out_dir {
+        let json =
+            serde_json::to_string(&report).map_err(|e| GpuError::Invalid(format!("JSON: {e}")))?;
+        std::fs::write(format!("{dir}/peers.json"), json)
+            .map_err(|e| GpuError::Invalid(format!("{dir}/peers.json: {e}")))?;
+    }
+    let mut t = String::new();
+    let _ = writeln!(
+        t,
+        "Peers: one 8-byte inline RC WRITE, 1 thread, {iters} iterations, same queue memory and sink"
+    );
+    let rows = [
+        ("ibgda typed [GpuFence]", &report.ibgda.typed),
+        ("ibgda raw [GpuFence]", &report.ibgda.raw),
+        ("DOCA GPUNetIO p_thread", &report.doca.run),
+    ];
+    for (what, r) in rows {
+        let (n, c, p) = r.summaries();
+        let _ = writeln!(
+            t,
+            "  {what:<26} issue {:>6} ns ({:>5} cycles)  put+c {:>6} ns  {:.0} MHz",
+            n.p50, c.p50, p.p50, r.sm_mhz
+        );
+    }
+    let d = &report.doca;
+    let _ = writeln!(
+        t,
+        "  DOCA queue-pair struct {} B; sink: {} doorbells, {} WQEs, {} CQEs, {} bad WQEs, {} bad doorbells",
+        d.qp_struct_bytes, d.sink.doorbells, d.sink.wqes, d.sink.cqes, d.sink.bad_wqes, d.sink.bad_doorbells
     );
     let _ = writeln!(
         t,
-        "\nPosting rate (WQEs built and published per second; sink only retires)"
+        "  DOCA's last {} WQEs: {} parsed by ibgda; parse errors {:?}",
+        d.wqes.examined, d.wqes.parsed, d.wqes.parse_errors
     );
-    for x in &rates {
+    for f in &d.wqes.differences {
         let _ = writeln!(
             t,
-            "  {:<72} {:>9.2} M WQE/s ({} WQEs in {:.4} s)",
-            x.what,
-            x.wqes as f64 / x.secs / 1e6,
-            x.wqes,
-            x.secs
+            "  byte {:>2}: DOCA {:#04x}, ibgda {:#04x}{}",
+            f.offset,
+            f.peer,
+            f.ibgda,
+            if f.peer == 0xa5 {
+                " (never written: ring poison)"
+            } else {
+                ""
+            }
         );
     }
     Ok(t)
 }
 
+/// Opens a hardware NIC for the run: the device or the typed reason it cannot be used.
+#[cfg(feature = "mlx5")]
+fn hardware(device: &str) -> Result<String, String> {
+    let dev = ibgda::nic::mlx5::Mlx5Device::open(Some(device)).map_err(|e| e.to_string())?;
+    Err(format!(
+        "opened {}; queues on a hardware NIC come from the control plane's queue creation, \
+         which this build does not include yet: run with --nic soft",
+        dev.name()
+    ))
+}
+
+#[cfg(not(feature = "mlx5"))]
+fn hardware(device: &str) -> Result<String, String> {
+    Err(format!(
+        "--nic {device}: built without the mlx5 backend; rebuild with \
+         `cargo build --release -p ibgda-kernels --features mlx5`"
+    ))
+}
+
 fn main() {
-    let out = std::env::args().nth(1);
-    match run(out.as_deref()) {
-        Ok(table) => println!("{table}"),
+    let mut args: Vec<String> = std::env::args().skip(1).collect();
+    if let Some(at) = args.iter().position(|a| a == "--nic") {
+        let Some(nic) = args.get(at + 1).cloned() else {
+            eprintln!("ibgda-gpu-bench: --nic needs a value (soft or a device)");
+            std::process::exit(2);
+        };
+        args.drain(at..at + 2);
+        if nic != "soft" {
+            if let Err(e) = hardware(&nic) {
+                eprintln!("ibgda-gpu-bench: {e}");
+                std::process::exit(2);
+            }
+        }
+    }
+    let arg = args.first().cloned();
+    if arg.as_deref() == Some("--peers") {
+        let out = args.get(1).cloned();
+        match run_peers(out.as_deref()) {
+            Ok(t) => println!("{t}"),
+            Err(e) => {
+                eprintln!("ibgda-gpu-bench --peers: {e}");
+                std::process::exit(2);
+            }
+        }
+        return;
+    }
+    if arg.as_deref() == Some("--one-warp") {
+        let r = bench_options()
+            .and_then(|o| Gpu::open_with(0, &o))
+            .and_then(|gpu| BenchProgram::load(&gpu).and_then(|p| one_warp(&gpu, &p)));
+        match r {
+            Ok(line) => println!("{line}"),
+            Err(e) => {
+                eprintln!("ibgda-gpu-bench: {e}");
+                std::process::exit(2);
+            }
+        }
+        return;
+    }
+    match run(arg.as_deref()) {
+        Ok((table, all_reached)) => {
+            println!("{table}");
+            if !all_reached {
+                std::process::exit(1);
+            }
+        }
         Err(e) => {
             eprintln!("ibgda-gpu-bench: {e}");
             std::process::exit(2);

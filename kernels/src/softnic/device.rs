@@ -7,18 +7,268 @@
 //! deadlock. The stop flag is pinned host memory mapped into the GPU, written without a
 //! copy.
 
+use core::marker::PhantomData;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use cudarc::driver::LaunchConfig;
 use ibgda::memory::{DeviceBuffer, DmaBuffer};
+use ibgda::order::{GpuThread, OrderingScope, ValidFor};
+use ibgda::queue::{CompletionQueueNicAccess, Gpu as GpuPlaced, QueuePair, SendQueueNicAccess};
+use ibgda::wqe::TypedTransport;
 
+#[cfg(feature = "test-support")]
 use super::scenario::{engine_snapshot, FabricRun, Snapshot};
 use super::tables::{
     record_bytes, records_from_bytes, NicCq, NicEngine, NicNode, NicQueue, NicRegion, NicResponder,
     NicTables, TableRecord,
 };
 use crate::gpu::{Gpu, GpuError, KernelArg};
+
+/// The memory a [`DeviceNic`] may touch, derived from what is owned: data buffers
+/// registered with it (it keeps a reference to each) and the queue memory of GPU-placed
+/// queue pairs (borrowed for `'q`, and referenced so that even a leaked running NIC never
+/// touches freed memory). Engine tables naming anything else are refused.
+pub struct NicMemory<'q> {
+    data: Vec<Arc<DeviceBuffer>>,
+    queues: Vec<QueueReach>,
+    /// A test arena holding both (the replay of the differential streams): data and
+    /// queue ranges may then overlap.
+    #[cfg(feature = "test-support")]
+    arena: Option<Arc<DeviceBuffer>>,
+    _queues: PhantomData<&'q ()>,
+}
+
+/// The NIC's capabilities to one queue pair's memory: what keeps that memory alive while
+/// a NIC kernel may touch it, and where it lies.
+#[derive(Debug)]
+pub(crate) struct QueueReach {
+    sq: SendQueueNicAccess<GpuPlaced>,
+    cq: CompletionQueueNicAccess<GpuPlaced>,
+}
+
+impl QueueReach {
+    /// The capabilities of the NIC that executes `qp`'s WQEs.
+    ///
+    /// # Safety
+    ///
+    /// The caller is that NIC (a kernel that executes the queue's WQEs and writes its
+    /// CQEs, nothing else), and holds the capabilities only while it may run and `qp`
+    /// lives (the callers borrow `qp` for as long as they hold them).
+    pub(crate) unsafe fn of<T, S>(qp: &QueuePair<T, GpuPlaced, S>) -> Self
+    where
+        T: TypedTransport,
+        S: OrderingScope<Producer = GpuThread> + ValidFor<GpuPlaced>,
+    {
+        // SAFETY: forwarded to this function's caller, who is the queue's NIC.
+        let sq = unsafe { qp.sq_memory().nic_access_unchecked() };
+        // SAFETY: as above.
+        let cq = unsafe { qp.cq_memory().nic_access_unchecked() };
+        Self { sq, cq }
+    }
+
+    /// Every buffer's (device address, length).
+    pub(crate) fn spans(&self) -> impl Iterator<Item = (u64, u64)> + '_ {
+        self.sq
+            .spans()
+            .into_iter()
+            .chain(self.cq.spans())
+            .map(|s| (s.addr, s.len as u64))
+    }
+}
+
+impl core::fmt::Debug for NicMemory<'_> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("NicMemory")
+            .field("data_buffers", &self.data.len())
+            .field("queue_buffers", &self.queues.len())
+            .finish()
+    }
+}
+
+impl Default for NicMemory<'_> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl<'q> NicMemory<'q> {
+    /// No memory yet.
+    pub fn new() -> Self {
+        Self {
+            data: Vec::new(),
+            queues: Vec::new(),
+            #[cfg(feature = "test-support")]
+            arena: None,
+            _queues: PhantomData,
+        }
+    }
+
+    /// Registers a device buffer as memory that regions may cover (RDMA targets and
+    /// local buffers). The NIC keeps a reference to it.
+    pub fn register(&mut self, buffer: &Arc<DeviceBuffer>) -> &mut Self {
+        self.data.push(buffer.clone());
+        self
+    }
+
+    /// Adds a GPU-placed queue pair's memory (send ring, doorbell record, doorbell, CQ
+    /// ring, CQ doorbell record): what queue and CQ tables may name, never a region.
+    pub fn queue_pair<T, S>(&mut self, qp: &'q QueuePair<T, GpuPlaced, S>) -> &mut Self
+    where
+        T: TypedTransport,
+        S: OrderingScope<Producer = GpuThread> + ValidFor<GpuPlaced>,
+    {
+        // SAFETY: a `NicMemory` is only consumed by `DeviceNic::new`, whose kernel is this
+        // queue's NIC (it executes the WQEs and writes the CQEs, nothing else); it borrows
+        // `qp` for 'q, as long as it holds the capabilities, and its guard stops the kernel
+        // before it releases them.
+        self.queues.push(unsafe { QueueReach::of(qp) });
+        self
+    }
+
+    /// An arena that holds regions and queues alike (the replay of the differential
+    /// streams, whose layout comes from the CPU software NIC's run).
+    #[cfg(feature = "test-support")]
+    fn arena(buffer: &Arc<DeviceBuffer>) -> Self {
+        Self {
+            data: vec![buffer.clone()],
+            queues: Vec::new(),
+            arena: Some(buffer.clone()),
+            _queues: PhantomData,
+        }
+    }
+
+    /// The (address, length) of every data buffer.
+    fn data_spans(&self) -> Vec<(u64, u64)> {
+        self.data
+            .iter()
+            .map(|b| (b.addr(), b.len() as u64))
+            .collect()
+    }
+
+    /// The (address, length) of every buffer queue tables may name.
+    fn queue_spans(&self) -> Vec<(u64, u64)> {
+        let queues = self.queues.iter().flat_map(QueueReach::spans);
+        #[cfg(feature = "test-support")]
+        let queues = queues.chain(self.arena.iter().map(|b| (b.addr(), b.len() as u64)));
+        queues.collect()
+    }
+
+    fn inside(spans: &[(u64, u64)], addr: u64, len: u64) -> bool {
+        spans
+            .iter()
+            .any(|&(a, n)| addr >= a && len <= n && addr - a <= n - len)
+    }
+
+    /// What [`DeviceNic::new`] checks before anything reaches the device: at least one
+    /// engine and no more than a launch holds, no registered buffer overlapping queue
+    /// memory, every engine's tables naming only this memory (regions inside registered
+    /// buffers; rings, records, doorbells and CQs inside queue memory) with valid sizes
+    /// ([`NicTables::check`]), and one executor per queue (a send ring in one table
+    /// entry of all engines) and per CQ (a CQ ring in one engine).
+    pub fn check(&self, engines: &[NicTables]) -> Result<(), GpuError> {
+        if engines.is_empty() {
+            return Err(GpuError::Invalid("no engine".into()));
+        }
+        // One block per engine.
+        count_u32("engines", engines.len())?;
+        self.check_disjoint()?;
+        let (data_spans, queue_spans) = (self.data_spans(), self.queue_spans());
+        let data = |addr: u64, len: u64| Self::inside(&data_spans, addr, len);
+        let queue = |addr: u64, len: u64| Self::inside(&queue_spans, addr, len);
+        for (i, t) in engines.iter().enumerate() {
+            t.check(&data, &queue)
+                .map_err(|e| GpuError::Invalid(format!("engine {i}: {e}")))?;
+        }
+        // One executor per queue and per CQ: a send queue in one table entry, a CQ in one
+        // engine (engines run on different SMs and do not share state).
+        let mut rings = std::collections::HashMap::new();
+        let mut cqs = std::collections::HashMap::new();
+        for (i, t) in engines.iter().enumerate() {
+            for q in &t.queues {
+                if let Some(j) = rings.insert(q.ring, i) {
+                    return Err(GpuError::Invalid(format!(
+                        "the send ring at {:#x} is in engine {j} and engine {i}",
+                        q.ring
+                    )));
+                }
+            }
+            for c in &t.cqs {
+                if let Some(j) = cqs.insert(c.ring, i).filter(|&j| j != i) {
+                    return Err(GpuError::Invalid(format!(
+                        "the CQ ring at {:#x} is in engine {j} and engine {i}",
+                        c.ring
+                    )));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Refuses a data buffer that overlaps queue memory (a region there would let WQEs
+    /// write rings and CQs).
+    fn check_disjoint(&self) -> Result<(), GpuError> {
+        let queues: Vec<(u64, u64)> = self.queues.iter().flat_map(QueueReach::spans).collect();
+        for (da, dn) in self.data_spans() {
+            for &(qa, qn) in &queues {
+                if da < qa.saturating_add(qn) && qa < da.saturating_add(dn) {
+                    return Err(GpuError::Invalid(format!(
+                        "registered buffer {da:#x} (+{dn}) overlaps queue memory {qa:#x} (+{qn})"
+                    )));
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The CUDA software NIC's records of a GPU-placed RC queue pair connected to itself
+/// (loopback) on `node`: its send queue (its CQ at index `cq` of the engine's CQ table,
+/// the doorbell record read after each doorbell, which every scope orders), its CQ (ring
+/// mode) and its receive side (no receive CQ). Messages up to `max_message_bytes`.
+pub fn loopback_records<S>(
+    qp: &QueuePair<ibgda::wqe::Rc, GpuPlaced, S>,
+    node: u32,
+    cq: u32,
+    max_message_bytes: u64,
+) -> (NicQueue, NicCq, NicResponder)
+where
+    S: OrderingScope<Producer = GpuThread> + ValidFor<GpuPlaced>,
+{
+    use super::tables::{cq_mode, state, transport, watch, NIC_NONE};
+    let (sq, cqm) = (qp.sq_memory(), qp.cq_memory());
+    let qpn = qp.device_qpn().get();
+    let queue = NicQueue {
+        ring: sq.ring().addr,
+        dbrec: sq.dbrec().addr,
+        doorbell: sq.doorbell().addr,
+        max_message_bytes,
+        qpn,
+        node,
+        transport: transport::RC,
+        log_wqebbs: sq.size().wqebbs().trailing_zeros(),
+        cq,
+        peer: qpn,
+        state: state::READY,
+        watch: watch::DOORBELL_ONLY,
+        ..Default::default()
+    };
+    let cq = NicCq {
+        ring: cqm.ring().addr,
+        dbrec: cqm.dbrec().addr,
+        entries: cqm.entries(),
+        log2_entries: cqm.entries().trailing_zeros(),
+        mode: cq_mode::RING,
+        ..Default::default()
+    };
+    let responder = NicResponder {
+        number: qpn,
+        node,
+        cq: NIC_NONE,
+        ..Default::default()
+    };
+    (queue, cq, responder)
+}
 
 /// Where one engine's tables lie in its device buffer.
 #[derive(Clone, Copy, Debug, Default)]
@@ -32,21 +282,34 @@ struct Placement {
     len: usize,
 }
 
-/// Engines in device memory and the kernel that runs them.
-pub struct DeviceNic {
+/// Engines in device memory and the kernel that runs them: a guard that stops the
+/// persistent kernel and waits for it when dropped.
+///
+/// Every table address was checked against the [`NicMemory`] it was made with (regions
+/// inside registered buffers, queues and CQs inside queue memory); it keeps that memory
+/// referenced, and borrows the queue pairs and the GPU for `'q`.
+pub struct DeviceNic<'q> {
+    gpu: &'q Gpu,
     engines: Arc<DeviceBuffer>,
     memory: Vec<Arc<DeviceBuffer>>,
     placements: Vec<Placement>,
     counts: Vec<[usize; 5]>,
     stop: Arc<DmaBuffer>,
+    running: bool,
+    _reach: NicMemory<'q>,
 }
 
-impl core::fmt::Debug for DeviceNic {
+impl core::fmt::Debug for DeviceNic<'_> {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         f.debug_struct("DeviceNic")
             .field("engines", &self.placements.len())
+            .field("running", &self.running)
             .finish()
     }
+}
+
+fn count_u32(what: &str, n: usize) -> Result<u32, GpuError> {
+    u32::try_from(n).map_err(|_| GpuError::Invalid(format!("{n} {what}: more than {}", u32::MAX)))
 }
 
 fn place<T>(at: &mut usize, n: usize) -> usize {
@@ -60,25 +323,22 @@ fn put<T: TableRecord>(bytes: &mut [u8], at: usize, records: &[T]) {
     bytes[at..at + b.len()].copy_from_slice(&b);
 }
 
-impl DeviceNic {
+impl<'q> DeviceNic<'q> {
     /// Engines over `engines` (absolute device addresses), each checked to name only
-    /// memory in `valid` (device address, length) ranges. Allocates and writes everything.
-    pub fn new(gpu: &Gpu, engines: &[NicTables], valid: &[(u64, u64)]) -> Result<Self, GpuError> {
-        if engines.is_empty() {
-            return Err(GpuError::Invalid("no engine".into()));
-        }
-        let inside = |addr: u64, len: u64| {
-            valid
-                .iter()
-                .any(|&(a, n)| addr >= a && len <= n && addr - a <= n - len)
-        };
-        let mut memory = Vec::new();
+    /// memory of `memory`: regions inside its registered buffers, queue rings, records,
+    /// doorbells and CQs inside its queue memory. Allocates and writes everything (nothing
+    /// may be allocated while the persistent kernel runs).
+    pub fn new(
+        gpu: &'q Gpu,
+        engines: &[NicTables],
+        memory: NicMemory<'q>,
+    ) -> Result<Self, GpuError> {
+        memory.check(engines)?;
+        let mut buffers = Vec::new();
         let mut placements = Vec::new();
         let mut counts = Vec::new();
         let mut records = Vec::new();
         for t in engines {
-            t.check(&inside)
-                .map_err(|e| GpuError::Invalid(e.to_string()))?;
             let mut at = 0usize;
             let p = Placement {
                 nodes: place::<NicNode>(&mut at, t.nodes.len()),
@@ -110,11 +370,11 @@ impl DeviceNic {
                 queues: base + p.queues as u64,
                 scratch: base + p.scratch as u64,
                 scratch_len: scratch_len as u64,
-                n_nodes: t.nodes.len() as u32,
-                n_regions: t.regions.len() as u32,
-                n_cqs: t.cqs.len() as u32,
-                n_responders: t.responders.len() as u32,
-                n_queues: t.queues.len() as u32,
+                n_nodes: count_u32("nodes", t.nodes.len())?,
+                n_regions: count_u32("regions", t.regions.len())?,
+                n_cqs: count_u32("CQs", t.cqs.len())?,
+                n_responders: count_u32("responders", t.responders.len())?,
+                n_queues: count_u32("queues", t.queues.len())?,
                 ..Default::default()
             });
             counts.push([
@@ -124,68 +384,96 @@ impl DeviceNic {
                 t.responders.len(),
                 t.queues.len(),
             ]);
-            memory.push(buf);
+            buffers.push(buf);
             placements.push(p);
         }
         let engines = gpu.device_buffer_from(&record_bytes(&records))?;
         let stop = gpu.mapped_host_buffer(8)?;
         Ok(Self {
+            gpu,
             engines,
-            memory,
+            memory: buffers,
             placements,
             counts,
             stop,
+            running: false,
+            _reach: memory,
         })
     }
 
-    fn launch(&self, gpu: &Gpu, exit_when_idle: bool, side: bool) -> Result<(), GpuError> {
+    fn launch(&self, exit_when_idle: bool, side: bool) -> Result<(), GpuError> {
         let stop = self
             .stop
             .device_addr()
             .ok_or_else(|| GpuError::Invalid("stop flag not mapped".into()))?;
+        let n = count_u32("engines", self.placements.len())?;
         let args = [
             KernelArg::U64(self.engines.addr()),
-            KernelArg::U32(self.placements.len() as u32),
+            KernelArg::U32(n),
             KernelArg::U64(stop),
             KernelArg::U32(u32::from(exit_when_idle)),
         ];
         let cfg = LaunchConfig {
-            grid_dim: (self.placements.len() as u32, 1, 1),
+            grid_dim: (n, 1, 1),
             block_dim: (32, 1, 1),
             shared_mem_bytes: 0,
         };
         // SAFETY: ibgda_softnic(NicEngine*, u32, const volatile u32*, u32): the engine array
-        // of `placements.len()` records, their count, the mapped stop flag and the mode;
-        // every table and scratch address in the records lies in `self.memory`, and every
-        // queue, CQ and region address was checked by `NicTables::check` to lie in the
-        // caller's `valid` ranges, whose memory the caller keeps alive until the kernel
-        // has finished (`stop` or `run_until_idle` synchronizes).
-        unsafe { gpu.launch_raw(false, "ibgda_softnic", cfg, side, &args) }
+        // of `n` records, their count, the mapped stop flag and the mode; every table and
+        // scratch address in the records lies in `self.memory`, and every queue, CQ and
+        // region address was checked by `NicTables::check` to lie in the buffers `_reach`
+        // references (and, for queues, borrows for 'q); `self` keeps all of them alive, and
+        // its `Drop` stops and waits for the kernel before any is released.
+        unsafe {
+            self.gpu
+                .launch_raw(false, "ibgda_softnic", cfg, side, &args)
+        }
     }
 
-    /// Starts the persistent kernel on the side stream: it runs until [`DeviceNic::stop`].
-    /// Nothing may be allocated or copied synchronously until then.
-    pub fn start(&self, gpu: &Gpu) -> Result<(), GpuError> {
+    /// Starts the persistent kernel on the side stream: it runs until [`DeviceNic::stop`]
+    /// or the drop of the guard. Nothing may be allocated or copied synchronously until
+    /// then (such calls can wait for the running kernel).
+    pub fn start(&mut self) -> Result<(), GpuError> {
+        if self.running {
+            return Err(GpuError::Invalid(
+                "the CUDA software NIC is already running".into(),
+            ));
+        }
         self.stop.words()[0].store(0, Ordering::Release);
-        self.launch(gpu, false, true)
+        self.launch(false, true)?;
+        self.running = true;
+        Ok(())
     }
 
     /// Sets the stop flag and waits for every kernel of the context to finish.
-    pub fn stop(&self, gpu: &Gpu) -> Result<(), GpuError> {
+    pub fn stop(&mut self) -> Result<(), GpuError> {
         self.stop.words()[0].store(1, Ordering::Release);
-        gpu.synchronize()
+        self.running = false;
+        self.gpu.synchronize()
+    }
+
+    /// Whether the persistent kernel was started and not stopped.
+    pub fn is_running(&self) -> bool {
+        self.running
     }
 
     /// One launch that steps every engine until a step does nothing (the CPU NIC's
     /// `run_until_idle`), then waits for it.
-    pub fn run_until_idle(&self, gpu: &Gpu) -> Result<(), GpuError> {
-        self.launch(gpu, true, false)?;
-        gpu.stream().synchronize()?;
+    pub fn run_until_idle(&mut self) -> Result<(), GpuError> {
+        if self.running {
+            return Err(GpuError::Invalid("the CUDA software NIC is running".into()));
+        }
+        self.launch(true, false)?;
+        self.gpu.stream().synchronize()?;
         Ok(())
     }
 
-    /// The engines' records and tables as the GPU left them (no kernel may be running).
-    pub fn read(&self, gpu: &Gpu) -> Result<Vec<(NicEngine, NicTables)>, GpuError> {
+    /// The engines' records and tables as the GPU left them (refused while running).
+    pub fn read(&self) -> Result<Vec<(NicEngine, NicTables)>, GpuError> {
+        if self.running {
+            return Err(GpuError::Invalid("the CUDA software NIC is running".into()));
+        }
+        let gpu = self.gpu;
         let bad = || GpuError::Invalid("table bytes".into());
         let engines: Vec<NicEngine> =
             records_from_bytes(&gpu.read_device(&self.engines)?).ok_or_else(bad)?;
@@ -208,20 +496,31 @@ impl DeviceNic {
     }
 }
 
+impl Drop for DeviceNic<'_> {
+    fn drop(&mut self) {
+        if self.running {
+            // Nothing the kernel touches may be released before it has stopped; a failed
+            // synchronize (a dead context) has no kernel left running either.
+            let _ = self.stop();
+        }
+    }
+}
+
 /// Replays a run's trace on the GPU engine over a device copy of its arena (one launch
 /// to idle per doorbell point); returns its snapshot after each point.
+#[cfg(feature = "test-support")]
 pub fn replay_on_device(gpu: &Gpu, run: &FabricRun) -> Result<Vec<Snapshot>, GpuError> {
     let arena = gpu.device_buffer_from(&run.arena)?;
     let tables = run.tables.relocated(arena.addr());
-    let nic = DeviceNic::new(gpu, &[tables], &[(arena.addr(), arena.len() as u64)])?;
+    let mut nic = DeviceNic::new(gpu, &[tables], NicMemory::arena(&arena))?;
     let mut out = Vec::new();
     for writes in &run.trace {
         for (at, bytes) in writes {
             gpu.write_device(&arena, *at, bytes)?;
         }
-        nic.run_until_idle(gpu)?;
+        nic.run_until_idle()?;
         let (engine, tables) = nic
-            .read(gpu)?
+            .read()?
             .pop()
             .ok_or_else(|| GpuError::Invalid("no engine".into()))?;
         if engine.status != 0 {

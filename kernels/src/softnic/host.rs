@@ -46,7 +46,8 @@ impl HostNic {
         let base = words.as_ptr() as u64;
         let len = arena.len() as u64;
         let placed = tables.relocated(base);
-        placed.check(&|addr, n| addr >= base && n <= len && addr - base <= len - n)?;
+        let in_arena = |addr: u64, n: u64| addr >= base && n <= len && addr - base <= len - n;
+        placed.check(&in_arena, &in_arena)?;
         let scratch_len = placed.scratch_len();
         let scratch = vec![0u64; (scratch_len as usize).div_ceil(8)];
         let mut nic = Self {

@@ -6,13 +6,14 @@
 //! - [`tables`]: the `#[repr(C)]` tables the engine runs on (generated into
 //!   `ibgda_layout.h`).
 //! - [`host`]: the host engine over an arena of host memory.
-//! - [`scenario`]: random WQE streams, run through the CPU NIC (`Fabric` step mode) with a
+//! - `scenario` (feature `test-support`): random WQE streams, run through the CPU NIC (`Fabric` step mode) with a
 //!   trace of every host-written byte, and replayed on an engine; snapshots to compare.
 //! - [`device`]: the GPU engine: tables in device memory, the persistent kernel.
 
 pub mod device;
 mod ffi;
 pub mod host;
+#[cfg(feature = "test-support")]
 pub mod scenario;
 pub mod tables;
 

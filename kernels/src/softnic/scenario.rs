@@ -23,7 +23,7 @@ use std::sync::Arc;
 
 use ibgda::cq::CqMode;
 use ibgda::memory::DmaBuffer;
-use ibgda::queue::{CompletionQueueMemory, SendQueueMemory};
+use ibgda::queue::{CompletionQueueMemory, RawCompletionQueue, RawSendQueue, SendQueueMemory};
 use ibgda::softnic::{
     Access, Counters, DctConfig, DoorbellWatch, ErrorCause, Fabric, MemoryRegion, NodeId, QpConfig,
     QpState, QueueId, ReceiveConfig,
@@ -993,12 +993,12 @@ pub fn run_on_fabric(s: &Scenario) -> Result<FabricRun, String> {
             } else {
                 TransportKind::Rc
             },
-            sq.clone(),
-            cq_mem[q.cq].clone(),
+            &sq,
+            &cq_mem[q.cq],
         );
         config.cq_mode = mode(q.cq);
         config.receive = q.receive_cq.map(|c| ReceiveConfig {
-            cq: cq_mem[c].clone(),
+            cq: &cq_mem[c],
             cq_mode: mode(c),
         });
         config.max_message_bytes = q.max_message_bytes;
@@ -1009,7 +1009,7 @@ pub fn run_on_fabric(s: &Scenario) -> Result<FabricRun, String> {
         };
         let qpn = fabric.create_qp(nodes[q.node], config).map_err(|x| e(&x))?;
         qpns.push(qpn);
-        sq_mem.push(sq);
+        sq_mem.push(RawSendQueue::new(sq));
     }
     let mut peers: Vec<Option<usize>> = vec![None; s.qps.len()];
     for &(a, b) in &s.connections {
@@ -1025,7 +1025,7 @@ pub fn run_on_fabric(s: &Scenario) -> Result<FabricRun, String> {
                 DctConfig {
                     dc_key: d.dc_key,
                     receive: d.receive_cq.map(|c| ReceiveConfig {
-                        cq: cq_mem[c].clone(),
+                        cq: &cq_mem[c],
                         cq_mode: mode(c),
                     }),
                 },
@@ -1036,6 +1036,7 @@ pub fn run_on_fabric(s: &Scenario) -> Result<FabricRun, String> {
         }
         dcts.push(number);
     }
+    let cq_mem: Vec<RawCompletionQueue> = cq_mem.into_iter().map(RawCompletionQueue::new).collect();
     for (i, q) in s.qps.iter().enumerate() {
         if q.receive_cq.is_some() && q.credits > 0 {
             fabric
@@ -1147,7 +1148,7 @@ pub fn run_on_fabric(s: &Scenario) -> Result<FabricRun, String> {
     }
     for (i, c) in cq_mem.iter().enumerate() {
         let (at, len) = layout.cq_rings[i];
-        arena[at..at + len].copy_from_slice(&c.ring.to_vec());
+        arena[at..at + len].copy_from_slice(&c.memory().ring_bytes());
     }
 
     let env = Env {
@@ -1185,7 +1186,7 @@ pub fn run_on_fabric(s: &Scenario) -> Result<FabricRun, String> {
     }
 
     let mut r = Rng::new(s.seed.rotate_left(17) ^ 0xd1b5_4a32_d192_ed03);
-    let mut rings: Vec<Vec<u8>> = sq_mem.iter().map(|m| m.ring.to_vec()).collect();
+    let mut rings: Vec<Vec<u8>> = sq_mem.iter().map(|m| m.memory().ring_bytes()).collect();
     let mut producers = vec![0u64; s.qps.len()];
     let mut polled = vec![0u32; s.cqs.len()];
     let mut consumers = vec![0u32; s.cqs.len()];
@@ -1199,7 +1200,7 @@ pub fn run_on_fabric(s: &Scenario) -> Result<FabricRun, String> {
             if spec.collapsed {
                 continue;
             }
-            let ring = cq_mem[c].ring.to_vec();
+            let ring = cq_mem[c].memory().ring_bytes();
             let n = spec.entries;
             for _ in 0..n {
                 let slot = (polled[c] & (n - 1)) as usize * 64;
@@ -1219,7 +1220,7 @@ pub fn run_on_fabric(s: &Scenario) -> Result<FabricRun, String> {
                 consumers[c] = value;
                 let mut rec = [0u8; 8];
                 rec[..4].copy_from_slice(&(value & 0xff_ffff).to_be_bytes());
-                cq_mem[c].dbrec.write(0, &rec).map_err(|x| e(&x))?;
+                cq_mem[c].store_dbrec(rec);
                 writes.push((layout.cq_dbrecs[c], rec.to_vec()));
             }
         }
@@ -1241,7 +1242,9 @@ pub fn run_on_fabric(s: &Scenario) -> Result<FabricRun, String> {
                     break;
                 }
             }
-            sq_mem[i].ring.write(0, &rings[i]).map_err(|x| e(&x))?;
+            // SAFETY: only the software NICs execute these rings, and they touch only
+            // registered `DmaBuffer`s (atomically) or their own arena, whatever the WQEs say.
+            unsafe { sq_mem[i].write_ring(0, &rings[i]) }.map_err(|x| e(&x))?;
             writes.push((layout.sq_rings[i].0, rings[i].clone()));
             let published = match if s.clean { 99 } else { r.below(100) } {
                 0..=3 if last > 1 => Some(producers[i] - 1),
@@ -1250,7 +1253,7 @@ pub fn run_on_fabric(s: &Scenario) -> Result<FabricRun, String> {
             };
             if let Some(p) = published {
                 let rec = send_record(p);
-                sq_mem[i].dbrec.write(0, &rec).map_err(|x| e(&x))?;
+                sq_mem[i].store_dbrec(rec);
                 writes.push((layout.sq_dbrecs[i], rec.to_vec()));
             }
             let named = match r.below(100) {
@@ -1260,7 +1263,7 @@ pub fn run_on_fabric(s: &Scenario) -> Result<FabricRun, String> {
             };
             if let Some(n) = named {
                 let db = doorbell_value(producers[i], n);
-                sq_mem[i].doorbell.write(0, &db).map_err(|x| e(&x))?;
+                sq_mem[i].store_doorbell(db);
                 writes.push((layout.doorbells[i], db.to_vec()));
             }
         }
@@ -1294,7 +1297,8 @@ pub fn run_on_fabric(s: &Scenario) -> Result<FabricRun, String> {
             queues.push(QueueView {
                 qpn: qpn.get(),
                 state: match st.state {
-                    QpState::Init => state::INIT,
+                    // Neither executes WQEs, like a queue pair in INIT.
+                    QpState::Reset | QpState::Init | QpState::ReadyToReceive => state::INIT,
                     QpState::ReadyToSend => state::READY,
                     QpState::Error => state::ERROR,
                 },
@@ -1318,7 +1322,7 @@ pub fn run_on_fabric(s: &Scenario) -> Result<FabricRun, String> {
         }
         snapshots.push(Snapshot {
             buffers: buffers.iter().map(|b| b.to_vec()).collect(),
-            cq_rings: cq_mem.iter().map(|c| c.ring.to_vec()).collect(),
+            cq_rings: cq_mem.iter().map(|c| c.memory().ring_bytes()).collect(),
             queues,
             credits,
             cq_errors,

@@ -385,11 +385,18 @@ impl NicTables {
             .fold(WRITE_COPY_CHUNK, u64::max)
     }
 
-    /// Checks what the engine relies on and does not check itself: every address range
-    /// lies in memory `valid(addr, len)` accepts, 64-bit words are 8-byte aligned, a
-    /// region's `base ≡ start` mod 8, rings and CQs have valid sizes, the queue table is
-    /// sorted by QPN, and the scratch need stays within [`MAX_SCRATCH_BYTES`].
-    pub fn check(&self, valid: &dyn Fn(u64, u64) -> bool) -> Result<(), TableError> {
+    /// Checks what the engine relies on and does not check itself: every region lies in
+    /// memory `data(addr, len)` accepts and every ring, CQ, doorbell record and doorbell
+    /// in memory `queue(addr, len)` accepts, 64-bit words are 8-byte aligned, a region's
+    /// `base ≡ start` mod 8, rings and CQs have valid sizes (a CQ of 0 entries, or a ring
+    /// of more than 2^15 WQEBBs, is refused), the queue table is sorted by QPN, and the
+    /// scratch need stays within [`MAX_SCRATCH_BYTES`].
+    pub fn check(
+        &self,
+        data: &dyn Fn(u64, u64) -> bool,
+        queue: &dyn Fn(u64, u64) -> bool,
+    ) -> Result<(), TableError> {
+        let valid = queue;
         let err = |what: String| Err(TableError(what));
         let word = |name: &str, addr: u64| -> Result<(), TableError> {
             if addr % 8 != 0 || !valid(addr, 8) {
@@ -400,7 +407,7 @@ impl NicTables {
             Ok(())
         };
         for (i, r) in self.regions.iter().enumerate() {
-            if r.len == 0 || !valid(r.base, r.len) {
+            if r.len == 0 || !data(r.base, r.len) {
                 return err(format!("region {i}: {} bytes at {:#x}", r.len, r.base));
             }
             if r.base.wrapping_sub(r.start) % 8 != 0 {

@@ -820,6 +820,68 @@ static int check_wr(const struct ibgda_oracle *o, uint32_t path,
 	return 0;
 }
 
+/* Fills the verbs work request `v` from `w`, its SGEs (or inline chunks, as SGEs
+ * over host memory) going to `sg`, which has room for them; returns how many
+ * entries of `sg` it used. */
+static size_t to_send_wr(const struct ibgda_oracle_wr *w, struct ibv_send_wr *v,
+			 struct ibv_sge *sg)
+{
+	size_t used = 0;
+	uint32_t j;
+
+	v->wr_id = w->wr_id;
+	v->send_flags = verbs_send_flags(w->flags, w->is_inline);
+	if (w->is_inline) {
+		/* inline gathers from the SGEs' addresses (host memory) */
+		for (j = 0; j < w->num_inl; j++) {
+			sg[used].addr = (uintptr_t)w->inl[j].addr;
+			sg[used].length = (uint32_t)w->inl[j].length;
+			sg[used].lkey = 0;
+			used++;
+		}
+		v->num_sge = (int)w->num_inl;
+	} else {
+		for (j = 0; j < w->num_sge; j++) {
+			sg[used].addr = w->sges[j].addr;
+			sg[used].length = w->sges[j].length;
+			sg[used].lkey = w->sges[j].lkey;
+			used++;
+		}
+		v->num_sge = (int)w->num_sge;
+	}
+	v->sg_list = v->num_sge ? sg : NULL;
+
+	switch (w->opcode) {
+	case IBGDA_ORACLE_OP_RDMA_WRITE:
+		v->opcode = IBV_WR_RDMA_WRITE;
+		break;
+	case IBGDA_ORACLE_OP_RDMA_WRITE_WITH_IMM:
+		v->opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
+		v->imm_data = htobe32(w->imm);
+		break;
+	case IBGDA_ORACLE_OP_RDMA_READ:
+		v->opcode = IBV_WR_RDMA_READ;
+		break;
+	case IBGDA_ORACLE_OP_ATOMIC_CMP_AND_SWP:
+		v->opcode = IBV_WR_ATOMIC_CMP_AND_SWP;
+		break;
+	default:
+		v->opcode = IBV_WR_ATOMIC_FETCH_AND_ADD;
+		break;
+	}
+	if (w->opcode == IBGDA_ORACLE_OP_ATOMIC_CMP_AND_SWP ||
+	    w->opcode == IBGDA_ORACLE_OP_ATOMIC_FETCH_AND_ADD) {
+		v->wr.atomic.remote_addr = w->remote_addr;
+		v->wr.atomic.rkey = w->rkey;
+		v->wr.atomic.compare_add = w->compare_add;
+		v->wr.atomic.swap = w->swap;
+	} else {
+		v->wr.rdma.remote_addr = w->remote_addr;
+		v->wr.rdma.rkey = w->rkey;
+	}
+	return used;
+}
+
 static int post_classic(struct ibgda_oracle *o, const struct ibgda_oracle_wr *wrs,
 			uint32_t nwr, struct ibgda_oracle_post_result *res)
 {
@@ -827,7 +889,7 @@ static int post_classic(struct ibgda_oracle *o, const struct ibgda_oracle_wr *wr
 	struct ibv_send_wr *bad = NULL;
 	struct ibv_sge *sg;
 	size_t total_sge = 0, used = 0;
-	uint32_t i, j;
+	uint32_t i;
 	int ret;
 
 	for (i = 0; i < nwr; i++)
@@ -841,61 +903,8 @@ static int post_classic(struct ibgda_oracle *o, const struct ibgda_oracle_wr *wr
 	}
 
 	for (i = 0; i < nwr; i++) {
-		const struct ibgda_oracle_wr *w = &wrs[i];
-		struct ibv_send_wr *v = &vw[i];
-		struct ibv_sge *first = &sg[used];
-
-		v->wr_id = w->wr_id;
-		v->next = i + 1 < nwr ? &vw[i + 1] : NULL;
-		v->send_flags = verbs_send_flags(w->flags, w->is_inline);
-		if (w->is_inline) {
-			/* inline gathers from the SGEs' addresses (host memory) */
-			for (j = 0; j < w->num_inl; j++) {
-				sg[used].addr = (uintptr_t)w->inl[j].addr;
-				sg[used].length = (uint32_t)w->inl[j].length;
-				sg[used].lkey = 0;
-				used++;
-			}
-			v->num_sge = (int)w->num_inl;
-		} else {
-			for (j = 0; j < w->num_sge; j++) {
-				sg[used].addr = w->sges[j].addr;
-				sg[used].length = w->sges[j].length;
-				sg[used].lkey = w->sges[j].lkey;
-				used++;
-			}
-			v->num_sge = (int)w->num_sge;
-		}
-		v->sg_list = v->num_sge ? first : NULL;
-
-		switch (w->opcode) {
-		case IBGDA_ORACLE_OP_RDMA_WRITE:
-			v->opcode = IBV_WR_RDMA_WRITE;
-			break;
-		case IBGDA_ORACLE_OP_RDMA_WRITE_WITH_IMM:
-			v->opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
-			v->imm_data = htobe32(w->imm);
-			break;
-		case IBGDA_ORACLE_OP_RDMA_READ:
-			v->opcode = IBV_WR_RDMA_READ;
-			break;
-		case IBGDA_ORACLE_OP_ATOMIC_CMP_AND_SWP:
-			v->opcode = IBV_WR_ATOMIC_CMP_AND_SWP;
-			break;
-		default:
-			v->opcode = IBV_WR_ATOMIC_FETCH_AND_ADD;
-			break;
-		}
-		if (w->opcode == IBGDA_ORACLE_OP_ATOMIC_CMP_AND_SWP ||
-		    w->opcode == IBGDA_ORACLE_OP_ATOMIC_FETCH_AND_ADD) {
-			v->wr.atomic.remote_addr = w->remote_addr;
-			v->wr.atomic.rkey = w->rkey;
-			v->wr.atomic.compare_add = w->compare_add;
-			v->wr.atomic.swap = w->swap;
-		} else {
-			v->wr.rdma.remote_addr = w->remote_addr;
-			v->wr.rdma.rkey = w->rkey;
-		}
+		used += to_send_wr(&wrs[i], &vw[i], &sg[used]);
+		vw[i].next = i + 1 < nwr ? &vw[i + 1] : NULL;
 	}
 
 	ret = nwr ? mlx5_post_send(o->qp->ibv_qp, vw, &bad) : 0;
@@ -1182,5 +1191,47 @@ int ibgda_oracle_poll(struct ibgda_oracle *o, uint32_t cons_index,
 	res->sq_tail = qp->sq.tail;
 	res->rq_tail = qp->rq.tail;
 	memcpy(res->cq_dbrec, o->cq_db, sizeof(res->cq_dbrec));
+	return 0;
+}
+
+/* ---- Post rate: the provider's own loop, for the benchmark -------------------- */
+
+int ibgda_oracle_post_loop(struct ibgda_oracle *o, const struct ibgda_oracle_wr *wr,
+			   uint64_t count, uint32_t retire_every,
+			   struct ibgda_oracle_post_result *res)
+{
+	struct ibv_send_wr v;
+	struct ibv_send_wr *bad = NULL;
+	struct ibv_sge sg[ORACLE_MAX_SGE];
+	uint64_t n;
+	int ret;
+
+	memset(res, 0, sizeof(*res));
+	res->bad_wr = -1;
+	if (!wr || !retire_every) {
+		res->err = -EINVAL;
+		return -EINVAL;
+	}
+	ret = check_wr(o, IBGDA_ORACLE_PATH_CLASSIC, wr);
+	if (ret) {
+		res->err = ret;
+		return ret;
+	}
+	memset(&v, 0, sizeof(v));
+	to_send_wr(wr, &v, sg);
+	reset_sq(o, 0, 0, 0);
+	for (n = 0; n < count; n++) {
+		ret = mlx5_post_send(o->qp->ibv_qp, &v, &bad);
+		if (ret) {
+			res->err = ret;
+			break;
+		}
+		/* What a polled completion does: slots up to the last rung WQE are free. */
+		if ((n + 1) % retire_every == 0)
+			o->qp->sq.tail = o->qp->sq.head;
+	}
+	res->cur_post = o->qp->sq.cur_post;
+	res->sq_head = o->qp->sq.head;
+	res->bf_offset = o->bf.offset;
 	return 0;
 }

@@ -226,6 +226,18 @@ int ibgda_oracle_post(struct ibgda_oracle *o, uint32_t path, uint32_t cur_post,
 		      struct ibgda_oracle_post_result *res);
 
 /*
+ * For the post-rate benchmark: resets the send queue (zero fill, cur_post 0),
+ * then posts `wr` `count` times through mlx5_post_send (classic path, one WR
+ * and one doorbell per call), capturing nothing, and moves sq.tail
+ * to sq.head after every `retire_every` posts (>= 1; above sq_wqebbs the ring
+ * fills and the provider refuses with ENOMEM), as a polled completion would. Stops at the first provider error (res->err). Returns 0,
+ * or -EINVAL for a malformed request or a zero retire_every.
+ */
+int ibgda_oracle_post_loop(struct ibgda_oracle *o, const struct ibgda_oracle_wr *wr,
+			   uint64_t count, uint32_t retire_every,
+			   struct ibgda_oracle_post_result *res);
+
+/*
  * Resets the CQ (every entry 0xff, i.e. opcode INVALID; cons_index =
  * `cons_index`; doorbell record = `prefill`), writes cqes[i] into entry
  * (cons_index + i) mod cqes, resets the work-request id tables

@@ -265,6 +265,13 @@ extern "C" {
         cap: *const Capture,
         res: *mut PostResult,
     ) -> c_int;
+    pub(crate) fn ibgda_oracle_post_loop(
+        o: *mut Oracle,
+        wr: *const Wr,
+        count: u64,
+        retire_every: u32,
+        res: *mut PostResult,
+    ) -> c_int;
     pub(crate) fn ibgda_oracle_poll(
         o: *mut Oracle,
         cons_index: u32,

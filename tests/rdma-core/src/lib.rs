@@ -137,6 +137,9 @@ mod headers;
 pub use headers::*;
 
 #[cfg(ibgda_oracle)]
+pub mod prm;
+
+#[cfg(ibgda_oracle)]
 mod qp;
 #[cfg(ibgda_oracle)]
 pub use qp::*;

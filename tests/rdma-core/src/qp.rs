@@ -262,6 +262,70 @@ impl OracleQp {
         })
     }
 
+    /// Posts `wr` `count` times through the provider's `mlx5_post_send` (the classic
+    /// path, one WR and one doorbell per call), after resetting the send queue, and
+    /// frees the ring after every `retire_every` posts (at least 1) by moving the
+    /// provider's `sq.tail` to `sq.head`, as a polled completion would (above
+    /// `sq_wqebbs` the ring fills and the provider refuses with ENOMEM). Nothing is
+    /// captured or reset between posts: this is the provider's post path alone, for
+    /// measuring its rate. Returns the producer counter after the last post.
+    ///
+    /// `Err` for a request the oracle cannot run, a zero `retire_every`, or the
+    /// provider's own refusal ([`OracleError::Provider`] with its errno).
+    pub fn post_loop(
+        &mut self,
+        wr: &SendWr,
+        count: u64,
+        retire_every: u32,
+    ) -> Result<u32, OracleError> {
+        self.check_wrs(PostPath::Classic, std::slice::from_ref(wr))?;
+        if retire_every == 0 {
+            return Err(OracleError::Config("retire_every 0: at least 1".into()));
+        }
+        let sges: Vec<ffi::Sge> = match &wr.payload {
+            Payload::Sges(s) => s
+                .iter()
+                .map(|s| ffi::Sge {
+                    addr: s.addr,
+                    length: s.len,
+                    lkey: s.lkey,
+                })
+                .collect(),
+            Payload::Inline(_) => Vec::new(),
+        };
+        let bufs: Vec<ffi::Buf> = match &wr.payload {
+            Payload::Inline(chunks) => chunks
+                .iter()
+                .map(|c| ffi::Buf {
+                    addr: c.as_ptr(),
+                    length: c.len(),
+                })
+                .collect(),
+            Payload::Sges(_) => Vec::new(),
+        };
+        let raw_wr = ffi_wr(wr, &sges, &bufs);
+        let mut result = ffi::PostResult::default();
+        // SAFETY: `raw` is live and exclusively borrowed; `raw_wr`'s SGE and inline
+        // pointers point into `sges`, `bufs` and `wr`, alive for the call, with the
+        // counts given; `result` is writable.
+        let rc = unsafe {
+            ffi::ibgda_oracle_post_loop(
+                self.raw.as_ptr(),
+                &raw_wr,
+                count,
+                retire_every,
+                &mut result,
+            )
+        };
+        if rc != 0 {
+            return Err(OracleError::Shim(-rc));
+        }
+        if result.err != 0 {
+            return Err(OracleError::Provider(result.err));
+        }
+        Ok(result.cur_post)
+    }
+
     fn check_wrs(&self, path: PostPath, wrs: &[SendWr]) -> Result<(), OracleError> {
         if wrs.len() > MAX_WRS {
             return Err(OracleError::TooLarge(format!(

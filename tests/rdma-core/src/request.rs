@@ -455,6 +455,9 @@ pub enum OracleError {
     },
     /// The shim refused the call (an errno); should not happen after the checks above.
     Shim(i32),
+    /// The provider refused a post of `OracleQp::post_loop` (its errno,
+    /// e.g. ENOMEM for a full ring).
+    Provider(i32),
 }
 
 impl std::fmt::Display for OracleError {
@@ -477,6 +480,9 @@ impl std::fmt::Display for OracleError {
                 )
             }
             OracleError::Shim(errno) => write!(f, "oracle shim refused the call: errno {errno}"),
+            OracleError::Provider(errno) => {
+                write!(f, "the provider refused the post: errno {errno}")
+            }
         }
     }
 }

@@ -1,0 +1,348 @@
+//! `ibgda-bench`: the paper's experiments that a machine without a NIC can run, each
+//! against a baseline in the same run, written as JSON (`results.json`) and plotted (PNG
+//! and SVG) beside the paper's numbers.
+//!
+//! CPU experiments: ibgda's host post against rdma-core's `mlx5_post_send` (`host-post`)
+//! and the software NIC's WQE/s per core (`softnic`). GPU experiments (`gpu`): issue time
+//! per ordering scope, typed and raw (Table 4), and posting rates (Table 5), against the
+//! doorbell sink. `--quick` shrinks the CPU experiments and skips the GPU ones (CI).
+#![deny(unsafe_op_in_unsafe_fn)]
+#![warn(missing_docs)]
+
+mod gpu;
+mod host;
+mod paper;
+mod plot;
+mod record;
+mod softnic;
+mod stats;
+
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use clap::{Parser, Subcommand};
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+
+use record::{GpuInfo, Machine, Report, Skipped, SCHEMA_VERSION};
+
+/// Why a run failed.
+#[derive(Debug)]
+pub enum BenchError {
+    /// A result failed its own check, or a step refused its input.
+    Invalid(String),
+    /// The GPU side failed (no driver, NVRTC, a launch or a bounded wait).
+    Gpu(ibgda_kernels::gpu::GpuError),
+    /// Writing results.
+    Io(PathBuf, std::io::Error),
+    /// Drawing a plot.
+    Plot(String),
+}
+
+impl BenchError {
+    /// Wraps any displayable error as [`BenchError::Invalid`].
+    pub fn msg(e: impl std::fmt::Display) -> Self {
+        Self::Invalid(e.to_string())
+    }
+}
+
+impl std::fmt::Display for BenchError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Invalid(m) => f.write_str(m),
+            Self::Gpu(e) => write!(f, "GPU: {e}"),
+            Self::Io(p, e) => write!(f, "{}: {e}", p.display()),
+            Self::Plot(m) => write!(f, "plot: {m}"),
+        }
+    }
+}
+
+impl std::error::Error for BenchError {}
+
+impl From<ibgda_kernels::gpu::GpuError> for BenchError {
+    fn from(e: ibgda_kernels::gpu::GpuError) -> Self {
+        Self::Gpu(e)
+    }
+}
+
+#[derive(Parser, Debug)]
+#[command(name = "ibgda-bench", version, about, long_about = None)]
+struct Cli {
+    /// Directory for results.json and the plots (created if missing).
+    #[arg(short, long, default_value = "bench-out", global = true)]
+    out: PathBuf,
+    /// Small sizes for CI; experiments that need a GPU are skipped (and listed as such).
+    #[arg(long, global = true)]
+    quick: bool,
+    /// Write no plots.
+    #[arg(long, global = true)]
+    no_plots: bool,
+    /// Hide progress bars (they are hidden anyway when stderr is not a terminal).
+    #[arg(long, global = true)]
+    no_progress: bool,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug, Clone)]
+enum Command {
+    /// ibgda's host post rate against rdma-core's mlx5_post_send, one core, same run.
+    HostPost,
+    /// The CPU software NIC's WQE/s per core, per WQE kind.
+    Softnic {
+        /// Only these kinds (repeatable; all when absent).
+        #[arg(long = "kind", value_enum)]
+        kinds: Vec<softnic::WqeKind>,
+    },
+    /// Every CPU experiment (host-post, softnic).
+    Cpu,
+    /// Every GPU experiment against the doorbell sink (Tables 4 and 5). Needs a GPU.
+    Gpu,
+    /// Everything: CPU and GPU experiments (GPU ones skipped with --quick).
+    All,
+    /// Re-renders the plots and the table of a results.json.
+    Plot {
+        /// The results.json to read.
+        json: PathBuf,
+    },
+}
+
+fn progress_bar(hidden: bool) -> ProgressBar {
+    let bar = ProgressBar::with_draw_target(
+        Some(0),
+        if hidden {
+            ProgressDrawTarget::hidden()
+        } else {
+            ProgressDrawTarget::stderr()
+        },
+    );
+    bar.set_style(
+        ProgressStyle::with_template("{spinner} [{elapsed_precise}] {bar:32} {pos}/{len} {msg}")
+            .expect("a valid progress template"),
+    );
+    bar
+}
+
+fn run(cli: &Cli) -> Result<Report, BenchError> {
+    if let Command::Plot { json } = &cli.command {
+        let text = std::fs::read_to_string(json).map_err(|e| BenchError::Io(json.clone(), e))?;
+        return serde_json::from_str(&text)
+            .map_err(|e| BenchError::Invalid(format!("{}: {e}", json.display())));
+    }
+    let (cpu, gpu) = match cli.command {
+        Command::HostPost | Command::Softnic { .. } | Command::Cpu => (true, false),
+        Command::Gpu => (false, true),
+        Command::All => (true, true),
+        Command::Plot { .. } => unreachable!("handled above"),
+    };
+    let mut report = Report {
+        schema_version: SCHEMA_VERSION,
+        tool: format!("ibgda-bench {}", env!("CARGO_PKG_VERSION")),
+        started_unix_s: SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs()),
+        quick: cli.quick,
+        machine: Machine::probe(),
+        ..Report::default()
+    };
+    let bar = progress_bar(cli.no_progress);
+    if cpu && !matches!(cli.command, Command::Softnic { .. }) {
+        report.host_post = Some(host::run(host::HostPostParams::new(cli.quick), &bar)?);
+    }
+    if cpu && !matches!(cli.command, Command::HostPost) {
+        let kinds = match &cli.command {
+            Command::Softnic { kinds } => kinds.clone(),
+            _ => Vec::new(),
+        };
+        let params = softnic::SoftnicParams::new(cli.quick, &kinds);
+        report.softnic = Some(softnic::run(params, &bar)?);
+    }
+    if gpu {
+        if cli.quick {
+            report.skipped.push(Skipped {
+                experiment: "gpu".into(),
+                reason: "--quick runs only what needs no GPU".into(),
+            });
+        } else {
+            let mut info = GpuInfo::probe();
+            match gpu::run(gpu::GpuParams::default(), &bar) {
+                Ok(result) => {
+                    info.measured_sm_clock_mhz = result.sm_clock_mhz;
+                    report.gpu = Some(info);
+                    report.gpu_sink = Some(result);
+                }
+                // `all` keeps the CPU results and says why the GPU part is missing (the
+                // run still fails); `gpu` alone just fails.
+                Err(e) if matches!(cli.command, Command::All) => {
+                    report.skipped.push(Skipped {
+                        experiment: "gpu".into(),
+                        reason: format!("failed: {e}"),
+                    });
+                    report.failed = true;
+                }
+                Err(e) => return Err(e),
+            }
+        }
+    }
+    bar.finish_and_clear();
+    Ok(report)
+}
+
+fn write_outputs(cli: &Cli, report: &Report) -> Result<Vec<PathBuf>, BenchError> {
+    let dir = &cli.out;
+    std::fs::create_dir_all(dir).map_err(|e| BenchError::Io(dir.clone(), e))?;
+    let mut files = Vec::new();
+    if !matches!(cli.command, Command::Plot { .. }) {
+        let json = dir.join("results.json");
+        let text = serde_json::to_string_pretty(report).map_err(BenchError::msg)?;
+        std::fs::write(&json, text).map_err(|e| BenchError::Io(json.clone(), e))?;
+        files.push(json);
+    }
+    if !cli.no_plots {
+        files.extend(plot::render_report(report, dir)?);
+    }
+    Ok(files)
+}
+
+/// The text tables of a report.
+fn table(report: &Report) -> String {
+    let mut t = String::new();
+    if let Some(h) = &report.host_post {
+        let _ = writeln!(
+            t,
+            "\nHost post, 8 B inline RC WRITE, one WQE and one doorbell per post, one core \
+             ({} batches of {} posts)",
+            h.params.batches, h.params.batch
+        );
+        for side in [&h.ibgda, &h.rdma_core] {
+            let p = &side.ns_per_post;
+            let _ = writeln!(
+                t,
+                "  {:<26} p50 {:>7.2} ns  p99 {:>7.2} ns  {:>7.2} M posts/s",
+                side.name,
+                p.p50,
+                p.p99,
+                side.posts_per_s_p50 / 1e6
+            );
+        }
+        let _ = writeln!(
+            t,
+            "  ibgda / rdma-core speed: {:.2}x (target {:.1}x: {})",
+            h.speedup_p50,
+            h.target,
+            verdict(h.speedup_p50 >= h.target)
+        );
+    }
+    if let Some(s) = &report.softnic {
+        let _ = writeln!(
+            t,
+            "\nCPU software NIC, one core ({} rounds of {} WQEs per kind; engine time only)",
+            s.params.rounds, s.params.round
+        );
+        for r in &s.rows {
+            let _ = writeln!(
+                t,
+                "  {:<20} p50 {:>7.1} ns/WQE  p99 {:>7.1}  {:>7.2} M WQE/s ({})",
+                r.kind.label(),
+                r.ns_per_wqe.p50,
+                r.ns_per_wqe.p99,
+                r.wqes_per_s_p50 / 1e6,
+                verdict(r.wqes_per_s_p50 >= s.target_wqes_per_s)
+            );
+        }
+        let _ = writeln!(
+            t,
+            "  (target {:.0} M WQE/s per core)",
+            s.target_wqes_per_s / 1e6
+        );
+    }
+    if let Some(g) = &report.gpu_sink {
+        if let Some(info) = &report.gpu {
+            let _ = writeln!(
+                t,
+                "\nGPU {} (driver {}), SM clock measured {:.0} MHz (nvidia-smi before: {}, max {})",
+                info.name, info.driver, g.sm_clock_mhz, info.smi_sm_clock, info.smi_max_sm_clock
+            );
+        }
+        let _ = writeln!(
+            t,
+            "Table 4: issue of one 8 B inline RC WRITE, 1 thread, {} iterations, doorbell sink",
+            g.params.issue_iters
+        );
+        let _ = writeln!(
+            t,
+            "  {:<20} {:>10} {:>10} {:>10} {:>10} {:>10} {:>12}",
+            "scope", "typed p50", "raw p50", "typ cyc", "raw cyc", "typed/raw", "paper issue"
+        );
+        for r in &g.issue {
+            let paper = paper::table4(&r.scope)
+                .map_or("-".to_string(), |(_, issue, _)| format!("{issue:.2} us"));
+            let _ = writeln!(
+                t,
+                "  {:<20} {:>7.0} ns {:>7.0} ns {:>10.0} {:>10.0} {:>10.3} {:>12}",
+                r.scope,
+                r.typed.issue_ns.p50,
+                r.raw.issue_ns.p50,
+                r.typed.issue_cycles.p50,
+                r.raw.issue_cycles.p50,
+                r.typed_over_raw,
+                paper
+            );
+        }
+        let _ = writeln!(t, "Table 5: posting rate (sink only retires)");
+        for r in &g.rates {
+            let paper = paper::table5(&r.key)
+                .map_or(String::new(), |(row, v)| format!("  paper {v} ({row})"));
+            let _ = writeln!(
+                t,
+                "  {:<16} {:<58} {:>9.2} M WQE/s{paper}",
+                r.key,
+                format!("{} [{}]", r.description, r.scope),
+                r.mwqe_per_s
+            );
+        }
+    }
+    for s in &report.skipped {
+        let _ = writeln!(t, "\nskipped {}: {}", s.experiment, s.reason);
+    }
+    t
+}
+
+fn verdict(reached: bool) -> &'static str {
+    if reached {
+        "reached"
+    } else {
+        "NOT reached"
+    }
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let report = match run(&cli) {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("ibgda-bench: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    print!("{}", table(&report));
+    match write_outputs(&cli, &report) {
+        Ok(files) => {
+            println!();
+            for f in files {
+                println!("wrote {}", Path::new(&f).display());
+            }
+            if report.failed {
+                eprintln!("ibgda-bench: an experiment failed (see \"skipped\" above)");
+                ExitCode::from(2)
+            } else {
+                ExitCode::SUCCESS
+            }
+        }
+        Err(e) => {
+            eprintln!("ibgda-bench: {e}");
+            ExitCode::from(2)
+        }
+    }
+}

@@ -1,0 +1,349 @@
+//! Plots of a report, as PNG and SVG, mirroring the paper's tables with its numbers
+//! beside ours. Text is drawn with DejaVu Sans embedded from the `dejavu` crate (through
+//! plotters' ab_glyph backend), so no installed font is needed.
+
+use std::path::{Path, PathBuf};
+use std::sync::Once;
+
+use plotters::coord::Shift;
+use plotters::prelude::*;
+use plotters::style::{register_font, FontStyle};
+
+use crate::paper;
+use crate::record::Report;
+use crate::BenchError;
+
+const FONT: &str = "sans-serif";
+const WIDTH: u32 = 1100;
+const HEIGHT: u32 = 620;
+const PALETTE: [RGBColor; 4] = [
+    RGBColor(31, 119, 180),
+    RGBColor(255, 127, 14),
+    RGBColor(120, 120, 120),
+    RGBColor(44, 160, 44),
+];
+
+fn register() -> Result<(), BenchError> {
+    static ONCE: Once = Once::new();
+    let mut result = Ok(());
+    ONCE.call_once(|| {
+        for style in [FontStyle::Normal, FontStyle::Bold] {
+            if register_font(FONT, style, dejavu::sans::regular()).is_err() {
+                result = Err(BenchError::Plot(
+                    "the embedded DejaVu Sans did not load".into(),
+                ));
+            }
+        }
+    });
+    result
+}
+
+/// Bars grouped by category, one bar per series; `None` leaves a gap.
+struct Bars<'a> {
+    title: &'a str,
+    y_label: &'a str,
+    series: &'a [&'a str],
+    groups: Vec<(String, Vec<Option<f64>>)>,
+    /// A horizontal reference line (value, label).
+    target: Option<(f64, &'a str)>,
+}
+
+fn err<E: std::fmt::Debug>(e: E) -> BenchError {
+    BenchError::Plot(format!("{e:?}"))
+}
+
+fn draw<DB: DrawingBackend>(root: DrawingArea<DB, Shift>, bars: &Bars<'_>) -> Result<(), BenchError>
+where
+    DB::ErrorType: 'static,
+{
+    root.fill(&WHITE).map_err(err)?;
+    let top = bars
+        .groups
+        .iter()
+        .flat_map(|(_, v)| v.iter().flatten().copied())
+        .chain(bars.target.map(|(v, _)| v))
+        .fold(0.0f64, f64::max)
+        .max(1e-9)
+        * 1.15;
+    let n = bars.groups.len().max(1);
+    let mut chart = ChartBuilder::on(&root)
+        .caption(bars.title, (FONT, 22))
+        .margin(14)
+        .x_label_area_size(60)
+        .y_label_area_size(70)
+        .build_cartesian_2d(0f64..n as f64, 0f64..top)
+        .map_err(err)?;
+    let labels: Vec<String> = bars.groups.iter().map(|(l, _)| l.clone()).collect();
+    chart
+        .configure_mesh()
+        .disable_x_mesh()
+        .x_labels(n * 2 + 1)
+        .x_label_formatter(&|x| {
+            let i = x.floor() as usize;
+            // Label each group once, at its centre.
+            if (x - (i as f64 + 0.5)).abs() < 1e-6 {
+                labels.get(i).cloned().unwrap_or_default()
+            } else {
+                String::new()
+            }
+        })
+        .x_label_style((FONT, 13))
+        .y_desc(bars.y_label)
+        .y_label_style((FONT, 14))
+        .axis_desc_style((FONT, 16))
+        .draw()
+        .map_err(err)?;
+    let k = bars.series.len().max(1) as f64;
+    let width = 0.8 / k;
+    for (s, name) in bars.series.iter().enumerate() {
+        let color = PALETTE[s % PALETTE.len()];
+        let rects = bars
+            .groups
+            .iter()
+            .enumerate()
+            .filter_map(|(g, (_, values))| {
+                values.get(s).copied().flatten().map(|v| {
+                    let x0 = g as f64 + 0.1 + s as f64 * width;
+                    Rectangle::new([(x0, 0.0), (x0 + width * 0.95, v)], color.filled())
+                })
+            });
+        chart
+            .draw_series(rects)
+            .map_err(err)?
+            .label(*name)
+            .legend(move |(x, y)| Rectangle::new([(x, y - 6), (x + 14, y + 6)], color.filled()));
+        let texts = bars
+            .groups
+            .iter()
+            .enumerate()
+            .filter_map(|(g, (_, values))| {
+                values.get(s).copied().flatten().map(|v| {
+                    let x0 = g as f64 + 0.1 + s as f64 * width;
+                    Text::new(format_value(v), (x0, v + top * 0.01), (FONT, 11))
+                })
+            });
+        chart.draw_series(texts).map_err(err)?;
+    }
+    if let Some((value, label)) = bars.target {
+        let red = RGBColor(200, 30, 30);
+        chart
+            .draw_series(LineSeries::new(
+                [(0.0, value), (n as f64, value)],
+                red.stroke_width(2),
+            ))
+            .map_err(err)?
+            .label(label)
+            .legend(move |(x, y)| PathElement::new([(x, y), (x + 14, y)], red.stroke_width(2)));
+    }
+    chart
+        .configure_series_labels()
+        .position(SeriesLabelPosition::UpperLeft)
+        .label_font((FONT, 14))
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK)
+        .draw()
+        .map_err(err)?;
+    root.present().map_err(err)?;
+    Ok(())
+}
+
+fn format_value(v: f64) -> String {
+    if v >= 100.0 {
+        format!("{v:.0}")
+    } else if v >= 10.0 {
+        format!("{v:.1}")
+    } else {
+        format!("{v:.2}")
+    }
+}
+
+/// Renders `bars` to `<dir>/<stem>.png` and `.svg`; returns both paths.
+fn render(dir: &Path, stem: &str, bars: &Bars<'_>) -> Result<Vec<PathBuf>, BenchError> {
+    let png = dir.join(format!("{stem}.png"));
+    let svg = dir.join(format!("{stem}.svg"));
+    draw(
+        BitMapBackend::new(&png, (WIDTH, HEIGHT)).into_drawing_area(),
+        bars,
+    )?;
+    draw(
+        SVGBackend::new(&svg, (WIDTH, HEIGHT)).into_drawing_area(),
+        bars,
+    )?;
+    Ok(vec![png, svg])
+}
+
+/// Renders every plot the report has data for into `dir`; returns the files written.
+pub fn render_report(report: &Report, dir: &Path) -> Result<Vec<PathBuf>, BenchError> {
+    register()?;
+    let mut files = Vec::new();
+    if let Some(h) = &report.host_post {
+        let bars = Bars {
+            title: &format!(
+                "Host post, 8 B inline RC WRITE, one core: ibgda {:.2}x rdma-core",
+                h.speedup_p50
+            ),
+            y_label: "ns per post (p50; whisker-free, p99 in the JSON)",
+            series: &["ibgda", "rdma-core mlx5_post_send"],
+            groups: vec![(
+                "encode + publish + doorbell record + doorbell".into(),
+                vec![
+                    Some(h.ibgda.ns_per_post.p50),
+                    Some(h.rdma_core.ns_per_post.p50),
+                ],
+            )],
+            target: None,
+        };
+        files.extend(render(dir, "host_post", &bars)?);
+    }
+    if let Some(s) = &report.softnic {
+        let bars = Bars {
+            title: "CPU software NIC, one core",
+            y_label: "M WQE/s (p50 of rounds)",
+            series: &["ibgda software NIC"],
+            groups: s
+                .rows
+                .iter()
+                .map(|r| {
+                    (
+                        r.kind.label().to_string(),
+                        vec![Some(r.wqes_per_s_p50 / 1e6)],
+                    )
+                })
+                .collect(),
+            target: Some((s.target_wqes_per_s / 1e6, "target")),
+        };
+        files.extend(render(dir, "softnic", &bars)?);
+    }
+    if let Some(g) = &report.gpu_sink {
+        let title = format!(
+            "Table 4: issue of one 8 B inline RC WRITE per scope (p50; ours at {:.0} MHz SM, paper about {:.0})",
+            g.sm_clock_mhz,
+            paper::SM_CLOCK_MHZ
+        );
+        let bars = Bars {
+            title: &title,
+            y_label: "µs",
+            series: &["ibgda typed", "raw baseline", "paper mini-gda (P-IB)"],
+            groups: g
+                .issue
+                .iter()
+                .map(|r| {
+                    let paper_issue = paper::table4(&r.scope).map(|(_, issue, _)| issue);
+                    (
+                        r.scope.clone(),
+                        vec![
+                            Some(r.typed.issue_ns.p50 / 1e3),
+                            Some(r.raw.issue_ns.p50 / 1e3),
+                            paper_issue,
+                        ],
+                    )
+                })
+                .collect(),
+            target: None,
+        };
+        files.extend(render(dir, "table4_issue", &bars)?);
+        let bars = Bars {
+            title: "Table 5: posting rate (ours: doorbell sink, no NIC)",
+            y_label: "M WQE/s",
+            series: &["ibgda", "paper mini-gda (P-IB)"],
+            groups: g
+                .rates
+                .iter()
+                .map(|r| {
+                    (
+                        format!("{} [{}]", r.key, r.scope),
+                        vec![Some(r.mwqe_per_s), paper::table5(&r.key).map(|(_, v)| v)],
+                    )
+                })
+                .collect(),
+            target: None,
+        };
+        files.extend(render(dir, "table5_rate", &bars)?);
+    }
+    Ok(files)
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+    use crate::gpu::{GpuParams, GpuResult, IssueRow, IssueSide, RateRow};
+    use crate::stats::Percentiles;
+
+    fn side(p50: f64) -> IssueSide {
+        let p = Percentiles {
+            count: 1,
+            p50,
+            ..Percentiles::default()
+        };
+        IssueSide {
+            issue_ns: p,
+            issue_cycles: p,
+            put_c_ns: p,
+            sm_clock_mhz: 1980.0,
+        }
+    }
+
+    /// A report with every section, as the GPU machine writes it.
+    pub(crate) fn gpu_report() -> Report {
+        Report {
+            gpu_sink: Some(GpuResult {
+                params: GpuParams::default(),
+                issue: paper::TABLE4_P_IB
+                    .iter()
+                    .map(|(scope, ..)| IssueRow {
+                        scope: scope.to_string(),
+                        typed: side(700.0),
+                        raw: side(690.0),
+                        typed_over_raw: 700.0 / 690.0,
+                    })
+                    .collect(),
+                rates: vec![RateRow {
+                    key: "warp1".into(),
+                    description: "1 warp".into(),
+                    scope: "GpuFence".into(),
+                    threads: 32,
+                    blocks: 1,
+                    qps: 1,
+                    batch: 32,
+                    wqes: 640_000,
+                    seconds: 0.05,
+                    mwqe_per_s: 12.8,
+                }],
+                sm_clock_mhz: 1980.0,
+            }),
+            ..Report::default()
+        }
+    }
+
+    #[test]
+    fn every_gpu_plot_is_written_as_png_and_svg_with_the_papers_numbers() {
+        let dir = std::env::temp_dir().join(format!("ibgda-bench-plot-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let files = render_report(&gpu_report(), &dir).unwrap();
+        let names: Vec<String> = files
+            .iter()
+            .map(|f| f.file_name().unwrap().to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(
+            names,
+            [
+                "table4_issue.png",
+                "table4_issue.svg",
+                "table5_rate.png",
+                "table5_rate.svg"
+            ]
+        );
+        let png = std::fs::read(dir.join("table4_issue.png")).unwrap();
+        assert_eq!(&png[1..4], b"PNG");
+        // The SVG carries the text: our scope names and the paper's figures.
+        let svg = std::fs::read_to_string(dir.join("table4_issue.svg")).unwrap();
+        assert!(svg.contains("GpuFencedDbrec"), "scope label");
+        assert!(
+            svg.contains("0.93"),
+            "paper's issue time for + fenced doorbell record"
+        );
+        let svg = std::fs::read_to_string(dir.join("table5_rate.svg")).unwrap();
+        assert!(svg.contains("21.6"), "paper's one-warp rate");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}

@@ -1,0 +1,150 @@
+/* bench_dormant.cu: what carrying communication code costs a kernel (section 4.3.2,
+ * Figure 9). Two callers with the same launch shape and useful work:
+ *   ibgda_dormant_fma     compute: 8 live floats per thread, 8 FMAs per iteration;
+ *   ibgda_dormant_stream  streaming: 16 live floats per thread, a float4 x 4 read of a
+ *                         power-of-two buffer per iteration (grid-strided, wrapping).
+ * The work is cut into msgs + 1 segments; between two segments thread 0 of the block
+ * sends one 8-byte inline RC WRITE on its block's queue (qs[blockIdx.x], exclusive
+ * producer, scope GpuFence) and, when `wait` is set, waits for its completion; the other
+ * warps keep computing. Compiled three ways (IBGDA_DORMANT_COMM):
+ *   0  no communication code at all (the baseline; msgs must be 0);
+ *   1  the device library's send inlined into the caller;
+ *   2  the send behind a call (__noinline__), as a separately compiled library would be.
+ * With msgs = 0 a variant with the code compiled in measures the dormant cost.
+ * clocks: [0] first block start ns (atomicMin, host sets all ones), [1] last block end
+ * ns (atomicMax), [2] clock64 and [3] %globaltimer of block 0's thread 0. */
+#include "ibgda.cuh"
+
+#ifndef IBGDA_DORMANT_COMM
+#define IBGDA_DORMANT_COMM 0
+#endif
+
+using namespace ibgda;
+
+#if IBGDA_DORMANT_COMM == 2
+#define IBGDA_DORMANT_SEND __noinline__
+#else
+#define IBGDA_DORMANT_SEND __forceinline__
+#endif
+
+#if IBGDA_DORMANT_COMM != 0
+/* One signaled 8-byte inline WRITE on the block's queue; with `wait`, until it completes.
+ * Returns 0 or a negative status (error completion, SPIN_TIMEOUT). */
+__device__ IBGDA_DORMANT_SEND int dormant_send(const DeviceQueueDescriptor* qs, u32 wait, u64 value) {
+    Exclusive<scope::GpuFence> e = Exclusive<scope::GpuFence>::load(qs[blockIdx.x]);
+    WqeSlots s;
+    Spin spin;
+    int err = 0;
+    while (!e.reserve(1, s)) {
+        const Polled p = e.poll();
+        if (p.status < 0) err = p.status;
+        if (spin.expired()) err = SPIN_TIMEOUT;
+        if (err != 0) {
+            e.store();
+            return err;
+        }
+    }
+    build_write_inline8<transport::Rc>(s, ctrl(e.q.d.qpn, layout::FM_CE_SE_CQ_UPDATE), Target{nullptr},
+                                       0x70000000ull + 8ull * blockIdx.x, 0x99u, value);
+    const u64 ticket = e.commit(1);
+    e.ring();
+    if (wait) err = e.wait(ticket);
+    e.store();
+    return err;
+}
+#endif
+
+__device__ __forceinline__ void dormant_begin(u64* clocks, u64& t0, long long& c0) {
+    __syncthreads();
+    t0 = ptx::globaltimer();
+    c0 = clock64();
+    if (threadIdx.x == 0) atomicMin(&clocks[0], t0);
+}
+
+__device__ __forceinline__ void dormant_end(u64* clocks, u64 t0, long long c0, int err, int* status) {
+    __syncthreads();
+    const u64 t1 = ptx::globaltimer();
+    const long long c1 = clock64();
+    if (threadIdx.x == 0) atomicMax(&clocks[1], t1);
+    if (blockIdx.x == 0 && threadIdx.x == 0) {
+        clocks[2] = (u64)(c1 - c0);
+        clocks[3] = t1 - t0;
+    }
+    if (err < 0) atomicMin(status, err);
+}
+
+/* Segment s of n over [0, iters): [iters * s / n, iters * (s + 1) / n). */
+__device__ __forceinline__ u32 segment_bound(u32 iters, u32 s, u32 n) { return (u32)((u64)iters * s / n); }
+
+extern "C" __global__ void ibgda_dormant_fma(float* out, u32 iters, u32 msgs, u32 wait, const DeviceQueueDescriptor* qs,
+                                             u64* clocks, int* status) {
+    u64 t0;
+    long long c0;
+    dormant_begin(clocks, t0, c0);
+    const u32 tid = blockIdx.x * blockDim.x + threadIdx.x;
+    float v[8];
+#pragma unroll
+    for (u32 k = 0; k < 8; k++) v[k] = 1.0f + (float)((tid + k) & 7u) * 0.125f;
+    const float a = 0.99991f, b = 0.00013f;
+    int err = 0;
+    const u32 segments = msgs + 1;
+    for (u32 s = 0; s < segments; s++) {
+        const u32 hi = segment_bound(iters, s + 1, segments);
+        for (u32 i = segment_bound(iters, s, segments); i < hi; i++) {
+#pragma unroll
+            for (u32 k = 0; k < 8; k++) v[k] = fmaf(v[k], a, b);
+        }
+#if IBGDA_DORMANT_COMM != 0
+        if (s + 1 < segments && threadIdx.x == 0) {
+            const int r = dormant_send(qs, wait, ((u64)blockIdx.x << 32) | s);
+            if (r < 0) err = r;
+        }
+#endif
+    }
+    float sum = 0.0f;
+#pragma unroll
+    for (u32 k = 0; k < 8; k++) sum += v[k];
+    out[tid] = sum;
+    dormant_end(clocks, t0, c0, err, status);
+}
+
+/* `mask`: the buffer's float4 count - 1 (a power of two minus one). */
+extern "C" __global__ void ibgda_dormant_stream(const float4* in, u32 mask, float* out, u32 iters, u32 msgs, u32 wait,
+                                                const DeviceQueueDescriptor* qs, u64* clocks, int* status) {
+    u64 t0;
+    long long c0;
+    dormant_begin(clocks, t0, c0);
+    const u32 tid = blockIdx.x * blockDim.x + threadIdx.x;
+    const u32 threads = gridDim.x * blockDim.x;
+    float acc[16];
+#pragma unroll
+    for (u32 k = 0; k < 16; k++) acc[k] = 0.0f;
+    const float c = 0.5f;
+    int err = 0;
+    const u32 segments = msgs + 1;
+    for (u32 s = 0; s < segments; s++) {
+        const u32 hi = segment_bound(iters, s + 1, segments);
+        for (u32 i = segment_bound(iters, s, segments); i < hi; i++) {
+            const u32 base = (i * 4u * threads + tid) & mask;
+#pragma unroll
+            for (u32 j = 0; j < 4; j++) {
+                const float4 x = in[(base + j * threads) & mask];
+                acc[4 * j + 0] = fmaf(x.x, c, acc[4 * j + 0]);
+                acc[4 * j + 1] = fmaf(x.y, c, acc[4 * j + 1]);
+                acc[4 * j + 2] = fmaf(x.z, c, acc[4 * j + 2]);
+                acc[4 * j + 3] = fmaf(x.w, c, acc[4 * j + 3]);
+            }
+        }
+#if IBGDA_DORMANT_COMM != 0
+        if (s + 1 < segments && threadIdx.x == 0) {
+            const int r = dormant_send(qs, wait, ((u64)blockIdx.x << 32) | s);
+            if (r < 0) err = r;
+        }
+#endif
+    }
+    float sum = 0.0f;
+#pragma unroll
+    for (u32 k = 0; k < 16; k++) sum += acc[k];
+    out[tid] = sum;
+    dormant_end(clocks, t0, c0, err, status);
+}

@@ -1,0 +1,103 @@
+/* bench_peers_doca.cu: the one-thread issue loop of ibgda_issue_bench_<S> through DOCA
+ * GPUNetIO's device verbs (the path NCCL GIN's GDAKI uses), compiled at run time with
+ * NVRTC from the headers of the pinned nvidia-nvshmem-cu13 wheel (never vendored: the
+ * include directory is passed with -I), with the small C library shim of this project.
+ * DOCA's queue-pair struct is filled on the device from ibgda's DeviceQueueDescriptor, so
+ * DOCA writes its WQEs into ibgda's GPU-resident ring, its doorbell record and doorbell
+ * into ibgda's, and polls ibgda's CQ, which the doorbell sink serves.
+ *
+ *   ibgda_peer_doca_setup   fills the struct (and poisons the ring with 0xa5, so bytes
+ *                           DOCA leaves unwritten show)
+ *   ibgda_peer_doca_issue   warmup + iters of doca_gpu_dev_verbs_p_thread<uint64_t> (one
+ *                           signaled 8-byte inline RDMA WRITE, exclusive mode, regular
+ *                           doorbell from the SM) and doca_gpu_dev_verbs_poll_cq_at on its
+ *                           ticket; issue ns/cycles and put+completion ns per iteration.
+ * DOCA's own waits are unbounded (the calling program bounds the process instead). */
+#include "libc_shim.h"
+#include "gpunetio/device/doca_gpunetio_dev_verbs_onesided.cuh"
+#include "ibgda_layout.h"
+
+typedef unsigned int u32;
+typedef unsigned long long u64;
+
+__device__ __forceinline__ u64 peer_globaltimer() {
+    u64 t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t)::"memory");
+    return t;
+}
+
+__device__ __forceinline__ u32 peer_bswap32(u32 x) { return __byte_perm(x, 0, 0x0123); }
+
+extern "C" __global__ void ibgda_peer_doca_setup(ibgda::DeviceQueueDescriptor d, doca_gpu_dev_verbs_qp* qp, u32* size) {
+    if (threadIdx.x != 0 || blockIdx.x != 0) return;
+    unsigned char* raw = (unsigned char*)qp;
+    for (u32 i = 0; i < sizeof(doca_gpu_dev_verbs_qp); i++) raw[i] = 0;
+    const u32 wqebbs = 1u << d.log_sq_wqebbs;
+    unsigned char* ring = (unsigned char*)d.sq_ring;
+    for (u32 i = 0; i < wqebbs * 64u; i++) ring[i] = 0xa5;
+    qp->sq_num = d.qpn;
+    qp->sq_num_shift8 = d.qpn << 8;
+    qp->sq_num_shift8_be = peer_bswap32(d.qpn << 8);
+    qp->sq_num_shift8_be_1ds = peer_bswap32((d.qpn << 8) | 1u);
+    qp->sq_num_shift8_be_2ds = peer_bswap32((d.qpn << 8) | 2u);
+    qp->sq_num_shift8_be_3ds = peer_bswap32((d.qpn << 8) | 3u);
+    qp->sq_num_shift8_be_4ds = peer_bswap32((d.qpn << 8) | 4u);
+    qp->sq_num_shift8_be_5ds = peer_bswap32((d.qpn << 8) | 5u);
+    qp->sq_wqe_num = (uint16_t)wqebbs;
+    qp->sq_wqe_mask = (uint16_t)(wqebbs - 1);
+    qp->sq_wqe_daddr = ring;
+    qp->sq_dbrec = (__be32*)d.sq_dbrec;
+    qp->sq_db = (uint64_t*)d.doorbell;
+    qp->cq_sq.cqe_daddr = (uint8_t*)d.cq_ring;
+    qp->cq_sq.cq_num = d.qpn;
+    qp->cq_sq.cqe_num = 1u << d.log_cq_entries;
+    qp->cq_sq.cqe_mask = (1u << d.log_cq_entries) - 1;
+    qp->cq_sq.dbrec = (__be32*)d.cq_dbrec;
+    qp->cq_sq.cqe_size = 64;
+    qp->cq_sq.cq_type = DOCA_GPUNETIO_VERBS_CQ_64B;
+    qp->cq_sq.mem_type = DOCA_GPUNETIO_VERBS_MEM_TYPE_GPU;
+    qp->nic_handler = DOCA_GPUNETIO_VERBS_NIC_HANDLER_GPU_SM_DB;
+    qp->mem_type = DOCA_GPUNETIO_VERBS_MEM_TYPE_GPU;
+    *size = sizeof(doca_gpu_dev_verbs_qp);
+}
+
+/* One thread. The CQ doorbell record (consumer index), which DOCA's GPU CQ mode does not
+ * write (its CQs ignore overrun), is written by this harness after each timed wait, so the
+ * sink, which models a NIC that checks for overrun, keeps producing CQEs. */
+extern "C" __global__ void ibgda_peer_doca_issue(doca_gpu_dev_verbs_qp* qp, u32 warmup, u32 iters, u64 raddr, u32 rkey,
+                                                 u64* issue_ns, u64* issue_cycles, u64* total_ns, u64* clocks,
+                                                 int* status) {
+    int err = 0;
+    u64 g_start = 0;
+    long long c_start = 0;
+    const doca_gpu_dev_verbs_addr remote{raddr, rkey};
+    for (u32 i = 0; i < warmup + iters; i++) {
+        if (i == warmup) {
+            g_start = peer_globaltimer();
+            c_start = clock64();
+        }
+        const u64 t0 = peer_globaltimer();
+        const long long c0 = clock64();
+        doca_gpu_dev_verbs_ticket_t ticket;
+        doca_gpu_dev_verbs_p_thread<uint64_t, DOCA_GPUNETIO_VERBS_RESOURCE_SHARING_MODE_EXCLUSIVE,
+                                    DOCA_GPUNETIO_VERBS_NIC_HANDLER_GPU_SM_DB, DOCA_GPUNETIO_VERBS_CQ_64B>(
+            qp, remote, 0x0123456789abcdefull ^ i, &ticket);
+        const long long c1 = clock64();
+        const u64 t1 = peer_globaltimer();
+        const int w = doca_gpu_dev_verbs_poll_cq_at<DOCA_GPUNETIO_VERBS_RESOURCE_SHARING_MODE_EXCLUSIVE,
+                                                    DOCA_GPUNETIO_VERBS_QP_SQ, DOCA_GPUNETIO_VERBS_CQ_64B>(qp, ticket);
+        const u64 t2 = peer_globaltimer();
+        if (w != 0 && err == 0) err = w < 0 ? w : -w;
+        asm volatile("st.relaxed.sys.global.b32 [%0], %1;" ::"l"(qp->cq_sq.dbrec),
+                     "r"(peer_bswap32((u32)(ticket + 1) & 0xffffffu))
+                     : "memory");
+        if (i >= warmup) {
+            issue_ns[i - warmup] = t1 - t0;
+            issue_cycles[i - warmup] = (u64)(c1 - c0);
+            total_ns[i - warmup] = t2 - t0;
+        }
+    }
+    clocks[0] = (u64)(clock64() - c_start);
+    clocks[1] = peer_globaltimer() - g_start;
+    *status = err;
+}

@@ -1,0 +1,369 @@
+//! What the enclosing kernel pays (section 4.3.2, Figure 9). Two callers of the same
+//! launch shape (the paper's 528 blocks of 256 threads, four per SM on 132 SMs) and the
+//! same useful work: a compute caller (8 live floats, FMAs) and a streaming caller (16
+//! live floats, a 256 MiB buffer read round and round), each compiled three ways
+//! (`cuda/bench_dormant.cu`): without any communication code, with the device library's
+//! send inlined, and with the send behind a call. Each block sends 0, 1, 4 or 16 8-byte
+//! inline WRITEs on its own queue from thread 0 between segments of its work, with or
+//! without waiting for each completion; the other warps compute throughout.
+//!
+//! [`registers`] needs only NVRTC (CI runs it): ptxas's registers, stack and spills of
+//! every variant, and the blocks per SM they allow at 256 threads. [`run`] needs the GPU.
+
+use serde::Serialize;
+
+use ibgda::cq::CqMode;
+use ibgda::order::GpuFence;
+
+use super::{bench_options, launch, launch_config, sm_mhz, word32, word64};
+use crate::gpu::{CompileOptions, Gpu, GpuError, KernelArg};
+use crate::harness::{descriptor_array, gpu_queue_pair, Sink, SINK_RETIRE};
+use crate::nvrtc::{compile_source_with, resource_usage, Compiled, Program, ResourceUsage};
+
+/// The paper's launch shape: blocks.
+pub const BLOCKS: u32 = 528;
+/// The paper's launch shape: threads per block.
+pub const THREADS: u32 = 256;
+/// Messages per block of the paper's figure.
+pub const MESSAGES: [u32; 4] = [0, 1, 4, 16];
+
+/// How the communication code is compiled into the caller.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub enum Build {
+    /// No communication code (the baseline).
+    Plain,
+    /// The send inlined into the caller.
+    Inlined,
+    /// The send behind a call (`__noinline__`).
+    Call,
+}
+
+impl Build {
+    /// Every build.
+    pub const ALL: [Self; 3] = [Self::Plain, Self::Inlined, Self::Call];
+
+    /// The compile option that selects it.
+    pub fn option(self) -> &'static str {
+        match self {
+            Self::Plain => "-DIBGDA_DORMANT_COMM=0",
+            Self::Inlined => "-DIBGDA_DORMANT_COMM=1",
+            Self::Call => "-DIBGDA_DORMANT_COMM=2",
+        }
+    }
+}
+
+/// The two callers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub enum Caller {
+    /// `ibgda_dormant_fma`.
+    Compute,
+    /// `ibgda_dormant_stream`.
+    Streaming,
+}
+
+impl Caller {
+    /// Both.
+    pub const ALL: [Self; 2] = [Self::Compute, Self::Streaming];
+
+    /// The kernel's name.
+    pub fn kernel(self) -> &'static str {
+        match self {
+            Self::Compute => "ibgda_dormant_fma",
+            Self::Streaming => "ibgda_dormant_stream",
+        }
+    }
+}
+
+/// ptxas's report of one caller in one build.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct DormantRegisters {
+    /// The caller.
+    pub caller: Caller,
+    /// The build.
+    pub build: Build,
+    /// Registers per thread.
+    pub registers: u32,
+    /// Stack frame bytes.
+    pub stack_bytes: u32,
+    /// Spill stores bytes.
+    pub spill_stores: u32,
+    /// Spill loads bytes.
+    pub spill_loads: u32,
+    /// Blocks of [`THREADS`] threads one SM holds by registers (sm_90: 64 K registers,
+    /// allocated per warp in units of 256, at most 2048 threads and 32 blocks per SM).
+    pub blocks_per_sm: u32,
+}
+
+/// Blocks of `threads` threads an sm_90 SM holds with `registers` registers per thread.
+pub fn blocks_per_sm(registers: u32, threads: u32) -> u32 {
+    if threads == 0 || threads > 1024 {
+        return 0;
+    }
+    let warps = threads.div_ceil(32);
+    // Registers are allocated per warp, in units of 256 (8 per thread).
+    let per_warp = (registers.max(1) * 32).div_ceil(256) * 256;
+    let by_registers = 65_536 / (per_warp * warps);
+    let by_threads = 2048 / (warps * 32);
+    by_registers.min(by_threads).min(32)
+}
+
+fn report(log: &str, caller: Caller, build: Build) -> Result<DormantRegisters, GpuError> {
+    let u: ResourceUsage = resource_usage(log)
+        .into_iter()
+        .find(|u| u.kernel == caller.kernel())
+        .ok_or_else(|| {
+            GpuError::Invalid(format!(
+                "no ptxas report for {} ({build:?}) in the log:\n{log}",
+                caller.kernel()
+            ))
+        })?;
+    Ok(DormantRegisters {
+        caller,
+        build,
+        registers: u.registers,
+        stack_bytes: u.stack_bytes,
+        spill_stores: u.spill_stores,
+        spill_loads: u.spill_loads,
+        blocks_per_sm: blocks_per_sm(u.registers, THREADS),
+    })
+}
+
+/// Compiles one build with `options`.
+pub fn compile_build(build: Build, options: &CompileOptions) -> Result<Compiled, GpuError> {
+    let p = Program::BenchDormant;
+    compile_source_with(p.name(), p.source(), options, &[], &[build.option()])
+}
+
+/// Compiles the three builds (NVRTC only, no GPU) and returns both callers' reports.
+pub fn registers() -> Result<Vec<DormantRegisters>, GpuError> {
+    let mut out = Vec::new();
+    for build in Build::ALL {
+        let c = compile_build(build, &CompileOptions::new())?;
+        for caller in Caller::ALL {
+            out.push(report(&c.log, caller, build)?);
+        }
+    }
+    Ok(out)
+}
+
+/// Loop iterations of each caller (about 2 ms each on an H200 at 1,980 MHz).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct Work {
+    /// Compute caller: iterations of 8 FMAs.
+    pub fma_iters: u32,
+    /// Streaming caller: iterations of 4 float4 reads per thread.
+    pub stream_iters: u32,
+    /// Repetitions of every point (interleaved).
+    pub repetitions: u32,
+}
+
+impl Default for Work {
+    fn default() -> Self {
+        Self {
+            fma_iters: 65_536,
+            stream_iters: 1_200,
+            repetitions: 3,
+        }
+    }
+}
+
+/// One point: a caller, a build, messages per block, waiting or not.
+#[derive(Clone, Debug, Serialize)]
+pub struct DormantPoint {
+    /// The caller.
+    pub caller: Caller,
+    /// The build.
+    pub build: Build,
+    /// Messages per block.
+    pub messages: u32,
+    /// Whether thread 0 waits for each completion.
+    pub wait: bool,
+    /// First block start to last block end per repetition, ns.
+    pub ns: Vec<u64>,
+    /// SM clock of block 0's thread 0, MHz, per repetition.
+    pub sm_mhz: Vec<f64>,
+    /// Loss of useful-work throughput against the plain build of the same caller (both
+    /// at their fastest repetition): 1 - plain / this.
+    pub loss: f64,
+}
+
+/// The points of one run, in order: per caller, the plain build, then for each build with
+/// code: 0 messages (dormant), then each count sending, then each count sending and waiting.
+pub fn points() -> Vec<(Caller, Build, u32, bool)> {
+    let mut v = Vec::new();
+    for caller in Caller::ALL {
+        v.push((caller, Build::Plain, 0, false));
+        for build in [Build::Inlined, Build::Call] {
+            v.push((caller, build, 0, false));
+            for wait in [false, true] {
+                for m in MESSAGES.into_iter().filter(|&m| m > 0) {
+                    v.push((caller, build, m, wait));
+                }
+            }
+        }
+    }
+    v
+}
+
+/// Runs every point of [`points`] `work.repetitions` times (interleaved), with one sink
+/// serving the 528 queues for the whole run (so every point, the plain ones too, shares
+/// the GPU with the same sink).
+pub fn run(gpu: &Gpu, work: Work) -> Result<Vec<DormantPoint>, GpuError> {
+    if work.repetitions == 0 || work.fma_iters == 0 || work.stream_iters == 0 {
+        return Err(GpuError::Invalid(format!("dormant: {work:?}")));
+    }
+    let options = bench_options()?;
+    let modules = Build::ALL
+        .iter()
+        .map(|&b| gpu.load_compiled(&compile_build(b, &options)?))
+        .collect::<Result<Vec<_>, GpuError>>()?;
+    let qps = (0..BLOCKS)
+        .map(|i| gpu_queue_pair(gpu, 0x1000 + i, 64, 64, 32, CqMode::Ring, GpuFence))
+        .collect::<Result<Vec<_>, _>>()?;
+    let descs: Vec<_> = qps.iter().map(|q| *q.device_queue().raw()).collect();
+    let arr = descriptor_array(gpu, &descs)?;
+    // 2^24 float4 = 256 MiB, beyond the 50 MiB L2.
+    let stream_len: u32 = 1 << 24;
+    let input = gpu.device_buffer(16 * stream_len as usize)?;
+    let output = gpu.device_buffer(4 * (BLOCKS * THREADS) as usize)?;
+    let pts = points();
+    let runs = pts.len() * work.repetitions as usize;
+    // Per run: first start, last end, cycles, ns (4 words), status (8 bytes).
+    const SLOT: usize = 40;
+    let mut init = vec![0u8; SLOT * runs];
+    for r in 0..runs {
+        init[SLOT * r..SLOT * r + 8].copy_from_slice(&u64::MAX.to_ne_bytes());
+    }
+    let clocks = gpu.device_buffer_from(&init)?;
+    let functions = Build::ALL
+        .iter()
+        .zip(&modules)
+        .map(|(b, m)| {
+            let get = |c: Caller| {
+                m.get(c.kernel()).cloned().ok_or_else(|| {
+                    GpuError::Invalid(format!("no kernel {} in the {b:?} build", c.kernel()))
+                })
+            };
+            Ok((get(Caller::Compute)?, get(Caller::Streaming)?))
+        })
+        .collect::<Result<Vec<_>, GpuError>>()?;
+    let refs: Vec<_> = qps.iter().collect();
+    let sink = Sink::start(gpu, &refs, SINK_RETIRE, 0, 4, 128)?;
+    let mut outcome = Ok(());
+    'reps: for rep in 0..work.repetitions as usize {
+        for (i, &(caller, build, messages, wait)) in pts.iter().enumerate() {
+            let slot = clocks.addr() + (SLOT * (rep * pts.len() + i)) as u64;
+            let (fma, stream) = &functions[Build::ALL
+                .iter()
+                .position(|&b| b == build)
+                .expect("every build loaded")];
+            let common = [
+                KernelArg::U32(messages),
+                KernelArg::U32(u32::from(wait)),
+                KernelArg::U64(arr.addr()),
+                KernelArg::U64(slot),
+                KernelArg::U64(slot + 32),
+            ];
+            let launched = match caller {
+                Caller::Compute => {
+                    let mut args = vec![
+                        KernelArg::U64(output.addr()),
+                        KernelArg::U32(work.fma_iters),
+                    ];
+                    args.extend_from_slice(&common);
+                    // SAFETY: ibgda_dormant_fma(float* out, u32 iters, u32 msgs, u32 wait,
+                    // const DeviceQueueDescriptor* qs, u64* clocks, int* status): `output`
+                    // holds one float per thread of the launch, `arr` one descriptor per
+                    // block (queue pairs alive to the end of this function), the clock
+                    // words and status lie in this run's slot of `clocks`; the sink's stop
+                    // synchronizes the context before anything is dropped.
+                    unsafe { launch(gpu, fma, launch_config(BLOCKS, THREADS), &args) }
+                }
+                Caller::Streaming => {
+                    let mut args = vec![
+                        KernelArg::U64(input.addr()),
+                        KernelArg::U32(stream_len - 1),
+                        KernelArg::U64(output.addr()),
+                        KernelArg::U32(work.stream_iters),
+                    ];
+                    args.extend_from_slice(&common);
+                    // SAFETY: ibgda_dormant_stream(const float4* in, u32 mask, float* out,
+                    // u32 iters, u32 msgs, u32 wait, const DeviceQueueDescriptor* qs, u64*
+                    // clocks, int* status): `input` holds stream_len float4 (every index is
+                    // masked with stream_len - 1), the rest as for the compute caller.
+                    unsafe { launch(gpu, stream, launch_config(BLOCKS, THREADS), &args) }
+                }
+            };
+            if let Err(e) = launched.and_then(|()| Ok(gpu.stream().synchronize()?)) {
+                outcome = Err(e);
+                break 'reps;
+            }
+        }
+    }
+    let (stats, _) = sink.stop()?;
+    outcome?;
+    if stats.bad_wqes + stats.bad_doorbells != 0 {
+        return Err(GpuError::Invalid(format!("dormant: sink {stats:?}")));
+    }
+    let o = gpu.read_device(&clocks)?;
+    let mut result = Vec::new();
+    for (i, &(caller, build, messages, wait)) in pts.iter().enumerate() {
+        let mut ns = Vec::new();
+        let mut mhz = Vec::new();
+        for rep in 0..work.repetitions as usize {
+            let at = SLOT * (rep * pts.len() + i);
+            let status = word32(&o, at + 32)?;
+            if status != 0 {
+                return Err(GpuError::Invalid(format!(
+                    "dormant {caller:?} {build:?} {messages} messages wait {wait}: status {status}"
+                )));
+            }
+            ns.push(word64(&o, at + 8)?.saturating_sub(word64(&o, at)?));
+            mhz.push(sm_mhz(word64(&o, at + 16)?, word64(&o, at + 24)?));
+        }
+        result.push(DormantPoint {
+            caller,
+            build,
+            messages,
+            wait,
+            ns,
+            sm_mhz: mhz,
+            loss: 0.0,
+        });
+    }
+    for caller in Caller::ALL {
+        let best = |p: &DormantPoint| p.ns.iter().copied().min().unwrap_or(0);
+        let plain = result
+            .iter()
+            .find(|p| p.caller == caller && p.build == Build::Plain)
+            .map(best)
+            .unwrap_or(0);
+        for p in result.iter_mut().filter(|p| p.caller == caller) {
+            let t = best(p);
+            p.loss = if t == 0 {
+                0.0
+            } else {
+                1.0 - plain as f64 / t as f64
+            };
+        }
+    }
+    Ok(result)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn residency_follows_the_register_file() {
+        // 32 registers x 256 threads: 8 blocks fill the 2048 threads of an SM.
+        assert_eq!(blocks_per_sm(32, 256), 8);
+        // 33 registers round up to 40: 65536 / (40 * 256) = 6.4 -> 6.
+        assert_eq!(blocks_per_sm(33, 256), 6);
+        assert_eq!(blocks_per_sm(64, 256), 4);
+        assert_eq!(blocks_per_sm(65, 256), 3);
+        assert_eq!(blocks_per_sm(128, 256), 2);
+        assert_eq!(blocks_per_sm(16, 32), 32);
+        assert_eq!(blocks_per_sm(16, 0), 0);
+    }
+}

@@ -1,0 +1,433 @@
+//! Message rate (section 4.3.1, Table 5): 8-byte inline RC WRITEs posted by `blocks` x
+//! `threads` GPU threads to `queues` queue pairs in one of three publication modes, with
+//! a doorbell every `batch` WQEBBs, against the sink (one sink thread per queue, retiring
+//! only: one control segment read and at most one CQE per doorbell). The rate is WQEs over
+//! the grid's first start to its last end (%globaltimer), the final drain included.
+//!
+//! With `ring_wqebbs` at least the WQEs each queue receives, no WQE slot is ever reused,
+//! so the sink's retirement cannot hold the producers back: the same configuration run
+//! both ways shows whether retirement is the limit.
+
+use serde::Serialize;
+
+use ibgda::cq::CqMode;
+use ibgda::order::{GpuFence, GpuThread, OrderingScope, ValidFor};
+use ibgda::queue::Gpu as GpuPlaced;
+
+use super::{launch, launch_config, sm_mhz, word32, word64, BenchProgram};
+use crate::gpu::{Gpu, GpuError, KernelArg};
+use crate::harness::{descriptor_array, gpu_queue_pair, Sink, SINK_RETIRE};
+
+/// How threads publish their WQEs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub enum Publication {
+    /// One thread owns a queue (`Exclusive`): thread t posts to queue t.
+    Exclusive,
+    /// The shared protocol, one reservation and one in-order publication per WQE.
+    PerThread,
+    /// The shared protocol, one reservation and publication per warp of 32 WQEs.
+    PerWarp,
+}
+
+impl Publication {
+    fn code(self) -> u32 {
+        match self {
+            Self::Exclusive => 0,
+            Self::PerThread => 1,
+            Self::PerWarp => 2,
+        }
+    }
+}
+
+/// One configuration.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct RateConfig {
+    /// Publication mode.
+    pub publication: Publication,
+    /// Blocks (one SM each as long as blocks <= SMs and the sink leaves room).
+    pub blocks: u32,
+    /// Threads per block (a multiple of 32 in the shared modes).
+    pub threads: u32,
+    /// Queue pairs.
+    pub queues: u32,
+    /// Shared modes: warps per queue, in launch order (warp w posts to queue (w / share) %
+    /// queues). Exclusive: ignored (threads x blocks must equal queues).
+    pub share: u32,
+    /// WQEBBs per doorbell (shared modes: a doorbell when a publication crosses a multiple).
+    pub batch: u32,
+    /// WQEs per thread (Exclusive, PerThread) or rounds of 32 WQEs per warp (PerWarp).
+    pub rounds: u32,
+    /// Send-ring size of each queue, WQEBBs (a power of two, 64..=32768).
+    pub ring_wqebbs: u32,
+}
+
+impl RateConfig {
+    /// WQEs the configuration posts in all.
+    pub fn total_wqes(&self) -> u64 {
+        match self.publication {
+            Publication::Exclusive => u64::from(self.queues) * u64::from(self.rounds),
+            Publication::PerThread | Publication::PerWarp => {
+                u64::from(self.blocks) * u64::from(self.threads) * u64::from(self.rounds)
+            }
+        }
+    }
+
+    /// Whether no queue receives more WQEs than its ring holds (no slot reuse: the
+    /// sink's retirement cannot limit the rate).
+    pub fn never_wraps(&self) -> bool {
+        let per_queue = self.total_wqes().div_ceil(u64::from(self.queues.max(1)));
+        per_queue <= u64::from(self.ring_wqebbs)
+    }
+
+    fn check(&self) -> Result<(), GpuError> {
+        let bad = |why: String| Err(GpuError::Invalid(format!("rate {self:?}: {why}")));
+        let threads = u64::from(self.blocks) * u64::from(self.threads);
+        if self.blocks == 0 || self.threads == 0 || self.threads > 1024 {
+            return bad(format!("{} threads per block (1..=1024)", self.threads));
+        }
+        if self.queues == 0 || self.queues > 1024 {
+            return bad(format!("{} queues (1..=1024)", self.queues));
+        }
+        if self.batch == 0 || self.rounds == 0 {
+            return bad("batch and rounds must be > 0".into());
+        }
+        if !self.ring_wqebbs.is_power_of_two() || !(64..=32768).contains(&self.ring_wqebbs) {
+            return bad(format!("ring of {} WQEBBs", self.ring_wqebbs));
+        }
+        match self.publication {
+            Publication::Exclusive if threads != u64::from(self.queues) => bad(format!(
+                "{threads} threads for {} exclusive queues",
+                self.queues
+            )),
+            Publication::PerThread | Publication::PerWarp if self.threads % 32 != 0 => bad(
+                format!("{} threads per block, not whole warps", self.threads),
+            ),
+            Publication::PerThread | Publication::PerWarp if self.share == 0 => {
+                bad("share 0".into())
+            }
+            _ => Ok(()),
+        }
+    }
+}
+
+/// One configuration's run.
+#[derive(Clone, Debug, Serialize)]
+pub struct RateResult {
+    /// The ordering scope.
+    pub scope: &'static str,
+    /// What ran.
+    pub config: RateConfig,
+    /// WQEs posted and completed.
+    pub wqes: u64,
+    /// First start to last end, ns.
+    pub ns: u64,
+    /// Millions of WQEs per second.
+    pub mwqe_per_s: f64,
+    /// SM clock of block 0's thread 0 over its run, MHz.
+    pub sm_mhz: f64,
+    /// Doorbells the sink saw change (it samples: consecutive rings may merge).
+    pub sink_doorbells: u64,
+    /// CQEs the sink wrote.
+    pub sink_cqes: u64,
+    /// WQEBBs the sink consumed (the WQEs and any NOP the final waits posted).
+    pub sink_wqebbs: u64,
+    /// Whether no slot was reused (see [`RateConfig::never_wraps`]).
+    pub never_wraps: bool,
+}
+
+/// Runs one configuration.
+pub fn run<S>(
+    gpu: &Gpu,
+    program: &BenchProgram,
+    scope: S,
+    config: RateConfig,
+) -> Result<RateResult, GpuError>
+where
+    S: OrderingScope<Producer = GpuThread> + ValidFor<GpuPlaced> + Copy,
+{
+    config.check()?;
+    let f = program.function(&format!("ibgda_bench_rate_{}", S::NAME))?;
+    // A CQE at most every quarter ring: the sink's retirement never waits on a full CQ.
+    let signal = (config.ring_wqebbs / 4).min(1024);
+    let qps = (0..config.queues)
+        .map(|i| {
+            gpu_queue_pair(
+                gpu,
+                0x100 + i,
+                config.ring_wqebbs as usize,
+                1024,
+                signal,
+                CqMode::Ring,
+                scope,
+            )
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    let descs: Vec<_> = qps.iter().map(|q| *q.device_queue().raw()).collect();
+    let arr = descriptor_array(gpu, &descs)?;
+    let mut init = vec![0u8; 40];
+    init[..8].copy_from_slice(&u64::MAX.to_ne_bytes());
+    let out = gpu.device_buffer_from(&init)?;
+    let refs: Vec<_> = qps.iter().collect();
+    let sink = Sink::start(gpu, &refs, SINK_RETIRE, 0, config.queues, 1)?;
+    let args = [
+        KernelArg::U64(arr.addr()),
+        KernelArg::U32(config.queues),
+        KernelArg::U32(config.publication.code()),
+        KernelArg::U32(config.share),
+        KernelArg::U32(config.rounds),
+        KernelArg::U32(config.batch),
+        KernelArg::U64(0x7000_0000),
+        KernelArg::U32(0x99),
+        KernelArg::U64(out.addr()),
+        KernelArg::U64(out.addr() + 32),
+    ];
+    // SAFETY: ibgda_bench_rate_<S>(const DeviceQueueDescriptor*, u32 nq, u32 mode, u32
+    // share, u32 rounds, u32 batch, u64, u32, u64* clocks, int* status): the arguments
+    // above; `arr` holds `queues` descriptors of queue pairs alive to the end of this
+    // function, clocks (4 words) and status lie in `out`; the sink's stop synchronizes the
+    // context before anything is dropped.
+    let launched = unsafe { launch(gpu, &f, launch_config(config.blocks, config.threads), &args) };
+    let synced = launched.and_then(|()| Ok(gpu.stream().synchronize()?));
+    let (stats, _) = sink.stop()?;
+    synced?;
+    let o = gpu.read_device(&out)?;
+    let status = word32(&o, 32)?;
+    if status != 0 || stats.bad_wqes + stats.bad_doorbells != 0 {
+        return Err(GpuError::Invalid(format!(
+            "rate {} {config:?}: status {status}, sink {stats:?}",
+            S::NAME
+        )));
+    }
+    let (start, end) = (word64(&o, 0)?, word64(&o, 8)?);
+    let ns = end.saturating_sub(start);
+    let wqes = config.total_wqes();
+    // The final waits may add signaled NOPs (one WQEBB each), never fewer WQEBBs.
+    if stats.wqes < wqes {
+        return Err(GpuError::Invalid(format!(
+            "rate {} {config:?}: sink consumed {} WQEBBs of {wqes} WQEs",
+            S::NAME,
+            stats.wqes
+        )));
+    }
+    Ok(RateResult {
+        scope: S::NAME,
+        config,
+        wqes,
+        ns,
+        mwqe_per_s: if ns == 0 {
+            0.0
+        } else {
+            wqes as f64 * 1e3 / ns as f64
+        },
+        sm_mhz: sm_mhz(word64(&o, 16)?, word64(&o, 24)?),
+        sink_doorbells: stats.doorbells,
+        sink_cqes: stats.cqes,
+        sink_wqebbs: stats.wqes,
+        never_wraps: config.never_wraps(),
+    })
+}
+
+/// Runs one configuration with scope `GpuFence` in a single launch: the producer blocks
+/// and, in one more block, a retire-only sink reading the doorbell records
+/// (`ibgda_bench_rate_selfsink_GpuFence`). The form a profiler can run (Nsight Compute
+/// serializes kernels, so the persistent sink beside a producer launch would hang).
+/// `sink_doorbells`, `sink_cqes` and `sink_wqebbs` are 0 (not counted).
+pub fn run_one_launch(
+    gpu: &Gpu,
+    program: &BenchProgram,
+    config: RateConfig,
+) -> Result<RateResult, GpuError> {
+    config.check()?;
+    if config.blocks >= 1024 {
+        return Err(GpuError::Invalid(format!(
+            "one-launch rate: {} producer blocks (< 1024)",
+            config.blocks
+        )));
+    }
+    let f = program.function("ibgda_bench_rate_selfsink_GpuFence")?;
+    let signal = (config.ring_wqebbs / 4).min(1024);
+    let qps = (0..config.queues)
+        .map(|i| {
+            gpu_queue_pair(
+                gpu,
+                0x100 + i,
+                config.ring_wqebbs as usize,
+                1024,
+                signal,
+                CqMode::Ring,
+                GpuFence,
+            )
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    let descs: Vec<_> = qps.iter().map(|q| *q.device_queue().raw()).collect();
+    let arr = descriptor_array(gpu, &descs)?;
+    let mut init = vec![0u8; 40];
+    init[..8].copy_from_slice(&u64::MAX.to_ne_bytes());
+    let out = gpu.device_buffer_from(&init)?;
+    let scratch = gpu.device_buffer(16 * config.queues as usize + 8)?;
+    let args = [
+        KernelArg::U64(arr.addr()),
+        KernelArg::U32(config.queues),
+        KernelArg::U32(config.publication.code()),
+        KernelArg::U32(config.share),
+        KernelArg::U32(config.rounds),
+        KernelArg::U32(config.batch),
+        KernelArg::U64(0x7000_0000),
+        KernelArg::U32(0x99),
+        KernelArg::U64(out.addr()),
+        KernelArg::U64(scratch.addr()),
+        KernelArg::U64(out.addr() + 32),
+    ];
+    // SAFETY: ibgda_bench_rate_selfsink_GpuFence(const DeviceQueueDescriptor*, u32 nq,
+    // u32 mode, u32 share, u32 rounds, u32 batch, u64, u32, u64* clocks, u64* scratch,
+    // int* status): the arguments above; `arr` holds `queues` descriptors of queue pairs
+    // alive to the end of this function, `scratch` 2 words per queue and the done counter,
+    // clocks and status lie in `out`; synchronized before anything is dropped.
+    unsafe {
+        launch(
+            gpu,
+            &f,
+            launch_config(config.blocks + 1, config.threads),
+            &args,
+        )
+    }?;
+    gpu.stream().synchronize()?;
+    let o = gpu.read_device(&out)?;
+    let status = word32(&o, 32)?;
+    if status != 0 {
+        return Err(GpuError::Invalid(format!(
+            "one-launch rate {config:?}: status {status}"
+        )));
+    }
+    let ns = word64(&o, 8)?.saturating_sub(word64(&o, 0)?);
+    let wqes = config.total_wqes();
+    Ok(RateResult {
+        scope: GpuFence::NAME,
+        config,
+        wqes,
+        ns,
+        mwqe_per_s: if ns == 0 {
+            0.0
+        } else {
+            wqes as f64 * 1e3 / ns as f64
+        },
+        sm_mhz: sm_mhz(word64(&o, 16)?, word64(&o, 24)?),
+        sink_doorbells: 0,
+        sink_cqes: 0,
+        sink_wqebbs: 0,
+        never_wraps: config.never_wraps(),
+    })
+}
+
+/// A configuration in the paper's terms.
+pub fn config(
+    publication: Publication,
+    blocks: u32,
+    threads: u32,
+    queues: u32,
+    share: u32,
+    batch: u32,
+    rounds: u32,
+) -> RateConfig {
+    RateConfig {
+        publication,
+        blocks,
+        threads,
+        queues,
+        share,
+        batch,
+        rounds,
+        ring_wqebbs: 4096,
+    }
+}
+
+/// Table 5's rows (and the paper's targets), then the batch sweep of one thread and the
+/// placement of 64 single-warp queues on 64, 16 and 8 SMs, then the no-reuse controls.
+/// `scale` multiplies the WQE counts (1 for the full run).
+pub fn table5(scale: u32) -> Vec<(&'static str, RateConfig)> {
+    use Publication::{Exclusive as X, PerThread as T, PerWarp as W};
+    let s = scale.max(1);
+    let mut v = vec![
+        (
+            "1 thread, 1 QP, batch 1",
+            config(X, 1, 1, 1, 1, 1, 20_000 * s),
+        ),
+        (
+            "1 thread, 1 QP, batch 16",
+            config(X, 1, 1, 1, 1, 16, 160_000 * s),
+        ),
+        (
+            "32 threads, 1 QP, per-thread, batch 1",
+            config(T, 1, 32, 1, 1, 1, 1_000 * s),
+        ),
+        (
+            "256 threads, 1 QP, per-thread, batch 32",
+            config(T, 1, 256, 1, 8, 32, 500 * s),
+        ),
+        (
+            "32 threads, 1 QP, per-warp, batch 32 (paper 21.6)",
+            config(W, 1, 32, 1, 1, 32, 20_000 * s),
+        ),
+        (
+            "256 threads, 1 QP, per-warp, batch 32 (paper 30.7)",
+            config(W, 1, 256, 1, 8, 32, 4_000 * s),
+        ),
+        (
+            "16 threads, 16 QPs, 16 SMs, batch 1",
+            config(X, 16, 1, 16, 1, 1, 20_000 * s),
+        ),
+        (
+            "16 threads, 16 QPs, 16 SMs, batch 16",
+            config(X, 16, 1, 16, 1, 16, 80_000 * s),
+        ),
+        (
+            "32 threads, 32 QPs, 1 SM, batch 16",
+            config(X, 1, 32, 32, 1, 16, 40_000 * s),
+        ),
+        (
+            "64 threads, 64 QPs, 1 SM, batch 16",
+            config(X, 1, 64, 64, 1, 16, 40_000 * s),
+        ),
+        (
+            "64 threads, 64 QPs, 64 SMs, batch 16",
+            config(X, 64, 1, 64, 1, 16, 40_000 * s),
+        ),
+        (
+            "4096 threads, 16 QPs, 16 SMs, per-warp, batch 32",
+            config(W, 16, 256, 16, 8, 32, 2_000 * s),
+        ),
+        (
+            "64 warps, 64 QPs, 64 SMs, per-warp, batch 32 (target 1000)",
+            config(W, 64, 32, 64, 1, 32, 20_000 * s),
+        ),
+    ];
+    for b in [1u32, 2, 4, 8, 32, 64] {
+        v.push((
+            "batch sweep: 1 thread, 1 QP",
+            config(X, 1, 1, 1, 1, b, 10_000 * b.min(16) * s),
+        ));
+    }
+    v.push((
+        "placement: 64 warps, 64 QPs, 16 SMs x 4 warps",
+        config(W, 16, 128, 64, 1, 32, 20_000 * s),
+    ));
+    v.push((
+        "placement: 64 warps, 64 QPs, 8 SMs x 8 warps",
+        config(W, 8, 256, 64, 1, 32, 20_000 * s),
+    ));
+    v.push((
+        "placement: 128 warps, 128 QPs, 64 SMs x 2 warps",
+        config(W, 64, 64, 128, 1, 32, 10_000 * s),
+    ));
+    // No slot reuse: whether the sink's retirement limits the per-warp rates.
+    let mut one = config(W, 1, 32, 1, 1, 32, 1024);
+    one.ring_wqebbs = 32768;
+    v.push(("no reuse: 32 threads, 1 QP, per-warp, batch 32", one));
+    let mut many = config(W, 64, 32, 64, 1, 32, 1024);
+    many.ring_wqebbs = 32768;
+    v.push((
+        "no reuse: 64 warps, 64 QPs, 64 SMs, per-warp, batch 32",
+        many,
+    ));
+    v
+}

@@ -1,0 +1,218 @@
+//! The backend trait: what a NIC must provide so that the control plane can create queues
+//! on it. The primitives are those of DEVX on a ConnectX, so the hardware backend is a thin
+//! layer over rdma-core and the software NIC executes the very bytes the hardware would get.
+
+use core::fmt;
+use std::sync::Arc;
+
+use super::caps::Gid;
+use super::caps::PortAttributes;
+use super::error::NicError;
+use crate::memory::{DeviceBuffer, DmaBuffer};
+use crate::queue::{PlacementKind, QueueBufferSpan, Registered};
+use crate::wqe::segment::AddressVectorSegment;
+use crate::wqe::RKey;
+
+/// The access rights of a memory registration (verbs' `IBV_ACCESS_*` values).
+pub use crate::softnic::Access as MemoryAccess;
+
+/// Queue memory (a ring or a doorbell record) that a backend registers as UMEM, so that
+/// CREATE_CQ and CREATE_QP can name it by UMEM id and offset.
+///
+/// Only the control plane makes one, from the memory of the queue it is creating: the
+/// backend learns where the memory is ([`span`](Self::span)); the crate's own backends
+/// also reach the buffer, as the NIC capability to it (see
+/// [`SendQueueNicAccess`](crate::queue::SendQueueNicAccess)).
+#[derive(Clone, Copy, Debug)]
+pub struct QueueMemoryRef<'a> {
+    memory: QueueMemoryKind<'a>,
+}
+
+#[derive(Clone, Copy, Debug)]
+enum QueueMemoryKind<'a> {
+    Host(&'a Arc<DmaBuffer>),
+    Gpu(&'a Arc<DeviceBuffer>),
+}
+
+impl<'a> QueueMemoryRef<'a> {
+    pub(crate) fn host(buffer: &'a Arc<DmaBuffer>) -> Self {
+        Self {
+            memory: QueueMemoryKind::Host(buffer),
+        }
+    }
+    pub(crate) fn gpu(buffer: &'a Arc<DeviceBuffer>) -> Self {
+        Self {
+            memory: QueueMemoryKind::Gpu(buffer),
+        }
+    }
+    /// Where the memory is: its address (the device address for GPU memory) and length.
+    pub fn span(&self) -> QueueBufferSpan {
+        match self.memory {
+            QueueMemoryKind::Host(b) => QueueBufferSpan::of(b),
+            QueueMemoryKind::Gpu(b) => QueueBufferSpan::of(b),
+        }
+    }
+    /// Where it is placed.
+    pub fn placement(&self) -> PlacementKind {
+        match self.memory {
+            QueueMemoryKind::Host(_) => PlacementKind::Host,
+            QueueMemoryKind::Gpu(_) => PlacementKind::Gpu,
+        }
+    }
+    /// The host buffer, for the crate's NIC backends.
+    pub(crate) fn host_buffer(&self) -> Option<&'a Arc<DmaBuffer>> {
+        match self.memory {
+            QueueMemoryKind::Host(b) => Some(b),
+            QueueMemoryKind::Gpu(_) => None,
+        }
+    }
+    /// The GPU buffer, for the crate's NIC backends (DMA-BUF export).
+    #[allow(dead_code)]
+    pub(crate) fn gpu_buffer(&self) -> Option<&'a Arc<DeviceBuffer>> {
+        match self.memory {
+            QueueMemoryKind::Gpu(b) => Some(b),
+            QueueMemoryKind::Host(_) => None,
+        }
+    }
+}
+
+/// Data memory to register for RDMA (a memory region with keys).
+#[derive(Clone, Debug)]
+#[non_exhaustive]
+pub enum RegisterMemory {
+    /// `len` bytes of host memory from `offset`.
+    Host {
+        /// The buffer (kept alive by the registration).
+        buffer: Arc<DmaBuffer>,
+        /// First byte of the region in the buffer.
+        offset: usize,
+        /// Length of the region.
+        len: usize,
+    },
+    /// `len` bytes of GPU memory from `offset` (DMA-BUF on hardware).
+    Gpu {
+        /// The buffer (kept alive by the registration).
+        buffer: Arc<DeviceBuffer>,
+        /// First byte of the region in the buffer.
+        offset: usize,
+        /// Length of the region.
+        len: usize,
+    },
+}
+
+/// A protection domain as a backend holds it: its number goes into CREATE_QP's `pd`.
+pub trait ProtectionDomainId: Send + Sync + fmt::Debug {
+    /// The PD number.
+    fn pdn(&self) -> u32;
+}
+
+/// A UMEM registration: its id goes into CREATE_CQ and CREATE_QP.
+pub trait UmemId: Send + Sync + fmt::Debug {
+    /// The UMEM id.
+    fn umem_id(&self) -> u32;
+}
+
+/// A UAR page: its index goes into CREATE_CQ and CREATE_QP, and its doorbell register is
+/// where producers ring.
+pub trait UarPage: Send + Sync + fmt::Debug {
+    /// The UAR page index.
+    fn page_id(&self) -> u32;
+    /// The 8-byte doorbell register, for host producers.
+    fn host_doorbell(&self) -> Result<Arc<DmaBuffer>, NicError>;
+    /// The 8-byte doorbell register mapped into the GPU, for GPU producers.
+    fn gpu_doorbell(&self) -> Result<Arc<DeviceBuffer>, NicError>;
+}
+
+/// A memory registration: what RDMA names it by.
+pub trait MemoryRegistration: Registered + fmt::Debug {
+    /// The remote key.
+    fn rkey(&self) -> RKey;
+    /// The address of the first byte.
+    fn addr(&self) -> u64;
+    /// The length in bytes.
+    fn len(&self) -> usize;
+    /// Whether it is empty (registrations never are).
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// An object created by a command (CQ, QP, DCT).
+pub trait BackendObject: Send + Sync + fmt::Debug {}
+
+/// A NIC the control plane can drive: one opened device context.
+///
+/// The methods are the primitives DEVX offers; the control plane ([`super::Device`]) does
+/// all PRM encoding and decoding above them. Every failure is a typed [`NicError`].
+/// Each handle type releases its resource when dropped; the control plane keeps parents
+/// alive as long as their children, so a backend sees teardown in the hardware's order.
+pub trait Backend: Send + Sync + fmt::Debug + 'static {
+    /// A protection domain.
+    type Pd: ProtectionDomainId;
+    /// A UMEM registration of queue memory.
+    type Umem: UmemId;
+    /// A UAR page.
+    type Uar: UarPage;
+    /// An object made by `create_object`.
+    type Object: BackendObject;
+    /// A memory region.
+    type Mr: MemoryRegistration;
+
+    /// The device's name (`mlx5_0`, `soft:node0`).
+    fn name(&self) -> &str;
+
+    /// Runs a command that creates no object (QUERY_HCA_CAP, ...): `input` is the command's
+    /// PRM bytes, `output` receives its output (status and syndrome first). A command the
+    /// device fails is `Err` ([`NicError::Command`]), with `output` holding what the device
+    /// wrote.
+    fn general_command(&self, input: &[u8], output: &mut [u8]) -> Result<(), NicError>;
+
+    /// Runs a command that creates an object (CREATE_CQ, CREATE_QP, CREATE_DCT).
+    fn create_object(&self, input: &[u8], output: &mut [u8]) -> Result<Self::Object, NicError>;
+
+    /// Runs a command on an object (the QP and DCT state transitions).
+    fn modify_object(
+        &self,
+        object: &Self::Object,
+        input: &[u8],
+        output: &mut [u8],
+    ) -> Result<(), NicError>;
+
+    /// Destroys an object with the DESTROY command `input` (hardware backends may send the
+    /// equivalent command their driver keeps for the object).
+    fn destroy_object(&self, object: Self::Object, input: &[u8]) -> Result<(), NicError>;
+
+    /// The attributes of port `port` (1-based).
+    fn query_port(&self, port: u8) -> Result<PortAttributes, NicError>;
+
+    /// The event queue number completion vector `vector` reports to (CREATE_CQ's `c_eqn`).
+    fn query_eqn(&self, vector: u32) -> Result<u32, NicError>;
+
+    /// Allocates a protection domain.
+    fn alloc_pd(&self) -> Result<Self::Pd, NicError>;
+
+    /// Allocates a UAR page (non-cached, dedicated: one 8-byte doorbell per ring).
+    fn alloc_uar(&self) -> Result<Self::Uar, NicError>;
+
+    /// Registers queue memory as UMEM, for the NIC to read (rings) and write (CQs,
+    /// doorbell records). The registration keeps the memory alive until dropped.
+    fn register_umem(&self, memory: QueueMemoryRef<'_>) -> Result<Self::Umem, NicError>;
+
+    /// The 48-byte address vector that reaches `gid` / the port's LID from any initiator
+    /// of this fabric (on hardware, an address handle made in `pd` read back through
+    /// `mlx5dv_init_obj`). The DCT number and the key are patched in by the initiator.
+    fn address_vector(
+        &self,
+        pd: &Self::Pd,
+        port: &PortAttributes,
+        gid: Gid,
+    ) -> Result<AddressVectorSegment, NicError>;
+
+    /// Registers data memory in `pd` with `access`.
+    fn register_memory(
+        &self,
+        pd: &Self::Pd,
+        memory: RegisterMemory,
+        access: MemoryAccess,
+    ) -> Result<Self::Mr, NicError>;
+}

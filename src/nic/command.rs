@@ -1,0 +1,346 @@
+//! The values the control plane puts in every PRM command it sends, as prm's typed
+//! commands, and the reading of their outputs. Each choice is where NVSHMEM and DOCA
+//! agree (reference: the control-plane notes), unless its comment says otherwise.
+
+use super::caps::{AtomicEndianness, DeviceCaps, LinkLayer};
+use super::error::NicError;
+use super::prm::{
+    self, AddressPath, AtomicMode, CapabilityType, Command, CommandOutput, CqContext, CqeSize,
+    CreateCq, CreateDct, CreateQp, DctContext, DestroyCq, DestroyDct, DestroyQp, Init2RtrQp,
+    PmState, PrmError, QpCreateContext, QueryHcaCap, QueryHcaCapOutput, ReceiveQueue, RemoteAccess,
+    Rst2InitQp, Rtr2RtsQp, ServiceType,
+};
+
+/// Output buffer size for every command (the largest output is QUERY_HCA_CAP's).
+pub(crate) const OUTPUT_BYTES: usize = QueryHcaCapOutput::OUTPUT_BYTES;
+
+/// The largest message: 2^30 bytes (NVSHMEM's `IBGDA_LOG_MAX_MSG_SIZE`).
+pub(crate) const LOG_MAX_MESSAGE: u8 = 30;
+/// RC retry count and RNR retry: 7 (RNR 7 = retry forever), as NVSHMEM and DOCA set them.
+pub(crate) const RETRY_COUNT: u8 = 7;
+/// See [`RETRY_COUNT`].
+pub(crate) const RNR_RETRY: u8 = 7;
+/// Local ACK timeout exponent: 4.096 µs × 2^20 ≈ 4.3 s.
+pub(crate) const ACK_TIMEOUT: u8 = 20;
+/// Minimal RNR NAK timer code 12 (0.64 ms), what verbs examples use.
+pub(crate) const MIN_RNR_NAK: u8 = 12;
+/// Outstanding RDMA READ / atomic requests, as requester and responder: 2^4.
+pub(crate) const LOG_RDMA_ATOMIC_OUTSTANDING: u8 = 4;
+
+/// `masked compare-swap` and `masked fetch-add` bits of `atomic_operations` (bit 2 and
+/// bit 3, rdma-core's `MLX5_ATOMIC_OPS_MASKED_CMP_SWAP` / `_FETCH_ADD`).
+const MASKED_ATOMIC_OPERATIONS: u16 = 0b1100;
+
+/// Reads the general and atomic capability pages through `run` (the backend's general
+/// command channel).
+pub(crate) fn query_caps(
+    run: impl Fn(&[u8], &mut [u8]) -> Result<(), NicError>,
+) -> Result<DeviceCaps, NicError> {
+    let query = |capability| -> Result<QueryHcaCapOutput, NicError> {
+        let input = QueryHcaCap::current(capability).encode()?;
+        let mut output = vec![0u8; OUTPUT_BYTES];
+        run(&input, &mut output)?;
+        Ok(QueryHcaCapOutput::decode(capability, &output)?)
+    };
+    let QueryHcaCapOutput::General(general) = query(CapabilityType::General)? else {
+        return Err(NicError::Command(PrmError::InvalidValue {
+            command: "QUERY_HCA_CAP",
+            field: "capability page",
+            value: 0,
+        }));
+    };
+    let atomic = if general.atomic {
+        match query(CapabilityType::Atomic)? {
+            QueryHcaCapOutput::Atomic(atomic) => Some(atomic),
+            QueryHcaCapOutput::General(_) => None,
+        }
+    } else {
+        None
+    };
+    let atomic_endianness = match atomic.map(|a| a.endianness_mode) {
+        Some(prm::AtomicEndianness::HostEndian) => AtomicEndianness::HostEndian,
+        Some(prm::AtomicEndianness::BigEndian) | None => AtomicEndianness::BigEndian,
+        Some(other) => {
+            return Err(NicError::Capability {
+                name: "atomic_req_8B_endianness_mode",
+                found: other.wire(),
+                needed: "0 (big-endian) or 1 (host-endian)",
+            })
+        }
+    };
+    Ok(DeviceCaps {
+        cqe_version: general.cqe_version,
+        compact_address_vector: general.compact_address_vector,
+        log_max_qp_size: general.log_max_qp_sz,
+        log_max_cq_size: general.log_max_cq_sz,
+        max_send_wqe_bytes: general.max_wqe_sz_sq,
+        atomic: general.atomic,
+        masked_atomics: atomic.is_some_and(|a| {
+            a.atomic_operations & MASKED_ATOMIC_OPERATIONS == MASKED_ATOMIC_OPERATIONS
+        }),
+        atomic_sizes: atomic.map_or(0, |a| a.atomic_size_qp),
+        atomic_endianness,
+        dc: general.dct,
+        log_bf_reg_size: general.log_bf_reg_size,
+    })
+}
+
+/// The general and atomic capability pages that report `caps` (the software NIC's answer).
+pub(crate) fn caps_pages(caps: &DeviceCaps) -> (prm::GeneralCaps, prm::AtomicCaps) {
+    let general = prm::GeneralCaps {
+        log_max_qp_sz: caps.log_max_qp_size,
+        log_max_cq_sz: caps.log_max_cq_size,
+        log_max_msg: LOG_MAX_MESSAGE,
+        cqe_version: caps.cqe_version,
+        compact_address_vector: caps.compact_address_vector,
+        dct: caps.dc,
+        atomic: caps.atomic,
+        rc: true,
+        num_ports: 1,
+        log_bf_reg_size: caps.log_bf_reg_size,
+        max_wqe_sz_sq: caps.max_send_wqe_bytes,
+        max_wqe_sz_sq_dc: caps.max_send_wqe_bytes,
+        log_max_pd: 24,
+        log_max_qp: 24,
+        log_max_cq: 24,
+        ..Default::default()
+    };
+    let atomic = prm::AtomicCaps {
+        endianness_mode: match caps.atomic_endianness {
+            AtomicEndianness::BigEndian => prm::AtomicEndianness::BigEndian,
+            AtomicEndianness::HostEndian => prm::AtomicEndianness::HostEndian,
+        },
+        host_endianness_supported: false,
+        atomic_operations: 0b0011
+            | if caps.masked_atomics {
+                MASKED_ATOMIC_OPERATIONS
+            } else {
+                0
+            },
+        atomic_size_qp: caps.atomic_sizes,
+        atomic_size_dc: caps.atomic_sizes,
+    };
+    (general, atomic)
+}
+
+/// CREATE_CQ: 64-byte CQEs; the ring and the doorbell record each in their own UMEM at
+/// offset 0; collapsed CQs ignore overrun (as NVSHMEM makes them), ring CQs detect it;
+/// `log_page_size` 0 (the firmware deduces the page size from the UMEM).
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn create_cq(
+    log_cq_size: u8,
+    collapsed: bool,
+    uar_page: u32,
+    eqn: u8,
+    ring_umem: u32,
+    dbr_umem: u32,
+) -> CreateCq {
+    CreateCq {
+        uid: 0,
+        cqc: CqContext {
+            dbr_umem_valid: true,
+            dbr_umem_id: dbr_umem,
+            dbr_addr: 0,
+            cqe_size: CqeSize::Bytes64,
+            collapsed,
+            overrun_ignore: collapsed,
+            log_cq_size,
+            uar_page,
+            c_eqn: eqn,
+            log_page_size: 0,
+            page_offset: 0,
+        },
+        cq_umem_offset: 0,
+        cq_umem_id: ring_umem,
+        cq_umem_valid: true,
+    }
+}
+
+/// CREATE_QP for RC or DCI: migrated path state, no receive queue (zero-size RQ, as DOCA
+/// does), the send ring and the doorbell record each in their own UMEM at offset 0, the
+/// same CQ for send and receive.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn create_qp(
+    service_type: ServiceType,
+    pd: u32,
+    uar_page: u32,
+    cqn: u32,
+    log_sq_size: u8,
+    wq_umem: u32,
+    dbr_umem: u32,
+) -> CreateQp {
+    CreateQp {
+        uid: 0,
+        opt_param_mask: 0,
+        qpc: QpCreateContext {
+            service_type,
+            isolate_vl_tc: false,
+            pm_state: PmState::Migrated,
+            pd,
+            log_sq_size,
+            ts_format: 0,
+            uar_page,
+            user_index: 0,
+            log_page_size: 0,
+            cqn_snd: cqn,
+            page_offset: 0,
+            cqn_rcv: cqn,
+            dbr_addr: 0,
+            receive: ReceiveQueue::ZeroSize,
+            dbr_umem_valid: true,
+            dbr_umem_id: dbr_umem,
+        },
+        wq_umem_offset: 0,
+        wq_umem_id: wq_umem,
+        wq_umem_valid: true,
+    }
+}
+
+/// RST2INIT: port `port`, P_Key index 0, migrated; RC queue pairs enable remote read,
+/// write and atomics with atomic mode "up to 8 bytes"; DCIs carry no access key (the key
+/// travels in each WQE's address vector).
+pub(crate) fn rst2init(qpn: u32, port: u8, rc: bool) -> Rst2InitQp {
+    Rst2InitQp {
+        uid: 0,
+        qpn,
+        opt_param_mask: 0,
+        pm_state: PmState::Migrated,
+        vhca_port_num: port,
+        pkey_index: 0,
+        access: if rc {
+            RemoteAccess::ALL
+        } else {
+            RemoteAccess::default()
+        },
+        atomic_mode: if rc {
+            AtomicMode::UpTo8Bytes
+        } else {
+            AtomicMode::NotSet
+        },
+        dc_access_key: 0,
+    }
+}
+
+/// The RC peer of INIT2RTR.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Peer {
+    pub(crate) qpn: u32,
+    pub(crate) psn: u32,
+    pub(crate) lid: u16,
+    pub(crate) gid: [u8; 16],
+    pub(crate) link_layer: LinkLayer,
+}
+
+/// INIT2RTR: the path MTU, messages up to 2^30 bytes; RC adds the peer (by LID on
+/// InfiniBand, by GID with a GRH on Ethernet, hop limit 64), its first PSN, the RNR NAK
+/// timer and the responder's outstanding reads.
+pub(crate) fn init2rtr(
+    qpn: u32,
+    port: u8,
+    mtu: u8,
+    peer: Option<Peer>,
+) -> Result<Init2RtrQp, NicError> {
+    let mtu = prm::Mtu::from_wire("INIT2RTR_QP", mtu.into())?;
+    let mut path = AddressPath {
+        vhca_port_num: port,
+        ..Default::default()
+    };
+    let (remote_qpn, next_rcv_psn, min_rnr_nak, log_rra_max) = match peer {
+        Some(peer) => {
+            match peer.link_layer {
+                LinkLayer::InfiniBand => path.rlid = peer.lid,
+                LinkLayer::Ethernet => {
+                    path.grh = true;
+                    path.rgid = peer.gid;
+                    path.hop_limit = 64;
+                }
+            }
+            (peer.qpn, peer.psn, MIN_RNR_NAK, LOG_RDMA_ATOMIC_OUTSTANDING)
+        }
+        None => (0, 0, 0, 0),
+    };
+    Ok(Init2RtrQp {
+        uid: 0,
+        qpn,
+        opt_param_mask: 0,
+        mtu,
+        log_msg_max: LOG_MAX_MESSAGE,
+        remote_qpn,
+        next_rcv_psn,
+        min_rnr_nak,
+        log_rra_max,
+        path,
+    })
+}
+
+/// RTR2RTS: retry 7, RNR retry 7, ACK timeout 20, the first PSN this side sends, and the
+/// requester's outstanding reads.
+pub(crate) fn rtr2rts(qpn: u32, next_send_psn: u32) -> Rtr2RtsQp {
+    Rtr2RtsQp {
+        uid: 0,
+        qpn,
+        opt_param_mask: 0,
+        log_ack_req_freq: 0,
+        log_sra_max: LOG_RDMA_ATOMIC_OUTSTANDING,
+        retry_count: RETRY_COUNT,
+        rnr_retry: RNR_RETRY,
+        next_send_psn,
+        ack_timeout: ACK_TIMEOUT,
+    }
+}
+
+/// CREATE_DCT: remote read, write and atomics (up to 8 bytes), the access key, port MTU,
+/// P_Key index 0, GID index 0; receive completions to `cqn`.
+pub(crate) fn create_dct(
+    pd: u32,
+    cqn: u32,
+    access_key: u64,
+    port: u8,
+    mtu: u8,
+) -> Result<CreateDct, NicError> {
+    Ok(CreateDct {
+        uid: 0,
+        dctc: DctContext {
+            user_index: 0,
+            cqn,
+            atomic_mode: AtomicMode::UpTo8Bytes,
+            access: RemoteAccess::ALL,
+            min_rnr_nak: MIN_RNR_NAK,
+            srqn: 0,
+            pd,
+            tclass: 0,
+            flow_label: 0,
+            dc_access_key: access_key,
+            mtu: prm::Mtu::from_wire("CREATE_DCT", mtu.into())?,
+            port,
+            pkey_index: 0,
+            my_addr_index: 0,
+            hop_limit: 64,
+            eth_prio: 0,
+            dscp: 0,
+        },
+    })
+}
+
+/// The DESTROY commands.
+pub(crate) fn destroy_qp(qpn: u32) -> Result<Vec<u8>, PrmError> {
+    DestroyQp { uid: 0, qpn }.encode()
+}
+/// See [`destroy_qp`].
+pub(crate) fn destroy_cq(cqn: u32) -> Result<Vec<u8>, PrmError> {
+    DestroyCq { uid: 0, cqn }.encode()
+}
+/// See [`destroy_qp`].
+pub(crate) fn destroy_dct(dctn: u32) -> Result<Vec<u8>, PrmError> {
+    DestroyDct { uid: 0, dctn }.encode()
+}
+
+/// Decodes a command's output (status first).
+pub(crate) fn output<C: Command>(bytes: &[u8]) -> Result<C::Output, NicError> {
+    Ok(C::Output::decode(bytes)?)
+}
+
+/// The opcode of command bytes, if there are at least two.
+pub(crate) fn opcode_of(bytes: &[u8]) -> Option<u16> {
+    Some(u16::from_be_bytes([*bytes.first()?, *bytes.get(1)?]))
+}

@@ -1,0 +1,930 @@
+//! The control plane over any [`Backend`]: devices, protection domains, memory regions,
+//! and queue pairs created, connected and torn down by PRM commands.
+
+use core::fmt;
+use core::marker::PhantomData;
+use core::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use super::backend::{
+    Backend, MemoryAccess, MemoryRegistration, ProtectionDomainId, QueueMemoryRef, RegisterMemory,
+    UarPage, UmemId,
+};
+use super::caps::{DeviceCaps, PortAttributes};
+use super::command::{self, Peer, OUTPUT_BYTES};
+use super::connection::{DcEndpoint, RcEndpoint};
+use super::error::NicError;
+use super::prm::PrmError;
+use super::prm::{Command, CreateCq, CreateDct, CreateQp, ServiceType};
+use crate::cq::{CompletionQueue, CqMode, CQE_BYTES};
+use crate::memory::{DeviceBuffer, DmaBuffer};
+use crate::order::{GpuThread, OrderingScope, ValidFor};
+use crate::queue::RECORD_BYTES;
+use crate::queue::{
+    CompletionQueueMemory, Gpu, Host, Placement, QpConfig, QueuePair, Registered, SendQueueConfig,
+    SendQueueMemory, CQE_INIT_OP_OWN, RING_ALIGN,
+};
+use crate::wqe::{
+    AvForm, Dc, LKey, LocalBuffer, Qpn, RKey, Rc, RemoteAddress, RingSize, Sge, TypedTransport,
+    WqeError, WQEBB_BYTES,
+};
+
+/// The port every queue uses (single-port devices; multi-port selection is a follow-up).
+const PORT: u8 = 1;
+
+/// An opened device: its backend, capabilities, port and completion event queue.
+///
+/// Not `Clone`: handles made from it keep it alive as long as they need it.
+pub struct Device<B: Backend> {
+    inner: Arc<DeviceInner<B>>,
+}
+
+struct DeviceInner<B: Backend> {
+    backend: B,
+    caps: DeviceCaps,
+    port: PortAttributes,
+    eqn: u8,
+    teardown_failures: AtomicU64,
+    last_teardown_error: std::sync::Mutex<Option<NicError>>,
+}
+
+impl<B: Backend> fmt::Debug for Device<B> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Device")
+            .field("name", &self.inner.backend.name())
+            .field("caps", &self.inner.caps)
+            .field("port", &self.inner.port)
+            .finish()
+    }
+}
+
+impl<B: Backend> DeviceInner<B> {
+    /// Runs a command that creates an object; returns the object and the output.
+    fn create<C: Command>(&self, command: &C) -> Result<(B::Object, Vec<u8>), NicError> {
+        let input = command.encode()?;
+        let mut output = vec![0u8; OUTPUT_BYTES];
+        let object = self.backend.create_object(&input, &mut output)?;
+        Ok((object, output))
+    }
+
+    fn modify<C: Command>(&self, object: &B::Object, command: &C) -> Result<(), NicError> {
+        let input = command.encode()?;
+        let mut output = vec![0u8; OUTPUT_BYTES];
+        self.backend.modify_object(object, &input, &mut output)?;
+        command::output::<C>(&output)?;
+        Ok(())
+    }
+
+    /// Destroys an object; a failure is counted (drop cannot return it).
+    fn destroy(&self, object: B::Object, input: Result<Vec<u8>, PrmError>) {
+        let result = input
+            .map_err(NicError::from)
+            .and_then(|input| self.backend.destroy_object(object, &input));
+        if let Err(e) = result {
+            self.teardown_failures.fetch_add(1, Ordering::Relaxed);
+            if let Ok(mut last) = self.last_teardown_error.lock() {
+                *last = Some(e);
+            }
+        }
+    }
+}
+
+impl<B: Backend> Device<B> {
+    /// Opens the device behind `backend`: reads its capabilities with QUERY_HCA_CAP
+    /// (general and atomic), checks that it can carry this crate's queues (CQE version 1,
+    /// 64-byte WQE basic blocks), and queries port 1 and the completion event queue.
+    pub fn open(backend: B) -> Result<Self, NicError> {
+        let caps = command::query_caps(|input, output| backend.general_command(input, output))?;
+        if caps.cqe_version != 1 {
+            return Err(NicError::Capability {
+                name: "cqe_version",
+                found: caps.cqe_version.into(),
+                needed: "1 (the CQE format this crate parses); update the NIC firmware",
+            });
+        }
+        let port = backend.query_port(PORT)?;
+        let eqn = backend.query_eqn(0)?;
+        let eqn = u8::try_from(eqn).map_err(|_| NicError::OutOfRange {
+            what: "completion event queue number (cqc.c_eqn is 8 bits)",
+            value: eqn.into(),
+            max: u8::MAX.into(),
+        })?;
+        Ok(Self {
+            inner: Arc::new(DeviceInner {
+                backend,
+                caps,
+                port,
+                eqn,
+                teardown_failures: AtomicU64::new(0),
+                last_teardown_error: std::sync::Mutex::new(None),
+            }),
+        })
+    }
+
+    /// The capabilities QUERY_HCA_CAP reported.
+    pub fn caps(&self) -> &DeviceCaps {
+        &self.inner.caps
+    }
+
+    /// The attributes of the port queues use.
+    pub fn port(&self) -> &PortAttributes {
+        &self.inner.port
+    }
+
+    /// The backend.
+    pub fn backend(&self) -> &B {
+        &self.inner.backend
+    }
+
+    /// How many DESTROY commands failed while handles were dropped, and the last error.
+    /// Zero on a healthy device: handles destroy in dependency order.
+    pub fn teardown_failures(&self) -> (u64, Option<NicError>) {
+        let last = self
+            .inner
+            .last_teardown_error
+            .lock()
+            .ok()
+            .and_then(|l| l.clone());
+        (self.inner.teardown_failures.load(Ordering::Relaxed), last)
+    }
+
+    /// Allocates a protection domain. It lives until its last memory region and queue pair
+    /// are gone.
+    pub fn alloc_pd(&self) -> Result<ProtectionDomain<B>, NicError> {
+        let pd = self.inner.backend.alloc_pd()?;
+        Ok(ProtectionDomain {
+            inner: Arc::new(PdInner {
+                pd,
+                device: self.inner.clone(),
+            }),
+        })
+    }
+}
+
+struct PdInner<B: Backend> {
+    // Declared first: dropped (deallocated) before the device reference goes.
+    pd: B::Pd,
+    device: Arc<DeviceInner<B>>,
+}
+
+/// A protection domain: memory regions and queue pairs are made in it.
+pub struct ProtectionDomain<B: Backend> {
+    inner: Arc<PdInner<B>>,
+}
+
+impl<B: Backend> fmt::Debug for ProtectionDomain<B> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ProtectionDomain")
+            .field("pdn", &self.inner.pd.pdn())
+            .finish()
+    }
+}
+
+/// A memory region of a [`ProtectionDomain`]: RDMA may reach it under its keys. It keeps
+/// its protection domain (and the memory) alive.
+pub struct MemoryRegion<B: Backend> {
+    inner: Arc<MrInner<B>>,
+}
+
+struct MrInner<B: Backend> {
+    mr: B::Mr,
+    _pd: Arc<PdInner<B>>,
+}
+
+impl<B: Backend> fmt::Debug for MemoryRegion<B> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(&self.inner.mr, f)
+    }
+}
+
+impl<B: Backend> Registered for MrInner<B> {
+    fn lkey(&self) -> LKey {
+        self.mr.lkey()
+    }
+    fn covers(&self, addr: u64, len: u64) -> bool {
+        self.mr.covers(addr, len)
+    }
+}
+
+impl<B: Backend> MemoryRegion<B> {
+    /// The local key.
+    pub fn lkey(&self) -> LKey {
+        self.inner.mr.lkey()
+    }
+    /// The remote key.
+    pub fn rkey(&self) -> RKey {
+        self.inner.mr.rkey()
+    }
+    /// The address of the region's first byte.
+    pub fn addr(&self) -> u64 {
+        self.inner.mr.addr()
+    }
+    /// Its length in bytes.
+    pub fn len(&self) -> usize {
+        self.inner.mr.len()
+    }
+    /// Whether it is empty (never: regions hold at least one byte).
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+    /// The address `offset` bytes into the region (not checked against its length: a WQE
+    /// naming bytes outside it fails at the NIC with a protection error).
+    pub fn addr_at(&self, offset: u64) -> u64 {
+        self.addr().wrapping_add(offset)
+    }
+    /// Remote memory `offset` bytes into the region.
+    pub fn remote(&self, offset: u64) -> RemoteAddress {
+        RemoteAddress::new(self.addr_at(offset), self.rkey())
+    }
+    /// A gather or scatter entry of `len` bytes at `offset`.
+    pub fn sge(&self, offset: u64, len: u32) -> Result<Sge, WqeError> {
+        Sge::new(self.addr_at(offset), len, self.lkey())
+    }
+    /// The local buffer of an atomic's result at `offset`.
+    pub fn local(&self, offset: u64) -> LocalBuffer {
+        LocalBuffer::new(self.addr_at(offset), self.lkey())
+    }
+    /// A keep-alive handle for posting WQEs that name this region.
+    pub fn registered(&self) -> Arc<dyn Registered> {
+        self.inner.clone()
+    }
+    /// The backend's registration.
+    pub fn backend_region(&self) -> &B::Mr {
+        &self.inner.mr
+    }
+}
+
+/// How to make a queue pair.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct QueueSpec {
+    /// Send ring size.
+    pub sq: RingSize,
+    /// CQ entries (a power of two).
+    pub cq_entries: u32,
+    /// How the NIC fills the CQ: a ring (with overrun detection) or collapsed (overrun
+    /// ignored, every CQE at entry 0).
+    pub cq_mode: CqMode,
+    /// The send queue's configuration.
+    pub send: SendQueueConfig,
+}
+
+impl QueueSpec {
+    /// A send ring of `sq` WQEBBs, as many ring-mode CQ entries, default configuration.
+    pub fn new(sq: RingSize) -> Self {
+        Self {
+            sq,
+            cq_entries: sq.wqebbs(),
+            cq_mode: CqMode::Ring,
+            send: SendQueueConfig::default(),
+        }
+    }
+}
+
+/// How queue memory is first filled.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum QueueFill {
+    /// Zeros (send rings, doorbell records, producer state).
+    Zero,
+    /// CQEs nobody has written: `op_own` of every 64-byte entry is invalid and
+    /// hardware-owned.
+    InvalidCqes,
+}
+
+/// Allocates queue memory in placement `P`. The host allocator is [`HostQueueMemory`]; a
+/// GPU allocator (device memory, 64 KiB aligned, as NVSHMEM allocates it) comes from the
+/// code that owns the CUDA context.
+pub trait QueueAllocator<P: Placement> {
+    /// `len` bytes aligned to at least `align`, filled as `fill` says.
+    fn allocate(&self, len: usize, align: usize, fill: QueueFill) -> Result<P::Buffer, NicError>;
+}
+
+/// The host allocator of queue memory.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct HostQueueMemory;
+
+impl QueueAllocator<Host> for HostQueueMemory {
+    fn allocate(
+        &self,
+        len: usize,
+        align: usize,
+        fill: QueueFill,
+    ) -> Result<Arc<DmaBuffer>, NicError> {
+        let buffer = DmaBuffer::zeroed(len, align)?;
+        if fill == QueueFill::InvalidCqes {
+            for entry in (0..len / CQE_BYTES).map(|i| i * CQE_BYTES) {
+                buffer.write(entry + CQE_BYTES - 1, &[CQE_INIT_OP_OWN])?;
+            }
+        }
+        Ok(Arc::new(buffer))
+    }
+}
+
+/// A placement the control plane can put queues in.
+pub trait QueuePlacement: Placement {
+    /// Queue memory of this placement, to register as UMEM.
+    fn umem_ref(buffer: &Self::Buffer) -> QueueMemoryRef<'_>;
+    /// The doorbell register of `uar`, as producers of this placement reach it.
+    fn doorbell<U: UarPage>(uar: &U) -> Result<Self::Buffer, NicError>;
+}
+
+impl QueuePlacement for Host {
+    fn umem_ref(buffer: &Arc<DmaBuffer>) -> QueueMemoryRef<'_> {
+        QueueMemoryRef::host(buffer)
+    }
+    fn doorbell<U: UarPage>(uar: &U) -> Result<Arc<DmaBuffer>, NicError> {
+        uar.host_doorbell()
+    }
+}
+
+impl QueuePlacement for Gpu {
+    fn umem_ref(buffer: &Arc<DeviceBuffer>) -> QueueMemoryRef<'_> {
+        QueueMemoryRef::gpu(buffer)
+    }
+    fn doorbell<U: UarPage>(uar: &U) -> Result<Arc<DeviceBuffer>, NicError> {
+        uar.gpu_doorbell()
+    }
+}
+
+/// The NIC objects behind one queue pair, destroyed in the hardware's order when dropped:
+/// the QP, then its CQ, then the UMEMs and the UAR, then the protection domain reference.
+pub(crate) struct QueueObjects<B: Backend> {
+    device: Arc<DeviceInner<B>>,
+    qp: Option<(B::Object, u32)>,
+    cq: Option<(B::Object, u32)>,
+    umems: Vec<B::Umem>,
+    uar: Option<B::Uar>,
+    _pd: Arc<PdInner<B>>,
+}
+
+impl<B: Backend> fmt::Debug for QueueObjects<B> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("QueueObjects")
+            .field("qpn", &self.qp.as_ref().map(|q| q.1))
+            .field("cqn", &self.cq.as_ref().map(|c| c.1))
+            .finish()
+    }
+}
+
+impl<B: Backend> Drop for QueueObjects<B> {
+    fn drop(&mut self) {
+        if let Some((object, qpn)) = self.qp.take() {
+            self.device.destroy(object, command::destroy_qp(qpn));
+        }
+        if let Some((object, cqn)) = self.cq.take() {
+            self.device.destroy(object, command::destroy_cq(cqn));
+        }
+        // UMEMs and the UAR deregister as they drop, after the objects using them.
+        self.umems.clear();
+        self.uar.take();
+    }
+}
+
+impl<B: Backend> crate::queue::NicObjects for QueueObjects<B> {}
+
+/// The memory and NIC objects of a queue pair not yet ready to send.
+struct Building<B: Backend, P: Placement> {
+    objects: QueueObjects<B>,
+    sq: SendQueueMemory<P>,
+    cq: CompletionQueueMemory<P>,
+    spec: QueueSpec,
+    qpn: Qpn,
+}
+
+impl<B: Backend> ProtectionDomain<B> {
+    /// The protection domain number.
+    pub fn pdn(&self) -> u32 {
+        self.inner.pd.pdn()
+    }
+
+    fn device(&self) -> &DeviceInner<B> {
+        &self.inner.device
+    }
+
+    /// Registers `len` bytes of `buffer` from `offset` with `access`.
+    pub fn register(
+        &self,
+        buffer: Arc<DmaBuffer>,
+        offset: usize,
+        len: usize,
+        access: MemoryAccess,
+    ) -> Result<MemoryRegion<B>, NicError> {
+        self.register_memory(
+            RegisterMemory::Host {
+                buffer,
+                offset,
+                len,
+            },
+            access,
+        )
+    }
+
+    /// Registers host or GPU memory with `access`.
+    pub fn register_memory(
+        &self,
+        memory: RegisterMemory,
+        access: MemoryAccess,
+    ) -> Result<MemoryRegion<B>, NicError> {
+        let mr = self
+            .device()
+            .backend
+            .register_memory(&self.inner.pd, memory, access)?;
+        Ok(MemoryRegion {
+            inner: Arc::new(MrInner {
+                mr,
+                _pd: self.inner.clone(),
+            }),
+        })
+    }
+
+    /// Creates the CQ and the QP of `service` in RESET, with memory from `allocator`.
+    fn build<P: QueuePlacement>(
+        &self,
+        service: ServiceType,
+        spec: QueueSpec,
+        allocator: &dyn QueueAllocator<P>,
+    ) -> Result<Building<B, P>, NicError> {
+        let device = self.device();
+        let caps = &device.caps;
+        let log_sq = spec.sq.wqebbs().trailing_zeros();
+        if log_sq > caps.log_max_qp_size.into() {
+            return Err(NicError::OutOfRange {
+                what: "send queue size (WQEBBs)",
+                value: spec.sq.wqebbs().into(),
+                max: 1 << caps.log_max_qp_size,
+            });
+        }
+        let entries = spec.cq_entries;
+        if entries == 0 || !entries.is_power_of_two() {
+            return Err(NicError::Memory(crate::memory::DmaError::BadLength {
+                len: entries as usize * CQE_BYTES,
+            }));
+        }
+        let log_cq = entries.trailing_zeros();
+        if log_cq > caps.log_max_cq_size.into() {
+            return Err(NicError::OutOfRange {
+                what: "CQ entries",
+                value: entries.into(),
+                max: 1 << caps.log_max_cq_size,
+            });
+        }
+        let uar = device.backend.alloc_uar()?;
+        let cq = CompletionQueueMemory::<P>::from_parts(
+            entries,
+            allocator.allocate(
+                entries as usize * CQE_BYTES,
+                RING_ALIGN,
+                QueueFill::InvalidCqes,
+            )?,
+            allocator.allocate(RECORD_BYTES, 64, QueueFill::Zero)?,
+        )?;
+        let sq = SendQueueMemory::<P>::from_parts(
+            spec.sq,
+            allocator.allocate(
+                spec.sq.wqebbs() as usize * WQEBB_BYTES,
+                RING_ALIGN,
+                QueueFill::Zero,
+            )?,
+            allocator.allocate(RECORD_BYTES, 64, QueueFill::Zero)?,
+            P::doorbell(&uar)?,
+        )?;
+        let mut objects = QueueObjects {
+            device: self.inner.device.clone(),
+            qp: None,
+            cq: None,
+            umems: Vec::with_capacity(4),
+            uar: None,
+            _pd: self.inner.clone(),
+        };
+        for buffer in [
+            cq.ring_buffer(),
+            cq.dbrec_buffer(),
+            sq.ring_buffer(),
+            sq.dbrec_buffer(),
+        ] {
+            objects
+                .umems
+                .push(device.backend.register_umem(P::umem_ref(buffer))?);
+        }
+        let umem = |i: usize| objects.umems[i].umem_id();
+        let (cq_object, output) = device.create(&command::create_cq(
+            log_cq as u8,
+            spec.cq_mode == CqMode::Collapsed,
+            uar.page_id(),
+            device.eqn,
+            umem(0),
+            umem(1),
+        ))?;
+        // The object is owned from here on, so a failure below still destroys it.
+        let cqn = command::output::<CreateCq>(&output).map(|o| o.cqn);
+        objects.cq = Some((cq_object, cqn.as_ref().copied().unwrap_or(0)));
+        let cqn = cqn?;
+        let (qp_object, output) = device.create(&command::create_qp(
+            service,
+            self.pdn(),
+            uar.page_id(),
+            cqn,
+            log_sq as u8,
+            umem(2),
+            umem(3),
+        ))?;
+        let qpn = command::output::<CreateQp>(&output).map(|o| o.qpn);
+        objects.qp = Some((qp_object, qpn.as_ref().copied().unwrap_or(0)));
+        let qpn = Qpn::new(qpn?).map_err(NicError::Queue)?;
+        objects.uar = Some(uar);
+        Ok(Building {
+            objects,
+            sq,
+            cq,
+            spec,
+            qpn,
+        })
+    }
+
+    /// Creates an RC queue pair in host memory (in RESET): connect it with
+    /// [`PendingRc::connect`] to get the [`QueuePair`].
+    pub fn create_rc(&self, spec: QueueSpec) -> Result<PendingRc<B, Host>, NicError> {
+        self.create_rc_in(spec, &HostQueueMemory)
+    }
+
+    /// Creates an RC queue pair with memory from `allocator` (GPU memory for `Gpu`).
+    pub fn create_rc_in<P: QueuePlacement>(
+        &self,
+        spec: QueueSpec,
+        allocator: &dyn QueueAllocator<P>,
+    ) -> Result<PendingRc<B, P>, NicError> {
+        let building = self.build(ServiceType::Rc, spec, allocator)?;
+        let psn = initial_psn(building.qpn.get());
+        Ok(PendingRc { building, psn })
+    }
+
+    /// Creates a DC initiator in host memory (in RESET): activate it with
+    /// [`PendingDci::activate`]. A compact address vector needs the device's
+    /// `compact_address_vector` capability.
+    pub fn create_dci<Av: AvForm>(
+        &self,
+        spec: QueueSpec,
+    ) -> Result<PendingDci<B, Av, Host>, NicError> {
+        self.create_dci_in(spec, &HostQueueMemory)
+    }
+
+    /// Creates a DC initiator with memory from `allocator`.
+    pub fn create_dci_in<Av: AvForm, P: QueuePlacement>(
+        &self,
+        spec: QueueSpec,
+        allocator: &dyn QueueAllocator<P>,
+    ) -> Result<PendingDci<B, Av, P>, NicError> {
+        let caps = &self.device().caps;
+        if !caps.dc {
+            return Err(NicError::Capability {
+                name: "dct",
+                found: 0,
+                needed: "DC transport support",
+            });
+        }
+        if Av::DS == 1 && !caps.compact_address_vector {
+            return Err(NicError::Capability {
+                name: "compact_address_vector",
+                found: 0,
+                needed: "1 for 16-byte address vectors; use the full (48-byte) form",
+            });
+        }
+        let building = self.build(ServiceType::Dci, spec, allocator)?;
+        Ok(PendingDci {
+            building,
+            _av: PhantomData,
+        })
+    }
+
+    /// Creates a DC target with access key `access_key`, its receive completions in a
+    /// host CQ of `cq_entries` entries.
+    pub fn create_dct(
+        &self,
+        access_key: u64,
+        cq_entries: u32,
+    ) -> Result<DcTargetQueue<B>, NicError> {
+        let device = self.device();
+        if !device.caps.dc {
+            return Err(NicError::Capability {
+                name: "dct",
+                found: 0,
+                needed: "DC transport support",
+            });
+        }
+        if cq_entries == 0 || !cq_entries.is_power_of_two() {
+            return Err(NicError::Memory(crate::memory::DmaError::BadLength {
+                len: cq_entries as usize * CQE_BYTES,
+            }));
+        }
+        let uar = device.backend.alloc_uar()?;
+        let cq = CompletionQueueMemory::<Host>::allocate(cq_entries)?;
+        let mut objects = QueueObjects {
+            device: self.inner.device.clone(),
+            qp: None,
+            cq: None,
+            umems: Vec::with_capacity(2),
+            uar: None,
+            _pd: self.inner.clone(),
+        };
+        for buffer in [cq.ring_buffer(), cq.dbrec_buffer()] {
+            objects
+                .umems
+                .push(device.backend.register_umem(QueueMemoryRef::host(buffer))?);
+        }
+        let (cq_object, output) = device.create(&command::create_cq(
+            cq_entries.trailing_zeros() as u8,
+            false,
+            uar.page_id(),
+            device.eqn,
+            objects.umems[0].umem_id(),
+            objects.umems[1].umem_id(),
+        ))?;
+        let cqn = command::output::<CreateCq>(&output).map(|o| o.cqn);
+        objects.cq = Some((cq_object, cqn.as_ref().copied().unwrap_or(0)));
+        let cqn = cqn?;
+        let (dct_object, output) = device.create(&command::create_dct(
+            self.pdn(),
+            cqn,
+            access_key,
+            PORT,
+            device.port.mtu.code(),
+        )?)?;
+        let dct = command::output::<CreateDct>(&output).map(|o| o.dctn);
+        let dct_number = dct.as_ref().copied().unwrap_or(0);
+        objects.uar = Some(uar);
+        let target = DctObject {
+            device: self.inner.device.clone(),
+            object: Some((dct_object, dct_number)),
+        };
+        let dct = dct?;
+        let port = &device.port;
+        let gid = port.gids.first().copied().unwrap_or_default();
+        let address_vector = device.backend.address_vector(&self.inner.pd, port, gid)?;
+        Ok(DcTargetQueue {
+            endpoint: DcEndpoint {
+                dct,
+                access_key,
+                lid: port.lid,
+                mtu: port.mtu,
+                link_layer: port.link_layer,
+                gid,
+                address_vector,
+            },
+            cq: CompletionQueue::new(cq, CqMode::Ring),
+            _target: target,
+            _objects: objects,
+        })
+    }
+}
+
+/// A first PSN derived from the QPN (any 24-bit value works; distinct ones make traces
+/// easier to read).
+fn initial_psn(qpn: u32) -> u32 {
+    qpn.wrapping_mul(0x9e37_79b9) & 0xff_ffff
+}
+
+impl<B: Backend, P: Placement> Building<B, P> {
+    fn modify<C: Command>(&self, command: &C) -> Result<(), NicError> {
+        let (object, _) = self.objects.qp.as_ref().ok_or(NicError::Unsupported {
+            what: "queue pair without an object".into(),
+        })?;
+        self.objects.device.modify(object, command)
+    }
+
+    fn port(&self) -> &PortAttributes {
+        &self.objects.device.port
+    }
+
+    fn device_pair<T: TypedTransport, S>(
+        self,
+        state: P::Buffer,
+        scope: S,
+    ) -> Result<QueuePair<T, P, S>, NicError>
+    where
+        S: OrderingScope<Producer = GpuThread> + ValidFor<P>,
+    {
+        let Building {
+            objects,
+            sq,
+            cq,
+            spec,
+            qpn,
+        } = self;
+        let config = QpConfig {
+            send: spec.send,
+            cq_mode: spec.cq_mode,
+        };
+        let pair = QueuePair::for_device(qpn, sq, cq, state, config, scope)?;
+        Ok(pair.with_nic_objects(Box::new(objects)))
+    }
+}
+
+impl<B: Backend> Building<B, Host> {
+    fn host_pair<T: TypedTransport>(self) -> Result<QueuePair<T>, NicError> {
+        let Building {
+            objects,
+            sq,
+            cq,
+            spec,
+            qpn,
+        } = self;
+        let config = QpConfig {
+            send: spec.send,
+            cq_mode: spec.cq_mode,
+        };
+        let pair = QueuePair::new(qpn, sq, cq, config)?;
+        Ok(pair.with_nic_objects(Box::new(objects)))
+    }
+}
+
+/// An RC queue pair made but not connected: it has a number and an endpoint to send to
+/// the peer, and no way to post until [`connect`](PendingRc::connect) has moved it to RTS.
+pub struct PendingRc<B: Backend, P: Placement> {
+    building: Building<B, P>,
+    psn: u32,
+}
+
+impl<B: Backend, P: Placement> fmt::Debug for PendingRc<B, P> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("PendingRc")
+            .field("qpn", &self.building.qpn)
+            .field("psn", &self.psn)
+            .finish()
+    }
+}
+
+impl<B: Backend, P: Placement> PendingRc<B, P> {
+    /// The queue pair number.
+    pub fn qpn(&self) -> Qpn {
+        self.building.qpn
+    }
+
+    /// What the peer needs to connect to this queue pair.
+    pub fn endpoint(&self) -> RcEndpoint {
+        let port = self.building.port();
+        RcEndpoint {
+            qpn: self.building.qpn.get(),
+            psn: self.psn,
+            lid: port.lid,
+            mtu: port.mtu,
+            link_layer: port.link_layer,
+            gid: port.gids.first().copied().unwrap_or_default(),
+        }
+    }
+
+    /// RST2INIT, INIT2RTR (to `remote`) and RTR2RTS: the queue pair is ready to send.
+    fn transitions(&self, remote: &RcEndpoint) -> Result<(), NicError> {
+        let qpn = self.building.qpn.get();
+        let port = self.building.port();
+        if remote.link_layer != port.link_layer {
+            return Err(NicError::Unsupported {
+                what: format!(
+                    "connecting a {:?} port to a {:?} peer",
+                    port.link_layer, remote.link_layer
+                ),
+            });
+        }
+        self.building
+            .modify(&command::rst2init(qpn, port.port, true))?;
+        self.building.modify(&command::init2rtr(
+            qpn,
+            port.port,
+            port.mtu.min(remote.mtu).code(),
+            Some(Peer {
+                qpn: remote.qpn,
+                psn: remote.psn,
+                lid: remote.lid,
+                gid: remote.gid.0,
+                link_layer: remote.link_layer,
+            }),
+        )?)?;
+        self.building.modify(&command::rtr2rts(qpn, self.psn))
+    }
+}
+
+impl<B: Backend> PendingRc<B, Host> {
+    /// Connects to `remote` (RST -> INIT -> RTR -> RTS) and returns the queue pair, posted
+    /// from CPU threads. On failure the queue pair is destroyed.
+    pub fn connect(self, remote: &RcEndpoint) -> Result<QueuePair<Rc>, NicError> {
+        self.transitions(remote)?;
+        self.building.host_pair()
+    }
+}
+
+impl<B: Backend, P: Placement> PendingRc<B, P> {
+    /// Connects to `remote` and returns the queue pair GPU threads post to with `scope`;
+    /// `state` (at least 64 zeroed bytes the GPU reaches) holds the device producer state.
+    pub fn connect_device<S>(
+        self,
+        remote: &RcEndpoint,
+        state: P::Buffer,
+        scope: S,
+    ) -> Result<QueuePair<Rc, P, S>, NicError>
+    where
+        S: OrderingScope<Producer = GpuThread> + ValidFor<P>,
+    {
+        self.transitions(remote)?;
+        self.building.device_pair(state, scope)
+    }
+}
+
+/// A DC initiator made but not active: [`activate`](PendingDci::activate) moves it to RTS.
+pub struct PendingDci<B: Backend, Av: AvForm, P: Placement> {
+    building: Building<B, P>,
+    _av: PhantomData<Av>,
+}
+
+impl<B: Backend, Av: AvForm, P: Placement> fmt::Debug for PendingDci<B, Av, P> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("PendingDci")
+            .field("qpn", &self.building.qpn)
+            .finish()
+    }
+}
+
+impl<B: Backend, Av: AvForm, P: Placement> PendingDci<B, Av, P> {
+    /// The queue pair number.
+    pub fn qpn(&self) -> Qpn {
+        self.building.qpn
+    }
+
+    fn transitions(&self) -> Result<(), NicError> {
+        let qpn = self.building.qpn.get();
+        let port = self.building.port();
+        self.building
+            .modify(&command::rst2init(qpn, port.port, false))?;
+        self.building
+            .modify(&command::init2rtr(qpn, port.port, port.mtu.code(), None)?)?;
+        self.building.modify(&command::rtr2rts(qpn, 0))
+    }
+
+    /// Activates the DCI (RST -> INIT -> RTR -> RTS) for a GPU producer with `scope`.
+    pub fn activate_device<S>(
+        self,
+        state: P::Buffer,
+        scope: S,
+    ) -> Result<QueuePair<Dc<Av>, P, S>, NicError>
+    where
+        S: OrderingScope<Producer = GpuThread> + ValidFor<P>,
+        Dc<Av>: TypedTransport,
+    {
+        self.transitions()?;
+        self.building.device_pair(state, scope)
+    }
+}
+
+impl<B: Backend, Av: AvForm> PendingDci<B, Av, Host>
+where
+    Dc<Av>: TypedTransport,
+{
+    /// Activates the DCI (RST -> INIT -> RTR -> RTS) for CPU producers.
+    pub fn activate(self) -> Result<QueuePair<Dc<Av>>, NicError> {
+        self.transitions()?;
+        self.building.host_pair()
+    }
+}
+
+struct DctObject<B: Backend> {
+    device: Arc<DeviceInner<B>>,
+    object: Option<(B::Object, u32)>,
+}
+
+impl<B: Backend> Drop for DctObject<B> {
+    fn drop(&mut self) {
+        if let Some((object, dct)) = self.object.take() {
+            self.device.destroy(object, command::destroy_dct(dct));
+        }
+    }
+}
+
+/// A DC target: its endpoint for initiators, and the CQ its receive completions go to.
+/// Dropping it destroys the DCT, then its CQ.
+pub struct DcTargetQueue<B: Backend> {
+    endpoint: DcEndpoint,
+    cq: CompletionQueue,
+    // Declared before the objects: the DCT is destroyed before its CQ.
+    _target: DctObject<B>,
+    _objects: QueueObjects<B>,
+}
+
+impl<B: Backend> fmt::Debug for DcTargetQueue<B> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("DcTargetQueue")
+            .field("endpoint", &self.endpoint)
+            .finish()
+    }
+}
+
+impl<B: Backend> DcTargetQueue<B> {
+    /// What initiators need to reach the target.
+    pub fn endpoint(&self) -> DcEndpoint {
+        self.endpoint
+    }
+    /// The DCT number.
+    pub fn dct(&self) -> u32 {
+        self.endpoint.dct
+    }
+    /// The CQ receive completions go to.
+    pub fn cq(&mut self) -> &mut CompletionQueue {
+        &mut self.cq
+    }
+}

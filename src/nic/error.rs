@@ -1,0 +1,132 @@
+//! Errors of the control plane, with what to do about them.
+
+use core::fmt;
+
+use super::prm::PrmError;
+
+/// Why a control-plane operation failed. Every message says what was wrong and, where the
+/// user can act, what to do.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum NicError {
+    /// No RDMA device (of this name) exists.
+    NoDevice {
+        /// What was looked for and what was found.
+        reason: String,
+    },
+    /// The device does not implement something this crate needs.
+    Unsupported {
+        /// What is missing (a symbol, a capability, a placement).
+        what: String,
+    },
+    /// A capability has a value this crate cannot work with.
+    Capability {
+        /// The capability's PRM name.
+        name: &'static str,
+        /// Its value.
+        found: u64,
+        /// What is needed.
+        needed: &'static str,
+    },
+    /// A PRM command failed: the device returned a status and syndrome
+    /// ([`PrmError::CommandError`]), a value did not fit its field, or (on the software
+    /// NIC) the command bytes were malformed, in which case nothing was changed.
+    Command(PrmError),
+    /// An opcode the backend does not execute.
+    UnknownOpcode {
+        /// The opcode read from the command bytes.
+        opcode: u16,
+    },
+    /// A value out of the range a field or a device accepts.
+    OutOfRange {
+        /// What the value is.
+        what: &'static str,
+        /// The value.
+        value: u64,
+        /// The largest accepted value.
+        max: u64,
+    },
+    /// An operating-system or driver call failed.
+    Os {
+        /// The call.
+        call: &'static str,
+        /// The `errno` it reported.
+        errno: i32,
+    },
+    /// Queue memory could not be allocated or described.
+    Memory(crate::memory::DmaError),
+    /// Queue memory that does not match its description.
+    QueueMemory(crate::queue::QueueMemoryError),
+    /// The queue handle refused its configuration.
+    Queue(crate::wqe::WqeError),
+    /// A GPU-placed queue handle could not be built.
+    DeviceQueue(crate::queue::DeviceQueueError),
+    /// The software NIC refused a registration or a queue.
+    SoftNic(crate::softnic::SoftNicError),
+    /// Connection information that cannot be decoded.
+    Connection(super::connection::ConnectionError),
+}
+
+impl fmt::Display for NicError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::NoDevice { reason } => write!(
+                f,
+                "no RDMA device: {reason} (check `ibv_devices`; set IBGDA_NIC=soft for the software NIC)"
+            ),
+            Self::Unsupported { what } => write!(f, "not supported by this device: {what}"),
+            Self::Capability {
+                name,
+                found,
+                needed,
+            } => write!(f, "capability {name} is {found:#x}; needed: {needed}"),
+            Self::Command(e) => e.fmt(f),
+            Self::UnknownOpcode { opcode } => {
+                write!(f, "command opcode {opcode:#06x} is not one this NIC executes")
+            }
+            Self::OutOfRange { what, value, max } => {
+                write!(f, "{what} {value:#x} is out of range (at most {max:#x})")
+            }
+            Self::Os { call, errno } => write!(f, "{call} failed with errno {errno}"),
+            Self::Memory(e) => write!(f, "queue memory: {e}"),
+            Self::Queue(e) => write!(f, "queue configuration: {e}"),
+            Self::QueueMemory(e) => write!(f, "queue memory: {e}"),
+            Self::DeviceQueue(e) => write!(f, "GPU-placed queue: {e}"),
+            Self::Connection(e) => write!(f, "connection information: {e}"),
+            Self::SoftNic(e) => write!(f, "software NIC: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for NicError {}
+
+impl From<crate::memory::DmaError> for NicError {
+    fn from(e: crate::memory::DmaError) -> Self {
+        Self::Memory(e)
+    }
+}
+impl From<crate::wqe::WqeError> for NicError {
+    fn from(e: crate::wqe::WqeError) -> Self {
+        Self::Queue(e)
+    }
+}
+impl From<crate::queue::DeviceQueueError> for NicError {
+    fn from(e: crate::queue::DeviceQueueError) -> Self {
+        Self::DeviceQueue(e)
+    }
+}
+impl From<super::connection::ConnectionError> for NicError {
+    fn from(e: super::connection::ConnectionError) -> Self {
+        Self::Connection(e)
+    }
+}
+impl From<PrmError> for NicError {
+    fn from(e: PrmError) -> Self {
+        Self::Command(e)
+    }
+}
+impl From<crate::queue::QueueMemoryError> for NicError {
+    fn from(e: crate::queue::QueueMemoryError) -> Self {
+        Self::QueueMemory(e)
+    }
+}

@@ -1,0 +1,442 @@
+//! The software NIC as a control-plane backend: it executes the PRM command bytes the
+//! control plane sends, on a [`Fabric`] node.
+//!
+//! Each [`SoftNic`] is one device: a node of a fabric (one port, one LID) with its own
+//! tables of protection domains, UMEM registrations and UAR pages. Commands are decoded
+//! with [`prm`](super::prm)'s decoders and answered with its output encoders, exactly as
+//! the hardware would answer them:
+//!
+//! - QUERY_HCA_CAP (general and atomic): the device's [`DeviceCaps`];
+//! - CREATE_CQ: a CQ over the ring and doorbell record the UMEM ids and offsets name
+//!   (64-byte CQEs; collapsed with overrun ignore, or a ring without);
+//! - CREATE_QP (RC or DCI): a queue pair in RESET over the UMEMs, the UAR page's doorbell
+//!   and the named CQs;
+//! - RST2INIT_QP, INIT2RTR_QP, RTR2RTS_QP: the state machine; a transition from the wrong
+//!   state is status BAD_QP_STATE and changes nothing; a WQE published before RTS is an
+//!   error CQE (LOCAL_QP_OP) and the queue goes to error;
+//! - CREATE_DCT: a DC target reporting to the named CQ;
+//! - DESTROY_QP, DESTROY_DCT, DESTROY_CQ: refused (RESOURCE_BUSY) while a queue still uses
+//!   the CQ.
+//!
+//! A malformed command (short, an unknown opcode, a bit outside every field, a value with
+//! no meaning) is a typed [`NicError`] and changes nothing: every check runs before the
+//! NIC's tables change. A well-formed command the NIC refuses (an unknown UMEM, a ring
+//! that does not fit its UMEM, a missing CQ) writes the status and syndrome into the
+//! output and returns [`NicError::Command`], as a DEVX call reports a failed command.
+//!
+//! Receive queues are not read from memory: an RC queue pair's receive credits are posted
+//! with [`Fabric::post_receives`], standing in for the receive WQEs of a shared receive
+//! queue; with none posted, a WRITE_WITH_IMM to it fails as receiver-not-ready.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
+
+use super::backend::{
+    Backend, BackendObject, MemoryAccess, MemoryRegistration, ProtectionDomainId, QueueMemoryRef,
+    RegisterMemory, UarPage, UmemId,
+};
+use super::caps::{AtomicEndianness, DeviceCaps, Gid, LinkLayer, Mtu, PortAttributes};
+use super::error::NicError;
+use crate::memory::{DeviceBuffer, DmaBuffer};
+use crate::softnic::{Fabric, MemoryRegion, NodeId};
+use crate::wqe::segment::AddressVectorSegment;
+use crate::wqe::{FullAddressVector, LinkAddress, RKey};
+
+/// The capabilities a software NIC reports unless told otherwise: CQE version 1, compact
+/// address vectors, send queues up to 2^15 WQEBBs, CQs up to 2^22 entries, WQEs up to 1 KiB,
+/// 4- and 8-byte atomics including the masked ones, big-endian.
+pub const SOFT_NIC_CAPS: DeviceCaps = DeviceCaps {
+    cqe_version: 1,
+    compact_address_vector: true,
+    log_max_qp_size: 15,
+    log_max_cq_size: 22,
+    max_send_wqe_bytes: 1024,
+    atomic: true,
+    masked_atomics: true,
+    atomic_sizes: 0b1100,
+    atomic_endianness: AtomicEndianness::BigEndian,
+    dc: true,
+    log_bf_reg_size: 9,
+};
+
+/// The software NIC's tables of what the control plane registered and allocated.
+#[derive(Debug, Default)]
+struct Tables {
+    pds: HashSet<u32>,
+    umems: HashMap<u32, Arc<DmaBuffer>>,
+    uars: HashMap<u32, Arc<DmaBuffer>>,
+    next_pd: u32,
+    next_umem: u32,
+    next_uar: u32,
+}
+
+#[derive(Debug, Default)]
+struct SharedTables(Mutex<Tables>);
+
+impl SharedTables {
+    fn lock(&self) -> MutexGuard<'_, Tables> {
+        self.0.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+fn next_id(counter: &mut u32) -> Result<u32, NicError> {
+    // Ids start at 1: 0 is never a valid PD, UMEM or UAR id.
+    *counter = counter.checked_add(1).ok_or(NicError::OutOfRange {
+        what: "object ids of the software NIC",
+        value: u64::from(u32::MAX) + 1,
+        max: u32::MAX.into(),
+    })?;
+    Ok(*counter)
+}
+
+/// A software mlx5 device: one node of a [`Fabric`], driven by PRM command bytes.
+///
+/// ```
+/// use ibgda::nic::{Device, SoftNic};
+/// use ibgda::softnic::Fabric;
+/// let fabric = Fabric::new();
+/// let device = Device::open(SoftNic::open(&fabric, 1)?)?;
+/// assert_eq!(device.caps().cqe_version, 1);
+/// assert_eq!(device.port().lid, 1);
+/// # Ok::<(), ibgda::nic::NicError>(())
+/// ```
+#[derive(Debug)]
+pub struct SoftNic {
+    fabric: Fabric,
+    node: NodeId,
+    name: String,
+    caps: DeviceCaps,
+    port: PortAttributes,
+    tables: Arc<SharedTables>,
+}
+
+impl SoftNic {
+    /// A new device on `fabric`: a node with LID `lid`, InfiniBand, MTU 4096, one GID
+    /// (the link-local GID with the LID as interface id).
+    pub fn open(fabric: &Fabric, lid: u16) -> Result<Self, NicError> {
+        let node = fabric.add_node(lid).map_err(|e| NicError::NoDevice {
+            reason: format!("software NIC with LID {lid:#06x}: {e}"),
+        })?;
+        let mut gid = [0u8; 16];
+        gid[0] = 0xfe;
+        gid[1] = 0x80;
+        gid[14..].copy_from_slice(&lid.to_be_bytes());
+        Ok(Self {
+            fabric: fabric.clone(),
+            node,
+            name: format!("soft:{node}"),
+            caps: SOFT_NIC_CAPS,
+            port: PortAttributes {
+                port: 1,
+                lid,
+                mtu: Mtu::Mtu4096,
+                link_layer: LinkLayer::InfiniBand,
+                gids: vec![Gid(gid)],
+            },
+            tables: Arc::default(),
+        })
+    }
+
+    /// The same device reporting `caps` to QUERY_HCA_CAP (to see how the control plane
+    /// meets a device that lacks something).
+    pub fn with_caps(mut self, caps: DeviceCaps) -> Self {
+        self.caps = caps;
+        self
+    }
+
+    /// The fabric the device is on.
+    pub fn fabric(&self) -> &Fabric {
+        &self.fabric
+    }
+
+    /// The device's node.
+    pub fn node(&self) -> NodeId {
+        self.node
+    }
+
+    /// The attributes of its port.
+    pub fn port_attributes(&self) -> &PortAttributes {
+        &self.port
+    }
+
+    /// The capabilities QUERY_HCA_CAP reports.
+    pub fn reported_caps(&self) -> &DeviceCaps {
+        &self.caps
+    }
+
+    /// How many protection domains, UMEM registrations and UAR pages are allocated now.
+    pub fn allocated(&self) -> SoftNicAllocations {
+        let tables = self.tables.lock();
+        SoftNicAllocations {
+            pds: tables.pds.len(),
+            umems: tables.umems.len(),
+            uars: tables.uars.len(),
+        }
+    }
+
+    pub(super) fn umem(&self, id: u32) -> Option<Arc<DmaBuffer>> {
+        self.tables.lock().umems.get(&id).cloned()
+    }
+
+    pub(super) fn uar(&self, page: u32) -> Option<Arc<DmaBuffer>> {
+        self.tables.lock().uars.get(&page).cloned()
+    }
+
+    pub(super) fn has_pd(&self, pdn: u32) -> bool {
+        self.tables.lock().pds.contains(&pdn)
+    }
+}
+
+/// Counts of what a [`SoftNic`] has allocated.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SoftNicAllocations {
+    /// Protection domains.
+    pub pds: usize,
+    /// UMEM registrations.
+    pub umems: usize,
+    /// UAR pages.
+    pub uars: usize,
+}
+
+/// A protection domain of a [`SoftNic`].
+#[derive(Debug)]
+pub struct SoftPd {
+    pdn: u32,
+    tables: Weak<SharedTables>,
+}
+
+impl ProtectionDomainId for SoftPd {
+    fn pdn(&self) -> u32 {
+        self.pdn
+    }
+}
+
+impl Drop for SoftPd {
+    fn drop(&mut self) {
+        if let Some(tables) = self.tables.upgrade() {
+            tables.lock().pds.remove(&self.pdn);
+        }
+    }
+}
+
+/// A UMEM registration of a [`SoftNic`].
+#[derive(Debug)]
+pub struct SoftUmem {
+    id: u32,
+    tables: Weak<SharedTables>,
+}
+
+impl UmemId for SoftUmem {
+    fn umem_id(&self) -> u32 {
+        self.id
+    }
+}
+
+impl Drop for SoftUmem {
+    fn drop(&mut self) {
+        if let Some(tables) = self.tables.upgrade() {
+            tables.lock().umems.remove(&self.id);
+        }
+    }
+}
+
+/// A UAR page of a [`SoftNic`]: an 8-byte doorbell the NIC watches.
+#[derive(Debug)]
+pub struct SoftUar {
+    page: u32,
+    doorbell: Arc<DmaBuffer>,
+    tables: Weak<SharedTables>,
+}
+
+impl UarPage for SoftUar {
+    fn page_id(&self) -> u32 {
+        self.page
+    }
+    fn host_doorbell(&self) -> Result<Arc<DmaBuffer>, NicError> {
+        Ok(self.doorbell.clone())
+    }
+    fn gpu_doorbell(&self) -> Result<Arc<DeviceBuffer>, NicError> {
+        Err(NicError::Unsupported {
+            what: "GPU-placed queues on the CPU software NIC (its doorbells are host memory)"
+                .into(),
+        })
+    }
+}
+
+impl Drop for SoftUar {
+    fn drop(&mut self) {
+        if let Some(tables) = self.tables.upgrade() {
+            tables.lock().uars.remove(&self.page);
+        }
+    }
+}
+
+/// An object a [`SoftNic`] command created.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SoftObject {
+    /// A completion queue.
+    Cq(u32),
+    /// A queue pair.
+    Qp(u32),
+    /// A DC target.
+    Dct(u32),
+}
+
+impl BackendObject for SoftObject {}
+
+impl Backend for SoftNic {
+    type Pd = SoftPd;
+    type Umem = SoftUmem;
+    type Uar = SoftUar;
+    type Object = SoftObject;
+    type Mr = MemoryRegion;
+
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn general_command(&self, input: &[u8], output: &mut [u8]) -> Result<(), NicError> {
+        super::soft_commands::general(self, input, output)
+    }
+
+    fn create_object(&self, input: &[u8], output: &mut [u8]) -> Result<SoftObject, NicError> {
+        super::soft_commands::create(self, input, output)
+    }
+
+    fn modify_object(
+        &self,
+        object: &SoftObject,
+        input: &[u8],
+        output: &mut [u8],
+    ) -> Result<(), NicError> {
+        super::soft_commands::modify(self, *object, input, output)
+    }
+
+    fn destroy_object(&self, object: SoftObject, input: &[u8]) -> Result<(), NicError> {
+        super::soft_commands::destroy(self, object, input)
+    }
+
+    fn query_port(&self, port: u8) -> Result<PortAttributes, NicError> {
+        if port != self.port.port {
+            return Err(NicError::OutOfRange {
+                what: "port number",
+                value: port.into(),
+                max: self.port.port.into(),
+            });
+        }
+        Ok(self.port.clone())
+    }
+
+    fn query_eqn(&self, vector: u32) -> Result<u32, NicError> {
+        // One completion vector, reporting to event queue 0 (events are not modelled).
+        if vector != 0 {
+            return Err(NicError::OutOfRange {
+                what: "completion vector",
+                value: vector.into(),
+                max: 0,
+            });
+        }
+        Ok(0)
+    }
+
+    fn alloc_pd(&self) -> Result<SoftPd, NicError> {
+        let mut tables = self.tables.lock();
+        let pdn = next_id(&mut tables.next_pd)?;
+        tables.pds.insert(pdn);
+        Ok(SoftPd {
+            pdn,
+            tables: Arc::downgrade(&self.tables),
+        })
+    }
+
+    fn alloc_uar(&self) -> Result<SoftUar, NicError> {
+        let doorbell = Arc::new(DmaBuffer::zeroed(8, 64)?);
+        let mut tables = self.tables.lock();
+        let page = next_id(&mut tables.next_uar)?;
+        tables.uars.insert(page, doorbell.clone());
+        Ok(SoftUar {
+            page,
+            doorbell,
+            tables: Arc::downgrade(&self.tables),
+        })
+    }
+
+    fn register_umem(&self, memory: QueueMemoryRef<'_>) -> Result<SoftUmem, NicError> {
+        let buffer = memory
+            .host_buffer()
+            .ok_or_else(|| NicError::Unsupported {
+                what: "GPU queue memory on the CPU software NIC".into(),
+            })?
+            .clone();
+        let mut tables = self.tables.lock();
+        let id = next_id(&mut tables.next_umem)?;
+        tables.umems.insert(id, buffer);
+        Ok(SoftUmem {
+            id,
+            tables: Arc::downgrade(&self.tables),
+        })
+    }
+
+    fn address_vector(
+        &self,
+        _pd: &SoftPd,
+        port: &PortAttributes,
+        _gid: Gid,
+    ) -> Result<AddressVectorSegment, NicError> {
+        // The software fabric routes by LID; the DCT number and key are patched in later.
+        let target = FullAddressVector {
+            dct: 0,
+            dc_key: 0,
+            link: LinkAddress::InfiniBand {
+                lid: port.lid,
+                sl: 0,
+                static_rate: 0,
+                source_path_bits: 0,
+                force_loopback: false,
+                grh: None,
+            },
+        }
+        .encode()?;
+        Ok(*target.segment())
+    }
+
+    fn register_memory(
+        &self,
+        pd: &SoftPd,
+        memory: RegisterMemory,
+        access: MemoryAccess,
+    ) -> Result<MemoryRegion, NicError> {
+        if !self.has_pd(pd.pdn) {
+            return Err(NicError::OutOfRange {
+                what: "protection domain number (not allocated on this device)",
+                value: pd.pdn.into(),
+                max: 0,
+            });
+        }
+        match memory {
+            RegisterMemory::Host {
+                buffer,
+                offset,
+                len,
+            } => self
+                .fabric
+                .register(self.node, buffer, offset, len, access)
+                .map_err(NicError::SoftNic),
+            RegisterMemory::Gpu { .. } => Err(NicError::Unsupported {
+                what: "GPU memory registration on the CPU software NIC".into(),
+            }),
+        }
+    }
+}
+
+impl MemoryRegistration for MemoryRegion {
+    fn rkey(&self) -> RKey {
+        MemoryRegion::rkey(self)
+    }
+    fn addr(&self) -> u64 {
+        MemoryRegion::addr(self)
+    }
+    fn len(&self) -> usize {
+        MemoryRegion::len(self)
+    }
+}

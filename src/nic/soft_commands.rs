@@ -1,0 +1,409 @@
+//! How the software NIC executes PRM command bytes: decode with prm's decoders, check
+//! everything against the NIC's tables, then change them, then encode the output.
+//!
+//! Refusals of well-formed commands carry a status and one of these syndromes (this
+//! NIC's own; the hardware's are not documented):
+//!
+//! | syndrome | cause |
+//! |---|---|
+//! | 0x01 | a UMEM id that is not registered |
+//! | 0x02 | queue memory that does not fill its UMEM exactly, or a UMEM offset / doorbell address other than 0 |
+//! | 0x03 | a UAR page that is not allocated |
+//! | 0x04 | a protection domain that is not allocated |
+//! | 0x05 | a CQ that does not exist |
+//! | 0x06 | a feature this NIC does not model (128-byte CQEs, a ring CQ with overrun ignore, receive queues read from memory, PAS lists) |
+//! | 0x07 | a state transition from the wrong state |
+//! | 0x08 | a CQ still used by a queue |
+//! | 0x09 | an object that does not exist, or a command naming another object than the one it is sent to |
+//! | 0x0a | a size beyond the device's capabilities |
+//! | 0x0b | a port other than 1, or an MTU above the port's |
+
+use std::sync::Arc;
+
+use super::backend::MemoryAccess;
+use super::command::{caps_pages, opcode_of, OUTPUT_BYTES};
+use super::error::NicError;
+use super::prm::{
+    opcode, AtomicCaps, CapabilityType, Command, CommandOutput, CommandStatus, CqeSize, CreateCq,
+    CreateCqOutput, CreateDct, CreateDctOutput, CreateQp, CreateQpOutput, DestroyCq, DestroyDct,
+    DestroyQp, GeneralCaps, Init2RtrQp, PrmError, QueryHcaCap, QueryHcaCapOutput, ReceiveQueue,
+    RemoteAccess, Rst2InitQp, Rtr2RtsQp, ServiceType,
+};
+use super::soft::{SoftNic, SoftObject};
+use crate::cq::CqMode;
+use crate::memory::DmaBuffer;
+use crate::queue::{CompletionQueueNicAccess, SendQueueNicAccess};
+use crate::softnic::{CommandedQp, ObjectRefusal, Transition};
+use crate::wqe::{RingSize, TransportKind};
+
+/// Syndromes of refused commands (see the module's table).
+mod syndrome {
+    pub const UNKNOWN_UMEM: u32 = 0x01;
+    pub const UMEM_MISMATCH: u32 = 0x02;
+    pub const UNKNOWN_UAR: u32 = 0x03;
+    pub const UNKNOWN_PD: u32 = 0x04;
+    pub const UNKNOWN_CQ: u32 = 0x05;
+    pub const NOT_MODELLED: u32 = 0x06;
+    pub const BAD_STATE: u32 = 0x07;
+    pub const BUSY: u32 = 0x08;
+    pub const UNKNOWN_OBJECT: u32 = 0x09;
+    pub const TOO_LARGE: u32 = 0x0a;
+    pub const BAD_PORT: u32 = 0x0b;
+}
+
+/// A refusal: the status and syndrome the output gets.
+struct Refusal(CommandStatus, u32);
+
+fn bad_param(syndrome: u32) -> Refusal {
+    Refusal(CommandStatus::BadParameter, syndrome)
+}
+
+impl From<ObjectRefusal> for Refusal {
+    fn from(refusal: ObjectRefusal) -> Self {
+        match refusal {
+            ObjectRefusal::Unknown => Refusal(CommandStatus::BadResource, syndrome::UNKNOWN_OBJECT),
+            ObjectRefusal::Busy => Refusal(CommandStatus::ResourceBusy, syndrome::BUSY),
+            ObjectRefusal::BadState(_) => Refusal(CommandStatus::BadQpState, syndrome::BAD_STATE),
+            ObjectRefusal::Invalid(_) => bad_param(syndrome::UMEM_MISMATCH),
+        }
+    }
+}
+
+/// Writes `bytes` into the caller's output buffer.
+fn write_output(output: &mut [u8], bytes: &[u8]) -> Result<(), NicError> {
+    let available = output.len();
+    let out = output.get_mut(..bytes.len()).ok_or(NicError::OutOfRange {
+        what: "command output buffer too short (bytes needed)",
+        value: bytes.len() as u64,
+        max: available as u64,
+    })?;
+    out.copy_from_slice(bytes);
+    Ok(())
+}
+
+/// Writes a refusal into the output and returns it as the command's error.
+fn refuse<C: Command>(output: &mut [u8], refusal: Refusal) -> NicError {
+    let Refusal(status, syndrome) = refusal;
+    if let Ok(bytes) = C::Output::encode_failure(status, syndrome) {
+        // A short buffer still gets the error below.
+        let _ = write_output(output, &bytes);
+    }
+    NicError::Command(PrmError::CommandError {
+        command: C::NAME,
+        status,
+        syndrome,
+    })
+}
+
+/// Runs `execute` on the decoded command and writes its output, or the refusal.
+fn run<C: Command>(
+    input: &[u8],
+    output: &mut [u8],
+    execute: impl FnOnce(C) -> Result<C::Output, Refusal>,
+) -> Result<(), NicError> {
+    let command = C::decode(input)?;
+    match execute(command) {
+        Ok(out) => write_output(output, &out.encode()?),
+        Err(refusal) => Err(refuse::<C>(output, refusal)),
+    }
+}
+
+fn opcode(input: &[u8]) -> Result<u16, NicError> {
+    opcode_of(input).ok_or(NicError::Command(PrmError::Truncated {
+        command: "PRM command",
+        len: input.len(),
+        needed: 2,
+    }))
+}
+
+/// QUERY_HCA_CAP (general or atomic page).
+pub(super) fn general(nic: &SoftNic, input: &[u8], output: &mut [u8]) -> Result<(), NicError> {
+    match opcode(input)? {
+        opcode::QUERY_HCA_CAP => {
+            let query = QueryHcaCap::decode(input)?;
+            if output.len() < OUTPUT_BYTES {
+                return Err(NicError::OutOfRange {
+                    what: "QUERY_HCA_CAP output buffer too short (bytes needed)",
+                    value: OUTPUT_BYTES as u64,
+                    max: output.len() as u64,
+                });
+            }
+            if query.other_function {
+                return Err(refuse::<QueryHcaCap>(
+                    output,
+                    bad_param(syndrome::NOT_MODELLED),
+                ));
+            }
+            let (general, atomic): (GeneralCaps, AtomicCaps) = caps_pages(nic.reported_caps());
+            let answer = match query.capability {
+                CapabilityType::General => QueryHcaCapOutput::General(general),
+                CapabilityType::Atomic => QueryHcaCapOutput::Atomic(atomic),
+            };
+            write_output(output, &answer.encode()?)
+        }
+        other => Err(NicError::UnknownOpcode { opcode: other }),
+    }
+}
+
+/// The UMEM `id` as a buffer of exactly `len` bytes at offset 0.
+fn umem_exactly(
+    nic: &SoftNic,
+    id: u32,
+    offset: u64,
+    len: usize,
+) -> Result<Arc<DmaBuffer>, Refusal> {
+    let buffer = nic.umem(id).ok_or(bad_param(syndrome::UNKNOWN_UMEM))?;
+    if offset != 0 || buffer.len() != len {
+        return Err(bad_param(syndrome::UMEM_MISMATCH));
+    }
+    Ok(buffer)
+}
+
+/// A doorbell record: a UMEM of 8 bytes, at address 0.
+fn umem_record(nic: &SoftNic, id: u32, addr: u64) -> Result<Arc<DmaBuffer>, Refusal> {
+    let buffer = nic.umem(id).ok_or(bad_param(syndrome::UNKNOWN_UMEM))?;
+    if addr != 0 || buffer.len() != 8 {
+        return Err(bad_param(syndrome::UMEM_MISMATCH));
+    }
+    Ok(buffer)
+}
+
+fn execute_create_cq(nic: &SoftNic, command: CreateCq) -> Result<(u32, CreateCqOutput), Refusal> {
+    let cqc = command.cqc;
+    if !command.cq_umem_valid || !cqc.dbr_umem_valid || cqc.page_offset != 0 {
+        return Err(bad_param(syndrome::NOT_MODELLED));
+    }
+    if cqc.cqe_size != CqeSize::Bytes64 || cqc.collapsed != cqc.overrun_ignore {
+        return Err(bad_param(syndrome::NOT_MODELLED));
+    }
+    if cqc.log_cq_size > nic.reported_caps().log_max_cq_size {
+        return Err(bad_param(syndrome::TOO_LARGE));
+    }
+    nic.uar(cqc.uar_page)
+        .ok_or(bad_param(syndrome::UNKNOWN_UAR))?;
+    if cqc.c_eqn != 0 {
+        return Err(Refusal(
+            CommandStatus::BadResource,
+            syndrome::UNKNOWN_OBJECT,
+        ));
+    }
+    let entries = 1u32 << cqc.log_cq_size;
+    let ring = umem_exactly(
+        nic,
+        command.cq_umem_id,
+        command.cq_umem_offset,
+        entries as usize * crate::cq::CQE_BYTES,
+    )?;
+    let dbrec = umem_record(nic, cqc.dbr_umem_id, cqc.dbr_addr)?;
+    let mode = if cqc.collapsed {
+        CqMode::Collapsed
+    } else {
+        CqMode::Ring
+    };
+    let memory = CompletionQueueNicAccess::from_registered(entries, ring, dbrec)
+        .map_err(|_| bad_param(syndrome::UMEM_MISMATCH))?;
+    let cqn = nic.fabric().create_cq_object(memory, mode)?;
+    Ok((cqn, CreateCqOutput { cqn }))
+}
+
+fn execute_create_qp(nic: &SoftNic, command: CreateQp) -> Result<(u32, CreateQpOutput), Refusal> {
+    let qpc = command.qpc;
+    if !command.wq_umem_valid || !qpc.dbr_umem_valid || qpc.page_offset != 0 {
+        return Err(bad_param(syndrome::NOT_MODELLED));
+    }
+    if qpc.receive != ReceiveQueue::ZeroSize {
+        return Err(bad_param(syndrome::NOT_MODELLED));
+    }
+    if !nic.has_pd(qpc.pd) {
+        return Err(bad_param(syndrome::UNKNOWN_PD));
+    }
+    let doorbell = nic
+        .uar(qpc.uar_page)
+        .ok_or(bad_param(syndrome::UNKNOWN_UAR))?;
+    if qpc.log_sq_size > nic.reported_caps().log_max_qp_size {
+        return Err(bad_param(syndrome::TOO_LARGE));
+    }
+    let size =
+        RingSize::new(1usize << qpc.log_sq_size).map_err(|_| bad_param(syndrome::TOO_LARGE))?;
+    let ring = umem_exactly(
+        nic,
+        command.wq_umem_id,
+        command.wq_umem_offset,
+        size.bytes(),
+    )?;
+    let dbrec = umem_record(nic, qpc.dbr_umem_id, qpc.dbr_addr)?;
+    let transport = match qpc.service_type {
+        ServiceType::Rc => TransportKind::Rc,
+        ServiceType::Dci => TransportKind::Dc,
+    };
+    let fabric = nic.fabric();
+    for cqn in [qpc.cqn_snd, qpc.cqn_rcv] {
+        if !fabric.has_cq_object(cqn) {
+            return Err(bad_param(syndrome::UNKNOWN_CQ));
+        }
+    }
+    let qpn = fabric.create_commanded_qp(CommandedQp {
+        node: nic.node(),
+        transport,
+        sq: SendQueueNicAccess::from_registered(size, ring, dbrec, doorbell)
+            .map_err(|_| bad_param(syndrome::UMEM_MISMATCH))?,
+        send_cq: qpc.cqn_snd,
+        // Receive credits stand in for an SRQ's receive WQEs (see the backend's notes).
+        receive_cq: (transport == TransportKind::Rc).then_some(qpc.cqn_rcv),
+    })?;
+    Ok((qpn.get(), CreateQpOutput { qpn: qpn.get() }))
+}
+
+fn execute_create_dct(
+    nic: &SoftNic,
+    command: CreateDct,
+) -> Result<(u32, CreateDctOutput), Refusal> {
+    let dctc = command.dctc;
+    if !nic.has_pd(dctc.pd) {
+        return Err(bad_param(syndrome::UNKNOWN_PD));
+    }
+    if dctc.port != 1 || dctc.mtu.wire() > u64::from(nic.port_attributes().mtu.code()) {
+        return Err(bad_param(syndrome::BAD_PORT));
+    }
+    if !nic.fabric().has_cq_object(dctc.cqn) {
+        return Err(bad_param(syndrome::UNKNOWN_CQ));
+    }
+    let dct = nic.fabric().create_commanded_dct(
+        nic.node(),
+        dctc.dc_access_key,
+        dctc.cqn,
+        enabled_rights(dctc.access),
+    )?;
+    Ok((dct.get(), CreateDctOutput { dctn: dct.get() }))
+}
+
+/// CREATE_CQ, CREATE_QP, CREATE_DCT.
+pub(super) fn create(
+    nic: &SoftNic,
+    input: &[u8],
+    output: &mut [u8],
+) -> Result<SoftObject, NicError> {
+    let mut made = None;
+    match opcode(input)? {
+        opcode::CREATE_CQ => run::<CreateCq>(input, output, |c| {
+            execute_create_cq(nic, c).map(|(cqn, out)| {
+                made = Some(SoftObject::Cq(cqn));
+                out
+            })
+        })?,
+        opcode::CREATE_QP => run::<CreateQp>(input, output, |c| {
+            execute_create_qp(nic, c).map(|(qpn, out)| {
+                made = Some(SoftObject::Qp(qpn));
+                out
+            })
+        })?,
+        opcode::CREATE_DCT => run::<CreateDct>(input, output, |c| {
+            execute_create_dct(nic, c).map(|(dct, out)| {
+                made = Some(SoftObject::Dct(dct));
+                out
+            })
+        })?,
+        other => return Err(NicError::UnknownOpcode { opcode: other }),
+    }
+    made.ok_or(NicError::UnknownOpcode { opcode: 0 })
+}
+
+/// `rre`, `rwe`, `rae` as the access rights a responder checks.
+fn enabled_rights(access: RemoteAccess) -> MemoryAccess {
+    let mut rights = MemoryAccess::empty();
+    rights.set(MemoryAccess::REMOTE_READ, access.read);
+    rights.set(MemoryAccess::REMOTE_WRITE, access.write);
+    rights.set(MemoryAccess::REMOTE_ATOMIC, access.atomic);
+    rights
+}
+
+/// The queue pair a modify command is sent to: it must be the one the command names.
+fn target_qp(object: SoftObject, qpn: u32) -> Result<u32, Refusal> {
+    match object {
+        SoftObject::Qp(number) if number == qpn => Ok(number),
+        _ => Err(Refusal(
+            CommandStatus::BadResource,
+            syndrome::UNKNOWN_OBJECT,
+        )),
+    }
+}
+
+/// RST2INIT_QP, INIT2RTR_QP, RTR2RTS_QP.
+pub(super) fn modify(
+    nic: &SoftNic,
+    object: SoftObject,
+    input: &[u8],
+    output: &mut [u8],
+) -> Result<(), NicError> {
+    let fabric = nic.fabric();
+    match opcode(input)? {
+        opcode::RST2INIT_QP => run::<Rst2InitQp>(input, output, |c| {
+            let qpn = target_qp(object, c.qpn)?;
+            if c.vhca_port_num != 1 {
+                return Err(bad_param(syndrome::BAD_PORT));
+            }
+            fabric.transition(
+                qpn,
+                Transition::ResetToInit {
+                    enabled: enabled_rights(c.access),
+                },
+            )?;
+            Ok(Default::default())
+        }),
+        opcode::INIT2RTR_QP => run::<Init2RtrQp>(input, output, |c| {
+            let qpn = target_qp(object, c.qpn)?;
+            if c.mtu.wire() > u64::from(nic.port_attributes().mtu.code()) {
+                return Err(bad_param(syndrome::BAD_PORT));
+            }
+            // The software fabric routes by LID; a GID-routed path is not modelled.
+            if c.path.grh {
+                return Err(bad_param(syndrome::NOT_MODELLED));
+            }
+            fabric.transition(
+                qpn,
+                Transition::InitToRtr {
+                    peer: Some((c.remote_qpn, c.path.rlid)),
+                },
+            )?;
+            Ok(Default::default())
+        }),
+        opcode::RTR2RTS_QP => run::<Rtr2RtsQp>(input, output, |c| {
+            let qpn = target_qp(object, c.qpn)?;
+            fabric.transition(qpn, Transition::RtrToRts)?;
+            Ok(Default::default())
+        }),
+        other => Err(NicError::UnknownOpcode { opcode: other }),
+    }
+}
+
+/// DESTROY_QP, DESTROY_DCT, DESTROY_CQ (refused while the CQ is in use).
+pub(super) fn destroy(nic: &SoftNic, object: SoftObject, input: &[u8]) -> Result<(), NicError> {
+    let fabric = nic.fabric();
+    let mut output = vec![0u8; OUTPUT_BYTES];
+    let mismatch = || Refusal(CommandStatus::BadResource, syndrome::UNKNOWN_OBJECT);
+    match opcode(input)? {
+        opcode::DESTROY_QP => run::<DestroyQp>(input, &mut output, |c| match object {
+            SoftObject::Qp(qpn) if qpn == c.qpn => Ok(fabric
+                .destroy_commanded_qp(qpn)
+                .map(|_| Default::default())?),
+            _ => Err(mismatch()),
+        }),
+        opcode::DESTROY_DCT => run::<DestroyDct>(input, &mut output, |c| match object {
+            SoftObject::Dct(dct) if dct == c.dctn => {
+                let number = crate::wqe::Qpn::new(dct).map_err(|_| mismatch())?;
+                fabric
+                    .destroy_dct(crate::softnic::DctNumber(number))
+                    .map_err(|_| mismatch())?;
+                Ok(Default::default())
+            }
+            _ => Err(mismatch()),
+        }),
+        opcode::DESTROY_CQ => run::<DestroyCq>(input, &mut output, |c| match object {
+            SoftObject::Cq(cqn) if cqn == c.cqn => {
+                Ok(fabric.destroy_cq_object(cqn).map(|_| Default::default())?)
+            }
+            _ => Err(mismatch()),
+        }),
+        other => Err(NicError::UnknownOpcode { opcode: other }),
+    }
+}

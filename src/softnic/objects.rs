@@ -1,0 +1,262 @@
+//! Objects made by PRM commands: CQs that live until destroyed, queue pairs that start in
+//! RESET and move only by state transitions, DC targets bound to a CQ. The command bytes
+//! are decoded by the control plane's software backend (`crate::nic::SoftNic`); this is
+//! the NIC state they change. Every check runs before anything changes, so a refused
+//! command leaves the NIC as it was.
+
+use std::collections::VecDeque;
+
+use crate::cq::CqMode;
+use crate::queue::{CompletionQueueNicAccess, SendQueueNicAccess};
+use crate::wqe::{Qpn, TransportKind};
+
+use super::completion::CqState;
+use super::error::SoftNicError;
+use super::fabric::{
+    check_node, DoorbellWatch, Fabric, NodeId, QpState, ResponderState, SendQueueState,
+    DEFAULT_MAX_MESSAGE_BYTES,
+};
+use super::region::Access;
+
+/// Why the NIC refused an object command (the control plane turns these into PRM statuses).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum ObjectRefusal {
+    /// No such object (status BAD_RESOURCE).
+    Unknown,
+    /// The object is still used by others (status RESOURCE_BUSY).
+    Busy,
+    /// The transition does not start from the queue's state (status BAD_QP_STATE).
+    BadState(QpState),
+    /// The parameters do not describe valid queue memory (status BAD_PARAMETER).
+    Invalid(SoftNicError),
+}
+
+/// A queue pair as CREATE_QP describes it.
+#[derive(Debug)]
+pub(crate) struct CommandedQp {
+    pub(crate) node: NodeId,
+    pub(crate) transport: TransportKind,
+    pub(crate) sq: SendQueueNicAccess,
+    pub(crate) send_cq: u32,
+    /// The receive CQ (RC with a receive queue).
+    pub(crate) receive_cq: Option<u32>,
+}
+
+/// A state transition command.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Transition {
+    /// RST2INIT_QP, with the remote operations the queue accepts.
+    ResetToInit {
+        /// `rre`, `rwe`, `rae` as access rights.
+        enabled: Access,
+    },
+    /// INIT2RTR_QP, with the RC peer (QPN and LID) for an RC queue pair.
+    InitToRtr {
+        /// The remote QPN and the LID it is reached at (RC only).
+        peer: Option<(u32, u16)>,
+    },
+    /// RTR2RTS_QP.
+    RtrToRts,
+}
+
+impl Fabric {
+    /// Makes a CQ over `memory` that lives until [`Fabric::destroy_cq_object`].
+    pub(crate) fn create_cq_object(
+        &self,
+        memory: CompletionQueueNicAccess,
+        mode: CqMode,
+    ) -> Result<u32, ObjectRefusal> {
+        let spans = memory.spans();
+        let mut cq = CqState::new(memory, mode)
+            .map_err(|what| ObjectRefusal::Invalid(SoftNicError::InvalidQueueMemory { what }))?;
+        cq.held = true;
+        let mut state = self.shared.lock();
+        for span in spans {
+            state
+                .check_new_queue_memory(span)
+                .map_err(ObjectRefusal::Invalid)?;
+        }
+        let cqn = state
+            .next_cqn
+            .checked_add(1)
+            .ok_or(ObjectRefusal::Invalid(SoftNicError::QueueNumbersExhausted))?;
+        state.next_cqn = cqn;
+        state.cqs.insert(cqn, cq);
+        Ok(cqn)
+    }
+
+    /// Destroys a CQ made by [`Fabric::create_cq_object`]; refused while a queue uses it.
+    pub(crate) fn destroy_cq_object(&self, cqn: u32) -> Result<(), ObjectRefusal> {
+        let mut state = self.shared.lock();
+        let cq = state
+            .cqs
+            .get(&cqn)
+            .filter(|cq| cq.held)
+            .ok_or(ObjectRefusal::Unknown)?;
+        if !cq.users.is_empty() {
+            return Err(ObjectRefusal::Busy);
+        }
+        state.cqs.remove(&cqn);
+        Ok(())
+    }
+
+    /// Whether `cqn` is a CQ made by command.
+    pub(crate) fn has_cq_object(&self, cqn: u32) -> bool {
+        self.shared.lock().cqs.get(&cqn).is_some_and(|cq| cq.held)
+    }
+
+    /// Makes a queue pair in RESET over CQs made by command.
+    pub(crate) fn create_commanded_qp(&self, qp: CommandedQp) -> Result<Qpn, ObjectRefusal> {
+        let mut state = self.shared.lock();
+        check_node(&state, qp.node).map_err(ObjectRefusal::Invalid)?;
+        // The ring and the record are new queue memory; the doorbell is the NIC's own UAR.
+        for span in [qp.sq.ring(), qp.sq.dbrec()] {
+            state
+                .check_new_queue_memory(span)
+                .map_err(ObjectRefusal::Invalid)?;
+        }
+        for cqn in core::iter::once(qp.send_cq).chain(qp.receive_cq) {
+            if !state.cqs.get(&cqn).is_some_and(|cq| cq.held) {
+                return Err(ObjectRefusal::Unknown);
+            }
+        }
+        let qpn = state
+            .allocate_queue_number()
+            .map_err(ObjectRefusal::Invalid)?;
+        let number = Qpn::new(qpn)
+            .map_err(|_| ObjectRefusal::Invalid(SoftNicError::QueueNumbersExhausted))?;
+        for cqn in core::iter::once(qp.send_cq).chain(qp.receive_cq) {
+            if let Some(cq) = state.cqs.get_mut(&cqn) {
+                cq.users.insert(qpn);
+            }
+        }
+        let last_doorbell = qp.sq.load_doorbell();
+        state.sqs.insert(
+            qpn,
+            SendQueueState {
+                qpn,
+                node: qp.node,
+                transport: qp.transport,
+                memory: qp.sq,
+                cq: qp.send_cq,
+                max_message_bytes: DEFAULT_MAX_MESSAGE_BYTES,
+                response_delay: 0,
+                watch: DoorbellWatch::PollRecord,
+                state: QpState::Reset,
+                error: None,
+                peer: None,
+                peer_lid: None,
+                commanded: true,
+                consumer: 0,
+                executed: 0,
+                last_doorbell,
+                armed_limit: None,
+                in_flight: VecDeque::new(),
+                waiting_cqes: VecDeque::new(),
+            },
+        );
+        if qp.transport == TransportKind::Rc {
+            state.responders.insert(
+                qpn,
+                ResponderState {
+                    node: qp.node,
+                    dc_key: None,
+                    credits: 0,
+                    received: 0,
+                    cq: qp.receive_cq,
+                    error: false,
+                    // Nothing until RST2INIT enables it.
+                    enabled: Access::empty(),
+                },
+            );
+        }
+        Ok(number)
+    }
+
+    /// Applies a state transition to a queue pair made by command.
+    pub(crate) fn transition(&self, qpn: u32, transition: Transition) -> Result<(), ObjectRefusal> {
+        let mut state = self.shared.lock();
+        let sq = state
+            .sqs
+            .get_mut(&qpn)
+            .filter(|sq| sq.commanded)
+            .ok_or(ObjectRefusal::Unknown)?;
+        let (from, to) = match transition {
+            Transition::ResetToInit { .. } => (QpState::Reset, QpState::Init),
+            Transition::InitToRtr { .. } => (QpState::Init, QpState::ReadyToReceive),
+            Transition::RtrToRts => (QpState::ReadyToReceive, QpState::ReadyToSend),
+        };
+        if sq.state != from {
+            return Err(ObjectRefusal::BadState(sq.state));
+        }
+        if let Transition::ResetToInit { enabled } = transition {
+            if let Some(responder) = state.responders.get_mut(&qpn) {
+                responder.enabled = enabled;
+            }
+        }
+        let sq = state.sqs.get_mut(&qpn).ok_or(ObjectRefusal::Unknown)?;
+        if let Transition::InitToRtr { peer } = transition {
+            if sq.transport == TransportKind::Rc {
+                let (remote, lid) =
+                    peer.ok_or(ObjectRefusal::Invalid(SoftNicError::NotReliableConnected {
+                        number: qpn,
+                    }))?;
+                sq.peer = Some(remote);
+                sq.peer_lid = Some(lid);
+            }
+        }
+        sq.state = to;
+        Ok(())
+    }
+
+    /// Destroys a queue pair made by command.
+    pub(crate) fn destroy_commanded_qp(&self, qpn: u32) -> Result<(), ObjectRefusal> {
+        if !self
+            .shared
+            .lock()
+            .sqs
+            .get(&qpn)
+            .is_some_and(|sq| sq.commanded)
+        {
+            return Err(ObjectRefusal::Unknown);
+        }
+        let number = Qpn::new(qpn).map_err(|_| ObjectRefusal::Unknown)?;
+        self.destroy_qp(number).map_err(|_| ObjectRefusal::Unknown)
+    }
+
+    /// Makes a DC target whose receive completions go to a CQ made by command.
+    pub(crate) fn create_commanded_dct(
+        &self,
+        node: NodeId,
+        dc_key: u64,
+        cqn: u32,
+        enabled: Access,
+    ) -> Result<Qpn, ObjectRefusal> {
+        let mut state = self.shared.lock();
+        check_node(&state, node).map_err(ObjectRefusal::Invalid)?;
+        if !state.cqs.get(&cqn).is_some_and(|cq| cq.held) {
+            return Err(ObjectRefusal::Unknown);
+        }
+        let number = state
+            .allocate_queue_number()
+            .map_err(ObjectRefusal::Invalid)?;
+        let qpn = Qpn::new(number)
+            .map_err(|_| ObjectRefusal::Invalid(SoftNicError::QueueNumbersExhausted))?;
+        if let Some(cq) = state.cqs.get_mut(&cqn) {
+            cq.users.insert(number);
+        }
+        state.responders.insert(
+            number,
+            ResponderState {
+                node,
+                dc_key: Some(dc_key),
+                credits: 0,
+                received: 0,
+                cq: Some(cqn),
+                error: false,
+                enabled,
+            },
+        );
+        Ok(qpn)
+    }
+}

@@ -1,0 +1,349 @@
+//! Support for the control-plane suite: the backend under test (`IBGDA_NIC`), two "hosts"
+//! on it, and a small runner that reports cases ignored on a backend with the reason.
+//!
+//! `IBGDA_NIC` unset or `soft`: the software NIC (a fresh fabric per case, an engine
+//! thread stepping it). `IBGDA_NIC=<device>`: the mlx5 backend on that device, when this
+//! test binary is built with the `mlx5` feature; without it, or without the device, every
+//! case is reported ignored with the reason.
+
+#![allow(dead_code)]
+
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use ibgda::memory::DmaBuffer;
+use ibgda::nic::{Backend, Device, MemoryAccess, MemoryRegion, NicError, SoftNic};
+use ibgda::queue::{PollError, Polled, QueuePair};
+use ibgda::softnic::{EngineHandle, Fabric};
+use ibgda::wqe::{Qpn, Transport};
+
+/// How long a case waits for a completion.
+pub const WAIT: Duration = Duration::from_secs(10);
+
+/// Every access right.
+pub const ALL: MemoryAccess = MemoryAccess::LOCAL_WRITE
+    .union(MemoryAccess::REMOTE_WRITE)
+    .union(MemoryAccess::REMOTE_READ)
+    .union(MemoryAccess::REMOTE_ATOMIC);
+
+/// Why a case did not pass.
+#[derive(Debug)]
+pub enum CaseError {
+    /// The case does not apply to this backend (the reason is printed).
+    Ignored(String),
+    /// The case failed.
+    Failed(String),
+}
+
+impl<E: std::fmt::Display> From<E> for CaseError {
+    fn from(e: E) -> Self {
+        Self::Failed(e.to_string())
+    }
+}
+
+/// A case's result.
+pub type CaseResult = Result<(), CaseError>;
+
+/// A backend under test: two hosts' devices and what the control plane cannot do alone.
+pub trait Harness: Send + Sync {
+    /// The backend.
+    type Backend: Backend;
+    /// What the harness runs on, for the report.
+    fn describe(&self) -> String;
+    /// Opens host `host`'s device (0 or 1; on hardware both may be the same NIC).
+    fn open(&self, host: u8) -> Result<Device<Self::Backend>, NicError>;
+    /// Makes `count` receives available to `qpn` (WRITE_WITH_IMM consumes one each), or
+    /// says why this backend cannot.
+    fn post_receives(
+        &self,
+        device: &Device<Self::Backend>,
+        qpn: Qpn,
+        count: u32,
+    ) -> Result<(), String>;
+    /// What is still allocated on `device` after every handle made from it was dropped,
+    /// where the backend can tell (`None`: nothing, or it cannot tell).
+    fn outstanding(&self, device: &Device<Self::Backend>) -> Option<String>;
+    /// Why GPU-placed queues cannot be tested on this harness.
+    fn gpu_unavailable(&self) -> String;
+}
+
+/// The software NIC: a fresh fabric with an engine thread.
+pub struct SoftHarness {
+    fabric: Fabric,
+    _engine: EngineHandle,
+}
+
+impl SoftHarness {
+    /// A new fabric with its engine running.
+    pub fn new() -> Self {
+        let fabric = Fabric::new();
+        let engine = fabric.spawn_engine();
+        Self {
+            fabric,
+            _engine: engine,
+        }
+    }
+}
+
+impl Harness for SoftHarness {
+    type Backend = SoftNic;
+    fn describe(&self) -> String {
+        "software NIC".into()
+    }
+    fn open(&self, host: u8) -> Result<Device<SoftNic>, NicError> {
+        Device::open(SoftNic::open(&self.fabric, u16::from(host) + 1)?)
+    }
+    fn post_receives(&self, device: &Device<SoftNic>, qpn: Qpn, count: u32) -> Result<(), String> {
+        device
+            .backend()
+            .fabric()
+            .post_receives(qpn, count)
+            .map_err(|e| e.to_string())
+    }
+    fn outstanding(&self, device: &Device<SoftNic>) -> Option<String> {
+        let allocated = device.backend().allocated();
+        let census = self.fabric.census();
+        let clean = allocated == Default::default()
+            && census.queue_pairs == 0
+            && census.dc_targets == 0
+            && census.completion_queues == 0
+            && census.regions == 0;
+        (!clean).then(|| format!("{allocated:?}, {census:?}"))
+    }
+    fn gpu_unavailable(&self) -> String {
+        "the CPU software NIC serves host-placed queues; GPU-placed ones run on the CUDA software NIC (kernels) and on hardware".into()
+    }
+}
+
+/// A registered buffer of `len` bytes filled with `fill`.
+pub struct Area<B: Backend> {
+    pub buffer: Arc<DmaBuffer>,
+    pub region: MemoryRegion<B>,
+}
+
+impl<B: Backend> Area<B> {
+    pub fn new(
+        pd: &ibgda::nic::ProtectionDomain<B>,
+        len: usize,
+        fill: u8,
+        access: MemoryAccess,
+    ) -> Result<Self, CaseError> {
+        let buffer = Arc::new(DmaBuffer::zeroed(len, 4096)?);
+        buffer.fill(0, len, fill)?;
+        let region = pd.register(buffer.clone(), 0, len, access)?;
+        Ok(Self { buffer, region })
+    }
+    pub fn bytes(&self, offset: usize, len: usize) -> Vec<u8> {
+        self.buffer.to_vec()[offset..offset + len].to_vec()
+    }
+    pub fn u64_at(&self, offset: usize) -> u64 {
+        u64::from_be_bytes(self.bytes(offset, 8).try_into().unwrap())
+    }
+    pub fn u32_at(&self, offset: usize) -> u32 {
+        u32::from_be_bytes(self.bytes(offset, 4).try_into().unwrap())
+    }
+}
+
+/// Polls `qp` until `count` completions (successes or errors) arrived, or fails after
+/// [`WAIT`].
+pub fn poll_n<T: Transport>(
+    qp: &mut QueuePair<T>,
+    count: usize,
+) -> Result<Vec<Result<Polled, PollError>>, CaseError> {
+    let start = Instant::now();
+    let mut out = Vec::with_capacity(count);
+    while out.len() < count {
+        match qp.poll() {
+            Ok(Some(polled)) => out.push(Ok(polled)),
+            Ok(None) => {
+                if start.elapsed() > WAIT {
+                    return Err(CaseError::Failed(format!(
+                        "{} of {count} completions after {WAIT:?}: {out:?}",
+                        out.len()
+                    )));
+                }
+                std::thread::yield_now();
+            }
+            Err(e) => out.push(Err(e)),
+        }
+    }
+    Ok(out)
+}
+
+/// Fails the case with `what` unless `ok`.
+pub fn check(ok: bool, what: impl FnOnce() -> String) -> CaseResult {
+    if ok {
+        Ok(())
+    } else {
+        Err(CaseError::Failed(what()))
+    }
+}
+
+/// Fails the case unless `found == expected`.
+pub fn check_eq<T: PartialEq + std::fmt::Debug>(found: T, expected: T, what: &str) -> CaseResult {
+    check(found == expected, || {
+        format!("{what}: found {found:?}, expected {expected:?}")
+    })
+}
+
+/// One case of the suite: a name and a function generic over the harness.
+pub struct Case<H: Harness> {
+    pub name: &'static str,
+    pub run: fn(&H) -> CaseResult,
+}
+
+/// Runs `cases` on harnesses made by `harness` (one per case), honouring `--list` and a
+/// name filter, printing one line per case and a summary; fails if any case failed.
+pub fn run_suite<H: Harness>(
+    cases: &[Case<H>],
+    harness: impl Fn() -> Result<H, String>,
+) -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    if args.iter().any(|a| a == "--list") {
+        for case in cases {
+            println!("{}: test", case.name);
+        }
+        return ExitCode::SUCCESS;
+    }
+    let exact = args.iter().any(|a| a == "--exact");
+    let filters: Vec<&String> = args.iter().filter(|a| !a.starts_with('-')).collect();
+    let selected: Vec<&Case<H>> = cases
+        .iter()
+        .filter(|c| {
+            filters.is_empty()
+                || filters.iter().any(|f| {
+                    if exact {
+                        c.name == f.as_str()
+                    } else {
+                        c.name.contains(f.as_str())
+                    }
+                })
+        })
+        .collect();
+    println!("\nrunning {} tests", selected.len());
+    let (mut passed, mut failed, mut ignored) = (0, 0, 0);
+    for case in selected {
+        let outcome = match harness() {
+            Err(reason) => Err(CaseError::Ignored(reason)),
+            Ok(h) => match catch_unwind(AssertUnwindSafe(|| (case.run)(&h))) {
+                Ok(result) => result,
+                Err(panic) => Err(CaseError::Failed(
+                    panic
+                        .downcast_ref::<String>()
+                        .cloned()
+                        .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
+                        .unwrap_or_else(|| "panicked".into()),
+                )),
+            },
+        };
+        match outcome {
+            Ok(()) => {
+                passed += 1;
+                println!("test {} ... ok", case.name);
+            }
+            Err(CaseError::Ignored(reason)) => {
+                ignored += 1;
+                println!("test {} ... ignored, {reason}", case.name);
+            }
+            Err(CaseError::Failed(why)) => {
+                failed += 1;
+                println!("test {} ... FAILED\n    {why}", case.name);
+            }
+        }
+    }
+    let verdict = if failed == 0 { "ok" } else { "FAILED" };
+    println!(
+        "\ntest result: {verdict}. {passed} passed; {failed} failed; {ignored} ignored; 0 measured; 0 filtered out\n"
+    );
+    if failed == 0 {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    }
+}
+
+/// Which backend `IBGDA_NIC` selects.
+pub enum Selection {
+    /// The software NIC.
+    Soft,
+    /// The mlx5 device of this name.
+    Hardware(String),
+}
+
+impl Selection {
+    /// Reads `IBGDA_NIC`: unset, empty or `soft` is the software NIC.
+    pub fn from_env() -> Self {
+        match std::env::var("IBGDA_NIC") {
+            Ok(name) if !name.is_empty() && name != "soft" => Self::Hardware(name),
+            _ => Self::Soft,
+        }
+    }
+}
+
+/// The hardware backend, where this build has it.
+pub mod hardware {
+    #[cfg(not(feature = "mlx5"))]
+    pub fn run(name: &str) -> std::process::ExitCode {
+        println!("nic_suite: backend = mlx5 device {name}");
+        let reason = format!(
+            "IBGDA_NIC={name} asks for the mlx5 backend, which this build lacks (build the suite with --features mlx5)"
+        );
+        super::run_suite(
+            &crate::cases::<super::SoftHarness>(),
+            || Err(reason.clone()),
+        )
+    }
+
+    #[cfg(feature = "mlx5")]
+    pub use self::mlx5::run;
+
+    #[cfg(feature = "mlx5")]
+    mod mlx5 {
+        use std::process::ExitCode;
+
+        use ibgda::nic::mlx5::{Mlx5Backend, Mlx5Device};
+        use ibgda::nic::{Device, NicError};
+        use ibgda::wqe::Qpn;
+
+        use super::super::{run_suite, Harness};
+
+        /// Both hosts are the same ConnectX, reached through two device contexts: the
+        /// traffic loops back through its port.
+        pub struct Mlx5Harness {
+            name: String,
+        }
+
+        impl Harness for Mlx5Harness {
+            type Backend = Mlx5Backend;
+            fn describe(&self) -> String {
+                format!("mlx5 device {}", self.name)
+            }
+            fn open(&self, _host: u8) -> Result<Device<Mlx5Backend>, NicError> {
+                Device::open(Mlx5Backend::new(Mlx5Device::open(Some(&self.name))?))
+            }
+            fn post_receives(&self, _: &Device<Mlx5Backend>, _: Qpn, _: u32) -> Result<(), String> {
+                Err("the control plane creates RC queue pairs without a receive queue (zero-size RQ); WRITE_WITH_IMM needs an SRQ".into())
+            }
+            fn outstanding(&self, _: &Device<Mlx5Backend>) -> Option<String> {
+                None
+            }
+            fn gpu_unavailable(&self) -> String {
+                "GPU-placed queues need the CUDA allocator of ibgda-kernels, which this suite does not link".into()
+            }
+        }
+
+        pub fn run(name: &str) -> ExitCode {
+            println!("nic_suite: backend = mlx5 device {name}");
+            let name = name.to_string();
+            run_suite(&crate::cases::<Mlx5Harness>(), || {
+                // No device (or no libraries) reports every case ignored with the typed
+                // error's message.
+                Mlx5Device::open(Some(&name))
+                    .map(|_| Mlx5Harness { name: name.clone() })
+                    .map_err(|e| e.to_string())
+            })
+        }
+    }
+}
