@@ -684,10 +684,10 @@ pub mod world {
 
     /// A running proxy world.
     pub struct World<H: Handoff> {
+        /// The workers (stop and join on drop, before their NICs go).
+        pub workers: Vec<Worker>,
         /// Per worker.
         pub nics: Vec<Nic>,
-        /// The workers (stop and join on drop).
-        pub workers: Vec<Worker>,
         /// The producer ends, ring `i` served by worker `i % T`.
         pub producers: Vec<RingProducer<H>>,
     }
@@ -795,8 +795,8 @@ pub mod world {
                 workers.push(worker);
             }
             Ok(Self {
-                nics,
                 workers,
+                nics,
                 producers,
             })
         }

@@ -27,7 +27,7 @@ use ibgda::proxy::{
 use ibgda::queue::DoorbellPolicy;
 use ibgda::softnic::{Access, DoorbellWatch, Fabric, QueuePairSpec};
 use ibgda::wqe::{Rc, RdmaWrite, RingSize};
-use ibgda_kernels::gpu::Gpu;
+use ibgda_kernels::gpu::{CompileOptions, Gpu};
 use ibgda_kernels::proxy::world::{World, WorldConfig};
 use ibgda_kernels::proxy::{assisted_world, DeviceRing, ProxyKernels};
 
@@ -687,7 +687,11 @@ fn gpu_assisted(
 }
 
 fn run_gpu(report: &mut Report, quick: bool) -> Result<(), String> {
-    let gpu = Gpu::open(0).map_err(|e| e.to_string())?;
+    // Every device wait is bounded: a stalled worker becomes an error, not a hang.
+    let options = CompileOptions::new()
+        .spin_limit(Duration::from_secs(20))
+        .map_err(|e| e.to_string())?;
+    let gpu = Gpu::open_with(0, &options).map_err(|e| e.to_string())?;
     let k = ProxyKernels::load(&gpu).map_err(|e| e.to_string())?;
     println!("GPU producers; the software NIC executes (one CPU engine per worker): the proxy's own costs.");
     let iters = if quick { 2_000 } else { 10_000 };
@@ -706,7 +710,7 @@ fn run_gpu(report: &mut Report, quick: bool) -> Result<(), String> {
             }
         }
     }
-    let probes = if quick { 100 } else { 1_000 };
+    let probes = if quick { 100 } else { 300 };
     gpu_probe(report, &gpu, &k, false, probes)?;
     gpu_probe(report, &gpu, &k, true, probes)?;
     let rounds = if quick { 200 } else { 2_000 };
