@@ -376,11 +376,12 @@ impl ProxyKernels {
 
     /// One thread pushes `warmup + iters` 8-byte inline writes (to window 0 of peer 0,
     /// cycling over `slots_in_window` 8-byte slots) and waits for each; returns the timed
-    /// ones. A worker must serve the ring.
+    /// ones. A worker must serve the ring. The ring is borrowed mutably: while the kernel
+    /// runs it is its one producer.
     pub fn enqueue<H: Handoff>(
         &self,
         gpu: &Gpu,
-        ring: &DeviceRing<H>,
+        ring: &mut DeviceRing<H>,
         warmup: u32,
         iters: u32,
         slots_in_window: u32,
@@ -425,11 +426,12 @@ impl ProxyKernels {
 
     /// `threads` threads push `per_thread` inline writes each, thread `t` to ring
     /// `t % rings.len()`, and wait for their last; returns the ns from the first push to
-    /// the last completion. Tuned rings take exactly one thread each.
+    /// the last completion. Tuned rings take exactly one thread each (and are borrowed
+    /// mutably, so no other launch produces to them meanwhile).
     pub fn rate<H: Handoff>(
         &self,
         gpu: &Gpu,
-        rings: &[DeviceRing<H>],
+        rings: &mut [DeviceRing<H>],
         threads: u32,
         per_thread: u32,
         slots_in_window: u32,

@@ -43,7 +43,7 @@ fn producers_end_to_end<H: Handoff>(threads_per_ring: u32) {
         |b| gpu.mapped_host_buffer(b).map_err(|e| e.to_string()),
     )
     .unwrap();
-    let rings: Vec<_> = world
+    let mut rings: Vec<_> = world
         .producers
         .drain(..)
         .map(|p| DeviceRing::new(&gpu, p).unwrap())
@@ -51,7 +51,7 @@ fn producers_end_to_end<H: Handoff>(threads_per_ring: u32) {
     let threads = RINGS as u32 * threads_per_ring;
     let per_thread = if small() { 16 } else { WINDOW_SLOTS / threads };
     let ns = k
-        .rate(&gpu, &rings, threads, per_thread, WINDOW_SLOTS)
+        .rate(&gpu, &mut rings, threads, per_thread, WINDOW_SLOTS)
         .unwrap_or_else(|e| panic!("{e}"));
     let reports = world.stop();
     println!(
@@ -116,8 +116,8 @@ fn enqueue_and_completion_through_the_proxy() {
                 |b| gpu.mapped_host_buffer(b).map_err(|e| e.to_string()),
             )
             .unwrap();
-            let ring = DeviceRing::new(&gpu, world_t.producers.pop().unwrap()).unwrap();
-            let s = k.enqueue(&gpu, &ring, 10, iters, 64).unwrap();
+            let mut ring = DeviceRing::new(&gpu, world_t.producers.pop().unwrap()).unwrap();
+            let s = k.enqueue(&gpu, &mut ring, 10, iters, 64).unwrap();
             assert_eq!(ring.ring().completed(), u64::from(10 + iters));
             world_t.stop();
             s
@@ -134,8 +134,8 @@ fn enqueue_and_completion_through_the_proxy() {
                 |b| gpu.mapped_host_buffer(b).map_err(|e| e.to_string()),
             )
             .unwrap();
-            let ring = DeviceRing::new(&gpu, world_b.producers.pop().unwrap()).unwrap();
-            let s = k.enqueue(&gpu, &ring, 10, iters, 64).unwrap();
+            let mut ring = DeviceRing::new(&gpu, world_b.producers.pop().unwrap()).unwrap();
+            let s = k.enqueue(&gpu, &mut ring, 10, iters, 64).unwrap();
             assert_eq!(ring.ring().completed(), u64::from(10 + iters));
             world_b.stop();
             s

@@ -248,9 +248,11 @@ impl TunedState {
             RequestDescriptor::encode(request, g.epoch(index))?,
             g.epoch(index),
         );
-        if index - self.cached_consumed >= g.size {
+        // Wrapping: a progress word past the head (corrupted memory) reads as a full ring,
+        // so the producer waits instead of overwriting or panicking.
+        if index.wrapping_sub(self.cached_consumed) >= g.size {
             self.cached_consumed = memory.load(g.consumed_word(), Ordering::Acquire);
-            if index - self.cached_consumed >= g.size {
+            if index.wrapping_sub(self.cached_consumed) >= g.size {
                 return Ok(None);
             }
         }
@@ -276,7 +278,7 @@ pub fn baseline_push<M: RingWords + ?Sized>(
         RequestDescriptor::encode(request, g.epoch(index))?,
         g.epoch(index),
     );
-    while index - memory.load(g.consumed_word(), Ordering::Acquire) >= g.size {
+    while index.wrapping_sub(memory.load(g.consumed_word(), Ordering::Acquire)) >= g.size {
         crate::sync::spin_wait();
     }
     let slot = g.slot(index);

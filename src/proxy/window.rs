@@ -73,7 +73,10 @@ impl LocalWindow {
     }
     fn span(&self, offset: u64, len: u64) -> Option<u64> {
         let end = offset.checked_add(len)?;
-        (end <= self.len).then(|| self.addr + offset)
+        if end > self.len {
+            return None;
+        }
+        self.addr.checked_add(offset)
     }
 }
 
@@ -105,7 +108,13 @@ impl RemoteWindow {
     }
     fn at(&self, offset: u64, len: u64) -> Option<RemoteAddress> {
         let end = offset.checked_add(len)?;
-        (end <= self.len).then(|| RemoteAddress::new(self.addr + offset, self.rkey))
+        if end > self.len {
+            return None;
+        }
+        Some(RemoteAddress::new(
+            self.addr.checked_add(offset)?,
+            self.rkey,
+        ))
     }
 }
 

@@ -154,6 +154,11 @@ pub enum WorkerError {
         /// The peer.
         peer: usize,
     },
+    /// The OS refused a thread.
+    Spawn {
+        /// The OS error number, if any.
+        errno: Option<i32>,
+    },
 }
 
 impl fmt::Display for WorkerError {
@@ -170,6 +175,7 @@ impl fmt::Display for WorkerError {
                 f,
                 "queue pair of peer {peer} rings per post; chaining needs an explicit doorbell"
             ),
+            Self::Spawn { errno } => write!(f, "could not start the worker thread ({errno:?})"),
         }
     }
 }
@@ -301,9 +307,8 @@ impl Worker {
                 w.run(&flag, config.drain_timeout);
                 w.report
             })
-            .map_err(|_| WorkerError::PeerCount {
-                queue_pairs: 0,
-                peers: 0,
+            .map_err(|e| WorkerError::Spawn {
+                errno: e.raw_os_error(),
             })?;
         let pinning = rx.recv().unwrap_or(Pinning::NotRequested);
         Ok(Self {

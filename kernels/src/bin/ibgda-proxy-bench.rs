@@ -496,10 +496,10 @@ fn gpu_enqueue<H: Handoff>(
         },
         |b| gpu.mapped_host_buffer(b).map_err(|e| e.to_string()),
     )?;
-    let ring =
+    let mut ring =
         DeviceRing::new(gpu, world.producers.pop().ok_or("no ring")?).map_err(|e| e.to_string())?;
     let samples = k
-        .enqueue(gpu, &ring, 1000, iters, 64)
+        .enqueue(gpu, &mut ring, 1000, iters, 64)
         .map_err(|e| e.to_string())?;
     let pin = pinning_note(&world.pinning());
     world.stop();
@@ -550,14 +550,14 @@ fn gpu_rate(
         },
         |bytes| gpu.mapped_host_buffer(bytes).map_err(|e| e.to_string()),
     )?;
-    let rings: Vec<_> = world
+    let mut rings: Vec<_> = world
         .producers
         .drain(..)
         .map(|p| DeviceRing::new(gpu, p))
         .collect::<Result<_, _>>()
         .map_err(|e| e.to_string())?;
     let ns = k
-        .rate(gpu, &rings, r as u32, per_ring, 4096)
+        .rate(gpu, &mut rings, r as u32, per_ring, 4096)
         .map_err(|e| e.to_string())?;
     let reports = world.stop();
     let doorbells: u64 = reports.iter().map(|r| r.doorbells).sum();
