@@ -214,13 +214,14 @@ fn cpu_rate(
         }
     }
     let ns = start.elapsed().as_nanos() as f64;
+    let pin = pinning_note(&world.pinning());
     let reports = world.stop();
     let doorbells: u64 = reports.iter().map(|r| r.doorbells).sum();
     let posted: u64 = reports.iter().map(|r| r.posted).sum();
     let mps = (per_ring * r) as f64 / ns * 1e3;
     report.row(
         format!(
-            "rate     T={t} R={r:<2} B={b:<2} {mps:>8.2} M msg/s  ({:.1} WQEs per doorbell)",
+            "rate     T={t} R={r:<2} B={b:<2} {mps:>8.2} M msg/s  ({:.1} WQEs per doorbell, {pin})",
             posted as f64 / doorbells.max(1) as f64
         ),
         &[
@@ -228,6 +229,7 @@ fn cpu_rate(
             ("producer", s("cpu")),
             ("workers", t.to_string()),
             ("rings", r.to_string()),
+            ("pinning", s(&pin)),
             ("batch", b.to_string()),
             ("mmsg_per_s", format!("{mps:.3}")),
             (
@@ -559,13 +561,14 @@ fn gpu_rate(
     let ns = k
         .rate(gpu, &mut rings, r as u32, per_ring, 4096)
         .map_err(|e| e.to_string())?;
+    let pin = pinning_note(&world.pinning());
     let reports = world.stop();
     let doorbells: u64 = reports.iter().map(|r| r.doorbells).sum();
     let posted: u64 = reports.iter().map(|r| r.posted).sum();
     let mps = (per_ring as usize * r) as f64 / ns.max(1) as f64 * 1e3;
     report.row(
         format!(
-            "rate     T={t} R={r:<2} B={b:<2} {mps:>8.2} M msg/s  ({:.1} WQEs per doorbell)",
+            "rate     T={t} R={r:<2} B={b:<2} {mps:>8.2} M msg/s  ({:.1} WQEs per doorbell, {pin})",
             posted as f64 / doorbells.max(1) as f64
         ),
         &[
@@ -573,6 +576,7 @@ fn gpu_rate(
             ("producer", s("gpu")),
             ("workers", t.to_string()),
             ("rings", r.to_string()),
+            ("pinning", s(&pin)),
             ("batch", b.to_string()),
             ("mmsg_per_s", format!("{mps:.3}")),
             (
