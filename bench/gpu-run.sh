@@ -1,14 +1,21 @@
 #!/usr/bin/env bash
 # Runs the whole benchmark set on the GPU machine from the prebuilt ibgda-bench (no cargo
-# there): the CPU experiments (host post vs rdma-core, software NIC) and the GPU ones
-# (Table 4 issue per scope typed and raw, Table 5 posting rates) against the doorbell
-# sink, in one run. Writes results.json, the PNG and SVG plots and the log under
-# $OUT/bench (or ./gpu-out/bench). Takes well under 5 minutes.
+# there), in two processes with their own time limits:
+#   1. `ibgda-bench all`: the CPU experiments (host post vs rdma-core, software NIC) and the
+#      GPU ones of ibgda_kernels::experiments against the doorbell sink (Table 4 issue per
+#      scope typed and raw, completion scope, Table 5 rates and sweeps, dormant cost);
+#   2. `ibgda-bench peers`: DOCA GPUNetIO's issue loop beside ibgda's (the peer's waits are
+#      unbounded, hence its own process).
+# Writes results.json, gpu-raw.json (raw samples), peers.json, peers-raw.json, the PNG and
+# SVG plots and the logs under $OUT/bench (or ./gpu-out/bench). About 3 minutes.
 #
 # Build here first (README.md, "Benchmarks"):
 #   cargo build --release -p ibgda-bench
-#   mkdir -p .gpu/lib && cp target/release/ibgda-bench .gpu/ && strip .gpu/ibgda-bench
+#   rm -rf .gpu && mkdir -p .gpu/lib .gpu/peers
+#   cp target/release/ibgda-bench .gpu/ && strip .gpu/ibgda-bench
 #   cp /usr/lib/x86_64-linux-gnu/libnl-3.so.200 /usr/lib/x86_64-linux-gnu/libnl-route-3.so.200 .gpu/lib/
+#   bash scripts/peer-headers.sh && cp -r target/peers/include .gpu/peers/
+#   cp -r target/cuda-wheels/13.0/cu13/include/cccl .gpu/cccl
 # then, through the device tool with carry [".gpu"]:
 #   bash bench/gpu-run.sh
 set -uo pipefail
@@ -23,11 +30,26 @@ if ! ldconfig -p | grep -q 'libnl-route-3.so.200'; then
     export LD_LIBRARY_PATH=$PWD/.gpu/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
     echo "libnl from .gpu/lib"
 fi
+# CCCL headers for the peer program, where the machine's CUDA has none.
+if [[ ! -e /usr/local/cuda/include/cccl/cuda/std/cstdint && -d .gpu/cccl ]]; then
+    export IBGDA_CCCL_INCLUDE=$PWD/.gpu/cccl
+fi
 # Producer and sink kernels wait on each other: load kernels eagerly (Gpu::open also sets it).
 export CUDA_MODULE_LOADING=EAGER
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.gpu --format=csv,noheader \
     | tee "$out/nvidia-smi.txt"
-timeout 280 .gpu/ibgda-bench --no-progress --out "$out" all 2>&1 | tee "$out/ibgda-bench.log"
-rc=${PIPESTATUS[0]}
+rc=0
+timeout 240 .gpu/ibgda-bench --no-progress --out "$out" all 2>&1 | tee "$out/ibgda-bench.log"
+e=${PIPESTATUS[0]}; [[ $e == 0 ]] || rc=1
+echo "== ibgda-bench all: exit $e (2: an experiment failed, 124: timed out)"
+if [[ -d .gpu/peers/include ]]; then
+    IBGDA_PEER_INCLUDE=$PWD/.gpu/peers/include timeout 90 .gpu/ibgda-bench --no-progress --out "$out" peers 2>&1 \
+        | tee "$out/peers.log"
+    e=${PIPESTATUS[0]}; [[ $e == 0 ]] || rc=1
+    echo "== ibgda-bench peers: exit $e (124: timed out)"
+else
+    echo "== peers skipped: no .gpu/peers/include (bash scripts/peer-headers.sh, then copy target/peers/include)"
+    rc=1
+fi
 ls -l "$out"
 exit "$rc"

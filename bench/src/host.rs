@@ -11,8 +11,11 @@
 //! - rdma-core: the oracle moves the provider's `sq.tail` to `sq.head` every 128 posts,
 //!   a plain store inside its loop (no CQE is written or polled: in rdma-core's favour).
 //!
-//! Each side runs `batches` timed batches of `batch` posts, alternating sides, so both
-//! see the same machine state; a batch's time divided by its posts is one sample.
+//! ibgda is measured twice: building the WQE (`RdmaWrite::new(..).inline(..).build()`)
+//! every post, and posting one WQE built once, as rdma-core's caller builds its
+//! `ibv_send_wr` once; both encode it into the ring every post. Each side runs `batches`
+//! timed batches of `batch` posts, alternating sides, so all see the same machine state;
+//! a batch's time divided by its posts is one sample.
 
 use std::time::Instant;
 
@@ -20,7 +23,7 @@ use ibgda::cq::CqMode;
 use ibgda::queue::{
     CompletionQueueMemory, CompletionQueueNicAccess, QpConfig, QueuePair, SendQueueMemory,
 };
-use ibgda::wqe::{Qpn, RKey, Rc, RdmaWrite, RemoteAddress, RingSize};
+use ibgda::wqe::{Inline, Qpn, RKey, Rc, RdmaWrite, RemoteAddress, RingSize, Wqe};
 use ibgda_rdma_core_oracle as oracle;
 use serde::{Deserialize, Serialize};
 
@@ -80,14 +83,26 @@ pub struct PostSide {
 pub struct HostPostResult {
     /// Its sizes.
     pub params: HostPostParams,
-    /// ibgda's queue pair.
+    /// ibgda's queue pair, building the WQE every post.
     pub ibgda: PostSide,
+    /// ibgda's queue pair posting a WQE built once (the post path alone).
+    pub ibgda_prebuilt: PostSide,
     /// rdma-core's provider.
     pub rdma_core: PostSide,
     /// rdma-core's median time per post over ibgda's (above 1: ibgda is faster).
     pub speedup_p50: f64,
+    /// The same for the WQE built once.
+    pub speedup_prebuilt_p50: f64,
     /// The target for `speedup_p50`.
     pub target: f64,
+}
+
+/// The request both sides post: 8 inline bytes to `REMOTE_ADDR`.
+fn write_wqe() -> Result<Wqe<RdmaWrite<'static, Rc, Inline<'static>>>, BenchError> {
+    RdmaWrite::new(RemoteAddress::new(REMOTE_ADDR, RKey(RKEY)))
+        .inline(&PAYLOAD)
+        .build()
+        .map_err(BenchError::msg)
 }
 
 /// ibgda's side: a host queue pair over plain memory and a collapsed one-entry CQ, with
@@ -120,15 +135,19 @@ impl IbgdaPoster {
         })
     }
 
-    /// Encodes, publishes and rings one WQE; completes the signaled one when the queue
-    /// signals (as the NIC would) and polls it.
+    /// Builds, encodes, publishes and rings one WQE; completes the signaled one when the
+    /// queue signals (as the NIC would) and polls it.
     #[inline(always)]
     fn post_one(&mut self) -> Result<(), BenchError> {
-        let wqe = RdmaWrite::new(RemoteAddress::new(REMOTE_ADDR, RKey(RKEY)))
-            .inline(&PAYLOAD)
-            .build()
-            .map_err(BenchError::msg)?;
-        self.qp.post(&wqe, &[]).map_err(BenchError::msg)?;
+        let wqe = write_wqe()?;
+        self.post_built(&wqe)
+    }
+
+    /// [`IbgdaPoster::post_one`] with the WQE built once by the caller (as rdma-core's
+    /// caller builds its `ibv_send_wr` once): encode, publish, doorbell, completion.
+    #[inline(always)]
+    fn post_built(&mut self, wqe: &Wqe<RdmaWrite<'_, Rc, Inline<'_>>>) -> Result<(), BenchError> {
+        self.qp.post(wqe, &[]).map_err(BenchError::msg)?;
         let signaled = self.qp.sq().signaled_through();
         if signaled != self.retired_signal {
             self.retired_signal = signaled;
@@ -182,6 +201,8 @@ pub fn run(
         )
     };
     let mut ours = Durations::new();
+    let mut prebuilt = Durations::new();
+    let built = write_wqe()?;
     let mut theirs = Durations::new();
     let posts = f64::from(params.batch);
     progress.set_length(u64::from(params.batches));
@@ -192,6 +213,14 @@ pub fn run(
             ibgda.post_one()?;
         }
         ours.record_nanos(t.elapsed().as_nanos() as f64 / posts)
+            .map_err(BenchError::msg)?;
+
+        let t = Instant::now();
+        for _ in 0..params.batch {
+            ibgda.post_built(&built)?;
+        }
+        prebuilt
+            .record_nanos(t.elapsed().as_nanos() as f64 / posts)
             .map_err(BenchError::msg)?;
 
         let t = Instant::now();
@@ -217,12 +246,15 @@ pub fn run(
             posts_per_s_p50: 1e9 / ns_per_post.p50,
         }
     };
-    let ibgda = side("ibgda", &ours);
+    let ibgda = side("ibgda (build + post)", &ours);
+    let ibgda_prebuilt = side("ibgda (post, WQE built once)", &prebuilt);
     let rdma_core = side("rdma-core mlx5_post_send", &theirs);
     Ok(HostPostResult {
         params,
         speedup_p50: rdma_core.ns_per_post.p50 / ibgda.ns_per_post.p50,
+        speedup_prebuilt_p50: rdma_core.ns_per_post.p50 / ibgda_prebuilt.ns_per_post.p50,
         ibgda,
+        ibgda_prebuilt,
         rdma_core,
         target: 2.0,
     })

@@ -3,9 +3,11 @@
 //! and SVG) beside the paper's numbers.
 //!
 //! CPU experiments: ibgda's host post against rdma-core's `mlx5_post_send` (`host-post`)
-//! and the software NIC's WQE/s per core (`softnic`). GPU experiments (`gpu`): issue time
-//! per ordering scope, typed and raw (Table 4), and posting rates (Table 5), against the
-//! doorbell sink. `--quick` shrinks the CPU experiments and skips the GPU ones (CI).
+//! and the software NIC's WQE/s per core (`softnic`). GPU experiments (`gpu`, from
+//! `ibgda_kernels::experiments`): issue time per ordering scope, typed and raw (Table 4),
+//! completion scope, posting rates (Table 5), dormant cost (Figure 9), against the
+//! doorbell sink; `peers`: DOCA GPUNetIO's issue loop beside ibgda's. `--quick` shrinks
+//! the CPU experiments and skips the GPU ones (CI).
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(missing_docs)]
 
@@ -97,8 +99,13 @@ enum Command {
     },
     /// Every CPU experiment (host-post, softnic).
     Cpu,
-    /// Every GPU experiment against the doorbell sink (Tables 4 and 5). Needs a GPU.
+    /// Every GPU experiment against the doorbell sink (Table 4, completion scope, Table 5,
+    /// dormant cost). Needs a GPU.
     Gpu,
+    /// DOCA GPUNetIO's device verbs beside ibgda typed and raw, on the same queue memory
+    /// and sink (headers of the pinned nvidia-nvshmem-cu13 wheel: $IBGDA_PEER_INCLUDE or
+    /// target/peers/include). Needs a GPU. Writes peers.json.
+    Peers,
     /// Everything: CPU and GPU experiments (GPU ones skipped with --quick).
     All,
     /// Re-renders the plots and the table of a results.json.
@@ -124,15 +131,18 @@ fn progress_bar(hidden: bool) -> ProgressBar {
     bar
 }
 
-fn run(cli: &Cli) -> Result<Report, BenchError> {
+/// Runs what the command asks for; returns the report and the GPU library's own results
+/// (raw samples), when a GPU experiment ran.
+fn run(cli: &Cli) -> Result<(Report, Option<serde_json::Value>), BenchError> {
     if let Command::Plot { json } = &cli.command {
         let text = std::fs::read_to_string(json).map_err(|e| BenchError::Io(json.clone(), e))?;
-        return serde_json::from_str(&text)
-            .map_err(|e| BenchError::Invalid(format!("{}: {e}", json.display())));
+        let report = serde_json::from_str(&text)
+            .map_err(|e| BenchError::Invalid(format!("{}: {e}", json.display())))?;
+        return Ok((report, None));
     }
     let (cpu, gpu) = match cli.command {
         Command::HostPost | Command::Softnic { .. } | Command::Cpu => (true, false),
-        Command::Gpu => (false, true),
+        Command::Gpu | Command::Peers => (false, true),
         Command::All => (true, true),
         Command::Plot { .. } => unreachable!("handled above"),
     };
@@ -147,6 +157,7 @@ fn run(cli: &Cli) -> Result<Report, BenchError> {
         ..Report::default()
     };
     let bar = progress_bar(cli.no_progress);
+    let mut raw_gpu = None;
     if cpu && !matches!(cli.command, Command::Softnic { .. }) {
         report.host_post = Some(host::run(host::HostPostParams::new(cli.quick), &bar)?);
     }
@@ -166,14 +177,27 @@ fn run(cli: &Cli) -> Result<Report, BenchError> {
             });
         } else {
             let mut info = GpuInfo::probe();
-            match gpu::run(gpu::GpuParams::default(), &bar) {
-                Ok(result) => {
+            let params = gpu::GpuParams::default();
+            let outcome = if matches!(cli.command, Command::Peers) {
+                gpu::run_peers(params.issue_iters, &bar).map(|(result, raw)| {
+                    info.measured_sm_clock_mhz = result.ibgda_typed.sm_clock_mhz;
+                    report.peers = Some(result);
+                    raw
+                })
+            } else {
+                gpu::run(params, &bar).map(|(result, raw)| {
                     info.measured_sm_clock_mhz = result.sm_clock_mhz;
-                    report.gpu = Some(info);
                     report.gpu_sink = Some(result);
+                    raw
+                })
+            };
+            match outcome {
+                Ok(raw) => {
+                    report.gpu = Some(info);
+                    raw_gpu = Some(raw);
                 }
                 // `all` keeps the CPU results and says why the GPU part is missing (the
-                // run still fails); `gpu` alone just fails.
+                // run still fails); the GPU commands alone just fail.
                 Err(e) if matches!(cli.command, Command::All) => {
                     report.skipped.push(Skipped {
                         experiment: "gpu".into(),
@@ -186,18 +210,39 @@ fn run(cli: &Cli) -> Result<Report, BenchError> {
         }
     }
     bar.finish_and_clear();
-    Ok(report)
+    Ok((report, raw_gpu))
 }
 
-fn write_outputs(cli: &Cli, report: &Report) -> Result<Vec<PathBuf>, BenchError> {
+fn write_outputs(
+    cli: &Cli,
+    report: &Report,
+    raw_gpu: Option<&serde_json::Value>,
+) -> Result<Vec<PathBuf>, BenchError> {
     let dir = &cli.out;
     std::fs::create_dir_all(dir).map_err(|e| BenchError::Io(dir.clone(), e))?;
     let mut files = Vec::new();
+    let stem = if matches!(cli.command, Command::Peers) {
+        "peers"
+    } else {
+        "results"
+    };
+    let mut write = |name: String, value: &dyn erased_json::Json| -> Result<(), BenchError> {
+        let path = dir.join(name);
+        let text = value.to_json()?;
+        std::fs::write(&path, text).map_err(|e| BenchError::Io(path.clone(), e))?;
+        files.push(path);
+        Ok(())
+    };
     if !matches!(cli.command, Command::Plot { .. }) {
-        let json = dir.join("results.json");
-        let text = serde_json::to_string_pretty(report).map_err(BenchError::msg)?;
-        std::fs::write(&json, text).map_err(|e| BenchError::Io(json.clone(), e))?;
-        files.push(json);
+        write(format!("{stem}.json"), report)?;
+    }
+    if let Some(raw) = raw_gpu {
+        let name = if stem == "peers" {
+            "peers-raw.json"
+        } else {
+            "gpu-raw.json"
+        };
+        write(name.into(), raw)?;
     }
     if !cli.no_plots {
         files.extend(plot::render_report(report, dir)?);
@@ -215,11 +260,11 @@ fn table(report: &Report) -> String {
              ({} batches of {} posts)",
             h.params.batches, h.params.batch
         );
-        for side in [&h.ibgda, &h.rdma_core] {
+        for side in [&h.ibgda, &h.ibgda_prebuilt, &h.rdma_core] {
             let p = &side.ns_per_post;
             let _ = writeln!(
                 t,
-                "  {:<26} p50 {:>7.2} ns  p99 {:>7.2} ns  {:>7.2} M posts/s",
+                "  {:<30} p50 {:>7.2} ns  p99 {:>7.2} ns  {:>7.2} M posts/s",
                 side.name,
                 p.p50,
                 p.p99,
@@ -228,8 +273,9 @@ fn table(report: &Report) -> String {
         }
         let _ = writeln!(
             t,
-            "  ibgda / rdma-core speed: {:.2}x (target {:.1}x: {})",
+            "  ibgda / rdma-core speed: {:.2}x, WQE built once {:.2}x (target {:.1}x: {})",
             h.speedup_p50,
+            h.speedup_prebuilt_p50,
             h.target,
             verdict(h.speedup_p50 >= h.target)
         );
@@ -290,23 +336,120 @@ fn table(report: &Report) -> String {
                 paper
             );
         }
-        let _ = writeln!(t, "Table 5: posting rate (sink only retires)");
-        for r in &g.rates {
-            let paper = paper::table5(&r.key)
-                .map_or(String::new(), |(row, v)| format!("  paper {v} ({row})"));
+        let _ = writeln!(
+            t,
+            "Completion scope [GpuFence]: put+c p50, wait for one queue vs quiet over all"
+        );
+        for c in &g.completion {
             let _ = writeln!(
                 t,
-                "  {:<16} {:<58} {:>9.2} M WQE/s{paper}",
-                r.key,
-                format!("{} [{}]", r.description, r.scope),
+                "  {:>3} queues {:<10} p50 {:>8.0} ns  p99 {:>8.0} ns",
+                c.queues, c.wait, c.put_c_ns.p50, c.put_c_ns.p99
+            );
+        }
+        let _ = writeln!(t, "Table 5: posting rate (sink only retires)");
+        for r in &g.rates {
+            let mut notes = String::new();
+            if r.scope == "GpuFence" {
+                if let Some(v) = paper::table5(&r.label) {
+                    let _ = write!(notes, "  paper {v}");
+                }
+                if let Some(goal) = paper::rate_target(&r.label) {
+                    let _ = write!(notes, "  target {goal}: {}", verdict(r.mwqe_per_s >= goal));
+                }
+            }
+            let _ = writeln!(
+                t,
+                "  {:<66} {:>9.2} M WQE/s{notes}",
+                format!("{} [{}]", r.label, r.scope),
                 r.mwqe_per_s
             );
+        }
+        let _ = writeln!(t, "Dormant cost: registers per thread (ptxas)");
+        for r in &g.dormant_registers {
+            let _ = writeln!(
+                t,
+                "  {:<10} {:<8} {:>4} registers, {} B stack, {} spill stores, {} blocks/SM",
+                r.caller, r.build, r.registers, r.stack_bytes, r.spill_stores, r.blocks_per_sm
+            );
+        }
+        let _ = writeln!(t, "Dormant cost: kernel time against the plain kernel");
+        for d in &g.dormant {
+            let _ = writeln!(
+                t,
+                "  {:<10} {:<8} {:>3} messages/block{} p50 {:>10.0} ns  loss {:>6.2} %",
+                d.caller,
+                d.build,
+                d.messages,
+                if d.wait { ", waiting" } else { "         " },
+                d.ns.p50,
+                d.loss * 100.0
+            );
+        }
+    }
+    if let Some(p) = &report.peers {
+        let _ = writeln!(
+            t,
+            "\nPeers: one 8-byte inline RC WRITE, 1 thread, {} iterations, same queue memory and sink",
+            p.iterations
+        );
+        for (what, side) in [
+            ("ibgda typed [GpuFence]", &p.ibgda_typed),
+            ("ibgda raw [GpuFence]", &p.ibgda_raw),
+            ("DOCA GPUNetIO", &p.doca),
+        ] {
+            let _ =
+                writeln!(
+                t,
+                "  {:<24} issue p50 {:>6.0} ns ({:>6.0} cycles)  put+c p50 {:>7.0} ns  {:.0} MHz",
+                what, side.issue_ns.p50, side.issue_cycles.p50, side.put_c_ns.p50, side.sm_clock_mhz
+            );
+        }
+        let _ = writeln!(
+            t,
+            "  DOCA WQEs: {} examined, {} parsed by ibgda, {} refused, {} byte differences from ibgda's encoding",
+            p.doca_wqes_examined,
+            p.doca_wqes_parsed,
+            p.doca_parse_errors.len(),
+            p.doca_byte_differences.len()
+        );
+        for e in p
+            .doca_parse_errors
+            .iter()
+            .chain(&p.doca_byte_differences)
+            .take(8)
+        {
+            let _ = writeln!(t, "    {e}");
         }
     }
     for s in &report.skipped {
         let _ = writeln!(t, "\nskipped {}: {}", s.experiment, s.reason);
     }
     t
+}
+
+/// Pretty JSON of the two kinds of value written.
+mod erased_json {
+    use crate::BenchError;
+
+    /// A value written as pretty JSON.
+    pub trait Json {
+        /// The JSON text.
+        fn to_json(&self) -> Result<String, BenchError>;
+    }
+
+    impl Json for crate::record::Report {
+        fn to_json(&self) -> Result<String, BenchError> {
+            serde_json::to_string_pretty(self).map_err(BenchError::msg)
+        }
+    }
+
+    impl Json for serde_json::Value {
+        fn to_json(&self) -> Result<String, BenchError> {
+            // Raw samples: compact, they are large.
+            serde_json::to_string(self).map_err(BenchError::msg)
+        }
+    }
 }
 
 fn verdict(reached: bool) -> &'static str {
@@ -319,7 +462,7 @@ fn verdict(reached: bool) -> &'static str {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    let report = match run(&cli) {
+    let (report, raw_gpu) = match run(&cli) {
         Ok(r) => r,
         Err(e) => {
             eprintln!("ibgda-bench: {e}");
@@ -327,7 +470,7 @@ fn main() -> ExitCode {
         }
     };
     print!("{}", table(&report));
-    match write_outputs(&cli, &report) {
+    match write_outputs(&cli, &report, raw_gpu.as_ref()) {
         Ok(files) => {
             println!();
             for f in files {

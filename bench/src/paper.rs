@@ -27,17 +27,28 @@ pub const TABLE4_P_IB: [(&str, &str, f64, f64); 7] = [
 /// The paper's SM clock during its latency runs (MHz).
 pub const SM_CLOCK_MHZ: f64 = 1970.0;
 
-/// Table 5 rows that match one of our rate configurations: (our row key, paper row,
-/// M msg/s).
-pub const TABLE5_P_IB: [(&str, &str, f64); 4] = [
-    ("batch1", "1 thread, 1 QP, batch 1", 1.79),
-    ("batch16", "1 thread, 1 QP, batch 16", 4.70),
-    ("warp1", "32 threads cooperative, 1 QP, ring every 32", 21.6),
-    (
-        "warp64",
-        "nearest row: 64 threads, 64 QPs, 64 SMs, batch 16",
-        260.0,
-    ),
+/// Table 5 (and Table 13) rows on P-IB, keyed by the start of the label of the matching
+/// configuration in `ibgda_kernels::experiments::rate::table5`: (label start, M msg/s).
+pub const TABLE5_P_IB: [(&str, f64); 12] = [
+    ("1 thread, 1 QP, batch 1", 1.79),
+    ("1 thread, 1 QP, batch 16", 4.70),
+    ("32 threads, 1 QP, per-thread, batch 1", 1.27),
+    ("256 threads, 1 QP, per-thread, batch 32", 2.60),
+    ("32 threads, 1 QP, per-warp, batch 32", 21.6),
+    ("256 threads, 1 QP, per-warp, batch 32", 30.7),
+    ("16 threads, 16 QPs, 16 SMs, batch 1", 27.9),
+    ("16 threads, 16 QPs, 16 SMs, batch 16", 74.4),
+    ("32 threads, 32 QPs, 1 SM, batch 16", 133.0),
+    ("64 threads, 64 QPs, 1 SM, batch 16", 206.0),
+    ("64 threads, 64 QPs, 64 SMs, batch 16", 260.0),
+    ("4096 threads, 16 QPs, 16 SMs, per-warp, batch 32", 260.0),
+];
+
+/// The issue's targets beyond the paper: one warp on one QP at or above the paper's 21.6,
+/// and 64 warps on 64 QPs and 64 SMs at 1,000 M WQE/s (label start, M WQE/s).
+pub const RATE_TARGETS: [(&str, f64); 2] = [
+    ("32 threads, 1 QP, per-warp, batch 32", 21.6),
+    ("64 warps, 64 QPs, 64 SMs, per-warp, batch 32", 1000.0),
 ];
 
 /// The paper's figure for a scope, if Table 4 has it.
@@ -48,10 +59,47 @@ pub fn table4(scope: &str) -> Option<(&'static str, f64, f64)> {
         .map(|&(_, row, issue, put_c)| (row, issue, put_c))
 }
 
-/// The paper's rate for one of our rate rows, if Table 5 has it.
-pub fn table5(key: &str) -> Option<(&'static str, f64)> {
+/// Whether `label` is the row `row`: equal, or `row` followed by a parenthesised note
+/// ("1 thread, 1 QP, batch 1" is not "1 thread, 1 QP, batch 16").
+fn is_row(label: &str, row: &str) -> bool {
+    label
+        .strip_prefix(row)
+        .is_some_and(|rest| rest.is_empty() || rest.starts_with(" ("))
+}
+
+/// The paper's rate for one of our rate rows (by its label), if Table 5 has it.
+pub fn table5(label: &str) -> Option<f64> {
     TABLE5_P_IB
         .iter()
-        .find(|(k, ..)| *k == key)
-        .map(|&(_, row, rate)| (row, rate))
+        .find(|(row, _)| is_row(label, row))
+        .map(|&(_, rate)| rate)
+}
+
+/// The issue's rate target for a row (by its label), if it has one.
+pub fn rate_target(label: &str) -> Option<f64> {
+    RATE_TARGETS
+        .iter()
+        .find(|(row, _)| is_row(label, row))
+        .map(|&(_, rate)| rate)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rows_match_whole_labels_only() {
+        assert_eq!(table5("1 thread, 1 QP, batch 1"), Some(1.79));
+        assert_eq!(table5("1 thread, 1 QP, batch 16"), Some(4.70));
+        assert_eq!(
+            table5("32 threads, 1 QP, per-warp, batch 32 (paper 21.6)"),
+            Some(21.6)
+        );
+        assert_eq!(table5("batch sweep: 1 thread, 1 QP, batch 16"), None);
+        assert_eq!(
+            rate_target("64 warps, 64 QPs, 64 SMs, per-warp, batch 32 (target 1000)"),
+            Some(1000.0)
+        );
+        assert_eq!(table4("GpuFence").map(|t| t.1), Some(0.70));
+    }
 }

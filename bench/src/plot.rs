@@ -172,6 +172,21 @@ fn render(dir: &Path, stem: &str, bars: &Bars<'_>) -> Result<Vec<PathBuf>, Bench
     Ok(vec![png, svg])
 }
 
+/// Renders `bars` twice as wide (for many groups).
+fn render_wide(dir: &Path, stem: &str, bars: &Bars<'_>) -> Result<Vec<PathBuf>, BenchError> {
+    let png = dir.join(format!("{stem}.png"));
+    let svg = dir.join(format!("{stem}.svg"));
+    let size = (WIDTH * 2, HEIGHT);
+    draw(BitMapBackend::new(&png, size).into_drawing_area(), bars)?;
+    draw(SVGBackend::new(&svg, size).into_drawing_area(), bars)?;
+    Ok(vec![png, svg])
+}
+
+/// A rate label without its parenthesised note, for an axis.
+fn short_label(label: &str) -> String {
+    label.split(" (").next().unwrap_or(label).to_string()
+}
+
 /// Renders every plot the report has data for into `dir`; returns the files written.
 pub fn render_report(report: &Report, dir: &Path) -> Result<Vec<PathBuf>, BenchError> {
     register()?;
@@ -182,7 +197,7 @@ pub fn render_report(report: &Report, dir: &Path) -> Result<Vec<PathBuf>, BenchE
                 "Host post, 8 B inline RC WRITE, one core: ibgda {:.2}x rdma-core",
                 h.speedup_p50
             ),
-            y_label: "ns per post (p50; whisker-free, p99 in the JSON)",
+            y_label: "ns per post (p50; p99 in the JSON)",
             series: &["ibgda", "rdma-core mlx5_post_send"],
             groups: vec![(
                 "encode + publish + doorbell record + doorbell".into(),
@@ -242,23 +257,120 @@ pub fn render_report(report: &Report, dir: &Path) -> Result<Vec<PathBuf>, BenchE
             target: None,
         };
         files.extend(render(dir, "table4_issue", &bars)?);
+        // Table 5: the GpuFence rows the paper has, ours beside its figure.
         let bars = Bars {
-            title: "Table 5: posting rate (ours: doorbell sink, no NIC)",
+            title: "Table 5: posting rate [GpuFence] (ours: doorbell sink, no NIC)",
             y_label: "M WQE/s",
             series: &["ibgda", "paper mini-gda (P-IB)"],
             groups: g
                 .rates
                 .iter()
+                .filter(|r| r.scope == "GpuFence")
+                .filter_map(|r| {
+                    paper::table5(&r.label)
+                        .map(|v| (short_label(&r.label), vec![Some(r.mwqe_per_s), Some(v)]))
+                })
+                .collect(),
+            target: None,
+        };
+        if !bars.groups.is_empty() {
+            files.extend(render(dir, "table5_rate", &bars)?);
+        }
+        // Every rate row (sweeps, placement, other scopes).
+        let bars = Bars {
+            title: "Posting rate, every configuration (doorbell sink)",
+            y_label: "M WQE/s",
+            series: &["ibgda"],
+            groups: g
+                .rates
+                .iter()
                 .map(|r| {
                     (
-                        format!("{} [{}]", r.key, r.scope),
-                        vec![Some(r.mwqe_per_s), paper::table5(&r.key).map(|(_, v)| v)],
+                        format!("{} [{}]", short_label(&r.label), r.scope),
+                        vec![Some(r.mwqe_per_s)],
                     )
                 })
                 .collect(),
             target: None,
         };
-        files.extend(render(dir, "table5_rate", &bars)?);
+        if !bars.groups.is_empty() {
+            files.extend(render_wide(dir, "rates_all", &bars)?);
+        }
+        // Completion scope: one queue vs quiet, by queue count.
+        let mut queues: Vec<u32> = g.completion.iter().map(|c| c.queues).collect();
+        queues.dedup();
+        let point = |q: u32, wait: &str| {
+            g.completion
+                .iter()
+                .find(|c| c.queues == q && c.wait == wait)
+                .map(|c| c.put_c_ns.p50 / 1e3)
+        };
+        let bars = Bars {
+            title: "Completion scope [GpuFence]: put+c p50 against the sink",
+            y_label: "µs",
+            series: &["wait for the one queue", "quiet over all queues"],
+            groups: queues
+                .iter()
+                .map(|&q| {
+                    (
+                        format!("{q} QPs"),
+                        vec![point(q, "OneQueue"), point(q, "AllQueues")],
+                    )
+                })
+                .collect(),
+            target: None,
+        };
+        if !bars.groups.is_empty() {
+            files.extend(render(dir, "completion_scope", &bars)?);
+        }
+        // Figure 9: dormant cost, loss against the plain kernel.
+        let bars = Bars {
+            title: "Figure 9: dormant cost, loss against the plain kernel",
+            y_label: "% slower than plain",
+            series: &["ibgda"],
+            groups: g
+                .dormant
+                .iter()
+                .map(|d| {
+                    (
+                        format!(
+                            "{} {} {}{}",
+                            d.caller,
+                            d.build,
+                            d.messages,
+                            if d.wait { " w" } else { "" }
+                        ),
+                        vec![Some(d.loss * 100.0)],
+                    )
+                })
+                .collect(),
+            target: None,
+        };
+        if !bars.groups.is_empty() {
+            files.extend(render_wide(dir, "dormant", &bars)?);
+        }
+    }
+    if let Some(p) = &report.peers {
+        let bars = Bars {
+            title: "Peers: issue of one 8 B inline RC WRITE, same queue memory and sink (p50)",
+            y_label: "ns",
+            series: &["issue", "put+c (sink)"],
+            groups: [
+                ("ibgda typed", &p.ibgda_typed),
+                ("ibgda raw", &p.ibgda_raw),
+                ("DOCA GPUNetIO", &p.doca),
+            ]
+            .iter()
+            .map(|(what, side)| {
+                (
+                    what.to_string(),
+                    vec![Some(side.issue_ns.p50), Some(side.put_c_ns.p50)],
+                )
+            })
+            .collect(),
+            target: None,
+        };
+        files.extend(render(dir, "peers", &bars)?);
     }
     Ok(files)
 }
@@ -266,7 +378,10 @@ pub fn render_report(report: &Report, dir: &Path) -> Result<Vec<PathBuf>, BenchE
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use crate::gpu::{GpuParams, GpuResult, IssueRow, IssueSide, RateRow};
+    use crate::gpu::{
+        CompletionRow, DormantRow, GpuParams, GpuResult, IssueRow, IssueSide, PeersResult, RateRow,
+        RegisterRow,
+    };
     use crate::stats::Percentiles;
 
     fn side(p50: f64) -> IssueSide {
@@ -283,8 +398,27 @@ pub(crate) mod tests {
         }
     }
 
-    /// A report with every section, as the GPU machine writes it.
+    /// A report with every GPU section, as the GPU machine writes it.
     pub(crate) fn gpu_report() -> Report {
+        let rate = |label: &str, mwqe_per_s: f64| RateRow {
+            label: label.into(),
+            scope: "GpuFence".into(),
+            publication: "PerWarp".into(),
+            blocks: 1,
+            threads: 32,
+            queues: 1,
+            share: 1,
+            batch: 32,
+            wqes: 640_000,
+            seconds: 0.05,
+            mwqe_per_s,
+            sm_clock_mhz: 1980.0,
+        };
+        let p = Percentiles {
+            count: 1,
+            p50: 4000.0,
+            ..Percentiles::default()
+        };
         Report {
             gpu_sink: Some(GpuResult {
                 params: GpuParams::default(),
@@ -297,19 +431,54 @@ pub(crate) mod tests {
                         typed_over_raw: 700.0 / 690.0,
                     })
                     .collect(),
-                rates: vec![RateRow {
-                    key: "warp1".into(),
-                    description: "1 warp".into(),
+                completion: [
+                    (1, "OneQueue"),
+                    (1, "AllQueues"),
+                    (16, "OneQueue"),
+                    (16, "AllQueues"),
+                ]
+                .iter()
+                .map(|&(queues, wait)| CompletionRow {
                     scope: "GpuFence".into(),
-                    threads: 32,
-                    blocks: 1,
-                    qps: 1,
-                    batch: 32,
-                    wqes: 640_000,
-                    seconds: 0.05,
-                    mwqe_per_s: 12.8,
+                    queues,
+                    wait: wait.into(),
+                    put_c_ns: p,
+                    sm_clock_mhz: 1980.0,
+                })
+                .collect(),
+                rates: vec![
+                    rate("32 threads, 1 QP, per-warp, batch 32 (paper 21.6)", 12.8),
+                    rate("batch sweep: 1 thread, 1 QP, batch 4", 3.0),
+                ],
+                dormant_registers: vec![RegisterRow {
+                    caller: "Compute".into(),
+                    build: "Plain".into(),
+                    registers: 29,
+                    stack_bytes: 0,
+                    spill_stores: 0,
+                    spill_loads: 0,
+                    blocks_per_sm: 8,
+                }],
+                dormant: vec![DormantRow {
+                    caller: "Compute".into(),
+                    build: "Inlined".into(),
+                    messages: 4,
+                    wait: true,
+                    ns: p,
+                    loss: 0.019,
                 }],
                 sm_clock_mhz: 1980.0,
+            }),
+            peers: Some(PeersResult {
+                iterations: 10,
+                ibgda_typed: side(700.0),
+                ibgda_raw: side(690.0),
+                doca: side(1600.0),
+                doca_qp_struct_bytes: 256,
+                doca_wqes_examined: 10,
+                doca_wqes_parsed: 10,
+                doca_parse_errors: vec![],
+                doca_byte_differences: vec![],
             }),
             ..Report::default()
         }
@@ -324,15 +493,19 @@ pub(crate) mod tests {
             .iter()
             .map(|f| f.file_name().unwrap().to_string_lossy().into_owned())
             .collect();
-        assert_eq!(
-            names,
-            [
-                "table4_issue.png",
-                "table4_issue.svg",
-                "table5_rate.png",
-                "table5_rate.svg"
-            ]
-        );
+        let stems = [
+            "table4_issue",
+            "table5_rate",
+            "rates_all",
+            "completion_scope",
+            "dormant",
+            "peers",
+        ];
+        let expected: Vec<String> = stems
+            .iter()
+            .flat_map(|s| [format!("{s}.png"), format!("{s}.svg")])
+            .collect();
+        assert_eq!(names, expected);
         let png = std::fs::read(dir.join("table4_issue.png")).unwrap();
         assert_eq!(&png[1..4], b"PNG");
         // The SVG carries the text: our scope names and the paper's figures.

@@ -2,7 +2,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::gpu::GpuResult;
+use crate::gpu::{GpuResult, PeersResult};
 use crate::host::HostPostResult;
 use crate::softnic::SoftnicResult;
 
@@ -30,6 +30,9 @@ pub struct Report {
     pub softnic: Option<SoftnicResult>,
     /// GPU experiments against the doorbell sink.
     pub gpu_sink: Option<GpuResult>,
+    /// DOCA GPUNetIO's issue loop beside ibgda's.
+    #[serde(default)]
+    pub peers: Option<PeersResult>,
     /// Experiments asked for but not run, with why.
     pub skipped: Vec<Skipped>,
     /// Whether an experiment asked for failed (it is listed in `skipped`).
