@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs the prebuilt GPU test and benchmark binaries on the GPU machine (no cargo there).
 # Build here first (see kernels/README.md), copy into .gpu/, then through the device tool:
-#   bash kernels/gpu-run.sh [tests|user|sanitize|bench|profile|softnic|all]   (carry: .gpu)
+#   bash kernels/gpu-run.sh [tests|user|sanitize|bench|profile|softnic|proxy|all]   (carry: .gpu)
 # user: every kernel loaded at open under lazy loading, the user-kernel example
 # (examples/user_kernel) on the CUDA software NIC, and a kernel posting with another
 # scope than its descriptor's trapping (in a process of its own: the trap kills the context).
@@ -12,6 +12,9 @@
 # softnic: the CUDA software NIC: (a) the differential streams replayed by the GPU engine,
 # (b) GPU producers end to end through the persistent NIC, (c) compute-sanitizer memcheck
 # on (a) (small batch; (b) needs two kernels at once, which the sanitizer serializes).
+# proxy (not part of all): the CPU proxy and the CPU-assisted doorbell with GPU producers on the software NIC
+# (.gpu/proxy-gpu-tests, .gpu/proxy-ptx-tests), compute-sanitizer memcheck on two of them,
+# then ibgda-proxy-bench --gpu (JSON in $OUT/proxy-bench-gpu.json).
 # Writes logs and raw numbers under $OUT (or ./gpu-out).
 set -uo pipefail
 what=${1:-all}
@@ -93,5 +96,20 @@ if [[ $what == softnic || $what == all ]]; then
     e=$?; [[ $e == 0 ]] || rc=1
     echo "== memcheck cuda_nic_replays_the_differential_streams: exit $e"
     grep -E "ERROR SUMMARY|test result|GPU engine" "$out/sanitize-memcheck-softnic.log"
+fi
+if [[ $what == proxy ]]; then
+    timeout 60 .gpu/proxy-ptx-tests --nocapture > "$out/proxy-ptx-tests.log" 2>&1 || rc=1
+    grep "test result" "$out/proxy-ptx-tests.log"
+    timeout 180 .gpu/proxy-gpu-tests --ignored --test-threads=1 --nocapture 2>&1 \
+        | tee "$out/proxy-gpu-tests.log" | grep -E "^test |test result|enqueue|probe|assisted|GPU threads|panicked" || rc=1
+    grep -q "test result: ok. 5 passed" "$out/proxy-gpu-tests.log" || rc=1
+    for test in tuned_gpu_producers_end_to_end cpu_assisted_doorbell_end_to_end; do
+        IBGDA_SMALL=1 timeout 120 compute-sanitizer --tool memcheck --error-exitcode 9 \
+            .gpu/proxy-gpu-tests --ignored --exact --test-threads=1 --nocapture $test \
+            > "$out/sanitize-memcheck-$test.log" 2>&1
+        e=$?; [[ $e == 0 ]] || rc=1
+        echo "== memcheck $test: exit $e"; grep -E "ERROR SUMMARY|test result" "$out/sanitize-memcheck-$test.log"
+    done
+    timeout 240 .gpu/ibgda-proxy-bench --gpu "$out" 2>&1 | tee "$out/proxy-bench.log" || rc=1
 fi
 exit $rc

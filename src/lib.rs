@@ -14,6 +14,7 @@ pub mod cq;
 pub mod memory;
 pub mod nic;
 pub mod order;
+pub mod proxy;
 pub mod queue;
 pub mod softnic;
 mod sync;

@@ -41,6 +41,7 @@ pub mod harness;
 pub mod layout;
 pub mod nic;
 pub mod nvrtc;
+pub mod proxy;
 pub mod ptx;
 pub mod request;
 pub mod softnic;
