@@ -51,7 +51,7 @@ fi
 if [[ $what == bench || $what == bench2 || $what == all ]]; then
     timeout 240 .gpu/ibgda-gpu-bench "$out" 2>&1 | tee "$out/bench.log"
     e=${PIPESTATUS[0]}; [[ $e == 0 ]] || rc=1
-    echo "== ibgda-gpu-bench: exit $e (1: a target missed, 2: an error)"
+    echo "== ibgda-gpu-bench: exit $e (1: a target missed or an experiment failed, see ERROR lines; 2: no GPU or no program)"
     # The peers (DOCA's waits are unbounded: its own process and time limit). The headers
     # come from .gpu/peers/include (the pinned wheel's include/, see kernels/README.md).
     if [[ -d .gpu/cccl ]]; then export IBGDA_CCCL_INCLUDE=$PWD/.gpu/cccl; fi

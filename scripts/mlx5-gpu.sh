@@ -29,7 +29,7 @@ build)
     cp "$nic" "$dir/nic-gpu-tests"
     cp "$suite" "$dir/nic-suite"
     cp target/release/ibgda-demo "$dir/ibgda-demo"
-    cargo build --release -p ibgda-kernels --features mlx5 --bin ibgda-gpu-bench
+    cargo build --release -p ibgda-kernels --features mlx5,test-support --bin ibgda-gpu-bench
     cp target/release/ibgda-gpu-bench "$dir/ibgda-gpu-bench"
     strip "$dir"/*
     ls -l "$dir"

@@ -295,3 +295,99 @@ fn capabilities_read_back_through_query_hca_cap() {
         other => panic!("expected the ring to be too large, got {other:?}"),
     }
 }
+
+#[test]
+fn without_atomic_capability_queues_refuse_remote_atomics() {
+    use ibgda::cq::Syndrome;
+    use ibgda::queue::PollError;
+    use std::sync::Arc;
+    let fabric = Fabric::new();
+    let caps = ibgda::nic::DeviceCaps {
+        atomic: false,
+        ..SOFT_NIC_CAPS
+    };
+    let device = Device::open(SoftNic::open(&fabric, 1).unwrap().with_caps(caps)).unwrap();
+    assert!(!device.caps().atomic);
+    let pd = device.alloc_pd().unwrap();
+    let buffer = Arc::new(ibgda::memory::DmaBuffer::zeroed(64, 64).unwrap());
+    let region = pd
+        .register(buffer.clone(), 0, 64, ibgda::nic::MemoryAccess::all())
+        .unwrap();
+    let pending = pd
+        .create_rc(QueueSpec::new(RingSize::new(16).unwrap()))
+        .unwrap();
+    let endpoint = pending.endpoint();
+    let mut qp = pending.connect(&endpoint).unwrap();
+    let fa = ibgda::wqe::Atomic::fetch_add(region.remote(0), region.local(8), 1)
+        .signaled()
+        .build()
+        .unwrap();
+    qp.post(&fa, &[region.registered()]).unwrap();
+    fabric.run_until_idle();
+    match qp.poll() {
+        Err(PollError::Completion(e)) => {
+            assert_eq!(
+                (e.syndrome, e.vendor_syndrome),
+                (Some(Syndrome::RemoteAccess), 0x43)
+            )
+        }
+        other => panic!("expected a remote access error, got {other:?}"),
+    }
+    assert_eq!(buffer.to_vec(), vec![0; 64], "the atomic changed nothing");
+}
+
+#[test]
+fn queue_lifecycles_send_their_commands_in_the_hardware_order() {
+    use ibgda::nic::prm::opcode::*;
+    let fabric = Fabric::new();
+    let device = Device::open(SoftNic::open(&fabric, 1).unwrap()).unwrap();
+    let log = |device: &Device<SoftNic>| device.backend().executed_commands();
+    assert_eq!(
+        log(&device),
+        [QUERY_HCA_CAP, QUERY_HCA_CAP],
+        "general and atomic caps"
+    );
+    let pd = device.alloc_pd().unwrap();
+    let spec = QueueSpec::new(RingSize::new(16).unwrap());
+    let pending = pd.create_rc(spec).unwrap();
+    let endpoint = pending.endpoint();
+    let rc = pending.connect(&endpoint).unwrap();
+    let dci = pd.create_dci::<Full>(spec).unwrap().activate().unwrap();
+    let dct = pd.create_dct(5, 16).unwrap();
+    let unconnected = pd.create_rc(spec).unwrap();
+    let roce_peer = RcEndpoint {
+        link_layer: LinkLayer::Ethernet,
+        ..unconnected.endpoint()
+    };
+    assert!(matches!(
+        unconnected.connect(&roce_peer),
+        Err(NicError::Unsupported { .. })
+    ));
+    drop(pd);
+    drop(dct);
+    drop(rc);
+    drop(dci);
+    let connect = [RST2INIT_QP, INIT2RTR_QP, RTR2RTS_QP];
+    let mut expected = vec![QUERY_HCA_CAP, QUERY_HCA_CAP];
+    expected.extend([CREATE_CQ, CREATE_QP]);
+    expected.extend(connect);
+    expected.extend([CREATE_CQ, CREATE_QP]);
+    expected.extend(connect);
+    expected.extend([CREATE_CQ, CREATE_DCT]);
+    expected.extend([CREATE_CQ, CREATE_QP]);
+    // A failed connection destroys its queue pair, then its CQ.
+    expected.extend([DESTROY_QP, DESTROY_CQ]);
+    expected.extend([DESTROY_DCT, DESTROY_CQ]);
+    expected.extend([DESTROY_QP, DESTROY_CQ]);
+    expected.extend([DESTROY_QP, DESTROY_CQ]);
+    assert_eq!(log(&device), expected);
+    assert_eq!(device.teardown_failures().0, 0);
+    assert_eq!(device.backend().allocated(), Default::default());
+    assert_eq!(
+        fabric.census(),
+        ibgda::softnic::Census {
+            nodes: 1,
+            ..Default::default()
+        }
+    );
+}

@@ -18,7 +18,10 @@ use std::path::{Path, PathBuf};
 
 use arbitrary::{Arbitrary, Unstructured};
 use ibgda::wqe::*;
-use ibgda_fuzz::{fuzz_parse_cqe, fuzz_parse_wqe, fuzz_roundtrip, wqe_input, Outcome, WqeCase};
+use ibgda_fuzz::softnic::{Op, Place, Recipe, SoftNicCase};
+use ibgda_fuzz::{
+    fuzz_parse_cqe, fuzz_parse_wqe, fuzz_roundtrip, fuzz_softnic, wqe_input, Outcome, WqeCase,
+};
 
 fn corpus_dir(target: &str) -> PathBuf {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -777,9 +780,169 @@ fn parse_cqe_seeds() -> usize {
     seeds.len()
 }
 
+// ---------------------------------------------------------------------------------------
+// softnic
+
+/// A signaled recipe of `kind` from `local` places to `remote`.
+fn recipe(kind: u8, remote: Place, local: &[(Place, u8)], payload: &[u8]) -> Op {
+    Op::Recipe(Recipe {
+        kind,
+        flags: 0x08,
+        remote,
+        local: local.to_vec(),
+        payload: payload.to_vec(),
+        words: [
+            0x1122_3344_5566_7788,
+            0x0102_0304_0506_0708,
+            0xffff_0000_ffff_0000,
+            0x0000_ffff_0000_fffe,
+        ],
+        av: [0; 4],
+    })
+}
+
+fn at(area: u8, offset: i8) -> Place {
+    Place {
+        area,
+        offset,
+        key: 0,
+    }
+}
+
+fn softnic_case(flags: u8, ring_log2: u8, ops: Vec<Op>) -> SoftNicCase {
+    SoftNicCase {
+        flags,
+        ring_log2,
+        cq_log2: 4,
+        delay: 0,
+        record_offset: 0,
+        doorbell: 0,
+        cq_record: 0,
+        ops,
+    }
+}
+
+/// Real WQE streams for the software NIC: every operation between the requester's and the
+/// responder's regions on both transports, faults (keys, bounds, rights), raw blocks with
+/// real addresses patched in, and the doorbell, record and CQ variants. Each is run once
+/// here to check that it executes as intended (`(wqes, cqes, errors)`).
+fn softnic_seeds() -> usize {
+    use ibgda_fuzz::softnic::flag;
+    let dir = corpus_dir("softnic");
+    // Areas: 0 requester read-only, 1 responder read-only, 2 responder all, 3 requester
+    // local-write, 4 responder all, 5 requester all; 6 and 7 the unregistered buffer.
+    let all_ops = || {
+        vec![
+            recipe(0, at(4, 0), &[], &[]),
+            recipe(2, at(4, 8), &[(at(5, 0), 16), (at(3, 4), 8)], &[]),
+            recipe(3, at(2, 0), &[], b"inline payload"),
+            recipe(4, at(4, 32), &[(at(5, 16), 8)], &[]),
+            recipe(5, at(1, 8), &[(at(5, 32), 24)], &[]),
+            recipe(6, at(4, 40), &[(at(5, 56), 8)], &[]),
+            recipe(7, at(2, 16), &[(at(3, 0), 8)], &[]),
+            recipe(8, at(4, 48), &[(at(3, 8), 8)], &[]),
+            recipe(1, at(5, 0), &[(at(5, 0), 32)], &[]),
+        ]
+    };
+    let mut dc_ops = all_ops();
+    for (k, op) in dc_ops.iter_mut().enumerate() {
+        if let Op::Recipe(r) = op {
+            r.av[0] = (k % 2) as u8; // compact and full address vectors
+        }
+    }
+    let faults = vec![
+        recipe(2, Place { key: 7, ..at(4, 0) }, &[(at(5, 0), 8)], &[]),
+        recipe(2, at(4, 60), &[(at(5, 0), 16)], &[]),
+        recipe(3, at(1, 0), &[], b"to a read-only region"),
+        recipe(5, at(4, 0), &[(at(0, 0), 8)], &[]),
+        recipe(6, at(4, 3), &[(at(5, 0), 8)], &[]), // refused by the builder: misaligned
+        recipe(2, at(6, 0), &[(at(5, 0), 8)], &[]),
+        recipe(0, at(4, 0), &[], &[]),
+    ];
+    // A raw copy of an inline WRITE's blocks whose remote address and key are patched in
+    // (the remote-address segment is octoword 1: address at byte 16, rkey at byte 24).
+    let mut raw = [0u8; 64];
+    {
+        let payload = [0x5au8; 8];
+        let wqe = RdmaWrite::<Rc, _>::new(RemoteAddress::new(0, RKey(0)))
+            .inline(&payload)
+            .signaled()
+            .build()
+            .expect("inline write");
+        let mut ring = [0u8; 64];
+        let qpn = Qpn::new(0x100).expect("qpn");
+        SendRing::new(&mut ring, WqeLimits::default())
+            .expect("ring")
+            .write(WqeIndex(0), qpn, &wqe)
+            .expect("write");
+        raw.copy_from_slice(&ring);
+    }
+    let patched = vec![
+        Op::Raw(raw),
+        Op::Address {
+            at: 16,
+            place: at(4, 8),
+        },
+        Op::Key {
+            at: 24,
+            pick: 5,
+            remote: true,
+        },
+    ];
+    let mut collapsed = softnic_case(flag::COLLAPSED, 4, all_ops());
+    collapsed.cq_log2 = 0;
+    let mut delayed = softnic_case(0, 4, all_ops());
+    delayed.delay = 2;
+    let mut short_record = softnic_case(0, 4, all_ops());
+    short_record.record_offset = 0xfffd;
+    let mut overrun = softnic_case(0, 4, all_ops());
+    overrun.cq_log2 = 1;
+    let mut raw_doorbell = softnic_case(flag::DOORBELL_ONLY | flag::RAW_DOORBELL, 4, all_ops());
+    raw_doorbell.doorbell = 0x0001_0000_0100_0000;
+    // Expected (WQEs consumed, CQEs, error CQEs). `all_ops` is nine signaled WQEs of ten
+    // WQEBBs (the 8-byte masked compare-swap takes two); in `rc-faults` the misaligned
+    // atomic is refused by the builder, the first WQE fails and the rest are flushed; the
+    // short record ends inside the two-block WQE (its fault flushes nothing more); two CQ
+    // entries overrun at the third CQE; a doorbell naming another queue starts nothing.
+    let seeds: Vec<(&str, SoftNicCase, (u64, u32, u32))> = vec![
+        ("rc-every-op", softnic_case(0, 4, all_ops()), (9, 9, 0)),
+        ("dc-every-op", softnic_case(flag::DC, 4, dc_ops), (9, 9, 0)),
+        ("rc-faults", softnic_case(0, 3, faults), (6, 6, 6)),
+        ("rc-raw-patched", softnic_case(0, 0, patched), (1, 1, 0)),
+        (
+            "rc-doorbell-only",
+            softnic_case(flag::DOORBELL_ONLY, 4, all_ops()),
+            (9, 9, 0),
+        ),
+        (
+            "rc-unconnected",
+            softnic_case(flag::UNCONNECTED, 4, all_ops()),
+            (0, 0, 0),
+        ),
+        ("rc-collapsed", collapsed, (9, 1, 0)),
+        ("rc-delayed", delayed, (9, 9, 0)),
+        ("rc-short-record", short_record, (7, 7, 1)),
+        ("rc-cq-overrun", overrun, (9, 2, 0)),
+        ("rc-foreign-doorbell", raw_doorbell, (0, 0, 0)),
+    ];
+    for (name, case, expected) in &seeds {
+        let bytes = case.to_bytes();
+        assert_eq!(&SoftNicCase::from_bytes(&bytes), case, "{name}: encoding");
+        let outcome = fuzz_softnic(&bytes);
+        assert_eq!(
+            (outcome.wqes, outcome.cqes, outcome.errors),
+            *expected,
+            "{name}: {outcome:?}"
+        );
+        save(&dir, name, &bytes);
+    }
+    seeds.len()
+}
+
 fn main() {
     let wqes = parse_wqe_seeds();
     let cqes = parse_cqe_seeds();
     let cases = roundtrip_seeds();
-    println!("seeds: parse_wqe {wqes}, parse_cqe {cqes}, roundtrip {cases}");
+    let nic = softnic_seeds();
+    println!("seeds: parse_wqe {wqes}, parse_cqe {cqes}, roundtrip {cases}, softnic {nic}");
 }

@@ -196,10 +196,10 @@ pub(crate) fn create_qp(
     }
 }
 
-/// RST2INIT: port `port`, P_Key index 0, migrated; RC queue pairs enable remote read,
-/// write and atomics with atomic mode "up to 8 bytes"; DCIs carry no access key (the key
-/// travels in each WQE's address vector).
-pub(crate) fn rst2init(qpn: u32, port: u8, rc: bool) -> Rst2InitQp {
+/// RST2INIT: port `port`, P_Key index 0, migrated; RC queue pairs enable remote read and
+/// write, and atomics with atomic mode "up to 8 bytes" where the device has them
+/// (`atomic`); DCIs carry no access key (the key travels in each WQE's address vector).
+pub(crate) fn rst2init(qpn: u32, port: u8, rc: bool, atomic: bool) -> Rst2InitQp {
     Rst2InitQp {
         uid: 0,
         qpn,
@@ -207,12 +207,12 @@ pub(crate) fn rst2init(qpn: u32, port: u8, rc: bool) -> Rst2InitQp {
         pm_state: PmState::Migrated,
         vhca_port_num: port,
         pkey_index: 0,
-        access: if rc {
-            RemoteAccess::ALL
-        } else {
-            RemoteAccess::default()
+        access: RemoteAccess {
+            read: rc,
+            write: rc,
+            atomic: rc && atomic,
         },
-        atomic_mode: if rc {
+        atomic_mode: if rc && atomic {
             AtomicMode::UpTo8Bytes
         } else {
             AtomicMode::NotSet
@@ -289,22 +289,31 @@ pub(crate) fn rtr2rts(qpn: u32, next_send_psn: u32) -> Rtr2RtsQp {
     }
 }
 
-/// CREATE_DCT: remote read, write and atomics (up to 8 bytes), the access key, port MTU,
-/// P_Key index 0, GID index 0; receive completions to `cqn`.
+/// CREATE_DCT: remote read and write, atomics (up to 8 bytes) where the device has them,
+/// the access key, port MTU, P_Key index 0, GID index 0; receive completions to `cqn`.
 pub(crate) fn create_dct(
     pd: u32,
     cqn: u32,
     access_key: u64,
     port: u8,
     mtu: u8,
+    atomic: bool,
 ) -> Result<CreateDct, NicError> {
     Ok(CreateDct {
         uid: 0,
         dctc: DctContext {
             user_index: 0,
             cqn,
-            atomic_mode: AtomicMode::UpTo8Bytes,
-            access: RemoteAccess::ALL,
+            atomic_mode: if atomic {
+                AtomicMode::UpTo8Bytes
+            } else {
+                AtomicMode::NotSet
+            },
+            access: RemoteAccess {
+                read: true,
+                write: true,
+                atomic,
+            },
             min_rnr_nak: MIN_RNR_NAK,
             srqn: 0,
             pd,

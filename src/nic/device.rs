@@ -647,6 +647,7 @@ impl<B: Backend> ProtectionDomain<B> {
             access_key,
             PORT,
             device.port.mtu.code(),
+            device.caps.atomic,
         )?)?;
         let dct = command::output::<CreateDct>(&output).map(|o| o.dctn);
         let dct_number = dct.as_ref().copied().unwrap_or(0);
@@ -783,8 +784,12 @@ impl<B: Backend, P: Placement> PendingRc<B, P> {
                 ),
             });
         }
-        self.building
-            .modify(&command::rst2init(qpn, port.port, true))?;
+        self.building.modify(&command::rst2init(
+            qpn,
+            port.port,
+            true,
+            self.building.objects.device.caps.atomic,
+        ))?;
         self.building.modify(&command::init2rtr(
             qpn,
             port.port,
@@ -851,7 +856,7 @@ impl<B: Backend, Av: AvForm, P: Placement> PendingDci<B, Av, P> {
         let qpn = self.building.qpn.get();
         let port = self.building.port();
         self.building
-            .modify(&command::rst2init(qpn, port.port, false))?;
+            .modify(&command::rst2init(qpn, port.port, false, false))?;
         self.building
             .modify(&command::init2rtr(qpn, port.port, port.mtu.code(), None)?)?;
         self.building.modify(&command::rtr2rts(qpn, 0))
@@ -900,10 +905,11 @@ impl<B: Backend> Drop for DctObject<B> {
 /// Dropping it destroys the DCT, then its CQ.
 pub struct DcTargetQueue<B: Backend> {
     endpoint: DcEndpoint,
-    cq: CompletionQueue,
-    // Declared before the objects: the DCT is destroyed before its CQ.
+    // Fields drop in order: the DCT is destroyed, then its CQ and UMEMs, and only then is
+    // the CQ's memory released.
     _target: DctObject<B>,
     _objects: QueueObjects<B>,
+    cq: CompletionQueue,
 }
 
 impl<B: Backend> fmt::Debug for DcTargetQueue<B> {

@@ -68,6 +68,8 @@ struct Tables {
     next_pd: u32,
     next_umem: u32,
     next_uar: u32,
+    /// The opcode of every command executed successfully, in order.
+    executed: Vec<u16>,
 }
 
 #[derive(Debug, Default)]
@@ -162,6 +164,18 @@ impl SoftNic {
     /// The capabilities QUERY_HCA_CAP reports.
     pub fn reported_caps(&self) -> &DeviceCaps {
         &self.caps
+    }
+
+    /// The opcode of every PRM command the device executed successfully, in order (what a
+    /// test reads to see the command sequence of a control-plane call).
+    pub fn executed_commands(&self) -> Vec<u16> {
+        self.tables.lock().executed.clone()
+    }
+
+    fn record(&self, input: &[u8]) {
+        if let Some(opcode) = super::command::opcode_of(input) {
+            self.tables.lock().executed.push(opcode);
+        }
     }
 
     /// How many protection domains, UMEM registrations and UAR pages are allocated now.
@@ -296,11 +310,15 @@ impl Backend for SoftNic {
     }
 
     fn general_command(&self, input: &[u8], output: &mut [u8]) -> Result<(), NicError> {
-        super::soft_commands::general(self, input, output)
+        super::soft_commands::general(self, input, output)?;
+        self.record(input);
+        Ok(())
     }
 
     fn create_object(&self, input: &[u8], output: &mut [u8]) -> Result<SoftObject, NicError> {
-        super::soft_commands::create(self, input, output)
+        let object = super::soft_commands::create(self, input, output)?;
+        self.record(input);
+        Ok(object)
     }
 
     fn modify_object(
@@ -309,11 +327,15 @@ impl Backend for SoftNic {
         input: &[u8],
         output: &mut [u8],
     ) -> Result<(), NicError> {
-        super::soft_commands::modify(self, *object, input, output)
+        super::soft_commands::modify(self, *object, input, output)?;
+        self.record(input);
+        Ok(())
     }
 
     fn destroy_object(&self, object: SoftObject, input: &[u8]) -> Result<(), NicError> {
-        super::soft_commands::destroy(self, object, input)
+        super::soft_commands::destroy(self, object, input)?;
+        self.record(input);
+        Ok(())
     }
 
     fn query_port(&self, port: u8) -> Result<PortAttributes, NicError> {

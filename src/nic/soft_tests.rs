@@ -268,7 +268,7 @@ fn transitions_follow_the_state_machine_and_a_wrong_one_changes_nothing() {
             .nic
             .modify_object(&qp, &c().unwrap(), &mut vec![0u8; OUTPUT_BYTES])
     };
-    let rst2init = || Ok(command::rst2init(qpn, 1, true).encode()?);
+    let rst2init = || Ok(command::rst2init(qpn, 1, true, true).encode()?);
     let init2rtr = || {
         Ok(command::init2rtr(
             qpn,
@@ -308,7 +308,7 @@ fn transitions_follow_the_state_machine_and_a_wrong_one_changes_nothing() {
     modify(&rtr2rts).unwrap();
     assert_eq!(state(), QpState::ReadyToSend);
     // A command naming another queue pair than the object it is sent to is refused.
-    let other = command::rst2init(qpn + 1, 1, true).encode().unwrap();
+    let other = command::rst2init(qpn + 1, 1, true, true).encode().unwrap();
     let e = bench
         .nic
         .modify_object(&qp, &other, &mut vec![0u8; OUTPUT_BYTES])
@@ -324,7 +324,7 @@ fn a_wqe_before_rts_is_an_error_cqe_and_the_queue_goes_to_error() {
         .nic
         .modify_object(
             &qp,
-            &command::rst2init(qpn, 1, true).encode().unwrap(),
+            &command::rst2init(qpn, 1, true, true).encode().unwrap(),
             &mut vec![0u8; OUTPUT_BYTES],
         )
         .unwrap();
@@ -411,7 +411,7 @@ fn a_cq_in_use_cannot_be_destroyed() {
 fn a_queue_refuses_remote_operations_its_context_disables() {
     let bench = Bench::new();
     let (qp, qpn) = bench.create_qp();
-    let mut rst2init = command::rst2init(qpn, 1, true);
+    let mut rst2init = command::rst2init(qpn, 1, true, true);
     rst2init.access = super::prm::RemoteAccess {
         read: false,
         write: true,

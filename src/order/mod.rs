@@ -244,12 +244,14 @@ impl HostBarrier {
     #[inline]
     pub fn to_device(self) {
         fence(Ordering::Release);
-        #[cfg(target_arch = "aarch64")]
+        // Miri cannot run inline assembly; the fences above are what its memory model
+        // checks (the instructions order device-visible stores, which Miri does not model).
+        #[cfg(all(target_arch = "aarch64", not(miri)))]
         // SAFETY: a data memory barrier has no memory-safety effect.
         unsafe {
             core::arch::asm!("dmb oshst", options(nostack, preserves_flags))
         };
-        #[cfg(not(target_arch = "aarch64"))]
+        #[cfg(any(not(target_arch = "aarch64"), miri))]
         compiler_fence(Ordering::SeqCst);
     }
 
@@ -258,12 +260,13 @@ impl HostBarrier {
     #[inline]
     pub fn flush_writes(self) {
         fence(Ordering::SeqCst);
-        #[cfg(target_arch = "x86_64")]
+        // Without the instruction under Miri, as in `to_device`.
+        #[cfg(all(target_arch = "x86_64", not(miri)))]
         // SAFETY: `sfence` only orders stores; it has no memory-safety effect.
         unsafe {
             core::arch::asm!("sfence", options(nostack, preserves_flags))
         };
-        #[cfg(target_arch = "aarch64")]
+        #[cfg(all(target_arch = "aarch64", not(miri)))]
         // SAFETY: a data synchronisation barrier has no memory-safety effect.
         unsafe {
             core::arch::asm!("dsb st", options(nostack, preserves_flags))

@@ -165,7 +165,7 @@ mod tests {
     }
 
     proptest! {
-        #![proptest_config(ProptestConfig::with_cases(4096))]
+        #![proptest_config(ProptestConfig::with_cases(if cfg!(miri) { 16 } else { 4096 }))]
         #[test]
         fn masked_fetch_add_matches_the_bitwise_definition(
             old: u64, add: u64, boundary: u64, four: bool,

@@ -1,5 +1,11 @@
 //! Typed queue pairs on the software NIC: memory allocated, the queue created in the
 //! fabric, and the host handle built over the same memory, in one call.
+//!
+//! These are the fabric's own shortcuts, for tests of NIC behaviours that no PRM command
+//! configures (response delay, doorbell watching, shared multi-producer queues). Queues
+//! an application uses come from the control plane ([`crate::nic::Device`], with
+//! [`crate::nic::SoftNic`] as the backend), which reaches this NIC through the same PRM
+//! command bytes a ConnectX gets.
 
 use std::sync::Arc;
 

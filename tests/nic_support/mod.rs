@@ -37,11 +37,36 @@ pub enum CaseError {
     Failed(String),
 }
 
-impl<E: std::fmt::Display> From<E> for CaseError {
-    fn from(e: E) -> Self {
-        Self::Failed(e.to_string())
+/// A control-plane error fails the case, except that something the backend does not
+/// support makes the case not apply to it (reported ignored with the backend's reason).
+impl From<NicError> for CaseError {
+    fn from(e: NicError) -> Self {
+        match e {
+            NicError::Unsupported { .. } => Self::Ignored(e.to_string()),
+            other => Self::Failed(other.to_string()),
+        }
     }
 }
+
+macro_rules! fails_the_case {
+    ($($error:ty),* $(,)?) => {
+        $(impl From<$error> for CaseError {
+            fn from(e: $error) -> Self {
+                Self::Failed(e.to_string())
+            }
+        })*
+    };
+}
+
+fails_the_case!(
+    std::io::Error,
+    ibgda::memory::DmaError,
+    ibgda::wqe::WqeError,
+    ibgda::queue::PostError,
+    ibgda::queue::WaitError,
+    ibgda::queue::PollError,
+    ibgda::nic::ConnectionError,
+);
 
 /// A case's result.
 pub type CaseResult = Result<(), CaseError>;

@@ -12,14 +12,18 @@
 //! [OUT_DIR]` (DOCA GPUNetIO's issue loop compiled from the pinned wheel's headers, beside
 //! ibgda typed and raw, on the same queue memory and sink; `peers.json`; a separate run,
 //! since the peer's waits are unbounded). Exits 2 with a typed error when no GPU is usable
-//! or an experiment fails, 1 when a target is missed.
+//! or a program does not compile, 1 when a target is missed or an experiment failed (each
+//! failure is recorded in the JSON and printed, and the run goes on).
 
 use std::fmt::Write as _;
 
 use serde::Serialize;
 
-use ibgda::order::{GpuFence, GpuReleaseStore, Unordered};
-use ibgda_kernels::experiments::completion::{self, CompletionResult};
+use ibgda::order::{
+    GpuFence, GpuFencedDbrec, GpuReleaseStore, SystemFence, SystemReleaseStore, ThreadFence,
+    Unordered,
+};
+use ibgda_kernels::experiments::completion::{self, CompletionResult, WaitScope};
 use ibgda_kernels::experiments::dormant::{self, DormantPoint, DormantRegisters};
 use ibgda_kernels::experiments::issue::{self, IssueResult};
 use ibgda_kernels::experiments::peers::{self, PeerResult};
@@ -52,6 +56,7 @@ struct Report {
     dormant_registers: Vec<DormantRegisters>,
     dormant: Vec<DormantPoint>,
     targets: Vec<Target>,
+    errors: Vec<String>,
 }
 
 fn gpu_name(gpu: &Gpu) -> String {
@@ -69,61 +74,93 @@ fn one_warp(gpu: &Gpu, program: &BenchProgram) -> Result<String, GpuError> {
     ))
 }
 
+/// Keeps an experiment's result, or records its error and goes on (a timed-out wait is a
+/// status, not a broken context: the rest of the run still measures).
+fn keep<T>(errors: &mut Vec<String>, what: &str, r: Result<T, GpuError>) -> Option<T> {
+    match r {
+        Ok(v) => Some(v),
+        Err(e) => {
+            eprintln!("ibgda-gpu-bench: {what}: {e}");
+            errors.push(format!("{what}: {e}"));
+            None
+        }
+    }
+}
+
 fn run(out_dir: Option<&str>) -> Result<(String, bool), GpuError> {
     let gpu = Gpu::open_with(0, &bench_options()?)?;
     let program = BenchProgram::load(&gpu)?;
+    let mut errors = Vec::new();
     let iters = 20_000;
-    let issue = issue::run_all(&gpu, iters)?;
+    let mut issue = Vec::new();
+    macro_rules! issue_of {
+        ($s:expr) => {{
+            let r = issue::run(&gpu, $s, iters);
+            issue.extend(keep(&mut errors, "issue", r));
+        }};
+    }
+    // SAFETY: benchmark queues on throw-away device memory read only by the sink.
+    issue_of!(unsafe { Unordered::new() });
+    issue_of!(GpuFence);
+    issue_of!(GpuFencedDbrec);
+    issue_of!(GpuReleaseStore);
+    issue_of!(ThreadFence);
+    issue_of!(SystemReleaseStore);
+    issue_of!(SystemFence);
 
     let mut completion = Vec::new();
-    completion.extend(completion::sweep(&gpu, &program, GpuFence, 2_000)?);
+    for q in completion::QUEUE_COUNTS {
+        for w in [WaitScope::OneQueue, WaitScope::AllQueues] {
+            let r = completion::run(&gpu, &program, GpuFence, q, w, 2_000);
+            completion.extend(keep(&mut errors, "completion", r));
+        }
+    }
 
     let mut rates = Vec::new();
+    let mut rate_of = |label: String, r: Result<RateResult, GpuError>| {
+        if let Some(result) = keep(&mut errors, &label, r) {
+            rates.push(LabeledRate { label, result });
+        }
+    };
     for (label, c) in rate::table5(1) {
         let label = if label.starts_with("batch sweep") {
             format!("{label}, batch {}", c.batch)
         } else {
             label.to_string()
         };
-        rates.push(LabeledRate {
-            label,
-            result: rate::run(&gpu, &program, GpuFence, c)?,
-        });
+        rate_of(label, rate::run(&gpu, &program, GpuFence, c));
     }
     // The one-warp and 64-queue cooperative rows in one launch (the sink in the last
     // block, reading doorbell records): the profiler's form, and a second sink design.
-    for (c, what) in [
-        (
-            rate::config(Publication::PerWarp, 1, 32, 1, 1, 32, 20_000),
-            "1 warp, 1 QP",
-        ),
-        (
-            rate::config(Publication::PerWarp, 64, 32, 64, 1, 32, 20_000),
-            "64 warps, 64 QPs",
-        ),
-    ] {
-        rates.push(LabeledRate {
-            label: format!("one launch: {what}, per-warp, batch 32"),
-            result: rate::run_one_launch(&gpu, &program, c)?,
-        });
-    }
-    // The cooperative rows under two other scopes.
     let coop_one = rate::config(Publication::PerWarp, 1, 32, 1, 1, 32, 20_000);
     let coop_64 = rate::config(Publication::PerWarp, 64, 32, 64, 1, 32, 20_000);
     for (c, what) in [(coop_one, "1 warp, 1 QP"), (coop_64, "64 warps, 64 QPs")] {
-        rates.push(LabeledRate {
-            label: format!("{what}, per-warp, batch 32"),
-            result: rate::run(&gpu, &program, GpuReleaseStore, c)?,
-        });
-        rates.push(LabeledRate {
-            label: format!("{what}, per-warp, batch 32"),
+        rate_of(
+            format!("one launch: {what}, per-warp, batch 32"),
+            rate::run_one_launch(&gpu, &program, c),
+        );
+    }
+    // The cooperative rows under two other scopes.
+    for (c, what) in [(coop_one, "1 warp, 1 QP"), (coop_64, "64 warps, 64 QPs")] {
+        rate_of(
+            format!("{what}, per-warp, batch 32"),
+            rate::run(&gpu, &program, GpuReleaseStore, c),
+        );
+        rate_of(
+            format!("{what}, per-warp, batch 32"),
             // SAFETY: benchmark queues on throw-away device memory read only by the sink.
-            result: rate::run(&gpu, &program, unsafe { Unordered::new() }, c)?,
-        });
+            rate::run(&gpu, &program, unsafe { Unordered::new() }, c),
+        );
     }
 
-    let dormant_registers = dormant::registers()?;
-    let dormant = dormant::run(&gpu, dormant::Work::default())?;
+    let dormant_registers =
+        keep(&mut errors, "dormant registers", dormant::registers()).unwrap_or_default();
+    let dormant = keep(
+        &mut errors,
+        "dormant",
+        dormant::run(&gpu, dormant::Work::default()),
+    )
+    .unwrap_or_default();
 
     // Targets (issue 9, item 3).
     let mut targets = Vec::new();
@@ -160,7 +197,7 @@ fn run(out_dir: Option<&str>) -> Result<(String, bool), GpuError> {
         goal: ">= 1000".into(),
         reached: many >= 1000.0,
     });
-    let all_reached = targets.iter().all(|t| t.reached);
+    let all_reached = targets.iter().all(|t| t.reached) && errors.is_empty();
 
     let report = Report {
         gpu: gpu_name(&gpu),
@@ -171,6 +208,7 @@ fn run(out_dir: Option<&str>) -> Result<(String, bool), GpuError> {
         dormant_registers,
         dormant,
         targets,
+        errors,
     };
     if let Some(dir) = out_dir {
         let json =
@@ -281,6 +319,9 @@ fn table(r: &Report) -> String {
             d.sm_mhz.first().copied().unwrap_or(0.0)
         );
     }
+    for e in &r.errors {
+        let _ = writeln!(t, "\nERROR {e}");
+    }
     let _ = writeln!(t, "\nTargets");
     for x in &r.targets {
         let _ = writeln!(
@@ -381,7 +422,7 @@ fn hardware(device: &str) -> Result<String, String> {
 fn hardware(device: &str) -> Result<String, String> {
     Err(format!(
         "--nic {device}: built without the mlx5 backend; rebuild with \
-         `cargo build --release -p ibgda-kernels --features mlx5`"
+         `cargo build --release -p ibgda-kernels --features mlx5,test-support`"
     ))
 }
 

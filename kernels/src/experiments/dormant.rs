@@ -355,6 +355,33 @@ mod tests {
     use super::*;
 
     #[test]
+    fn the_points_cover_the_figure() {
+        let p = points();
+        // Per caller: plain, then per build with code: dormant, 3 counts sending, 3 waiting.
+        assert_eq!(p.len(), 2 * (1 + 2 * (1 + 3 + 3)));
+        for caller in Caller::ALL {
+            let mine: Vec<_> = p.iter().filter(|x| x.0 == caller).collect();
+            assert_eq!(*mine[0], (caller, Build::Plain, 0, false));
+            assert_eq!(mine.iter().filter(|x| x.1 == Build::Plain).count(), 1);
+            for build in [Build::Inlined, Build::Call] {
+                for m in MESSAGES {
+                    for wait in [false, true] {
+                        let n = mine
+                            .iter()
+                            .filter(|x| **x == &(caller, build, m, wait))
+                            .count();
+                        assert_eq!(
+                            n,
+                            usize::from(m > 0 || !wait),
+                            "{caller:?} {build:?} {m} {wait}"
+                        );
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
     fn residency_follows_the_register_file() {
         // 32 registers x 256 threads: 8 blocks fill the 2048 threads of an SM.
         assert_eq!(blocks_per_sm(32, 256), 8);

@@ -8,10 +8,12 @@
 //! ibgda's host encoder writes for the same request: every difference is a finding.
 //!
 //! NVSHMEM's IBGDA device path (`non_abi/device/pt-to-pt/ibgda_device.cuh`) is not
-//! compiled: it includes `<cuda_runtime.h>` and rdma-core's `infiniband/mlx5dv.h` (with
-//! `<infiniband/verbs.h>`, `<pthread.h>`, `<sys/types.h>`), host headers NVRTC cannot
-//! compile, and it reads its queues through the global `nvshmemi_ibgda_device_state_d`
-//! that `libnvshmem_device` defines.
+//! compiled: it needs `cuda_fp16.h` (a toolkit header), rdma-core's `infiniband/mlx5dv.h`
+//! (which pulls `<infiniband/verbs.h>` and `<pthread.h>`, host headers NVRTC cannot
+//! compile; NVSHMEM's 8,384-byte device state is static-asserted over its structs),
+//! unannotated host functions (refused by NVRTC's JIT mode), `NVSHMEMI_STATIC` from
+//! `nvshmem.h`'s host include chain, and it reads its queues through the `__constant__`
+//! `nvshmemi_ibgda_device_state_d` that `libnvshmem_device` defines (see the README).
 
 use std::path::{Path, PathBuf};
 

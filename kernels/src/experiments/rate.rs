@@ -431,3 +431,66 @@ pub fn table5(scale: u32) -> Vec<(&'static str, RateConfig)> {
     ));
     v
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_planned_configuration_is_valid_and_only_the_controls_never_wrap() {
+        let rows = table5(1);
+        assert!(rows.len() >= 20);
+        for (label, c) in &rows {
+            c.check().unwrap_or_else(|e| panic!("{label}: {e}"));
+            assert_eq!(
+                c.never_wraps(),
+                label.starts_with("no reuse"),
+                "{label}: {c:?}"
+            );
+        }
+        // The two targets are among the rows.
+        assert!(rows.iter().any(|(l, c)| l.contains("paper 21.6")
+            && c.publication == Publication::PerWarp
+            && (c.blocks, c.threads, c.queues) == (1, 32, 1)));
+        assert!(rows
+            .iter()
+            .any(|(l, c)| l.contains("target 1000")
+                && (c.blocks, c.threads, c.queues) == (64, 32, 64)));
+    }
+
+    #[test]
+    fn bad_configurations_are_typed_errors_naming_the_value() {
+        let ok = config(Publication::PerWarp, 1, 32, 1, 1, 32, 10);
+        let cases = [
+            (RateConfig { threads: 0, ..ok }, "0 threads"),
+            (
+                RateConfig { threads: 48, ..ok },
+                "48 threads per block, not whole warps",
+            ),
+            (RateConfig { queues: 0, ..ok }, "0 queues"),
+            (
+                RateConfig {
+                    ring_wqebbs: 100,
+                    ..ok
+                },
+                "ring of 100",
+            ),
+            (RateConfig { share: 0, ..ok }, "share 0"),
+            (
+                config(Publication::Exclusive, 2, 1, 1, 1, 1, 10),
+                "2 threads for 1 exclusive queues",
+            ),
+        ];
+        for (c, want) in cases {
+            match c.check() {
+                Err(GpuError::Invalid(m)) => assert!(m.contains(want), "{m} lacks {want}"),
+                other => panic!("{c:?}: {other:?}"),
+            }
+        }
+        assert_eq!(ok.total_wqes(), 320);
+        assert_eq!(
+            config(Publication::Exclusive, 4, 16, 64, 1, 16, 10).total_wqes(),
+            640
+        );
+    }
+}

@@ -260,6 +260,16 @@ impl Mlx5Error {
         }
     }
 
+    /// The typed error for an error completion of a queue pair's first WQE (index 0): the
+    /// failure a wrongly created DEVX queue pair shows (e.g. an RQ it cannot use, vendor
+    /// syndrome 0x68), with advice. `None` for later WQEs, whose errors are ordinary
+    /// error completions.
+    pub fn first_wqe_failure(completion: &ErrorCompletion) -> Option<Self> {
+        (completion.wqe_counter == 0).then_some(Self::FirstWqeFailed {
+            completion: *completion,
+        })
+    }
+
     /// Whether this is the "no device" error (no RDMA device at all, or not the one asked
     /// for): what a machine without a NIC reports, where hardware tests are skipped.
     pub fn is_no_device(&self) -> bool {

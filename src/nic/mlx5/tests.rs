@@ -320,7 +320,12 @@ fn a_qp_failing_its_first_wqe_reports_the_completion_and_the_likely_cause() {
         panic!("an error CQE parses as an error completion");
     };
     assert_eq!(completion.syndrome, Some(Syndrome::LocalQpOperation));
-    let err = Mlx5Error::FirstWqeFailed { completion };
+    let err = Mlx5Error::first_wqe_failure(&completion).expect("WQE index 0 is the first");
+    assert_eq!(err, Mlx5Error::FirstWqeFailed { completion });
+    let Ok(Completion::Error(later)) = parse_cqe(&error_cqe(0x02, 0x68, 0x1c4, 5)) else {
+        panic!("an error CQE parses as an error completion");
+    };
+    assert_eq!(Mlx5Error::first_wqe_failure(&later), None);
     let msg = err.to_string();
     assert!(
         msg.starts_with("queue pair 0x1c4 failed on its first WQE (index 0): syndrome 0x02"),
