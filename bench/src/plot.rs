@@ -194,15 +194,20 @@ pub fn render_report(report: &Report, dir: &Path) -> Result<Vec<PathBuf>, BenchE
     if let Some(h) = &report.host_post {
         let bars = Bars {
             title: &format!(
-                "Host post, 8 B inline RC WRITE, one core: ibgda {:.2}x rdma-core",
-                h.speedup_p50
+                "Host post, 8 B inline RC WRITE, one core: ibgda {:.2}x rdma-core ({:.2}x with the WQE built once)",
+                h.speedup_p50, h.speedup_prebuilt_p50
             ),
             y_label: "ns per post (p50; p99 in the JSON)",
-            series: &["ibgda", "rdma-core mlx5_post_send"],
+            series: &[
+                "ibgda (build + post)",
+                "ibgda (WQE built once)",
+                "rdma-core mlx5_post_send",
+            ],
             groups: vec![(
                 "encode + publish + doorbell record + doorbell".into(),
                 vec![
                     Some(h.ibgda.ns_per_post.p50),
+                    Some(h.ibgda_prebuilt.ns_per_post.p50),
                     Some(h.rdma_core.ns_per_post.p50),
                 ],
             )],
