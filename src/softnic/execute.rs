@@ -337,15 +337,17 @@ fn execute_next(
             published: pending,
         })
     } else {
-        match parse_fetched_wqe(&fetched[..len], WqeIndex(index), sq.transport) {
-            Err(e) => Err(Fault::MalformedWqe(e)),
+        // Matched by reference: the parsed WQE is not moved out of the result (a copy of
+        // the whole struct per WQE).
+        match &parse_fetched_wqe(&fetched[..len], WqeIndex(index), sq.transport) {
+            Err(e) => Err(Fault::MalformedWqe(*e)),
             Ok(wqe) if wqe.qpn != sq.qpn => Err(Fault::ForeignQpn { found: wqe.qpn }),
             Ok(wqe) => {
                 if wqe.flags.fence.waits_for_reads() {
                     settle(sq, ctx);
                 }
                 let signaled = wqe.flags.completion.is_signaled();
-                perform(sq, &wqe, ctx).map(|done| (done, signaled))
+                perform(sq, wqe, ctx).map(|done| (done, signaled))
             }
         }
     };
