@@ -251,6 +251,34 @@ mod tests {
     }
 
     #[test]
+    fn only_unordered_tolerates_stale_wqes() {
+        use ibgda::order::{
+            GpuFence, GpuFencedDbrec, GpuReleaseStore, SystemFence, SystemReleaseStore,
+            ThreadFence, Unordered,
+        };
+        assert!(tolerates_stale_wqes::<Unordered>());
+        assert!(!tolerates_stale_wqes::<GpuFence>());
+        assert!(!tolerates_stale_wqes::<GpuFencedDbrec>());
+        assert!(!tolerates_stale_wqes::<GpuReleaseStore>());
+        assert!(!tolerates_stale_wqes::<ThreadFence>());
+        assert!(!tolerates_stale_wqes::<SystemReleaseStore>());
+        assert!(!tolerates_stale_wqes::<SystemFence>());
+        let left = GpuError::Timeout {
+            what: "x".into(),
+            limit: SPIN_LIMIT,
+            still_running: true,
+        };
+        let ended = GpuError::Timeout {
+            what: "x".into(),
+            limit: SPIN_LIMIT,
+            still_running: false,
+        };
+        assert!(gpu_hung(&left));
+        assert!(!gpu_hung(&ended));
+        assert!(!gpu_hung(&GpuError::Invalid("status -1".into())));
+    }
+
+    #[test]
     fn words_are_bounds_checked() {
         let b = 7u64.to_ne_bytes();
         assert_eq!(word64(&b, 0), Ok(7));
