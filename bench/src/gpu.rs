@@ -6,14 +6,14 @@
 //! library's own results, raw samples included, are kept as they serialize
 //! (`gpu-raw.json`, `peers-raw.json`).
 
-use ibgda::order::{GpuFence, GpuReleaseStore, Unordered};
+use ibgda::order::{GpuFence, GpuReleaseStore, OrderingScope, Unordered};
 use ibgda_kernels::experiments::completion;
 use ibgda_kernels::experiments::dormant;
 use ibgda_kernels::experiments::issue::{self, IssueResult, IssueRun};
 use ibgda_kernels::experiments::peers;
 use ibgda_kernels::experiments::rate::{self, Publication, RateResult};
-use ibgda_kernels::experiments::{bench_options, BenchProgram};
-use ibgda_kernels::gpu::Gpu;
+use ibgda_kernels::experiments::{bench_options, gpu_hung, progress, BenchProgram};
+use ibgda_kernels::gpu::{Gpu, GpuError};
 use serde::{Deserialize, Serialize};
 
 use crate::stats::{Durations, Percentiles};
@@ -53,6 +53,29 @@ pub struct IssueSide {
     pub sm_clock_mhz: f64,
 }
 
+/// What the sink read stale after a doorbell (the control segment of a WQE whose bytes
+/// had not all arrived): only the `Unordered` scope may (no fence between the WQE stores
+/// and the doorbell); a measured finding, reported as "stale WQEs seen: N of M".
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StaleWqes {
+    /// Control segments found stale.
+    pub seen: u64,
+    /// WQEs posted in the run (the sink checked every WQE in the issue and completion
+    /// runs, one control segment per doorbell in the rate runs).
+    pub of: u64,
+}
+
+/// A row (or a whole experiment) that failed: the run went on with the others.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct FailedRow {
+    /// "issue", "completion", "rate", "dormant", "dormant_registers" or "peers".
+    pub experiment: String,
+    /// The row (scope, label or point).
+    pub row: String,
+    /// Why.
+    pub error: String,
+}
+
 /// One scope's row of Table 4.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct IssueRow {
@@ -64,6 +87,9 @@ pub struct IssueRow {
     pub raw: IssueSide,
     /// Typed over raw p50 cycles (target 1.00 +- 0.02).
     pub typed_over_raw: f64,
+    /// `Unordered` only: stale WQEs the sink saw, typed and raw together.
+    #[serde(default)]
+    pub stale_wqes: Option<StaleWqes>,
 }
 
 /// One completion-scope point.
@@ -108,6 +134,9 @@ pub struct RateRow {
     pub mwqe_per_s: f64,
     /// SM clock (MHz).
     pub sm_clock_mhz: f64,
+    /// `Unordered` only: stale WQEs the sink saw.
+    #[serde(default)]
+    pub stale_wqes: Option<StaleWqes>,
 }
 
 /// ptxas's report for one dormant-cost variant.
@@ -163,6 +192,9 @@ pub struct GpuResult {
     pub dormant_registers: Vec<RegisterRow>,
     /// Dormant cost.
     pub dormant: Vec<DormantRow>,
+    /// Rows that failed (each with why); the others ran.
+    #[serde(default)]
+    pub failed: Vec<FailedRow>,
 }
 
 /// The peers' side-by-side result.
@@ -174,8 +206,12 @@ pub struct PeersResult {
     pub ibgda_typed: IssueSide,
     /// ibgda raw [GpuFence].
     pub ibgda_raw: IssueSide,
-    /// DOCA GPUNetIO's device verbs on the same queue memory and sink.
-    pub doca: IssueSide,
+    /// DOCA GPUNetIO's device verbs on the same queue memory and sink (absent when its
+    /// run failed: see `doca_error`).
+    pub doca: Option<IssueSide>,
+    /// Why DOCA's run failed (compile, a timeout of its wait, a bad status), if it did.
+    #[serde(default)]
+    pub doca_error: Option<String>,
     /// DOCA's queue struct size (bytes).
     pub doca_qp_struct_bytes: u32,
     /// DOCA WQEs ibgda examined.
@@ -207,11 +243,16 @@ fn side(run: &IssueRun) -> Result<IssueSide, BenchError> {
 
 fn issue_row(r: &IssueResult) -> Result<IssueRow, BenchError> {
     let (typed, raw) = (side(&r.typed)?, side(&r.raw)?);
+    let posted = 2 * (u64::from(r.iterations) + u64::from(issue::WARMUP));
     Ok(IssueRow {
         scope: r.scope.into(),
         typed_over_raw: typed.issue_cycles.p50 / raw.issue_cycles.p50.max(1.0),
         typed,
         raw,
+        stale_wqes: (r.scope == Unordered::NAME).then_some(StaleWqes {
+            seen: r.typed.stale_wqes + r.raw.stale_wqes,
+            of: posted,
+        }),
     })
 }
 
@@ -230,6 +271,10 @@ fn rate_row(label: String, r: &RateResult) -> RateRow {
         seconds: r.ns as f64 * 1e-9,
         mwqe_per_s: r.mwqe_per_s,
         sm_clock_mhz: r.sm_mhz,
+        stale_wqes: (r.scope == Unordered::NAME).then_some(StaleWqes {
+            seen: r.stale_wqes,
+            of: r.wqes,
+        }),
     }
 }
 
@@ -237,23 +282,95 @@ fn to_json<T: Serialize>(value: &T) -> Result<serde_json::Value, BenchError> {
     serde_json::to_value(value).map_err(BenchError::msg)
 }
 
-/// Runs every GPU experiment on GPU 0; returns the rows and the library's raw results.
+/// The rows of one GPU run: each row's result or error, in order.
+struct Rows {
+    failed: Vec<FailedRow>,
+    /// A launch timed out with the kernel possibly still running: nothing more may run.
+    hung: bool,
+}
+
+impl Rows {
+    /// Runs `f` for row `row` of `experiment` unless the GPU is hung, printing progress;
+    /// records its error and returns its value.
+    fn run<T>(
+        &mut self,
+        experiment: &str,
+        row: &str,
+        f: impl FnOnce() -> Result<T, GpuError>,
+    ) -> Option<T> {
+        if self.hung {
+            self.failed.push(FailedRow {
+                experiment: experiment.into(),
+                row: row.into(),
+                error: "not run: an earlier launch timed out and may still run".into(),
+            });
+            return None;
+        }
+        progress(&format!("GPU: {experiment}: {row}"));
+        self.outcome(experiment, row, f())
+    }
+
+    /// Records `result`'s error for row `row` of `experiment`.
+    fn outcome<T>(
+        &mut self,
+        experiment: &str,
+        row: &str,
+        result: Result<T, GpuError>,
+    ) -> Option<T> {
+        match result {
+            Ok(v) => Some(v),
+            Err(e) => {
+                progress(&format!("GPU: {experiment}: {row}: FAILED: {e}"));
+                self.hung |= gpu_hung(&e);
+                self.failed.push(FailedRow {
+                    experiment: experiment.into(),
+                    row: row.into(),
+                    error: e.to_string(),
+                });
+                None
+            }
+        }
+    }
+}
+
+/// Runs every GPU experiment on GPU 0; returns the rows (a failing row is listed in
+/// `failed` and the others still run) and the library's raw results. Only opening the
+/// GPU and compiling the benchmark program fail the whole run.
 pub fn run(
     params: GpuParams,
-    progress: &indicatif::ProgressBar,
+    progress_bar: &indicatif::ProgressBar,
 ) -> Result<(GpuResult, serde_json::Value), BenchError> {
+    progress("GPU: opening GPU 0 and compiling the device library");
     let gpu = Gpu::open_with(0, &bench_options()?)?;
+    progress("GPU: compiling bench_experiments.cu");
     let program = BenchProgram::load(&gpu)?;
     let configs = rate::table5(params.rate_scale);
-    progress.set_length(4 + configs.len() as u64 + 6);
-    progress.set_message("GPU: issue per scope, typed and raw (Table 4)");
-    let issue = issue::run_all(&gpu, params.issue_iters)?;
-    progress.inc(1);
-    progress.set_message("GPU: completion scope");
-    let completion = completion::sweep(&gpu, &program, GpuFence, params.completion_iters)?;
-    progress.inc(1);
+    progress_bar.set_length(4 + configs.len() as u64 + 6);
+    let mut rows = Rows {
+        failed: Vec::new(),
+        hung: false,
+    };
+    progress_bar.set_message("GPU: issue per scope, typed and raw (Table 4)");
+    let mut issue: Vec<IssueResult> = Vec::new();
+    for (scope, result) in issue::run_all(&gpu, params.issue_iters) {
+        issue.extend(rows.outcome("issue", scope, result));
+    }
+    progress_bar.inc(1);
+    progress_bar.set_message("GPU: completion scope");
+    let mut completion = Vec::new();
+    if rows.hung {
+        rows.run("completion", "every point", || Ok(()));
+    } else {
+        for (queues, wait, result) in
+            completion::sweep(&gpu, &program, GpuFence, params.completion_iters)
+        {
+            let row = format!("{queues} queues {wait:?}");
+            completion.extend(rows.outcome("completion", &row, result));
+        }
+    }
+    progress_bar.inc(1);
 
-    progress.set_message("GPU: message rate (Table 5, sweeps)");
+    progress_bar.set_message("GPU: message rate (Table 5, sweeps)");
     let mut rates: Vec<(String, RateResult)> = Vec::new();
     for (label, c) in configs {
         let label = if label.starts_with("batch sweep") {
@@ -261,8 +378,11 @@ pub fn run(
         } else {
             label.to_string()
         };
-        rates.push((label, rate::run(&gpu, &program, GpuFence, c)?));
-        progress.inc(1);
+        let row = format!("{label} [GpuFence]");
+        if let Some(r) = rows.run("rate", &row, || rate::run(&gpu, &program, GpuFence, c)) {
+            rates.push((label, r));
+        }
+        progress_bar.inc(1);
     }
     let rounds = 20_000 * params.rate_scale.max(1);
     let coop_one = rate::config(Publication::PerWarp, 1, 32, 1, 1, 32, rounds);
@@ -270,27 +390,43 @@ pub fn run(
     // The cooperative rows in one launch (the sink in the last block): the profiler's form.
     for (c, what) in [(coop_one, "1 warp, 1 QP"), (coop_64, "64 warps, 64 QPs")] {
         let label = format!("one launch: {what}, per-warp, batch 32");
-        rates.push((label, rate::run_one_launch(&gpu, &program, c)?));
-        progress.inc(1);
+        let row = format!("{label} [GpuFence]");
+        if let Some(r) = rows.run("rate", &row, || rate::run_one_launch(&gpu, &program, c)) {
+            rates.push((label, r));
+        }
+        progress_bar.inc(1);
     }
     // The cooperative rows under two other scopes.
     for (c, what) in [(coop_one, "1 warp, 1 QP"), (coop_64, "64 warps, 64 QPs")] {
         let label = format!("{what}, per-warp, batch 32");
-        rates.push((
-            label.clone(),
-            rate::run(&gpu, &program, GpuReleaseStore, c)?,
-        ));
-        progress.inc(1);
+        let row = format!("{label} [GpuReleaseStore]");
+        if let Some(r) = rows.run("rate", &row, || {
+            rate::run(&gpu, &program, GpuReleaseStore, c)
+        }) {
+            rates.push((label.clone(), r));
+        }
+        progress_bar.inc(1);
+        let row = format!("{label} [Unordered]");
         // SAFETY: benchmark queues on throw-away device memory read only by the sink.
         let unordered = unsafe { Unordered::new() };
-        rates.push((label, rate::run(&gpu, &program, unordered, c)?));
-        progress.inc(1);
+        if let Some(r) = rows.run("rate", &row, || rate::run(&gpu, &program, unordered, c)) {
+            rates.push((label, r));
+        }
+        progress_bar.inc(1);
     }
 
-    progress.set_message("GPU: dormant cost (Figure 9)");
-    let registers = dormant::registers()?;
-    let dormant = dormant::run(&gpu, dormant::Work::default())?;
-    progress.inc(1);
+    progress_bar.set_message("GPU: dormant cost (Figure 9)");
+    // NVRTC only: runs even when the GPU is hung.
+    progress("GPU: dormant_registers: ptxas reports of the three builds");
+    let registers = rows
+        .outcome("dormant_registers", "every build", dormant::registers())
+        .unwrap_or_default();
+    let dormant = rows
+        .run("dormant", "every point", || {
+            dormant::run(&gpu, dormant::Work::default())
+        })
+        .unwrap_or_default();
+    progress_bar.inc(1);
 
     let raw = serde_json::json!({
         "issue": to_json(&issue)?,
@@ -298,6 +434,7 @@ pub fn run(
         "rates": to_json(&rates)?,
         "dormant_registers": to_json(&registers)?,
         "dormant": to_json(&dormant)?,
+        "failed": to_json(&rows.failed)?,
     });
     let issue: Vec<IssueRow> = issue.iter().map(issue_row).collect::<Result<_, _>>()?;
     let clocks: Vec<f64> = issue
@@ -346,39 +483,194 @@ pub fn run(
                 })
             })
             .collect::<Result<_, BenchError>>()?,
+        failed: rows.failed,
     };
+    if rows.hung {
+        // A kernel may still run: destroying the context could wait for it forever.
+        std::mem::forget(program);
+        std::mem::forget(gpu);
+    }
     Ok((result, raw))
 }
 
 /// DOCA GPUNetIO's issue loop beside ibgda typed and raw, same queue memory and sink.
+/// ibgda's rows fail the run; DOCA's failure is recorded in `doca_error` (the run then
+/// counts as failed, see [`PeersResult::failed`]) with ibgda's rows kept.
 pub fn run_peers(
     iters: u32,
-    progress: &indicatif::ProgressBar,
+    progress_bar: &indicatif::ProgressBar,
 ) -> Result<(PeersResult, serde_json::Value), BenchError> {
+    progress("peers: opening GPU 0 and compiling the device library");
     let gpu = Gpu::open_with(0, &bench_options()?)?;
-    progress.set_length(2);
-    progress.set_message("GPU: ibgda issue loop [GpuFence]");
+    progress_bar.set_length(2);
+    progress_bar.set_message("GPU: ibgda issue loop [GpuFence]");
+    progress("peers: ibgda issue loop [GpuFence], typed and raw");
     let ibgda = issue::run(&gpu, GpuFence, iters)?;
-    progress.inc(1);
-    progress.set_message("GPU: DOCA GPUNetIO issue loop");
-    let doca = peers::run_doca(&gpu, iters)?;
-    progress.inc(1);
-    let raw = serde_json::json!({ "ibgda": to_json(&ibgda)?, "doca": to_json(&doca)? });
+    progress_bar.inc(1);
+    progress_bar.set_message("GPU: DOCA GPUNetIO issue loop");
+    let doca = peers::run_doca(&gpu, iters);
+    progress_bar.inc(1);
+    let raw = serde_json::json!({
+        "ibgda": to_json(&ibgda)?,
+        "doca": match &doca {
+            Ok(d) => to_json(d)?,
+            Err(e) => serde_json::json!({ "error": e.to_string() }),
+        },
+    });
+    let hung = doca.as_ref().is_err_and(gpu_hung);
+    let (doca, doca_error) = match doca {
+        Ok(d) => (Some(d), None),
+        Err(e) => {
+            progress(&format!("peers: DOCA FAILED: {e}"));
+            (None, Some(e.to_string()))
+        }
+    };
     let result = PeersResult {
         iterations: iters,
         ibgda_typed: side(&ibgda.typed)?,
         ibgda_raw: side(&ibgda.raw)?,
-        doca: side(&doca.run)?,
-        doca_qp_struct_bytes: doca.qp_struct_bytes,
-        doca_wqes_examined: doca.wqes.examined,
-        doca_wqes_parsed: doca.wqes.parsed,
-        doca_parse_errors: doca.wqes.parse_errors.clone(),
+        doca: doca.as_ref().map(|d| side(&d.run)).transpose()?,
+        doca_error,
+        doca_qp_struct_bytes: doca.as_ref().map_or(0, |d| d.qp_struct_bytes),
+        doca_wqes_examined: doca.as_ref().map_or(0, |d| d.wqes.examined),
+        doca_wqes_parsed: doca.as_ref().map_or(0, |d| d.wqes.parsed),
+        doca_parse_errors: doca
+            .as_ref()
+            .map(|d| d.wqes.parse_errors.clone())
+            .unwrap_or_default(),
         doca_byte_differences: doca
-            .wqes
-            .differences
-            .iter()
-            .map(|d| format!("{d:?}"))
-            .collect(),
+            .as_ref()
+            .map(|d| {
+                d.wqes
+                    .differences
+                    .iter()
+                    .map(|d| format!("{d:?}"))
+                    .collect()
+            })
+            .unwrap_or_default(),
     };
+    if hung {
+        // DOCA's kernel may still run: destroying the context could wait for it forever.
+        std::mem::forget(gpu);
+    }
     Ok((result, raw))
+}
+
+impl PeersResult {
+    /// Whether a part of the run failed (DOCA's).
+    pub fn failed(&self) -> bool {
+        self.doca_error.is_some()
+    }
+}
+
+impl GpuResult {
+    /// Whether a row failed.
+    pub fn failed(&self) -> bool {
+        !self.failed.is_empty()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_failing_row_is_recorded_and_the_others_still_run() {
+        let mut rows = Rows {
+            failed: Vec::new(),
+            hung: false,
+        };
+        let mut ran = Vec::new();
+        for i in 0..3u32 {
+            let v = rows.run("rate", &format!("row {i}"), || {
+                ran.push(i);
+                if i == 1 {
+                    Err(GpuError::Invalid("status -5".into()))
+                } else {
+                    Ok(i * 10)
+                }
+            });
+            assert_eq!(v, (i != 1).then_some(i * 10));
+        }
+        assert_eq!(ran, [0, 1, 2]);
+        assert_eq!(rows.failed.len(), 1);
+        assert_eq!(
+            (
+                rows.failed[0].experiment.as_str(),
+                rows.failed[0].row.as_str()
+            ),
+            ("rate", "row 1")
+        );
+        assert!(rows.failed[0].error.contains("status -5"));
+        assert!(!rows.hung);
+    }
+
+    #[test]
+    fn after_a_launch_left_running_no_row_runs() {
+        let mut rows = Rows {
+            failed: Vec::new(),
+            hung: false,
+        };
+        let timeout = GpuError::Timeout {
+            what: "rate".into(),
+            limit: std::time::Duration::from_secs(30),
+            still_running: true,
+        };
+        assert_eq!(rows.run("rate", "a", || Err::<(), _>(timeout)), None);
+        assert!(rows.hung);
+        let mut ran = false;
+        assert_eq!(
+            rows.run("dormant", "b", || {
+                ran = true;
+                Ok(())
+            }),
+            None
+        );
+        assert!(!ran, "a row ran beside a kernel that may still run");
+        assert_eq!(rows.failed.len(), 2);
+        assert!(rows.failed[1].error.starts_with("not run"));
+        // A wait the device-side watchdog ended leaves the GPU usable.
+        let mut rows = Rows {
+            failed: Vec::new(),
+            hung: false,
+        };
+        let watchdog = GpuError::Timeout {
+            what: "DOCA".into(),
+            limit: std::time::Duration::from_secs(5),
+            still_running: false,
+        };
+        assert_eq!(rows.run("peers", "doca", || Err::<(), _>(watchdog)), None);
+        assert!(!rows.hung);
+        assert_eq!(rows.run("rate", "next", || Ok(7)), Some(7));
+    }
+
+    #[test]
+    fn stale_wqes_are_reported_only_for_unordered() {
+        let c = rate::config(Publication::PerWarp, 64, 32, 64, 1, 32, 20_000);
+        let result = |scope: &'static str, stale_wqes| RateResult {
+            scope,
+            config: c,
+            wqes: c.total_wqes(),
+            ns: 1,
+            mwqe_per_s: 1.0,
+            sm_mhz: 1980.0,
+            sink_doorbells: 1,
+            sink_cqes: 1,
+            sink_wqebbs: c.total_wqes(),
+            never_wraps: false,
+            stale_wqes,
+        };
+        let row = rate_row("x".into(), &result(Unordered::NAME, 2));
+        assert_eq!(
+            row.stale_wqes,
+            Some(StaleWqes {
+                seen: 2,
+                of: 40_960_000
+            })
+        );
+        assert_eq!(
+            rate_row("x".into(), &result(GpuFence::NAME, 0)).stale_wqes,
+            None
+        );
+    }
 }

@@ -178,15 +178,18 @@ fn run(cli: &Cli) -> Result<(Report, Option<serde_json::Value>), BenchError> {
         } else {
             let mut info = GpuInfo::probe();
             let params = gpu::GpuParams::default();
+            // A failed row is kept in the result (with why) and fails the run.
             let outcome = if matches!(cli.command, Command::Peers) {
                 gpu::run_peers(params.issue_iters, &bar).map(|(result, raw)| {
                     info.measured_sm_clock_mhz = result.ibgda_typed.sm_clock_mhz;
+                    report.failed |= result.failed();
                     report.peers = Some(result);
                     raw
                 })
             } else {
                 gpu::run(params, &bar).map(|(result, raw)| {
                     info.measured_sm_clock_mhz = result.sm_clock_mhz;
+                    report.failed |= result.failed();
                     report.gpu_sink = Some(result);
                     raw
                 })
@@ -335,6 +338,9 @@ fn table(report: &Report) -> String {
                 r.typed_over_raw,
                 paper
             );
+            if let Some(st) = r.stale_wqes {
+                let _ = writeln!(t, "    stale WQEs seen: {} of {}", st.seen, st.of);
+            }
         }
         let _ = writeln!(
             t,
@@ -357,6 +363,9 @@ fn table(report: &Report) -> String {
                 if let Some(goal) = paper::rate_target(&r.label) {
                     let _ = write!(notes, "  target {goal}: {}", verdict(r.mwqe_per_s >= goal));
                 }
+            }
+            if let Some(st) = r.stale_wqes {
+                let _ = write!(notes, "  stale WQEs seen: {} of {}", st.seen, st.of);
             }
             let _ = writeln!(
                 t,
@@ -387,6 +396,11 @@ fn table(report: &Report) -> String {
             );
         }
     }
+    if let Some(g) = &report.gpu_sink {
+        for f in &g.failed {
+            let _ = writeln!(t, "FAILED {} {}: {}", f.experiment, f.row, f.error);
+        }
+    }
     if let Some(p) = &report.peers {
         let _ = writeln!(
             t,
@@ -394,10 +408,15 @@ fn table(report: &Report) -> String {
             p.iterations
         );
         for (what, side) in [
-            ("ibgda typed [GpuFence]", &p.ibgda_typed),
-            ("ibgda raw [GpuFence]", &p.ibgda_raw),
-            ("DOCA GPUNetIO", &p.doca),
+            ("ibgda typed [GpuFence]", Some(&p.ibgda_typed)),
+            ("ibgda raw [GpuFence]", Some(&p.ibgda_raw)),
+            ("DOCA GPUNetIO", p.doca.as_ref()),
         ] {
+            let Some(side) = side else {
+                let why = p.doca_error.as_deref().unwrap_or("no result");
+                let _ = writeln!(t, "  {what:<24} FAILED: {why}");
+                continue;
+            };
             let _ =
                 writeln!(
                 t,
@@ -477,7 +496,7 @@ fn main() -> ExitCode {
                 println!("wrote {}", Path::new(&f).display());
             }
             if report.failed {
-                eprintln!("ibgda-bench: an experiment failed (see \"skipped\" above)");
+                eprintln!("ibgda-bench: an experiment failed (see FAILED and \"skipped\" above)");
                 ExitCode::from(2)
             } else {
                 ExitCode::SUCCESS

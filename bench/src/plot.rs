@@ -367,15 +367,15 @@ pub fn render_report(report: &Report, dir: &Path) -> Result<Vec<PathBuf>, BenchE
             y_label: "ns",
             series: &["issue", "put+c (sink)"],
             groups: [
-                ("ibgda typed", &p.ibgda_typed),
-                ("ibgda raw", &p.ibgda_raw),
-                ("DOCA GPUNetIO", &p.doca),
+                ("ibgda typed", Some(&p.ibgda_typed)),
+                ("ibgda raw", Some(&p.ibgda_raw)),
+                ("DOCA GPUNetIO", p.doca.as_ref()),
             ]
             .iter()
             .map(|(what, side)| {
                 (
                     what.to_string(),
-                    vec![Some(side.issue_ns.p50), Some(side.put_c_ns.p50)],
+                    vec![side.map(|s| s.issue_ns.p50), side.map(|s| s.put_c_ns.p50)],
                 )
             })
             .collect(),
@@ -424,6 +424,7 @@ pub(crate) mod tests {
             seconds: 0.05,
             mwqe_per_s,
             sm_clock_mhz: 1980.0,
+            stale_wqes: None,
         };
         let p = Percentiles {
             count: 1,
@@ -440,6 +441,7 @@ pub(crate) mod tests {
                         typed: side(700.0),
                         raw: side(690.0),
                         typed_over_raw: 700.0 / 690.0,
+                        stale_wqes: None,
                     })
                     .collect(),
                 completion: [
@@ -479,12 +481,14 @@ pub(crate) mod tests {
                     loss: 0.019,
                 }],
                 sm_clock_mhz: 1980.0,
+                failed: Vec::new(),
             }),
             peers: Some(PeersResult {
                 iterations: 10,
                 ibgda_typed: side(700.0),
                 ibgda_raw: side(690.0),
-                doca: side(1600.0),
+                doca: Some(side(1600.0)),
+                doca_error: None,
                 doca_qp_struct_bytes: 256,
                 doca_wqes_examined: 10,
                 doca_wqes_parsed: 10,

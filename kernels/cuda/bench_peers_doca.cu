@@ -12,7 +12,11 @@
  *                           signaled 8-byte inline RDMA WRITE, exclusive mode, regular
  *                           doorbell from the SM) and doca_gpu_dev_verbs_poll_cq_at on its
  *                           ticket; issue ns/cycles and put+completion ns per iteration.
- * DOCA's own waits are unbounded (the calling program bounds the process instead). */
+ * DOCA's own waits are unbounded: the issue kernel runs a watchdog in its second warp,
+ * which, when the loop makes no progress for IBGDA_SPIN_LIMIT_NS (5 s if unset), writes
+ * an error CQE (owner bit right, opcode REQ_ERR) into the slot DOCA polls, so DOCA's poll
+ * returns -EIO, and the loop stops with PEER_WATCHDOG in its status and the iteration in
+ * status[1]. */
 #include "libc_shim.h"
 #include "gpunetio/device/doca_gpunetio_dev_verbs_onesided.cuh"
 #include "ibgda_layout.h"
@@ -61,13 +65,68 @@ extern "C" __global__ void ibgda_peer_doca_setup(ibgda::DeviceQueueDescriptor d,
     *size = sizeof(doca_gpu_dev_verbs_qp);
 }
 
-/* One thread. The CQ doorbell record (consumer index), which DOCA's GPU CQ mode does not
+#ifndef IBGDA_SPIN_LIMIT_NS
+#define IBGDA_SPIN_LIMIT_NS 5000000000ull
+#endif
+/* The loop's status when the watchdog had to complete a wait DOCA never saw end. */
+constexpr int PEER_WATCHDOG = -0x7d0;
+
+/* Shared between the loop (warp 0) and the watchdog (warp 1) of the issue kernel. */
+struct PeerWatch {
+    u64 iteration; /* + 1 each time the loop starts polling for a ticket */
+    u64 ticket;    /* the CQ index polled */
+    u32 done;
+    u32 fired;
+};
+
+/* Warp 1's thread: sleeps in 100 us steps; when the loop's iteration has not changed for
+ * the limit, writes the CQE DOCA waits for as an error completion. */
+__device__ void peer_watchdog(doca_gpu_dev_verbs_qp* qp, volatile PeerWatch* w) {
+    u64 seen = w->iteration, since = peer_globaltimer();
+    while (!w->done) {
+        __nanosleep(100000);
+        const u64 now = peer_globaltimer(), it = w->iteration;
+        if (it != seen) {
+            seen = it;
+            since = now;
+            continue;
+        }
+        if (now - since < (u64)IBGDA_SPIN_LIMIT_NS) continue;
+        const u64 ticket = w->ticket;
+        const u32 n = qp->cq_sq.cqe_num;
+        unsigned char* cqe = (unsigned char*)qp->cq_sq.cqe_daddr + (u64)(ticket & (n - 1)) * 64u;
+        const u32 owner = (u32)((ticket / n) & 1u);
+        w->fired = 1;
+        __threadfence_system();
+        /* op_own: REQ_ERR (0xd) in the opcode nibble, the pass's owner bit. */
+        asm volatile("st.relaxed.sys.global.b8 [%0], %1;" ::"l"(cqe + 63), "h"((unsigned short)((0xdu << 4) | owner))
+                     : "memory");
+        since = now; /* once more after another limit, should the loop still be stuck */
+    }
+}
+
+/* One thread (warp 0) and the watchdog (warp 1). The CQ doorbell record (consumer index), which DOCA's GPU CQ mode does not
  * write (its CQs ignore overrun), is written by this harness after each timed wait, so the
  * sink, which models a NIC that checks for overrun, keeps producing CQEs. */
 extern "C" __global__ void ibgda_peer_doca_issue(doca_gpu_dev_verbs_qp* qp, u32 warmup, u32 iters, u64 raddr, u32 rkey,
                                                  u64* issue_ns, u64* issue_cycles, u64* total_ns, u64* clocks,
                                                  int* status) {
+    __shared__ PeerWatch watch_state;
+    volatile PeerWatch* watch = &watch_state;
+    if (threadIdx.x == 0) {
+        watch->iteration = 0;
+        watch->ticket = 0;
+        watch->done = 0;
+        watch->fired = 0;
+    }
+    __syncthreads();
+    if (threadIdx.x == 32) {
+        peer_watchdog(qp, watch);
+        return;
+    }
+    if (threadIdx.x != 0) return;
     int err = 0;
+    u32 stopped_at = 0;
     u64 g_start = 0;
     long long c_start = 0;
     const doca_gpu_dev_verbs_addr remote{raddr, rkey};
@@ -84,6 +143,8 @@ extern "C" __global__ void ibgda_peer_doca_issue(doca_gpu_dev_verbs_qp* qp, u32 
             qp, remote, 0x0123456789abcdefull ^ i, &ticket);
         const long long c1 = clock64();
         const u64 t1 = peer_globaltimer();
+        watch->ticket = ticket;
+        watch->iteration = i + 1;
         const int w = doca_gpu_dev_verbs_poll_cq_at<DOCA_GPUNETIO_VERBS_RESOURCE_SHARING_MODE_EXCLUSIVE,
                                                     DOCA_GPUNETIO_VERBS_QP_SQ, DOCA_GPUNETIO_VERBS_CQ_64B>(qp, ticket);
         const u64 t2 = peer_globaltimer();
@@ -96,8 +157,15 @@ extern "C" __global__ void ibgda_peer_doca_issue(doca_gpu_dev_verbs_qp* qp, u32 
             issue_cycles[i - warmup] = (u64)(c1 - c0);
             total_ns[i - warmup] = t2 - t0;
         }
+        if (watch->fired) {
+            err = PEER_WATCHDOG;
+            stopped_at = i;
+            break;
+        }
     }
     clocks[0] = (u64)(clock64() - c_start);
     clocks[1] = peer_globaltimer() - g_start;
-    *status = err;
+    watch->done = 1;
+    status[0] = err;
+    status[1] = (int)stopped_at;
 }

@@ -6,6 +6,11 @@
  * Only the generated header is included, for the descriptor passed as the argument. */
 #include "ibgda_layout.h"
 
+/* The bound on the completion wait, as the device library's (0: unbounded). */
+#ifndef IBGDA_SPIN_LIMIT_NS
+#define IBGDA_SPIN_LIMIT_NS 0ull
+#endif
+
 typedef unsigned int u32;
 typedef unsigned long long u64;
 
@@ -81,6 +86,12 @@ __device__ __forceinline__ void raw_issue(const ibgda::DeviceQueueDescriptor& d,
         const u64 t1 = raw_gt();
         /* wait: poll the CQ ring (owner bit) until the CQE for this WQE */
         while (retired < next) {
+            if constexpr (IBGDA_SPIN_LIMIT_NS != 0) {
+                if (raw_gt() - t1 > IBGDA_SPIN_LIMIT_NS) {
+                    err = -0x300; /* the CQE never came */
+                    break;
+                }
+            }
             const u32 slot = (u32)consumer & (ncqe - 1);
             const u64 tail_addr = __cvta_generic_to_global((void*)(d.cq_ring + slot * 64u + 56u));
             u64 tail;
@@ -105,6 +116,7 @@ __device__ __forceinline__ void raw_issue(const ibgda::DeviceQueueDescriptor& d,
             retired = retired + (unsigned short)(counter - (unsigned short)retired) + 1; /* one-WQEBB WQEs */
             if ((op_own >> 4) == 13u) err = -(int)((const unsigned char*)(d.cq_ring + slot * 64u))[55];
         }
+        if (err == -0x300) break;
         const u64 t2 = raw_gt();
         if (i >= warmup) {
             issue_ns[i - warmup] = t1 - t0;

@@ -54,6 +54,17 @@ pub enum GpuError {
     Queue(DeviceQueueError),
     /// Bad arguments to a launcher.
     Invalid(String),
+    /// A wait did not end within its time limit.
+    Timeout {
+        /// What was waited for.
+        what: String,
+        /// The limit.
+        limit: std::time::Duration,
+        /// Whether the kernel may still run (the host gave up waiting: what it uses was
+        /// left allocated and the context must not be synchronized again); `false` when a
+        /// device-side watchdog ended the wait and the kernel finished.
+        still_running: bool,
+    },
     /// A kernel instantiated for one scope was given a descriptor of another.
     ScopeMismatch {
         /// The scope kind (`ibgda::order::ScopeKind` as `u32`) the kernel was built for.
@@ -73,6 +84,19 @@ impl fmt::Display for GpuError {
             Self::Driver(e) => write!(f, "CUDA driver error: {e}"),
             Self::Queue(e) => write!(f, "queue: {e}"),
             Self::Invalid(e) => write!(f, "invalid argument: {e}"),
+            Self::Timeout {
+                what,
+                limit,
+                still_running,
+            } => write!(
+                f,
+                "timed out: {what} did not end within {limit:?}{}",
+                if *still_running {
+                    " (still running: the GPU is left as it is)"
+                } else {
+                    " (ended by the device-side watchdog)"
+                }
+            ),
             Self::ScopeMismatch { kernel, descriptor } => write!(
                 f,
                 "a kernel of scope kind {kernel} was given a descriptor of scope kind {descriptor}"

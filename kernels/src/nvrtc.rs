@@ -9,7 +9,7 @@
 
 use std::ffi::{c_char, CStr, CString};
 use std::path::{Path, PathBuf};
-use std::sync::OnceLock;
+use std::sync::{Mutex, OnceLock};
 
 use cudarc::nvrtc::sys as nvrtc;
 
@@ -202,9 +202,7 @@ pub fn compile_source_with(
         texts.push(CString::new(*t).map_err(|_| nul(n))?);
         names.push(CString::new(*n).map_err(|_| nul(n))?);
     }
-    let (headers, include_names) = (texts, names);
-    let header_ptrs: Vec<*const c_char> = headers.iter().map(|h| h.as_ptr()).collect();
-    let name_ptrs: Vec<*const c_char> = include_names.iter().map(|h| h.as_ptr()).collect();
+    let headers: Vec<(CString, CString)> = names.into_iter().zip(texts).collect();
     let options: Vec<CString> = [
         format!("--gpu-architecture={ARCH}"),
         "--std=c++17".into(),
@@ -215,11 +213,75 @@ pub fn compile_source_with(
     .chain(extra.iter().map(|o| o.to_string()))
     .map(|o| CString::new(o).map_err(|_| nul("an option")))
     .collect::<Result<_, _>>()?;
-    let option_ptrs: Vec<*const c_char> = options.iter().map(|o| o.as_ptr()).collect();
 
+    // One compile at a time in this process (see COMPILE_LOCK); a poisoned lock guards
+    // nothing but the order of compiles.
+    let _serial = COMPILE_LOCK.lock().unwrap_or_else(|p| p.into_inner());
+    let attempt = || compile_once(&src, &c_name, name, &headers, &options);
+    let mut compiled = attempt()?;
+    if compiled.ptx.contains(".entry") && !has_resource_report(&compiled.log) {
+        // Seen on one machine's system NVRTC (13.0.88), never with the pinned wheel of the
+        // same version: a successful compile whose log lacks ptxas's -v report. Compile
+        // once more and say so in the log, with NVRTC's version and the first log's size.
+        let first = compiled.log.len();
+        compiled = attempt()?;
+        let version = nvrtc_version()
+            .map(|(major, minor)| format!("{major}.{minor}"))
+            .unwrap_or_else(|e| format!("unknown ({e})"));
+        compiled.log.push_str(&format!(
+            "\n(ibgda: NVRTC {version} returned a {first}-byte log without the -v resource \
+             report for {name}; compiled again: {} bytes, report {})\n",
+            compiled.log.len(),
+            if has_resource_report(&compiled.log) {
+                "present"
+            } else {
+                "missing again"
+            }
+        ));
+    }
+    Ok(compiled)
+}
+
+/// Serializes NVRTC compiles in this process. ptxas's `-v` report reaches the program log
+/// through NVRTC's in-process ptxas; with several compiles at once (parallel tests) it was
+/// seen missing from a log on one machine, so no two compiles overlap (they are seconds
+/// each and CPU-bound: nothing is lost on a small machine).
+static COMPILE_LOCK: Mutex<()> = Mutex::new(());
+
+/// Whether `log` holds ptxas's per-kernel resource report.
+fn has_resource_report(log: &str) -> bool {
+    log.contains("Compiling entry function '") && log.contains("registers")
+}
+
+/// NVRTC's version (major, minor), from `nvrtcVersion`.
+pub fn nvrtc_version() -> Result<(i32, i32), GpuError> {
+    load_nvrtc()?;
+    let (mut major, mut minor) = (0, 0);
+    // SAFETY: NVRTC is loaded; both are valid out-pointers.
+    let r = unsafe { nvrtc::nvrtcVersion(&mut major, &mut minor) };
+    if r == nvrtc::nvrtcResult::NVRTC_SUCCESS {
+        Ok((major, minor))
+    } else {
+        Err(GpuError::Nvrtc(format!("nvrtcVersion: {r:?}")))
+    }
+}
+
+/// Creates, compiles and destroys one NVRTC program: `src` named `c_name` (`name` in
+/// errors), with in-memory `headers` (include name, text) and `options`.
+fn compile_once(
+    src: &CStr,
+    c_name: &CStr,
+    name: &str,
+    headers: &[(CString, CString)],
+    options: &[CString],
+) -> Result<Compiled, GpuError> {
+    load_nvrtc()?;
+    let name_ptrs: Vec<*const c_char> = headers.iter().map(|(n, _)| n.as_ptr()).collect();
+    let header_ptrs: Vec<*const c_char> = headers.iter().map(|(_, t)| t.as_ptr()).collect();
+    let option_ptrs: Vec<*const c_char> = options.iter().map(|o| o.as_ptr()).collect();
     let mut prog: nvrtc::nvrtcProgram = std::ptr::null_mut();
     // SAFETY: NVRTC is loaded (checked above). Every pointer is to a NUL-terminated string
-    // that outlives the call; the header and name arrays have `headers.len()` entries.
+    // that outlives the call; the header and name arrays both have `headers.len()` entries.
     let r = unsafe {
         nvrtc::nvrtcCreateProgram(
             &mut prog,

@@ -10,12 +10,17 @@ use std::sync::OnceLock;
 
 use ibgda::order::{device_sequence, ScopeKind};
 use ibgda_kernels::gpu::CompileOptions;
-use ibgda_kernels::nvrtc::{compile, resource_usage, Compiled, Program};
+use ibgda_kernels::nvrtc::{compile, nvrtc_version, resource_usage, Compiled, Program};
 use ibgda_kernels::ptx::{kernel_orderings, ordering_of, parse_sequence};
 
 fn compiled(p: Program) -> &'static Compiled {
     static CACHE: OnceLock<Vec<Compiled>> = OnceLock::new();
     let all = CACHE.get_or_init(|| {
+        println!(
+            "NVRTC {:?} from {:?}",
+            nvrtc_version(),
+            ibgda_kernels::nvrtc::load_nvrtc()
+        );
         Program::ALL
             .iter()
             .map(|&p| compile(p, &CompileOptions::new()).unwrap_or_else(|e| panic!("{e}")))
@@ -59,8 +64,10 @@ fn every_program_compiles_to_an_sm90_cubin_and_reports_resources() {
         let usage = resource_usage(&c.log);
         assert!(
             !usage.is_empty(),
-            "{}: no ptxas report in the log:\n{}",
+            "{}: no ptxas report in the log of NVRTC {:?} ({} bytes):\n{}",
             c.name,
+            nvrtc_version(),
+            c.log.len(),
             c.log
         );
         println!("{}: {} kernels", c.name, usage.len());

@@ -15,7 +15,9 @@ use serde::Serialize;
 use ibgda::cq::CqMode;
 use ibgda::order::GpuFence;
 
-use super::{bench_options, launch, launch_config, sm_mhz, word32, word64};
+use super::{
+    bench_options, launch, launch_config, sm_mhz, wait_stream, word32, word64, HOST_WAIT_LIMIT,
+};
 use crate::gpu::{CompileOptions, Gpu, GpuError, KernelArg};
 use crate::harness::{descriptor_array, gpu_queue_pair, Sink, SINK_RETIRE};
 use crate::nvrtc::{compile_source_with, resource_usage, Compiled, Program, ResourceUsage};
@@ -294,10 +296,19 @@ pub fn run(gpu: &Gpu, work: Work) -> Result<Vec<DormantPoint>, GpuError> {
                     unsafe { launch(gpu, stream, launch_config(BLOCKS, THREADS), &args) }
                 }
             };
-            if let Err(e) = launched.and_then(|()| Ok(gpu.stream().synchronize()?)) {
+            let what = format!("dormant {caller:?} {build:?} {messages} messages wait {wait}");
+            if let Err(e) = launched.and_then(|()| wait_stream(gpu, &what, HOST_WAIT_LIMIT)) {
                 outcome = Err(e);
                 break 'reps;
             }
+        }
+    }
+    if let Err(e) = &outcome {
+        if super::gpu_hung(e) {
+            // The kernel may still run: leave everything it uses allocated.
+            std::mem::forget(sink);
+            std::mem::forget((qps, arr, input, output, clocks, modules));
+            return Err(e.clone());
         }
     }
     let (stats, _) = sink.stop()?;

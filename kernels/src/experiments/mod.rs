@@ -20,10 +20,13 @@
 //! error status instead of a hung GPU.
 
 use std::collections::HashMap;
-use std::time::Duration;
+use std::io::Write as _;
+use std::time::{Duration, Instant};
 
 use cudarc::driver::{CudaFunction, LaunchConfig, PushKernelArg};
 use serde::Serialize;
+
+use ibgda::order::{OrderingScope, ScopeKind};
 
 use crate::gpu::{CompileOptions, Gpu, GpuError, KernelArg};
 use crate::nvrtc::{compile, Compiled, Program};
@@ -36,6 +39,60 @@ pub mod rate;
 
 /// The bound on every device wait in the experiments: 5 s.
 pub const SPIN_LIMIT: Duration = Duration::from_secs(5);
+
+/// The host's bound on one launch of an experiment (every device wait in it is bounded by
+/// [`SPIN_LIMIT`], the peers' by a watchdog of the same length; this catches the rest).
+pub const HOST_WAIT_LIMIT: Duration = Duration::from_secs(30);
+
+/// Prints `what` on stdout and flushes it, so that a run killed from outside still shows
+/// the step it was in.
+pub fn progress(what: &str) {
+    let mut out = std::io::stdout().lock();
+    let _ = writeln!(out, "[ibgda-bench] {what}");
+    let _ = out.flush();
+}
+
+/// Waits for the work queued so far on the GPU's main stream, at most `limit`.
+///
+/// On [`GpuError::Timeout`] the work may still be running: the caller must leave every
+/// allocation it uses alive (`std::mem::forget`) and must not synchronize the context
+/// again (the sink's stop would wait for it too).
+pub fn wait_stream(gpu: &Gpu, what: &str, limit: Duration) -> Result<(), GpuError> {
+    let done = gpu.stream().record_event(None)?;
+    let start = Instant::now();
+    loop {
+        if done.try_is_complete()? {
+            return Ok(());
+        }
+        if start.elapsed() >= limit {
+            return Err(GpuError::Timeout {
+                what: what.to_string(),
+                limit,
+                still_running: true,
+            });
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
+/// Whether `e` is a host-side timeout with the kernel possibly still running (then no
+/// later launch may be waited for: the GPU is busy for good).
+pub fn gpu_hung(e: &GpuError) -> bool {
+    matches!(
+        e,
+        GpuError::Timeout {
+            still_running: true,
+            ..
+        }
+    )
+}
+
+/// Whether scope `S` may let the sink read a WQE before its bytes arrived (`Unordered`:
+/// no fence between the WQE stores and the doorbell). Its stale WQEs are a measured
+/// finding, counted in the result; for every other scope one is an error.
+pub fn tolerates_stale_wqes<S: OrderingScope>() -> bool {
+    S::KIND == ScopeKind::Unordered
+}
 
 /// The compile options of the experiments: every device wait bounded by [`SPIN_LIMIT`].
 pub fn bench_options() -> Result<CompileOptions, GpuError> {
@@ -191,6 +248,34 @@ mod tests {
         );
         assert!((s.mean - 51.0).abs() < 1e-9);
         assert_eq!(Summary::of(&[]), Summary::default());
+    }
+
+    #[test]
+    fn only_unordered_tolerates_stale_wqes() {
+        use ibgda::order::{
+            GpuFence, GpuFencedDbrec, GpuReleaseStore, SystemFence, SystemReleaseStore,
+            ThreadFence, Unordered,
+        };
+        assert!(tolerates_stale_wqes::<Unordered>());
+        assert!(!tolerates_stale_wqes::<GpuFence>());
+        assert!(!tolerates_stale_wqes::<GpuFencedDbrec>());
+        assert!(!tolerates_stale_wqes::<GpuReleaseStore>());
+        assert!(!tolerates_stale_wqes::<ThreadFence>());
+        assert!(!tolerates_stale_wqes::<SystemReleaseStore>());
+        assert!(!tolerates_stale_wqes::<SystemFence>());
+        let left = GpuError::Timeout {
+            what: "x".into(),
+            limit: SPIN_LIMIT,
+            still_running: true,
+        };
+        let ended = GpuError::Timeout {
+            what: "x".into(),
+            limit: SPIN_LIMIT,
+            still_running: false,
+        };
+        assert!(gpu_hung(&left));
+        assert!(!gpu_hung(&ended));
+        assert!(!gpu_hung(&GpuError::Invalid("status -1".into())));
     }
 
     #[test]

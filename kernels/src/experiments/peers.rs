@@ -27,7 +27,10 @@ use ibgda::wqe::{
 };
 
 use super::issue::{IssueRun, WARMUP};
-use super::{launch, launch_config, sm_mhz, word32, word64};
+use super::{
+    gpu_hung, launch, launch_config, progress, sm_mhz, wait_stream, word32, word64,
+    HOST_WAIT_LIMIT, SPIN_LIMIT,
+};
 use crate::gpu::{CompileOptions, Gpu, GpuError, KernelArg, KernelQueue};
 use crate::harness::{gpu_queue_pair, Sink, SINK_CHECK};
 use crate::nvrtc::{compile_source_with, Compiled};
@@ -36,6 +39,10 @@ use crate::nvrtc::{compile_source_with, Compiled};
 pub const BENCH_PEERS_DOCA_CU: &str = include_str!("../../cuda/bench_peers_doca.cu");
 /// The C library shim the peers' headers need under NVRTC (`cuda/peer_shims/libc_shim.h`).
 pub const LIBC_SHIM_H: &str = include_str!("../../cuda/peer_shims/libc_shim.h");
+
+/// The DOCA loop's status when its watchdog completed a wait DOCA never saw end
+/// (`PEER_WATCHDOG` of `cuda/bench_peers_doca.cu`).
+pub const PEER_WATCHDOG: i32 = -0x7d0;
 
 /// The wheel whose headers are compiled (pinned).
 pub const PEER_WHEEL: &str = "nvidia-nvshmem-cu13==3.8.0";
@@ -241,7 +248,13 @@ pub fn run_doca(gpu: &Gpu, iters: u32) -> Result<PeerResult, GpuError> {
     if iters == 0 {
         return Err(GpuError::Invalid("peers: 0 iterations".into()));
     }
+    progress("peers: compiling bench_peers_doca.cu with NVRTC (the wheel's DOCA headers)");
+    let started = std::time::Instant::now();
     let compiled = compile_doca(gpu.options())?;
+    progress(&format!(
+        "peers: compiled in {:.1} s; loading",
+        started.elapsed().as_secs_f64()
+    ));
     let functions = gpu.load_compiled(&compiled)?;
     let kernel = |name: &str| {
         functions
@@ -253,6 +266,7 @@ pub fn run_doca(gpu: &Gpu, iters: u32) -> Result<PeerResult, GpuError> {
         kernel("ibgda_peer_doca_setup")?,
         kernel("ibgda_peer_doca_issue")?,
     );
+    progress("peers: allocating the queue pair and buffers");
     let (raddr, rkey) = (0x7000_0000u64, 0x99u32);
     let qp = gpu_queue_pair(gpu, 0x78, 64, 64, 1, CqMode::Ring, GpuFence)?;
     let q = qp.device_queue();
@@ -261,6 +275,7 @@ pub fn run_doca(gpu: &Gpu, iters: u32) -> Result<PeerResult, GpuError> {
     let n = 8 * u64::from(iters);
     let out = gpu.device_buffer((3 * n + 16 + 8 + 8) as usize)?;
     let size_at = 3 * n + 24;
+    progress("peers: launching ibgda_peer_doca_setup");
     // SAFETY: ibgda_peer_doca_setup(DeviceQueueDescriptor, doca_gpu_dev_verbs_qp*, u32*):
     // the descriptor of a live queue pair (its ring is poisoned), a 4 KiB buffer for the
     // struct (its size is checked below, after the launch, before any other use), a word
@@ -277,13 +292,23 @@ pub fn run_doca(gpu: &Gpu, iters: u32) -> Result<PeerResult, GpuError> {
             ],
         )
     }?;
-    gpu.stream().synchronize()?;
+    progress("peers: waiting for the setup kernel");
+    if let Err(e) = wait_stream(gpu, "ibgda_peer_doca_setup", HOST_WAIT_LIMIT) {
+        if gpu_hung(&e) {
+            // The kernel may still run: leave everything it uses allocated.
+            std::mem::forget((qp, doca_qp, out));
+        }
+        return Err(e);
+    }
     let size = word32(&gpu.read_device(&out)?, size_at as usize)? as u32;
     if size == 0 || size > 4096 {
         return Err(GpuError::Invalid(format!(
             "DOCA's queue-pair struct is {size} bytes (expected 1..=4096)"
         )));
     }
+    progress(&format!(
+        "peers: DOCA's queue-pair struct is {size} bytes; starting the sink"
+    ));
     let sink = Sink::start(gpu, &[&qp], SINK_CHECK, 0, 1, 1)?;
     let base = out.addr();
     let args = [
@@ -300,19 +325,42 @@ pub fn run_doca(gpu: &Gpu, iters: u32) -> Result<PeerResult, GpuError> {
     ];
     // SAFETY: ibgda_peer_doca_issue(doca_gpu_dev_verbs_qp*, u32, u32, u64, u32, u64*, u64*,
     // u64*, u64*, int*): the struct filled above naming the live queue pair's memory, the
-    // sample columns, clocks and status inside `out`; the sink's stop synchronizes the
-    // context before anything is dropped.
-    let launched = unsafe { launch(gpu, &issue, launch_config(1, 1), &args) };
-    let synced = launched.and_then(|()| Ok(gpu.stream().synchronize()?));
+    // sample columns, clocks and two status words inside `out`; the sink's stop
+    // synchronizes the context before anything is dropped. Two warps: the loop's thread
+    // and its watchdog's.
+    progress(&format!(
+        "peers: launching DOCA's issue loop ({WARMUP} + {iters} iterations, watchdog {SPIN_LIMIT:?})"
+    ));
+    let launched = unsafe { launch(gpu, &issue, launch_config(1, 64), &args) };
+    progress("peers: waiting for DOCA's issue loop");
+    let synced = launched.and_then(|()| wait_stream(gpu, "DOCA's issue loop", HOST_WAIT_LIMIT));
+    if let Err(e) = &synced {
+        if gpu_hung(e) {
+            // The kernel may still run: leave everything it uses allocated.
+            std::mem::forget(sink);
+            std::mem::forget((qp, doca_qp, out));
+            return Err(e.clone());
+        }
+    }
+    progress("peers: stopping the sink");
     let (stats, _) = sink.stop()?;
     synced?;
     let o = gpu.read_device(&out)?;
     let status = word32(&o, (3 * n + 16) as usize)?;
+    if status == PEER_WATCHDOG {
+        let at = word32(&o, (3 * n + 20) as usize)?;
+        return Err(GpuError::Timeout {
+            what: format!("DOCA's poll for the completion of iteration {at} (sink {stats:?})"),
+            limit: SPIN_LIMIT,
+            still_running: false,
+        });
+    }
     if status != 0 {
         return Err(GpuError::Invalid(format!(
             "DOCA issue loop: status {status}, sink {stats:?}"
         )));
     }
+    progress("peers: judging DOCA's WQEs");
     let col = |k: u64| -> Result<Vec<u64>, GpuError> {
         (0..u64::from(iters))
             .map(|i| word64(&o, (k * n + 8 * i) as usize))
@@ -330,6 +378,9 @@ pub fn run_doca(gpu: &Gpu, iters: u32) -> Result<PeerResult, GpuError> {
                 word64(&o, (3 * n) as usize)?,
                 word64(&o, (3 * n + 8) as usize)?,
             ),
+            // DOCA's own ordering (a GPU-scope release before its doorbell); what the sink
+            // found wrong is in `sink`.
+            stale_wqes: 0,
         },
         qp_struct_bytes: size,
         sink: SinkCounts {
