@@ -95,7 +95,11 @@ fn an_inline_write_is_encoded_announced_and_rung() {
     assert_eq!(dbrec_send_counter(qp.sq().memory()), 1);
     // The doorbell is the first 8 bytes of the WQE's control segment.
     assert_eq!(
-        qp.sq().memory().doorbell_bytes().to_vec(),
+        qp.sq()
+            .memory()
+            .doorbell_bytes()
+            .expect("a memory doorbell")
+            .to_vec(),
         ring[..8].to_vec()
     );
     assert_eq!(
@@ -123,12 +127,23 @@ fn explicit_batching_rings_once_for_many_wqes() {
         0,
         "nothing announced before the doorbell"
     );
-    assert_eq!(qp.sq().memory().doorbell_bytes().to_vec(), vec![0; 8]);
+    assert_eq!(
+        qp.sq()
+            .memory()
+            .doorbell_bytes()
+            .expect("a memory doorbell")
+            .to_vec(),
+        vec![0; 8]
+    );
     qp.ring_doorbell();
     assert_eq!(dbrec_send_counter(qp.sq().memory()), 5);
     let ring = qp.sq().memory().ring_bytes();
     assert_eq!(
-        qp.sq().memory().doorbell_bytes().to_vec(),
+        qp.sq()
+            .memory()
+            .doorbell_bytes()
+            .expect("a memory doorbell")
+            .to_vec(),
         ring[4 * 64..4 * 64 + 8].to_vec(),
         "rung with the last WQE's control"
     );

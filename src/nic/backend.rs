@@ -9,7 +9,7 @@ use super::caps::Gid;
 use super::caps::PortAttributes;
 use super::error::NicError;
 use crate::memory::{DeviceBuffer, DmaBuffer};
-use crate::queue::{PlacementKind, QueueBufferSpan, Registered};
+use crate::queue::{GpuDoorbell, HostDoorbell, PlacementKind, QueueBufferSpan, Registered};
 use crate::wqe::segment::AddressVectorSegment;
 use crate::wqe::RKey;
 
@@ -117,10 +117,13 @@ pub trait UmemId: Send + Sync + fmt::Debug {
 pub trait UarPage: Send + Sync + fmt::Debug {
     /// The UAR page index.
     fn page_id(&self) -> u32;
-    /// The 8-byte doorbell register, for host producers.
-    fn host_doorbell(&self) -> Result<Arc<DmaBuffer>, NicError>;
-    /// The 8-byte doorbell register mapped into the GPU, for GPU producers.
-    fn gpu_doorbell(&self) -> Result<Arc<DeviceBuffer>, NicError>;
+    /// The 8-byte doorbell, for host producers: a store-only register page
+    /// ([`HostDoorbell::register`]) on hardware, memory the software NIC watches on it.
+    fn host_doorbell(&self) -> Result<HostDoorbell, NicError>;
+    /// The 8-byte doorbell register mapped into the GPU, for GPU producers: a store-only
+    /// device register ([`GpuDoorbell::register`]), never memory a kernel could read or a
+    /// registration could name.
+    fn gpu_doorbell(&self) -> Result<GpuDoorbell, NicError>;
 }
 
 /// A memory registration: what RDMA names it by.
