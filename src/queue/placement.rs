@@ -298,6 +298,37 @@ mod tests {
         );
     }
 
+    #[test]
+    fn the_software_nic_refuses_a_queue_whose_doorbell_it_cannot_watch() {
+        use crate::softnic::{Fabric, QpConfig as SoftQpConfig, SoftNicError};
+        use crate::wqe::TransportKind;
+        let fabric = Fabric::new();
+        let node = fabric.add_node(1).unwrap();
+        let size = RingSize::new(8).unwrap();
+        let (page, _word) = register_page();
+        let sq = SendQueueMemory::<super::Host>::from_parts(
+            size,
+            Arc::new(DmaBuffer::zeroed(size.bytes(), 4096).unwrap()),
+            Arc::new(DmaBuffer::zeroed(RECORD_BYTES, 64).unwrap()),
+            HostDoorbell::register(page),
+        )
+        .unwrap();
+        let cq = CompletionQueueMemory::allocate(8).unwrap();
+        let refused = fabric.create_qp(node, SoftQpConfig::new(TransportKind::Rc, &sq, &cq));
+        assert!(
+            matches!(
+                refused,
+                Err(SoftNicError::InvalidQueueMemory { what }) if what.contains("register page")
+            ),
+            "{refused:?}"
+        );
+        // The same queue with a memory doorbell is accepted.
+        let watched = SendQueueMemory::allocate(size).unwrap();
+        assert!(fabric
+            .create_qp(node, SoftQpConfig::new(TransportKind::Rc, &watched, &cq))
+            .is_ok());
+    }
+
     /// Host memory standing in for device memory: no GPU here, only addresses are used.
     fn stand_in(len: usize) -> DeviceBuffer {
         let backing = vec![0u64; len.div_ceil(8)];
