@@ -151,12 +151,16 @@ pub trait BackendObject: Send + Sync + fmt::Debug {}
 /// through the typed control plane.
 ///
 /// ```compile_fail,E0133
-/// use ibgda::nic::{Backend, Device, SoftNic};
-/// let device = Device::open(SoftNic::new("soft:doc")).unwrap();
-/// // A CREATE_QP could carry `dbr_umem_valid = 0` and any `dbr_addr`: not from safe code.
-/// let mut output = [0u8; 256];
-/// let _ = device.backend().create_object(&[0u8; 1024], &mut output);
-/// ``` Every failure is a typed [`NicError`].
+/// use ibgda::nic::{Backend, Device};
+/// fn forge<B: Backend>(device: &Device<B>) {
+///     // A CREATE_QP could carry `dbr_umem_valid = 0` and any `dbr_addr`: not from safe
+///     // code.
+///     let mut output = [0u8; 256];
+///     let _ = device.backend().create_object(&[0u8; 1024], &mut output);
+/// }
+/// ```
+///
+/// Every failure is a typed [`NicError`].
 /// Each handle type releases its resource when dropped; the control plane keeps parents
 /// alive as long as their children, so a backend sees teardown in the hardware's order.
 pub trait Backend: Send + Sync + fmt::Debug + 'static {
