@@ -10,7 +10,8 @@
 # The long mode (outside CI) stops each target after FUZZ_RUNS executions instead of a
 # time. Measured on a 2-core machine shared with other builds, with AddressSanitizer
 # (cargo-fuzz's default): parse_cqe ~88 k exec/s, parse_wqe ~45 k, roundtrip ~6-14 k,
-# softnic ~3.7 k; so 10 M take about 2, 4, 12-28 and 45 minutes, less on an idle machine.
+# softnic ~3.7 k; so 10 M take about 2, 4, 12-28 and 45 minutes, less on an idle machine
+# (the other targets' rates are their authors' to record).
 #
 # The seed corpus (fuzz/corpus/<target>/) is only read: new inputs go to a scratch corpus
 # (FUZZ_WORK, default a temporary directory) so a run leaves the repository clean. Crash
