@@ -417,6 +417,68 @@ impl fmt::Debug for DeviceBuffer {
     }
 }
 
+/// A device register mapped into a GPU (a NIC's UAR doorbell, for GPU producers): a device
+/// address GPU threads may only store to, with single aligned 64-bit stores. Unlike a
+/// [`DeviceBuffer`] it is not memory: it cannot be registered for RDMA, copied from, or
+/// used as queue memory other than a doorbell, and the host has no access to it at all.
+pub struct DeviceRegister {
+    addr: u64,
+    len: usize,
+    _owner: Box<dyn Send + Sync>,
+}
+
+impl DeviceRegister {
+    /// A register of `len` bytes (a nonzero multiple of 8) at device address `addr`.
+    ///
+    /// # Safety
+    ///
+    /// `addr` must be the 8-byte aligned device address of `len` bytes of device registers
+    /// mapped into the GPU, which accept aligned 64-bit stores from GPU threads and stay
+    /// mapped for as long as `owner` lives (it is dropped with the register). Storing to
+    /// them must change no memory (other than through the device's DMA, which the device's
+    /// own protocol governs).
+    pub unsafe fn from_raw(
+        addr: u64,
+        len: usize,
+        owner: Box<dyn Send + Sync>,
+    ) -> Result<Self, DmaError> {
+        if len == 0 || len % WORD != 0 {
+            return Err(DmaError::BadLength { len });
+        }
+        if addr % WORD as u64 != 0 {
+            return Err(DmaError::BadAlignment {
+                align: (addr % WORD as u64) as usize,
+            });
+        }
+        Ok(Self {
+            addr,
+            len,
+            _owner: owner,
+        })
+    }
+    /// The device address GPU threads store to.
+    pub fn device_addr(&self) -> u64 {
+        self.addr
+    }
+    /// Length in bytes.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+    /// Whether the register is empty (never: registers have at least 8 bytes).
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+}
+
+impl fmt::Debug for DeviceRegister {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("DeviceRegister")
+            .field("addr", &format_args!("{:#x}", self.addr))
+            .field("len", &self.len)
+            .finish()
+    }
+}
+
 /// Copies bytes out of words, starting `offset` bytes in.
 pub(crate) fn copy_out(words: &[AtomicU64], offset: usize, dst: &mut [u8], order: Ordering) {
     let mut pos = 0;

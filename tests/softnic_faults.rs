@@ -838,7 +838,13 @@ fn a_doorbell_rung_with_an_unchanged_value_is_caught_by_the_record() {
         assert_eq!(pair.a.cq.drain().len(), 1);
         // rdma-core style: ring with the last WQE's control segment, here the same bytes
         // as before, so the doorbell word does not change.
-        let unchanged = pair.a.sq.memory.memory().doorbell_bytes();
+        let unchanged = pair
+            .a
+            .sq
+            .memory
+            .memory()
+            .doorbell_bytes()
+            .expect("a memory doorbell");
         pair.a.sq.post(&nop);
         pair.a.sq.publish();
         pair.a.sq.memory.store_doorbell(unchanged);

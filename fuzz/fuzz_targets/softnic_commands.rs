@@ -8,7 +8,7 @@
 //! pair's state are exactly as before.
 #![no_main]
 
-use ibgda::nic::{Backend, Device, QueueSpec, SoftNic, SoftObject};
+use ibgda::nic::{Device, QueueSpec, SoftNic, SoftObject};
 use ibgda::softnic::Fabric;
 use ibgda::wqe::RingSize;
 use libfuzzer_sys::fuzz_target;

@@ -781,7 +781,11 @@ fn unwritten(cqe: &[u8; 64]) -> bool {
     cqe[63] == CQE_INIT_OP_OWN && cqe[..63].iter().all(|&b| b == 0)
 }
 
-fn check(world: &World, sq_before: &(Vec<u8>, [u8; 8], [u8; 8]), record: u16) -> SoftNicOutcome {
+fn check(
+    world: &World,
+    sq_before: &(Vec<u8>, [u8; 8], Option<[u8; 8]>),
+    record: u16,
+) -> SoftNicOutcome {
     for (k, area) in world.areas.iter().enumerate() {
         let image = area.buffer.to_vec();
         let len = area.region.len();

@@ -9,7 +9,7 @@ use super::caps::Gid;
 use super::caps::PortAttributes;
 use super::error::NicError;
 use crate::memory::{DeviceBuffer, DmaBuffer};
-use crate::queue::{PlacementKind, QueueBufferSpan, Registered};
+use crate::queue::{GpuDoorbell, HostDoorbell, PlacementKind, QueueBufferSpan, Registered};
 use crate::wqe::segment::AddressVectorSegment;
 use crate::wqe::RKey;
 
@@ -117,10 +117,13 @@ pub trait UmemId: Send + Sync + fmt::Debug {
 pub trait UarPage: Send + Sync + fmt::Debug {
     /// The UAR page index.
     fn page_id(&self) -> u32;
-    /// The 8-byte doorbell register, for host producers.
-    fn host_doorbell(&self) -> Result<Arc<DmaBuffer>, NicError>;
-    /// The 8-byte doorbell register mapped into the GPU, for GPU producers.
-    fn gpu_doorbell(&self) -> Result<Arc<DeviceBuffer>, NicError>;
+    /// The 8-byte doorbell, for host producers: a store-only register page
+    /// ([`HostDoorbell::register`]) on hardware, memory the software NIC watches on it.
+    fn host_doorbell(&self) -> Result<HostDoorbell, NicError>;
+    /// The 8-byte doorbell register mapped into the GPU, for GPU producers: a store-only
+    /// device register ([`GpuDoorbell::register`]), never memory a kernel could read or a
+    /// registration could name.
+    fn gpu_doorbell(&self) -> Result<GpuDoorbell, NicError>;
 }
 
 /// A memory registration: what RDMA names it by.
@@ -148,12 +151,16 @@ pub trait BackendObject: Send + Sync + fmt::Debug {}
 /// through the typed control plane.
 ///
 /// ```compile_fail,E0133
-/// use ibgda::nic::{Backend, Device, SoftNic};
-/// let device = Device::open(SoftNic::new("soft:doc")).unwrap();
-/// // A CREATE_QP could carry `dbr_umem_valid = 0` and any `dbr_addr`: not from safe code.
-/// let mut output = [0u8; 256];
-/// let _ = device.backend().create_object(&[0u8; 1024], &mut output);
-/// ``` Every failure is a typed [`NicError`].
+/// use ibgda::nic::{Backend, Device};
+/// fn forge<B: Backend>(device: &Device<B>) {
+///     // A CREATE_QP could carry `dbr_umem_valid = 0` and any `dbr_addr`: not from safe
+///     // code.
+///     let mut output = [0u8; 256];
+///     let _ = device.backend().create_object(&[0u8; 1024], &mut output);
+/// }
+/// ```
+///
+/// Every failure is a typed [`NicError`].
 /// Each handle type releases its resource when dropped; the control plane keeps parents
 /// alive as long as their children, so a backend sees teardown in the hardware's order.
 pub trait Backend: Send + Sync + fmt::Debug + 'static {

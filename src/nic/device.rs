@@ -21,8 +21,8 @@ use crate::memory::{DeviceBuffer, DmaBuffer};
 use crate::order::{GpuThread, OrderingScope, ValidFor};
 use crate::queue::RECORD_BYTES;
 use crate::queue::{
-    CompletionQueueMemory, Gpu, Host, Placement, ProducerStateMemory, QpConfig, QueuePair,
-    Registered, SendQueueConfig, SendQueueMemory, CQE_INIT_OP_OWN, RING_ALIGN,
+    CompletionQueueMemory, Gpu, GpuDoorbell, Host, HostDoorbell, Placement, ProducerStateMemory,
+    QpConfig, QueuePair, Registered, SendQueueConfig, SendQueueMemory, CQE_INIT_OP_OWN, RING_ALIGN,
 };
 use crate::wqe::{
     AvForm, Dc, LKey, LocalBuffer, Qpn, RKey, Rc, RemoteAddress, RingSize, Sge, TypedTransport,
@@ -337,14 +337,14 @@ pub trait QueuePlacement: Placement {
     /// Queue memory of this placement, to register as UMEM.
     fn umem_ref(buffer: &Self::Buffer) -> QueueMemoryRef<'_>;
     /// The doorbell register of `uar`, as producers of this placement reach it.
-    fn doorbell<U: UarPage>(uar: &U) -> Result<Self::Buffer, NicError>;
+    fn doorbell<U: UarPage>(uar: &U) -> Result<Self::Doorbell, NicError>;
 }
 
 impl QueuePlacement for Host {
     fn umem_ref(buffer: &Arc<DmaBuffer>) -> QueueMemoryRef<'_> {
         QueueMemoryRef::host(buffer)
     }
-    fn doorbell<U: UarPage>(uar: &U) -> Result<Arc<DmaBuffer>, NicError> {
+    fn doorbell<U: UarPage>(uar: &U) -> Result<HostDoorbell, NicError> {
         uar.host_doorbell()
     }
 }
@@ -353,7 +353,7 @@ impl QueuePlacement for Gpu {
     fn umem_ref(buffer: &Arc<DeviceBuffer>) -> QueueMemoryRef<'_> {
         QueueMemoryRef::gpu(buffer)
     }
-    fn doorbell<U: UarPage>(uar: &U) -> Result<Arc<DeviceBuffer>, NicError> {
+    fn doorbell<U: UarPage>(uar: &U) -> Result<GpuDoorbell, NicError> {
         uar.gpu_doorbell()
     }
 }

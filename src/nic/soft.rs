@@ -37,7 +37,8 @@ use super::backend::{
 };
 use super::caps::{AtomicEndianness, DeviceCaps, Gid, LinkLayer, Mtu, PortAttributes};
 use super::error::NicError;
-use crate::memory::{DeviceBuffer, DmaBuffer};
+use crate::memory::DmaBuffer;
+use crate::queue::{GpuDoorbell, HostDoorbell};
 use crate::softnic::{Fabric, MemoryRegion, NodeId};
 use crate::wqe::segment::AddressVectorSegment;
 use crate::wqe::{FullAddressVector, LinkAddress, RKey};
@@ -266,10 +267,10 @@ impl UarPage for SoftUar {
     fn page_id(&self) -> u32 {
         self.page
     }
-    fn host_doorbell(&self) -> Result<Arc<DmaBuffer>, NicError> {
-        Ok(self.doorbell.clone())
+    fn host_doorbell(&self) -> Result<HostDoorbell, NicError> {
+        Ok(HostDoorbell::memory(self.doorbell.clone()))
     }
-    fn gpu_doorbell(&self) -> Result<Arc<DeviceBuffer>, NicError> {
+    fn gpu_doorbell(&self) -> Result<GpuDoorbell, NicError> {
         Err(NicError::Unsupported {
             what: "GPU-placed queues on the CPU software NIC (its doorbells are host memory)"
                 .into(),

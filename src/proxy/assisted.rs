@@ -23,8 +23,8 @@ use std::thread::JoinHandle;
 use crate::memory::DmaBuffer;
 use crate::order::{GpuThread, HostBarrier, OrderingScope, ValidFor};
 use crate::queue::{
-    DeviceQueueDescriptor, DoorbellPolicy, Host, PollError, Polled, PostError, QueuePair,
-    Registered, SendQueueMemory, Ticket, SEND_DBREC_OFFSET,
+    DeviceQueueDescriptor, DoorbellPolicy, Host, HostDoorbell, PollError, Polled, PostError,
+    QueuePair, Registered, SendQueueMemory, Ticket, SEND_DBREC_OFFSET,
 };
 use crate::wqe::{Qpn, TypedTransport, Wqe, WqeSpec};
 
@@ -98,7 +98,7 @@ fn check_slot(slot: &DmaBuffer) -> Result<(), AssistedError> {
 pub struct ForwardTarget {
     slot: Arc<DmaBuffer>,
     dbrec: Arc<DmaBuffer>,
-    doorbell: Arc<DmaBuffer>,
+    doorbell: HostDoorbell,
     qpn: Qpn,
 }
 
@@ -123,7 +123,7 @@ impl ForwardTarget {
         self.dbrec.words()[0].store(u64::from_ne_bytes(record), Ordering::Release);
         barrier.flush_writes();
         let value = doorbell_value(next, self.qpn);
-        self.doorbell.words()[0].store(u64::from_ne_bytes(value), Ordering::Release);
+        self.doorbell.store(value);
         barrier.flush_writes();
     }
 }

@@ -31,7 +31,7 @@ use std::sync::Arc;
 
 use core::sync::atomic::Ordering;
 
-use super::placement::{Gpu, Host, Placement, QueueBuffer};
+use super::placement::{Gpu, GpuDoorbell, Host, HostDoorbell, Placement, QueueBuffer};
 use crate::cq::CQE_BYTES;
 use crate::memory::{DeviceBuffer, DmaBuffer, DmaError};
 use crate::order::HostBarrier;
@@ -157,7 +157,7 @@ pub struct SendQueueMemory<P: Placement = Host> {
     ring: P::Buffer,
     size: RingSize,
     dbrec: P::Buffer,
-    doorbell: P::Buffer,
+    doorbell: P::Doorbell,
 }
 
 impl<P: Placement> SendQueueMemory<P> {
@@ -186,8 +186,8 @@ impl<P: Placement> SendQueueMemory<P> {
     pub(crate) fn dbrec_buffer(&self) -> &P::Buffer {
         &self.dbrec
     }
-    /// The doorbell buffer, for the queue that owns this memory.
-    pub(crate) fn doorbell_buffer(&self) -> &P::Buffer {
+    /// The doorbell, for the queue that owns this memory.
+    pub(crate) fn doorbell_buffer(&self) -> &P::Doorbell {
         &self.doorbell
     }
 
@@ -223,7 +223,7 @@ impl<P: Placement> SendQueueMemory<P> {
         size: RingSize,
         ring: P::Buffer,
         dbrec: P::Buffer,
-        doorbell: P::Buffer,
+        doorbell: P::Doorbell,
     ) -> Result<Self, QueueMemoryError> {
         check_len("send ring", ring.len(), size.bytes())?;
         check_len("send doorbell record", dbrec.len(), RECORD_BYTES)?;
@@ -244,7 +244,7 @@ impl SendQueueMemory<Host> {
             ring: Arc::new(DmaBuffer::zeroed(size.bytes(), RING_ALIGN)?),
             size,
             dbrec: Arc::new(DmaBuffer::zeroed(RECORD_BYTES, 64)?),
-            doorbell: Arc::new(DmaBuffer::zeroed(RECORD_BYTES, 64)?),
+            doorbell: HostDoorbell::memory(Arc::new(DmaBuffer::zeroed(RECORD_BYTES, 64)?)),
         })
     }
 
@@ -257,7 +257,12 @@ impl SendQueueMemory<Host> {
         dbrec: DmaBuffer,
         doorbell: DmaBuffer,
     ) -> Result<Self, QueueMemoryError> {
-        Self::from_parts(size, Arc::new(ring), Arc::new(dbrec), Arc::new(doorbell))
+        Self::from_parts(
+            size,
+            Arc::new(ring),
+            Arc::new(dbrec),
+            HostDoorbell::memory(Arc::new(doorbell)),
+        )
     }
 
     /// A copy of the ring's bytes.
@@ -268,11 +273,11 @@ impl SendQueueMemory<Host> {
     pub fn dbrec_bytes(&self) -> [u8; 8] {
         self.dbrec.words()[0].load(Ordering::Acquire).to_ne_bytes()
     }
-    /// A copy of the doorbell's last value.
-    pub fn doorbell_bytes(&self) -> [u8; 8] {
-        self.doorbell.words()[0]
-            .load(Ordering::Acquire)
-            .to_ne_bytes()
+    /// A copy of the doorbell's last value, if the doorbell is memory (a NIC's register
+    /// page is store-only: `None`).
+    pub fn doorbell_bytes(&self) -> Option<[u8; 8]> {
+        let memory = self.doorbell.as_memory()?;
+        Some(memory.words()[0].load(Ordering::Acquire).to_ne_bytes())
     }
 
     /// Copies an encoded WQE (whole WQEBBs) into the ring at the slot of `index`,
@@ -303,9 +308,9 @@ impl SendQueueMemory<Host> {
     pub(crate) fn store_dbrec(&self, record: [u8; 8]) {
         self.dbrec.words()[0].store(u64::from_ne_bytes(record), Ordering::Release);
     }
-    /// Stores the doorbell (one release store).
+    /// Stores the doorbell (one release store, to memory or to the NIC's register).
     pub(crate) fn store_doorbell(&self, value: [u8; 8]) {
-        self.doorbell.words()[0].store(u64::from_ne_bytes(value), Ordering::Release);
+        self.doorbell.store(value);
     }
 }
 
@@ -325,7 +330,12 @@ impl SendQueueMemory<Gpu> {
         dbrec: DeviceBuffer,
         doorbell: DeviceBuffer,
     ) -> Result<Self, QueueMemoryError> {
-        Self::from_parts(size, Arc::new(ring), Arc::new(dbrec), Arc::new(doorbell))
+        Self::from_parts(
+            size,
+            Arc::new(ring),
+            Arc::new(dbrec),
+            GpuDoorbell::memory(Arc::new(doorbell)),
+        )
     }
 }
 
@@ -532,7 +542,7 @@ pub struct SendQueueNicAccess<P: Placement = Host> {
     ring: P::Buffer,
     size: RingSize,
     dbrec: P::Buffer,
-    doorbell: P::Buffer,
+    doorbell: P::Doorbell,
 }
 
 impl SendQueueNicAccess<Host> {
@@ -551,7 +561,7 @@ impl SendQueueNicAccess<Host> {
             ring,
             size,
             dbrec,
-            doorbell,
+            doorbell: HostDoorbell::memory(doorbell),
         })
     }
 }
@@ -607,9 +617,11 @@ impl SendQueueNicAccess<Host> {
     pub fn load_dbrec(&self) -> u64 {
         self.dbrec.words()[0].load(Ordering::Acquire)
     }
-    /// The doorbell word (acquire).
-    pub fn load_doorbell(&self) -> u64 {
-        self.doorbell.words()[0].load(Ordering::Acquire)
+    /// The doorbell word (acquire), if the doorbell is memory (the software NIC's); a
+    /// NIC's register page is store-only: `None`.
+    pub fn load_doorbell(&self) -> Option<u64> {
+        let memory = self.doorbell.as_memory()?;
+        Some(memory.words()[0].load(Ordering::Acquire))
     }
 }
 

@@ -14,7 +14,7 @@ pub use memory::{
 };
 
 mod raw;
-pub use placement::{Gpu, Host, Placement, PlacementKind, QueueBuffer};
+pub use placement::{Gpu, GpuDoorbell, Host, HostDoorbell, Placement, PlacementKind, QueueBuffer};
 pub use raw::{RawCompletionQueue, RawSendQueue};
 
 mod send;

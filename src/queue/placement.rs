@@ -1,9 +1,10 @@
 //! Placements: where a queue's ring, doorbell record and completion queue live.
 
 use core::fmt;
+use core::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use crate::memory::{DeviceBuffer, DmaBuffer};
+use crate::memory::{DeviceBuffer, DeviceRegister, DmaBuffer, RegisterPage};
 
 mod sealed {
     pub trait Sealed {}
@@ -15,6 +16,9 @@ pub trait Placement: sealed::Sealed + Copy + fmt::Debug + Send + Sync + 'static 
     const KIND: PlacementKind;
     /// A buffer of queue memory in this placement.
     type Buffer: QueueBuffer;
+    /// Where this placement's producers ring the doorbell: memory a software NIC watches,
+    /// or a store-only register of a NIC ([`HostDoorbell`], [`GpuDoorbell`]).
+    type Doorbell: QueueBuffer;
 }
 
 /// A buffer of queue memory: its length and, where a GPU can reach it, its device address.
@@ -70,10 +74,138 @@ impl sealed::Sealed for Gpu {}
 impl Placement for Host {
     const KIND: PlacementKind = PlacementKind::Host;
     type Buffer = Arc<DmaBuffer>;
+    type Doorbell = HostDoorbell;
 }
 impl Placement for Gpu {
     const KIND: PlacementKind = PlacementKind::Gpu;
     type Buffer = Arc<DeviceBuffer>;
+    type Doorbell = GpuDoorbell;
+}
+
+/// The 8-byte doorbell a host producer rings: memory the software NIC watches, or a NIC's
+/// store-only register page (a UAR). Either way the producer only stores to it (one
+/// 64-bit release store after the host barrier); only the memory form can be read back.
+#[derive(Clone, Debug)]
+pub struct HostDoorbell {
+    target: HostDoorbellTarget,
+}
+
+#[derive(Clone, Debug)]
+enum HostDoorbellTarget {
+    Memory(Arc<DmaBuffer>),
+    Register(Arc<RegisterPage>),
+}
+
+impl HostDoorbell {
+    /// A doorbell in memory, watched by the software NIC.
+    pub(crate) fn memory(buffer: Arc<DmaBuffer>) -> Self {
+        Self {
+            target: HostDoorbellTarget::Memory(buffer),
+        }
+    }
+    /// A NIC's doorbell register (an 8-byte store-only page, such as an mlx5 UAR's).
+    pub fn register(page: RegisterPage) -> Self {
+        Self {
+            target: HostDoorbellTarget::Register(Arc::new(page)),
+        }
+    }
+    /// The doorbell's memory, if it is memory (the software NIC reads it).
+    pub(crate) fn as_memory(&self) -> Option<&Arc<DmaBuffer>> {
+        match &self.target {
+            HostDoorbellTarget::Memory(buffer) => Some(buffer),
+            HostDoorbellTarget::Register(_) => None,
+        }
+    }
+    /// Whether it is a register (store-only) rather than memory.
+    pub fn is_register(&self) -> bool {
+        matches!(self.target, HostDoorbellTarget::Register(_))
+    }
+    /// Stores `value` with one 64-bit release store.
+    pub(crate) fn store(&self, value: [u8; 8]) {
+        match &self.target {
+            HostDoorbellTarget::Memory(buffer) => {
+                buffer.words()[0].store(u64::from_ne_bytes(value), Ordering::Release)
+            }
+            HostDoorbellTarget::Register(page) => {
+                // Offset 0 of a page of at least 8 bytes (8-aligned by construction):
+                // the store's bounds and alignment checks cannot fail.
+                let stored = page.store(0, value);
+                debug_assert!(stored.is_ok(), "{stored:?}");
+            }
+        }
+    }
+}
+
+impl QueueBuffer for HostDoorbell {
+    fn len(&self) -> usize {
+        match &self.target {
+            HostDoorbellTarget::Memory(buffer) => buffer.len(),
+            HostDoorbellTarget::Register(page) => page.len(),
+        }
+    }
+    fn addr(&self) -> u64 {
+        match &self.target {
+            HostDoorbellTarget::Memory(buffer) => buffer.addr(),
+            HostDoorbellTarget::Register(page) => page.addr(),
+        }
+    }
+    fn device_addr(&self) -> Option<u64> {
+        match &self.target {
+            HostDoorbellTarget::Memory(buffer) => buffer.device_addr(),
+            // A host register page is not mapped into a GPU.
+            HostDoorbellTarget::Register(_) => None,
+        }
+    }
+}
+
+/// The 8-byte doorbell GPU threads ring: GPU memory a software NIC (the CUDA one) watches,
+/// or a NIC's register mapped into the GPU ([`DeviceRegister`], store-only).
+#[derive(Clone, Debug)]
+pub struct GpuDoorbell {
+    target: GpuDoorbellTarget,
+}
+
+#[derive(Clone, Debug)]
+enum GpuDoorbellTarget {
+    Memory(Arc<DeviceBuffer>),
+    Register(Arc<DeviceRegister>),
+}
+
+impl GpuDoorbell {
+    /// A doorbell in GPU memory, watched by a software NIC.
+    pub(crate) fn memory(buffer: Arc<DeviceBuffer>) -> Self {
+        Self {
+            target: GpuDoorbellTarget::Memory(buffer),
+        }
+    }
+    /// A NIC's doorbell register mapped into the GPU.
+    pub fn register(register: DeviceRegister) -> Self {
+        Self {
+            target: GpuDoorbellTarget::Register(Arc::new(register)),
+        }
+    }
+    /// Whether it is a register (store-only) rather than memory.
+    pub fn is_register(&self) -> bool {
+        matches!(self.target, GpuDoorbellTarget::Register(_))
+    }
+}
+
+impl QueueBuffer for GpuDoorbell {
+    fn len(&self) -> usize {
+        match &self.target {
+            GpuDoorbellTarget::Memory(buffer) => buffer.len(),
+            GpuDoorbellTarget::Register(register) => register.len(),
+        }
+    }
+    fn addr(&self) -> u64 {
+        match &self.target {
+            GpuDoorbellTarget::Memory(buffer) => buffer.addr(),
+            GpuDoorbellTarget::Register(register) => register.device_addr(),
+        }
+    }
+    fn device_addr(&self) -> Option<u64> {
+        Some(self.addr())
+    }
 }
 
 /// A placement known at run time.
@@ -84,4 +216,162 @@ pub enum PlacementKind {
     Host = 0,
     /// GPU memory.
     Gpu = 1,
+}
+
+#[cfg(test)]
+mod tests {
+    use core::ptr::NonNull;
+    use core::sync::atomic::{AtomicU64, Ordering};
+    use std::sync::Arc;
+
+    use super::{GpuDoorbell, HostDoorbell};
+    use crate::memory::{DeviceBuffer, DeviceRegister, DmaBuffer, RegisterPage};
+    use crate::order::GpuFence;
+    use crate::queue::{
+        CompletionQueueMemory, Gpu, ProducerStateMemory, QpConfig, QueuePair, SendQueueMemory,
+        RECORD_BYTES,
+    };
+    use crate::wqe::{Qpn, Rc, RingSize};
+
+    /// A register page over a word this test keeps (standing in for a UAR mapping), so the
+    /// test can see what the producer stored.
+    fn register_page() -> (RegisterPage, Arc<AtomicU64>) {
+        let word = Arc::new(AtomicU64::new(0));
+        let ptr = NonNull::from(&*word).cast::<u8>();
+        // SAFETY: `ptr` is an 8-aligned, 8-byte word kept alive by the owner (a clone of
+        // its `Arc`); stores to it change only that word.
+        let page = unsafe { RegisterPage::from_raw(ptr, 8, Box::new(word.clone())) }.unwrap();
+        (page, word)
+    }
+
+    #[test]
+    fn a_host_producer_rings_a_register_page_with_the_same_store_as_memory() {
+        let size = RingSize::new(8).unwrap();
+        let (page, word) = register_page();
+        let memory = SendQueueMemory::<super::Host>::from_parts(
+            size,
+            Arc::new(DmaBuffer::zeroed(size.bytes(), 4096).unwrap()),
+            Arc::new(DmaBuffer::zeroed(RECORD_BYTES, 64).unwrap()),
+            HostDoorbell::register(page),
+        )
+        .unwrap();
+        let doorbell = [1, 2, 3, 4, 5, 6, 7, 8];
+        memory.announce(3, doorbell);
+        assert_eq!(word.load(Ordering::Acquire).to_ne_bytes(), doorbell);
+        assert_eq!(memory.dbrec_bytes(), [0, 0, 0, 0, 0, 0, 0, 3]);
+        // Store-only: neither the owner nor the NIC side reads it back.
+        assert_eq!(memory.doorbell_bytes(), None);
+        assert_eq!(memory.nic_access().load_doorbell(), None);
+        assert_eq!(memory.doorbell().len, 8);
+
+        // The memory form, for the software NIC, is read back by both.
+        let watched = SendQueueMemory::allocate(size).unwrap();
+        watched.announce(3, doorbell);
+        assert_eq!(watched.doorbell_bytes(), Some(doorbell));
+        assert_eq!(
+            watched.nic_access().load_doorbell(),
+            Some(u64::from_ne_bytes(doorbell))
+        );
+    }
+
+    #[test]
+    fn a_register_page_of_another_length_is_not_a_doorbell() {
+        let word = Arc::new([AtomicU64::new(0), AtomicU64::new(0)]);
+        let ptr = NonNull::from(&*word).cast::<u8>();
+        // SAFETY: 16 aligned bytes kept alive by the owner.
+        let page = unsafe { RegisterPage::from_raw(ptr, 16, Box::new(word.clone())) }.unwrap();
+        let size = RingSize::new(8).unwrap();
+        let err = SendQueueMemory::<super::Host>::from_parts(
+            size,
+            Arc::new(DmaBuffer::zeroed(size.bytes(), 4096).unwrap()),
+            Arc::new(DmaBuffer::zeroed(RECORD_BYTES, 64).unwrap()),
+            HostDoorbell::register(page),
+        )
+        .unwrap_err();
+        assert_eq!(
+            err,
+            crate::queue::QueueMemoryError::WrongLength {
+                buffer: "doorbell",
+                len: 16,
+                expected: 8
+            }
+        );
+    }
+
+    #[test]
+    fn the_software_nic_refuses_a_queue_whose_doorbell_it_cannot_watch() {
+        use crate::softnic::{Fabric, QpConfig as SoftQpConfig, SoftNicError};
+        use crate::wqe::TransportKind;
+        let fabric = Fabric::new();
+        let node = fabric.add_node(1).unwrap();
+        let size = RingSize::new(8).unwrap();
+        let (page, _word) = register_page();
+        let sq = SendQueueMemory::<super::Host>::from_parts(
+            size,
+            Arc::new(DmaBuffer::zeroed(size.bytes(), 4096).unwrap()),
+            Arc::new(DmaBuffer::zeroed(RECORD_BYTES, 64).unwrap()),
+            HostDoorbell::register(page),
+        )
+        .unwrap();
+        let cq = CompletionQueueMemory::allocate(8).unwrap();
+        let refused = fabric.create_qp(node, SoftQpConfig::new(TransportKind::Rc, &sq, &cq));
+        assert!(
+            matches!(
+                refused,
+                Err(SoftNicError::InvalidQueueMemory { what }) if what.contains("register page")
+            ),
+            "{refused:?}"
+        );
+        // The same queue with a memory doorbell is accepted.
+        let watched = SendQueueMemory::allocate(size).unwrap();
+        assert!(fabric
+            .create_qp(node, SoftQpConfig::new(TransportKind::Rc, &watched, &cq))
+            .is_ok());
+    }
+
+    /// Host memory standing in for device memory: no GPU here, only addresses are used.
+    fn stand_in(len: usize) -> DeviceBuffer {
+        let backing = vec![0u64; len.div_ceil(8)];
+        let addr = backing.as_ptr() as u64;
+        // SAFETY: never dereferenced (no kernel runs); `backing` keeps the range allocated.
+        unsafe { DeviceBuffer::from_raw(addr, len, Box::new(backing)) }
+    }
+
+    #[test]
+    fn a_gpu_placed_queue_hands_kernels_the_register_as_its_doorbell() {
+        const REGISTER: u64 = 0x7f00_0000_0800;
+        // SAFETY: never stored to (no kernel runs); only its address is described.
+        let register = unsafe { DeviceRegister::from_raw(REGISTER, 8, Box::new(())) }.unwrap();
+        let size = RingSize::new(8).unwrap();
+        let sq = SendQueueMemory::<Gpu>::from_parts(
+            size,
+            Arc::new(stand_in(size.bytes())),
+            Arc::new(stand_in(8)),
+            GpuDoorbell::register(register),
+        )
+        .unwrap();
+        let cq = CompletionQueueMemory::from_device(8, stand_in(8 * 64), stand_in(8)).unwrap();
+        let state = ProducerStateMemory::from_device(stand_in(64)).unwrap();
+        let pair = QueuePair::<Rc, Gpu, GpuFence>::for_device(
+            Qpn::new(5).unwrap(),
+            sq,
+            cq,
+            state,
+            QpConfig::default(),
+            GpuFence,
+        )
+        .unwrap();
+        assert_eq!(pair.device_queue().raw().doorbell, REGISTER);
+        assert_eq!(pair.sq_memory().doorbell().device_addr, Some(REGISTER));
+    }
+
+    #[test]
+    fn a_device_register_is_8_aligned_whole_words() {
+        // SAFETY: rejected before use; never stored to.
+        let odd = unsafe { DeviceRegister::from_raw(0x1004, 8, Box::new(())) };
+        assert!(odd.is_err());
+        // SAFETY: as above.
+        let short = unsafe { DeviceRegister::from_raw(0x1000, 4, Box::new(())) };
+        assert!(short.is_err());
+    }
 }

@@ -134,7 +134,8 @@ impl FabricState {
         report: &mut StepReport,
     ) -> Option<u16> {
         let sq = self.sqs.get_mut(&qpn)?;
-        let doorbell = sq.memory.load_doorbell();
+        // Queues are accepted only with memory doorbells (`Fabric::create_qp`).
+        let doorbell = sq.memory.load_doorbell()?;
         let mut rung = false;
         if doorbell != sq.last_doorbell {
             sq.last_doorbell = doorbell;

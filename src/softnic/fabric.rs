@@ -541,6 +541,12 @@ impl Fabric {
     /// [`SoftNicError::OverlapsRegion`]. CQ memory may be shared with other queues.
     pub fn create_qp(&self, node: NodeId, config: QpConfig<'_>) -> Result<Qpn, SoftNicError> {
         let sq = config.sq.nic_access();
+        // The initial doorbell value is whatever the memory holds now: only changes count.
+        // A NIC's store-only register page cannot be watched.
+        let last_doorbell = sq.load_doorbell().ok_or(SoftNicError::InvalidQueueMemory {
+            what: "a doorbell that is a NIC's store-only register page (the software \
+                       NIC watches doorbells in memory)",
+        })?;
         if config.transport == TransportKind::Dc && config.receive.is_some() {
             return Err(SoftNicError::InvalidQueueMemory {
                 what: "a DC initiator has no receive side",
@@ -567,8 +573,6 @@ impl Fabric {
             },
             None => None,
         };
-        // The initial doorbell value is whatever the memory holds now: only changes count.
-        let last_doorbell = sq.load_doorbell();
         let rc = config.transport == TransportKind::Rc;
         state.sqs.insert(
             qpn,

@@ -109,6 +109,12 @@ impl Fabric {
     pub(crate) fn create_commanded_qp(&self, qp: CommandedQp) -> Result<Qpn, ObjectRefusal> {
         let mut state = self.shared.lock();
         check_node(&state, qp.node).map_err(ObjectRefusal::Invalid)?;
+        let last_doorbell = qp.sq.load_doorbell().ok_or(ObjectRefusal::Invalid(
+            SoftNicError::InvalidQueueMemory {
+                what: "a doorbell that is a NIC's store-only register page (the software \
+                       NIC watches doorbells in memory)",
+            },
+        ))?;
         // The ring and the record are new queue memory; the doorbell is the NIC's own UAR.
         for span in [qp.sq.ring(), qp.sq.dbrec()] {
             state
@@ -130,7 +136,6 @@ impl Fabric {
                 cq.users.insert(qpn);
             }
         }
-        let last_doorbell = qp.sq.load_doorbell();
         state.sqs.insert(
             qpn,
             SendQueueState {

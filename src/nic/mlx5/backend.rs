@@ -9,12 +9,12 @@ use super::devx::{DevxObject, Uar, Umem};
 use super::error::Mlx5Error;
 use super::verbs::{LinkLayer as VerbsLinkLayer, MemoryRegion, ProtectionDomain};
 use super::Mlx5Device;
-use crate::memory::{DeviceBuffer, DmaBuffer};
 use crate::nic::gpu_access::{DmaBufExporter, IoMemoryMapper};
 use crate::nic::{
     Backend, BackendError, BackendObject, Gid, LinkLayer, MemoryAccess, MemoryRegistration, Mtu,
     NicError, PortAttributes, ProtectionDomainId, QueueMemoryRef, RegisterMemory, UarPage, UmemId,
 };
+use crate::queue::{GpuDoorbell, HostDoorbell};
 use crate::wqe::segment::AddressVectorSegment;
 use crate::wqe::RKey;
 use zerocopy::FromBytes;
@@ -127,7 +127,7 @@ impl MemoryRegistration for MemoryRegion {
 pub struct Mlx5Uar {
     uar: Arc<Uar>,
     io_mapper: Option<Arc<dyn IoMemoryMapper>>,
-    gpu_doorbell: OnceLock<Arc<DeviceBuffer>>,
+    gpu_doorbell: OnceLock<GpuDoorbell>,
 }
 
 impl core::fmt::Debug for Mlx5Uar {
@@ -144,20 +144,13 @@ impl UarPage for Mlx5Uar {
         self.uar.page_id()
     }
 
-    fn host_doorbell(&self) -> Result<Arc<DmaBuffer>, NicError> {
-        // A UAR register is not memory: it may only be stored to (`Uar::host_register`
-        // gives it as a `RegisterPage`). Host-placed queues take their doorbell as a memory
-        // buffer, so on hardware they are refused rather than handed a register as memory.
-        Err(NicError::Unsupported {
-            what: "host-placed queues on the mlx5 backend: their doorbell would be a UAR \
-                   register handed out as memory (DmaBuffer), which may be read; the \
-                   register is available as a store-only RegisterPage \
-                   (Uar::host_register); use GPU-placed queues"
-                .to_owned(),
-        })
+    fn host_doorbell(&self) -> Result<HostDoorbell, NicError> {
+        // The UAR register as a store-only register page: host producers store the
+        // doorbell to it and nothing can read it.
+        Ok(HostDoorbell::register(self.uar.host_register()?))
     }
 
-    fn gpu_doorbell(&self) -> Result<Arc<DeviceBuffer>, NicError> {
+    fn gpu_doorbell(&self) -> Result<GpuDoorbell, NicError> {
         if let Some(mapped) = self.gpu_doorbell.get() {
             return Ok(mapped.clone());
         }
@@ -169,7 +162,7 @@ impl UarPage for Mlx5Uar {
                    (Mlx5Backend::with_gpu)"
                     .to_owned(),
             })?;
-        let mapped = self.uar.gpu_doorbell(mapper)?;
+        let mapped = GpuDoorbell::register(self.uar.gpu_doorbell(mapper)?);
         Ok(self.gpu_doorbell.get_or_init(|| mapped).clone())
     }
 }

@@ -13,7 +13,7 @@ use rdma_mummy_sys as sys;
 use super::dv::errno;
 use super::error::{Mlx5Error, EOPNOTSUPP};
 use super::verbs::{Context, GpuPath};
-use crate::memory::{DeviceBuffer, DmaBuffer, RegisterPage};
+use crate::memory::{DeviceBuffer, DeviceRegister, DmaBuffer, RegisterPage};
 use crate::nic::gpu_access::{
     DmaBufExportError, DmaBufExporter, DmaBufRange, IoMapping, IoMemoryMapper,
 };
@@ -538,7 +538,7 @@ impl Uar {
 
     /// The 8-byte doorbell register for host producers, as a store-only register page
     /// (reads of a UAR register are not memory reads).
-    pub fn host_register(self: &Arc<Self>) -> Result<RegisterPage, Mlx5Error> {
+    pub(crate) fn host_register(self: &Arc<Self>) -> Result<RegisterPage, Mlx5Error> {
         let reg = self.register()?;
         let owner = HostDoorbellOwner { _uar: self.clone() };
         // SAFETY: `reg` is the UAR's mapped doorbell register (8 bytes, 8-aligned, inside
@@ -557,10 +557,10 @@ impl Uar {
     /// The 8-byte doorbell register mapped into the GPU through `mapper` (the page holding
     /// it is registered as I/O memory, once per page in the process). The driver's refusal
     /// is [`Mlx5Error::UarMappingRefused`].
-    pub fn gpu_doorbell(
+    pub(crate) fn gpu_doorbell(
         self: &Arc<Self>,
         mapper: &dyn IoMemoryMapper,
-    ) -> Result<Arc<DeviceBuffer>, Mlx5Error> {
+    ) -> Result<DeviceRegister, Mlx5Error> {
         let reg = self.register()?;
         let page = page_size();
         let reg_addr = reg.as_ptr() as usize;
@@ -609,11 +609,16 @@ impl Uar {
                     limit: u64::MAX - offset,
                 })?;
         let owner = GpuDoorbellOwner { _page: mapped };
-        // SAFETY: `device_addr` is the GPU address of the 8-byte register inside the mapped
-        // page (the mapping's contract plus the in-page offset, < the page size), mapped
-        // while `owner` lives.
-        Ok(Arc::new(unsafe {
-            DeviceBuffer::from_raw(device_addr, 8, Box::new(owner))
-        }))
+        // SAFETY: `device_addr` is the GPU address of the 8-byte doorbell register inside
+        // the mapped page (the mapping's contract plus the in-page offset, < the page size),
+        // which accepts aligned 64-bit stores and stays mapped while `owner` lives; a store
+        // to it changes no memory (the NIC then reads the queue through DMA).
+        unsafe { DeviceRegister::from_raw(device_addr, 8, Box::new(owner)) }.map_err(|_| {
+            Mlx5Error::OutOfRange {
+                what: "UAR doorbell device address alignment",
+                value: device_addr % 8,
+                limit: 0,
+            }
+        })
     }
 }

@@ -85,6 +85,18 @@ use crate::nic::gpu_access::DmaBufExporter;
 use crate::nic::DeviceCaps;
 
 /// An open mlx5 device (a verbs context with DEVX).
+///
+/// Its raw DEVX command entry points are crate-private: command bytes can name any address
+/// for the NIC to DMA to, so outside the crate commands go through the typed control plane
+/// ([`Device`](crate::nic::Device)) or the `unsafe` [`Backend`](crate::nic::Backend) methods.
+///
+/// ```compile_fail,E0624
+/// # use ibgda::nic::mlx5::Mlx5Device;
+/// fn forge(device: &Mlx5Device, forged_create_qp: &[u8]) {
+///     let mut output = [0u8; 256];
+///     let _ = device.create_object(forged_create_qp, &mut output, Vec::new());
+/// }
+/// ```
 pub struct Mlx5Device {
     ctx: Arc<verbs::Context>,
 }
