@@ -826,8 +826,8 @@ pub mod assisted_world {
     use ibgda::order::SystemReleaseStore;
     use ibgda::proxy::{AssistedGpuQueue, ForwardTarget};
     use ibgda::queue::{
-        CompletionQueueMemory, DoorbellPolicy, Host, QpConfig, QueuePair, SendQueueConfig,
-        SendQueueMemory,
+        CompletionQueueMemory, DoorbellPolicy, Host, ProducerStateMemory, QpConfig, QueuePair,
+        SendQueueConfig, SendQueueMemory,
     };
     use ibgda::softnic::{self, Access, DoorbellWatch, EngineHandle, Fabric, MemoryRegion};
     use ibgda::wqe::{Rc, RingSize, TransportKind, WqeLimits};
@@ -906,11 +906,12 @@ pub mod assisted_world {
                     Access::REMOTE_WRITE | Access::LOCAL_WRITE,
                 )
                 .map_err(invalid)?;
+            let state = ProducerStateMemory::<Host>::from_buffer(mapped(64)?).map_err(invalid)?;
             let pair = QueuePair::for_device(
                 qpn,
                 sq,
                 cq,
-                gpu.mapped_host_buffer(64)?,
+                state,
                 QpConfig {
                     send: SendQueueConfig {
                         limits: WqeLimits::default(),
