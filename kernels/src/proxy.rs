@@ -906,11 +906,12 @@ pub mod assisted_world {
                     Access::REMOTE_WRITE | Access::LOCAL_WRITE,
                 )
                 .map_err(invalid)?;
+            let state = ProducerStateMemory::<Host>::from_buffer(mapped(64)?).map_err(invalid)?;
             let pair = QueuePair::for_device(
                 qpn,
                 sq,
                 cq,
-                ProducerStateMemory::from_buffer(mapped(64)?).map_err(invalid)?,
+                state,
                 QpConfig {
                     send: SendQueueConfig {
                         limits: WqeLimits::default(),
