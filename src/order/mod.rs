@@ -259,8 +259,15 @@ impl HostBarrier {
     /// record is out first, and after it so doorbells of different CPUs stay in order.
     #[inline]
     pub fn flush_writes(self) {
+        // The instruction is the barrier (rdma-core's `mmio_flush_writes` is `sfence` alone
+        // on x86-64): the NIC, and the software NIC through its acquire loads, order against
+        // the release stores around it, so no full fence (`lock or`) is paid per doorbell.
+        // Miri cannot run the instruction, and other targets have none here: they keep a
+        // sequentially consistent fence instead.
+        #[cfg(any(not(any(target_arch = "x86_64", target_arch = "aarch64")), miri))]
         fence(Ordering::SeqCst);
-        // Without the instruction under Miri, as in `to_device`.
+        #[cfg(all(any(target_arch = "x86_64", target_arch = "aarch64"), not(miri)))]
+        compiler_fence(Ordering::SeqCst);
         #[cfg(all(target_arch = "x86_64", not(miri)))]
         // SAFETY: `sfence` only orders stores; it has no memory-safety effect.
         unsafe {
