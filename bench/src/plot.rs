@@ -182,9 +182,27 @@ fn render_wide(dir: &Path, stem: &str, bars: &Bars<'_>) -> Result<Vec<PathBuf>, 
     Ok(vec![png, svg])
 }
 
-/// A rate label without its parenthesised note, for an axis.
+/// A rate label compacted for an axis: without its parenthesised note, and with
+/// threads, QPs, SMs and batch as T, Q, SM and B ("16 threads, 16 QPs, 16 SMs, batch 16"
+/// is "16T 16Q 16SM B16").
 fn short_label(label: &str) -> String {
-    label.split(" (").next().unwrap_or(label).to_string()
+    let label = label.split(" (").next().unwrap_or(label);
+    [
+        (" threads", "T"),
+        (" thread", "T"),
+        (" warps", "W"),
+        (" warp", "W"),
+        (" QPs", "Q"),
+        (" QP", "Q"),
+        (" SMs", "SM"),
+        (" SM", "SM"),
+        ("batch ", "B"),
+        ("per-thread", "thr"),
+        ("per-warp", "warp"),
+        (", ", " "),
+    ]
+    .iter()
+    .fold(label.to_string(), |l, (from, to)| l.replace(from, to))
 }
 
 /// Renders every plot the report has data for into `dir`; returns the files written.
@@ -194,15 +212,20 @@ pub fn render_report(report: &Report, dir: &Path) -> Result<Vec<PathBuf>, BenchE
     if let Some(h) = &report.host_post {
         let bars = Bars {
             title: &format!(
-                "Host post, 8 B inline RC WRITE, one core: ibgda {:.2}x rdma-core",
-                h.speedup_p50
+                "Host post, 8 B inline RC WRITE, one core: ibgda {:.2}x rdma-core ({:.2}x with the WQE built once)",
+                h.speedup_p50, h.speedup_prebuilt_p50
             ),
             y_label: "ns per post (p50; p99 in the JSON)",
-            series: &["ibgda", "rdma-core mlx5_post_send"],
+            series: &[
+                "ibgda (build + post)",
+                "ibgda (WQE built once)",
+                "rdma-core mlx5_post_send",
+            ],
             groups: vec![(
                 "encode + publish + doorbell record + doorbell".into(),
                 vec![
                     Some(h.ibgda.ns_per_post.p50),
+                    Some(h.ibgda_prebuilt.ns_per_post.p50),
                     Some(h.rdma_core.ns_per_post.p50),
                 ],
             )],
@@ -274,27 +297,7 @@ pub fn render_report(report: &Report, dir: &Path) -> Result<Vec<PathBuf>, BenchE
             target: None,
         };
         if !bars.groups.is_empty() {
-            files.extend(render(dir, "table5_rate", &bars)?);
-        }
-        // Every rate row (sweeps, placement, other scopes).
-        let bars = Bars {
-            title: "Posting rate, every configuration (doorbell sink)",
-            y_label: "M WQE/s",
-            series: &["ibgda"],
-            groups: g
-                .rates
-                .iter()
-                .map(|r| {
-                    (
-                        format!("{} [{}]", short_label(&r.label), r.scope),
-                        vec![Some(r.mwqe_per_s)],
-                    )
-                })
-                .collect(),
-            target: None,
-        };
-        if !bars.groups.is_empty() {
-            files.extend(render_wide(dir, "rates_all", &bars)?);
+            files.extend(render_wide(dir, "table5_rate", &bars)?);
         }
         // Completion scope: one queue vs quiet, by queue count.
         let mut queues: Vec<u32> = g.completion.iter().map(|c| c.queues).collect();
@@ -323,31 +326,39 @@ pub fn render_report(report: &Report, dir: &Path) -> Result<Vec<PathBuf>, BenchE
         if !bars.groups.is_empty() {
             files.extend(render(dir, "completion_scope", &bars)?);
         }
-        // Figure 9: dormant cost, loss against the plain kernel.
-        let bars = Bars {
-            title: "Figure 9: dormant cost, loss against the plain kernel",
-            y_label: "% slower than plain",
-            series: &["ibgda"],
-            groups: g
-                .dormant
-                .iter()
-                .map(|d| {
-                    (
-                        format!(
-                            "{} {} {}{}",
-                            d.caller,
-                            d.build,
-                            d.messages,
-                            if d.wait { " w" } else { "" }
-                        ),
-                        vec![Some(d.loss * 100.0)],
-                    )
-                })
-                .collect(),
-            target: None,
-        };
-        if !bars.groups.is_empty() {
-            files.extend(render_wide(dir, "dormant", &bars)?);
+        // Figure 9: dormant cost, loss against the plain kernel, one plot per caller.
+        for (caller, stem) in [
+            ("Compute", "dormant_compute"),
+            ("Streaming", "dormant_streaming"),
+        ] {
+            let title = format!(
+                "Figure 9: dormant cost of a {caller} kernel, loss against the plain kernel"
+            );
+            let bars = Bars {
+                title: &title,
+                y_label: "% slower than plain",
+                series: &["ibgda"],
+                groups: g
+                    .dormant
+                    .iter()
+                    .filter(|d| d.caller == caller)
+                    .map(|d| {
+                        (
+                            format!(
+                                "{} {}{}",
+                                d.build,
+                                d.messages,
+                                if d.wait { " w" } else { "" }
+                            ),
+                            vec![Some(d.loss * 100.0)],
+                        )
+                    })
+                    .collect(),
+                target: None,
+            };
+            if !bars.groups.is_empty() {
+                files.extend(render_wide(dir, stem, &bars)?);
+            }
         }
     }
     if let Some(p) = &report.peers {
@@ -500,9 +511,8 @@ pub(crate) mod tests {
         let stems = [
             "table4_issue",
             "table5_rate",
-            "rates_all",
             "completion_scope",
-            "dormant",
+            "dormant_compute",
             "peers",
         ];
         let expected: Vec<String> = stems
@@ -521,6 +531,7 @@ pub(crate) mod tests {
         );
         let svg = std::fs::read_to_string(dir.join("table5_rate.svg")).unwrap();
         assert!(svg.contains("21.6"), "paper's one-warp rate");
+        assert!(svg.contains("32T 1Q warp B32"), "compact label");
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -905,10 +905,11 @@ impl<B: Backend> Drop for DctObject<B> {
 /// Dropping it destroys the DCT, then its CQ.
 pub struct DcTargetQueue<B: Backend> {
     endpoint: DcEndpoint,
-    cq: CompletionQueue,
-    // Declared before the objects: the DCT is destroyed before its CQ.
+    // Fields drop in order: the DCT is destroyed, then its CQ and UMEMs, and only then is
+    // the CQ's memory released.
     _target: DctObject<B>,
     _objects: QueueObjects<B>,
+    cq: CompletionQueue,
 }
 
 impl<B: Backend> fmt::Debug for DcTargetQueue<B> {

@@ -29,6 +29,35 @@
 //! [`RcEndpoint`] (QPN, LID, GID, PSN, MTU) and [`DcEndpoint`] (DCT number, access key,
 //! address vector) have a fixed, versioned byte encoding ([`connection`]) so any bootstrap
 //! can carry them; [`connection::exchange`] carries them over TCP.
+//!
+//! # Example
+//!
+//! Two hosts (here two software NICs on one fabric) each make an RC queue pair, swap
+//! endpoints, connect, and one writes into the other's memory:
+//!
+//! ```
+//! use std::{sync::Arc, time::Duration};
+//! use ibgda::memory::DmaBuffer;
+//! use ibgda::nic::{Device, MemoryAccess, QueueSpec, SoftNic};
+//! use ibgda::softnic::Fabric;
+//! use ibgda::wqe::{RdmaWrite, RingSize};
+//!
+//! let fabric = Fabric::new();
+//! let _engine = fabric.spawn_engine();
+//! let (a, b) = (Device::open(SoftNic::open(&fabric, 1)?)?, Device::open(SoftNic::open(&fabric, 2)?)?);
+//! let (pd_a, pd_b) = (a.alloc_pd()?, b.alloc_pd()?);
+//! let memory = Arc::new(DmaBuffer::zeroed(64, 64)?);
+//! let region = pd_b.register(memory.clone(), 0, 64, MemoryAccess::LOCAL_WRITE | MemoryAccess::REMOTE_WRITE)?;
+//! let spec = QueueSpec::new(RingSize::new(64)?);
+//! let (qp_a, qp_b) = (pd_a.create_rc(spec)?, pd_b.create_rc(spec)?);
+//! // Any bootstrap carries the endpoints (`RcEndpoint::encode`, `connection::exchange`).
+//! let (to_a, to_b) = (qp_a.endpoint(), qp_b.endpoint());
+//! let (mut qp_a, _qp_b) = (qp_a.connect(&to_b)?, qp_b.connect(&to_a)?);
+//! let ticket = qp_a.post(&RdmaWrite::new(region.remote(0)).inline(b"hello").signaled().build()?, &[])?;
+//! qp_a.wait(ticket, Duration::from_secs(5))?;
+//! assert_eq!(&memory.to_vec()[..5], b"hello");
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
 
 pub mod prm;
 
