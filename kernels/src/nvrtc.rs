@@ -9,7 +9,7 @@
 
 use std::ffi::{c_char, CStr, CString};
 use std::path::{Path, PathBuf};
-use std::sync::{Mutex, OnceLock};
+use std::sync::OnceLock;
 
 use cudarc::nvrtc::sys as nvrtc;
 
@@ -209,48 +209,27 @@ pub fn compile_source_with(
         "--ptxas-options=-v".into(),
     ]
     .into_iter()
+    .chain(cache_options()?)
     .chain(options.nvrtc_options())
     .chain(extra.iter().map(|o| o.to_string()))
     .map(|o| CString::new(o).map_err(|_| nul("an option")))
     .collect::<Result<_, _>>()?;
 
-    // One compile at a time in this process (see COMPILE_LOCK); a poisoned lock guards
-    // nothing but the order of compiles.
-    let _serial = COMPILE_LOCK.lock().unwrap_or_else(|p| p.into_inner());
-    let attempt = || compile_once(&src, &c_name, name, &headers, &options);
-    let mut compiled = attempt()?;
-    if compiled.ptx.contains(".entry") && !has_resource_report(&compiled.log) {
-        // Seen on one machine's system NVRTC (13.0.88), never with the pinned wheel of the
-        // same version: a successful compile whose log lacks ptxas's -v report. Compile
-        // once more and say so in the log, with NVRTC's version and the first log's size.
-        let first = compiled.log.len();
-        compiled = attempt()?;
-        let version = nvrtc_version()
-            .map(|(major, minor)| format!("{major}.{minor}"))
-            .unwrap_or_else(|e| format!("unknown ({e})"));
-        compiled.log.push_str(&format!(
-            "\n(ibgda: NVRTC {version} returned a {first}-byte log without the -v resource \
-             report for {name}; compiled again: {} bytes, report {})\n",
-            compiled.log.len(),
-            if has_resource_report(&compiled.log) {
-                "present"
-            } else {
-                "missing again"
-            }
-        ));
-    }
-    Ok(compiled)
+    compile_once(&src, &c_name, name, &headers, &options)
 }
 
-/// Serializes NVRTC compiles in this process. ptxas's `-v` report reaches the program log
-/// through NVRTC's in-process ptxas; with several compiles at once (parallel tests) it was
-/// seen missing from a log on one machine, so no two compiles overlap (they are seconds
-/// each and CPU-bound: nothing is lost on a small machine).
-static COMPILE_LOCK: Mutex<()> = Mutex::new(());
-
-/// Whether `log` holds ptxas's per-kernel resource report.
-fn has_resource_report(log: &str) -> bool {
-    log.contains("Compiling entry function '") && log.contains("registers")
+/// NVRTC from 12.9 on may answer a compile from its on-disk cache (the JIT cache of
+/// `CUDA_CACHE_PATH`, `~/.nv/ComputeCache`), and then ptxas does not run and its `-v`
+/// resource report is missing from the log: on a machine whose cache holds an identical
+/// earlier compile, some programs came back without a report. `--no-cache` makes every
+/// compile run ptxas (the report is what the tests and the dormant-cost experiment read).
+fn cache_options() -> Result<Vec<String>, GpuError> {
+    let (major, minor) = nvrtc_version()?;
+    Ok(if (major, minor) >= (12, 9) {
+        vec!["--no-cache".into()]
+    } else {
+        Vec::new()
+    })
 }
 
 /// NVRTC's version (major, minor), from `nvrtcVersion`.

@@ -47,6 +47,27 @@ fn sorted(mut v: Vec<String>) -> Vec<String> {
     v
 }
 
+/// NVRTC from 12.9 on may answer an identical compile from its on-disk JIT cache without
+/// running ptxas, leaving the `-v` report out of the log; every compile must carry it.
+#[test]
+#[cfg_attr(
+    not(ibgda_nvrtc),
+    ignore = "NVRTC not installed: run scripts/cuda-wheels.sh"
+)]
+fn an_identical_compile_again_still_reports_resources() {
+    for round in 0..2 {
+        let c =
+            compile(Program::RawBaseline, &CompileOptions::new()).unwrap_or_else(|e| panic!("{e}"));
+        assert!(
+            !resource_usage(&c.log).is_empty(),
+            "round {round}: no ptxas report in the log of NVRTC {:?} ({} bytes):\n{}",
+            nvrtc_version(),
+            c.log.len(),
+            c.log
+        );
+    }
+}
+
 #[test]
 #[cfg_attr(
     not(ibgda_nvrtc),
