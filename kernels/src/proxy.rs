@@ -45,6 +45,13 @@ pub fn compile(options: &CompileOptions) -> Result<Compiled, GpuError> {
     )
 }
 
+/// The instance of the device kernel `base` for handoff `H`: the device program suffixes
+/// its kernels with the protocol's tag type (`ibgda_proxy_rate_Tuned`), as the device
+/// library does with scopes.
+pub fn handoff_kernel<H: Handoff>(base: &str) -> String {
+    format!("{base}_{:?}", H::KIND)
+}
+
 /// A descriptor ring as a kernel sees it. Plain data, passed by value.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 #[repr(C)]
@@ -391,7 +398,7 @@ impl ProxyKernels {
                 "iters and slots_in_window must be > 0".into(),
             ));
         }
-        let f = self.function(&format!("ibgda_proxy_enqueue_{}", H::NAME))?;
+        let f = self.function(&handoff_kernel::<H>("ibgda_proxy_enqueue"))?;
         let enqueue = gpu.device_buffer(8 * iters as usize)?;
         let total = gpu.device_buffer(8 * iters as usize)?;
         let clocks = gpu.device_buffer(16)?;
@@ -465,7 +472,7 @@ impl ProxyKernels {
         clock_init.extend_from_slice(&0u64.to_le_bytes());
         let clocks = gpu.device_buffer_from(&clock_init)?;
         let status = gpu.device_buffer(8)?;
-        let f = self.function(&format!("ibgda_proxy_rate_{}", H::NAME))?;
+        let f = self.function(&handoff_kernel::<H>("ibgda_proxy_rate"))?;
         let block = threads.min(128);
         let cfg = LaunchConfig {
             grid_dim: (threads.div_ceil(block), 1, 1),

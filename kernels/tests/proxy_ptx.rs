@@ -7,9 +7,10 @@
 
 use std::sync::OnceLock;
 
+use ibgda::proxy::{Baseline, Tuned};
 use ibgda_kernels::gpu::CompileOptions;
 use ibgda_kernels::nvrtc::{resource_usage, Compiled};
-use ibgda_kernels::proxy::compile;
+use ibgda_kernels::proxy::{compile, handoff_kernel};
 use ibgda_kernels::ptx::ordering_of;
 
 fn proxy() -> &'static Compiled {
@@ -50,6 +51,22 @@ fn the_proxy_program_compiles_with_every_kernel() {
         "ibgda_assisted_post_SystemFence",
     ] {
         assert!(usage.iter().any(|u| u.kernel == k), "{k} missing");
+    }
+    // The launchers find their instances by these names.
+    for base in [
+        "ibgda_proxy_push",
+        "ibgda_proxy_enqueue",
+        "ibgda_proxy_rate",
+    ] {
+        for k in [
+            handoff_kernel::<Baseline>(base),
+            handoff_kernel::<Tuned>(base),
+        ] {
+            assert!(
+                usage.iter().any(|u| u.kernel == k),
+                "launcher name {k} missing"
+            );
+        }
     }
 }
 

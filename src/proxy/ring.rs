@@ -53,7 +53,8 @@ pub enum HandoffKind {
 pub trait Handoff: sealed::Sealed + Copy + fmt::Debug + Send + Sync + 'static {
     /// The protocol.
     const KIND: HandoffKind;
-    /// Its name, as kernels are suffixed with it (`..._baseline`, `..._tuned`).
+    /// Its name in reports and JSON (`baseline`, `tuned`); device kernels are suffixed with
+    /// the tag type's name instead (`Baseline`, `Tuned`).
     const NAME: &'static str;
 }
 
