@@ -288,23 +288,27 @@ fn read_wrapped(ring: &SendQueueNicAccess, start: usize, dst: &mut [u8]) {
     }
 }
 
-/// Copies the WQE at the consumer counter out of the ring: the control segment, then the
-/// octowords its DS claims (at most the ring's size). Returns the bytes fetched.
+/// Copies the WQE at the consumer counter out of the ring: its first basic block (the
+/// control segment and what follows it there), then the octowords its DS claims beyond
+/// that block (at most the ring's size). Returns the bytes of the WQE.
 fn fetch(memory: &SendQueueNicAccess, consumer: u64, buffer: &mut [u8; FETCH_CAPACITY]) -> usize {
-    let ring = memory;
     let ring_len = memory.ring().len;
     let slots = memory.size().wqebbs() as usize;
     let start = (consumer as usize & (slots - 1)) * WQEBB_BYTES;
-    read_wrapped(ring, start, &mut buffer[..OCTOWORD_BYTES]);
+    // Slots are whole basic blocks of a ring of whole blocks, so the first block is one
+    // run inside the ring: one copy for every WQE of up to four octowords.
+    read_wrapped(memory, start, &mut buffer[..WQEBB_BYTES]);
     let ds = usize::from(buffer[7] & MAX_DS).max(1);
     let len = (ds * OCTOWORD_BYTES).min(ring_len);
-    // The rest is read after the DS, from the same copy of the control segment, so the
-    // parser sees one consistent WQE even if the host rewrites the slot meanwhile.
-    read_wrapped(
-        ring,
-        (start + OCTOWORD_BYTES) % ring_len,
-        &mut buffer[OCTOWORD_BYTES..len],
-    );
+    if len > WQEBB_BYTES {
+        // The rest is read after the DS, from the same copy of the control segment, so
+        // the parser sees one consistent WQE even if the host rewrites the slot meanwhile.
+        read_wrapped(
+            memory,
+            (start + WQEBB_BYTES) % ring_len,
+            &mut buffer[WQEBB_BYTES..len],
+        );
+    }
     len
 }
 
@@ -555,14 +559,28 @@ fn resolve_local<'n>(
     })
 }
 
-/// Whether the responding queue accepts the operation (`rwe`, `rre`, `rae` of its
-/// context); hardware answers a disabled one with a remote access error.
-fn check_enabled(responder: u32, needed: Access, ctx: &Ctx<'_>) -> Result<(), Fault> {
-    match ctx.responders.get(&responder) {
-        Some(r) if !r.enabled.contains(needed) => {
-            Err(Fault::ResponderAccessDisabled { responder, needed })
+/// The responder an addressed WQE reaches (see [`route`]).
+struct Route<'a> {
+    /// Its queue number.
+    number: u32,
+    /// The remote operations its context accepts (`rwe`, `rre`, `rae`).
+    enabled: Access,
+    /// Its node.
+    node: &'a NodeState,
+}
+
+impl Route<'_> {
+    /// Whether the responding queue accepts the operation; hardware answers a disabled
+    /// one with a remote access error.
+    fn check_enabled(&self, needed: Access) -> Result<(), Fault> {
+        if self.enabled.contains(needed) {
+            Ok(())
+        } else {
+            Err(Fault::ResponderAccessDisabled {
+                responder: self.number,
+                needed,
+            })
         }
-        _ => Ok(()),
     }
 }
 
@@ -592,13 +610,9 @@ fn resolve_remote(
 }
 
 /// The responder of an addressed WQE: the connected RC peer, or the DCT the address
-/// vector names. Returns its number and node.
-fn route<'a>(
-    sq: &SendQueueState,
-    wqe: &ParsedWqe<'_>,
-    ctx: &Ctx<'a>,
-) -> Result<(u32, &'a NodeState), Fault> {
-    let number = match sq.transport {
+/// vector names. One lookup of the responder serves the route, its rights and its node.
+fn route<'a>(sq: &SendQueueState, wqe: &ParsedWqe<'_>, ctx: &Ctx<'a>) -> Result<Route<'a>, Fault> {
+    let (number, responder) = match sq.transport {
         TransportKind::Rc => {
             let peer = sq
                 .peer
@@ -615,8 +629,10 @@ fn route<'a>(
                             .is_some_and(|n| n.lid == lid)
                     })
                 });
-            responder.ok_or(Fault::ResponderUnavailable { responder: peer })?;
-            peer
+            (
+                peer,
+                responder.ok_or(Fault::ResponderUnavailable { responder: peer })?,
+            )
         }
         TransportKind::Dc => {
             // The parser gives every addressed DC WQE a target.
@@ -643,15 +659,18 @@ fn route<'a>(
             if responder.error {
                 return Err(Fault::ResponderUnavailable { responder: dct });
             }
-            dct
+            (dct, responder)
         }
     };
     let node = ctx
-        .responders
-        .get(&number)
-        .and_then(|r| ctx.nodes.get(r.node.0 as usize))
+        .nodes
+        .get(responder.node.0 as usize)
         .ok_or(Fault::ResponderUnavailable { responder: number })?;
-    Ok((number, node))
+    Ok(Route {
+        number,
+        enabled: responder.enabled,
+        node,
+    })
 }
 
 /// Stores bytes at a translated offset. Cannot fail: the range was translated through a
@@ -679,12 +698,18 @@ fn perform_write(
             resolve_local(local, segment, false)?;
         }
     }
-    let (responder, node) = route(sq, wqe, ctx)?;
+    let route = route(sq, wqe, ctx)?;
+    let responder = route.number;
     let destination = match len {
         0 => None,
         _ => {
-            check_enabled(responder, Access::REMOTE_WRITE, ctx)?;
-            Some(resolve_remote(node, remote, len, Access::REMOTE_WRITE)?)
+            route.check_enabled(Access::REMOTE_WRITE)?;
+            Some(resolve_remote(
+                route.node,
+                remote,
+                len,
+                Access::REMOTE_WRITE,
+            )?)
         }
     };
     let with_imm = wqe.opcode == Opcode::RdmaWriteImm;
@@ -817,11 +842,11 @@ fn perform_read(
     for segment in segments.iter().flat_map(|s| s.iter()) {
         resolve_local(local, segment, true)?;
     }
-    let (responder, node) = route(sq, wqe, ctx)?;
+    let route = route(sq, wqe, ctx)?;
     let mut response = Vec::new();
     if len > 0 {
-        check_enabled(responder, Access::REMOTE_READ, ctx)?;
-        let source = resolve_remote(node, remote, len, Access::REMOTE_READ)?;
+        route.check_enabled(Access::REMOTE_READ)?;
+        let source = resolve_remote(route.node, remote, len, Access::REMOTE_READ)?;
         // The responder reads now; the bytes land locally when the response arrives.
         let mut at = source.offset;
         for segment in segments.iter().flat_map(|s| s.iter()) {
@@ -856,8 +881,8 @@ fn perform_atomic_wqe(
     let local = local_node(sq, ctx)?;
     // The parser checked that the result segment's length is the operand size.
     let destination = resolve_local(local, result, true)?;
-    let (responder, node) = route(sq, wqe, ctx)?;
-    check_enabled(responder, Access::REMOTE_ATOMIC, ctx)?;
+    let route = route(sq, wqe, ctx)?;
+    route.check_enabled(Access::REMOTE_ATOMIC)?;
     let misaligned = Fault::MisalignedAtomic {
         addr: remote.addr,
         align: size,
@@ -865,7 +890,7 @@ fn perform_atomic_wqe(
     if remote.addr % u64::from(size) != 0 {
         return Err(misaligned);
     }
-    let operand = resolve_remote(node, remote, size.into(), Access::REMOTE_ATOMIC)?;
+    let operand = resolve_remote(route.node, remote, size.into(), Access::REMOTE_ATOMIC)?;
     let original =
         perform_atomic(&operand.region.buffer, operand.offset, op).map_err(|_| misaligned)?;
     CounterBlock::add(&ctx.counters.atomics, 1);

@@ -308,6 +308,7 @@ pub fn parse_wqe(
 /// with the control segment (as a NIC's fetch engine has them), and `index` is the index
 /// it was fetched from. `wqe.len()` must be a non-zero multiple of 16; a DS beyond it is
 /// [`ParseError::LargerThanRing`].
+#[inline]
 pub fn parse_fetched_wqe(
     wqe: &[u8],
     index: WqeIndex,
@@ -319,6 +320,7 @@ pub fn parse_fetched_wqe(
     parse_from(WqeReader::fetched(wqe), wqe.len(), index, transport)
 }
 
+#[inline]
 fn parse_from(
     reader: WqeReader<'_>,
     ring_len: usize,
@@ -444,10 +446,12 @@ struct Cursor<'r> {
 }
 
 impl<'r> Cursor<'r> {
+    #[inline(always)]
     fn remaining(&self) -> u8 {
         self.ds.saturating_sub(self.next)
     }
 
+    #[inline(always)]
     fn need(&self, octowords: u8) -> Result<(), ParseError> {
         if self.remaining() < octowords {
             return Err(ParseError::TooShort {
@@ -459,6 +463,7 @@ impl<'r> Cursor<'r> {
         Ok(())
     }
 
+    #[inline(always)]
     fn expect_remaining(&self, octowords: u8) -> Result<(), ParseError> {
         self.need(octowords)?;
         if self.remaining() != octowords {
@@ -472,12 +477,14 @@ impl<'r> Cursor<'r> {
     }
 
     /// The next octoword, consumed.
+    #[inline(always)]
     fn take(&mut self) -> [u8; OCTOWORD_BYTES] {
         let octoword = *self.reader.octoword(self.next.into());
         self.next += 1;
         octoword
     }
 
+    #[inline]
     fn target(&mut self) -> Result<AnyDcTarget, ParseError> {
         self.need(1)?;
         let first: CompactAddressVectorSegment =
@@ -510,6 +517,7 @@ impl<'r> Cursor<'r> {
         Ok(AnyDcTarget::Full(full))
     }
 
+    #[inline(always)]
     fn remote(&mut self) -> Result<RemoteAddress, ParseError> {
         self.need(1)?;
         let at = self.next;
@@ -523,6 +531,7 @@ impl<'r> Cursor<'r> {
         Ok(RemoteAddress::new(seg.raddr.get(), RKey(seg.rkey.get())))
     }
 
+    #[inline(always)]
     fn pointer(&mut self) -> Result<DataSegment, ParseError> {
         self.need(1)?;
         let at = self.next;
@@ -536,6 +545,7 @@ impl<'r> Cursor<'r> {
         Ok(seg)
     }
 
+    #[inline(always)]
     fn data(&mut self, inline_allowed: bool) -> Result<ParsedData<'r>, ParseError> {
         let remaining = self.remaining();
         if remaining == 0 {
@@ -594,6 +604,7 @@ impl<'r> Cursor<'r> {
         Ok(ParsedData::Pointers(DataSegments { head, tail }))
     }
 
+    #[inline]
     fn atomic(
         &mut self,
         opcode: Opcode,

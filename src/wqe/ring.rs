@@ -321,12 +321,14 @@ impl<'r> WqeReader<'r> {
     }
 
     /// The byte offset in the ring of octoword `k` of the WQE.
+    #[inline]
     fn offset(&self, k: usize) -> usize {
-        (self.start + k * OCTOWORD_BYTES) % self.ring.len()
+        wrap(self.start + k * OCTOWORD_BYTES, self.ring.len())
     }
 
     /// Octoword `k` of the WQE. Never out of bounds: the offset wraps modulo the ring, which
     /// is a whole number of octowords.
+    #[inline]
     pub(crate) fn octoword(&self, k: usize) -> &'r [u8; OCTOWORD_BYTES] {
         let off = self.offset(k);
         self.ring[off..off + OCTOWORD_BYTES]
@@ -336,15 +338,29 @@ impl<'r> WqeReader<'r> {
 
     /// `count` consecutive octowords starting at `k`, as at most two contiguous runs split
     /// at the ring's end. `count` octowords must not exceed the ring.
+    #[inline]
     pub(crate) fn octowords(&self, k: usize, count: usize) -> (&'r [u8], &'r [u8]) {
         self.bytes(k * OCTOWORD_BYTES, count * OCTOWORD_BYTES)
     }
 
     /// `len` bytes starting `from` bytes into the WQE, split at the ring's end. `len` must
     /// not exceed the ring.
+    #[inline]
     pub(crate) fn bytes(&self, from: usize, len: usize) -> (&'r [u8], &'r [u8]) {
-        let off = (self.start + from) % self.ring.len();
+        let off = wrap(self.start + from, self.ring.len());
         let first = len.min(self.ring.len() - off);
         (&self.ring[off..off + first], &self.ring[..len - first])
+    }
+}
+
+/// `offset % len` without the division when `offset` is already inside (`len > 0`): a
+/// fetched WQE is never read past its end, and a ring wraps at most once per segment, so
+/// the division is the rare case, not the per-octoword one.
+#[inline]
+fn wrap(offset: usize, len: usize) -> usize {
+    if offset < len {
+        offset
+    } else {
+        offset % len
     }
 }
