@@ -382,13 +382,18 @@ fn complete(
             writes: done.response,
         });
     }
-    if signaled {
-        sq.waiting_cqes.push_back(WaitingCqe {
-            seq,
-            cqe: requester_cqe(sq.qpn, opcode, index, done.byte_count),
-        });
-    }
     land(sq, ctx, false);
+    if signaled {
+        let cqe = requester_cqe(sq.qpn, opcode, index, done.byte_count);
+        // With no CQE waiting before it and no response it covers still in flight, it
+        // goes out now, as `write_waiting_cqes` would send it (without the queue).
+        let covered_in_flight = sq.in_flight.front().is_some_and(|r| r.seq <= seq);
+        if sq.waiting_cqes.is_empty() && !covered_in_flight {
+            write_cqe(sq.cq, cqe, ctx);
+            return;
+        }
+        sq.waiting_cqes.push_back(WaitingCqe { seq, cqe });
+    }
     write_waiting_cqes(sq, ctx);
 }
 
@@ -447,23 +452,32 @@ fn land(sq: &mut SendQueueState, ctx: &mut Ctx<'_>, all: bool) {
         };
         let mut dropped = false;
         for write in &response.writes {
-            // The region may have been deregistered while the response was in flight; its
-            // buffer is still alive (the Arc), but the NIC no longer writes it.
-            if !write.region.is_live()
-                || write
-                    .region
-                    .buffer
-                    .write(write.offset, &write.bytes)
-                    .is_err()
-            {
-                dropped = true;
-            }
+            dropped |= !place(&write.region, write.offset, &write.bytes);
         }
-        if dropped {
-            CounterBlock::add(&ctx.counters.responses_dropped, 1);
-        }
-        ctx.report.responses_landed += 1;
+        count_landed(dropped, ctx);
     }
+}
+
+/// Places bytes of a response in a local region; returns whether they were written. The
+/// region may have been deregistered while the response was in flight; its buffer is
+/// still alive (the Arc), but the NIC no longer writes it.
+fn place(region: &Region, offset: usize, bytes: &[u8]) -> bool {
+    region.is_live() && region.buffer.write(offset, bytes).is_ok()
+}
+
+/// Counts one response landed (`dropped`: some of its bytes were not written).
+fn count_landed(dropped: bool, ctx: &mut Ctx<'_>) {
+    if dropped {
+        CounterBlock::add(&ctx.counters.responses_dropped, 1);
+    }
+    ctx.report.responses_landed += 1;
+}
+
+/// Whether a response issued now lands at once: the queue delays none and none is in
+/// flight before it (responses land in order). Such a response is placed directly, with
+/// the effects [`land`] would have right after the WQE completes.
+fn lands_at_once(sq: &SendQueueState) -> bool {
+    sq.response_delay == 0 && sq.in_flight.is_empty()
 }
 
 /// Writes the waiting CQEs whose responses have all landed, in order.
@@ -847,6 +861,27 @@ fn perform_read(
     if len > 0 {
         route.check_enabled(Access::REMOTE_READ)?;
         let source = resolve_remote(route.node, remote, len, Access::REMOTE_READ)?;
+        if lands_at_once(sq) && source.len <= SMALL_COPY_CHUNK {
+            // The whole source is read before any byte lands (the ranges may overlap), as
+            // for a response in flight; then it is placed segment by segment.
+            let mut bytes = [0u8; SMALL_COPY_CHUNK];
+            let bytes = &mut bytes[..source.len];
+            let _ = source.region.buffer.read(source.offset, bytes);
+            let mut at = 0;
+            let mut dropped = false;
+            for segment in segments.iter().flat_map(|s| s.iter()) {
+                let destination = resolve_local(local, segment, true)?;
+                let end = at + destination.len;
+                dropped |= !place(destination.region, destination.offset, &bytes[at..end]);
+                at = end;
+            }
+            count_landed(dropped, ctx);
+            CounterBlock::add(&ctx.counters.bytes_read, len);
+            return Ok(Done {
+                byte_count: u32::try_from(len).unwrap_or(u32::MAX),
+                response,
+            });
+        }
         // The responder reads now; the bytes land locally when the response arrives.
         let mut at = source.offset;
         for segment in segments.iter().flat_map(|s| s.iter()) {
@@ -894,7 +929,17 @@ fn perform_atomic_wqe(
     let original =
         perform_atomic(&operand.region.buffer, operand.offset, op).map_err(|_| misaligned)?;
     CounterBlock::add(&ctx.counters.atomics, 1);
-    let bytes = original.to_be_bytes()[8 - size as usize..].to_vec();
+    let original = original.to_be_bytes();
+    let original = &original[8 - size as usize..];
+    if lands_at_once(sq) {
+        let dropped = !place(destination.region, destination.offset, original);
+        count_landed(dropped, ctx);
+        return Ok(Done {
+            byte_count: size,
+            response: Vec::new(),
+        });
+    }
+    let bytes = original.to_vec();
     Ok(Done {
         byte_count: size,
         response: vec![LocalWrite {
