@@ -22,7 +22,7 @@ use super::fabric::{
     LocalWrite, NodeId, NodeState, QpState, QueueId, ResponderState, SendQueueState, WaitingCqe,
 };
 use super::fault::{Fault, FLUSH_VENDOR_SYNDROME};
-use super::region::{Access, Region};
+use super::region::{Access, KeyTable, Region};
 
 /// The most bytes one WQE can occupy: 63 octowords.
 const FETCH_CAPACITY: usize = MAX_DS as usize * OCTOWORD_BYTES;
@@ -50,6 +50,42 @@ struct Ctx<'a> {
     effects: &'a mut Effects,
     counters: &'a CounterBlock,
     report: &'a mut StepReport,
+    keys: KeyCache<'a>,
+}
+
+/// The last region each key table of a node answered, for this borrow of the fabric: a
+/// queue's WQEs mostly name the same few keys, so most lookups end here. The tables
+/// cannot change while the borrow lasts (they are borrowed shared), so a remembered
+/// answer is exactly what the table would give.
+#[derive(Default)]
+struct KeyCache<'a> {
+    local: Option<KeyHit<'a>>,
+    remote: Option<KeyHit<'a>>,
+}
+
+/// One remembered lookup: `key` in a table of `node` is `region`.
+#[derive(Clone, Copy)]
+struct KeyHit<'a> {
+    node: &'a NodeState,
+    key: u32,
+    region: &'a Arc<Region>,
+}
+
+/// `key` in `table` (a table of `node`), through the remembered last answer.
+fn look_up<'a>(
+    last: &mut Option<KeyHit<'a>>,
+    node: &'a NodeState,
+    table: &'a KeyTable,
+    key: u32,
+) -> Option<&'a Arc<Region>> {
+    if let Some(hit) = *last {
+        if hit.key == key && core::ptr::eq(hit.node, node) {
+            return Some(hit.region);
+        }
+    }
+    let region = table.get(&key)?;
+    *last = Some(KeyHit { node, key, region });
+    Some(region)
 }
 
 /// A translated range of a region.
@@ -207,6 +243,7 @@ impl FabricState {
             effects,
             counters,
             report,
+            keys: KeyCache::default(),
         };
         Some(f(sq, &mut ctx))
     }
@@ -524,11 +561,12 @@ fn perform(sq: &SendQueueState, wqe: &ParsedWqe<'_>, ctx: &mut Ctx<'_>) -> Resul
         ParsedOp::Nop => Ok(Done::default()),
         ParsedOp::Dump { local } => {
             check_length(sq, local.transfer_len())?;
-            resolve_local(local_node(sq, ctx)?, &local, false)?;
+            ctx.keys.local(local_node(sq, ctx)?, &local, false)?;
             Ok(Done::default())
         }
-        ParsedOp::Write { remote, data } => perform_write(sq, wqe, remote, data, ctx),
-        ParsedOp::Read { remote, data } => perform_read(sq, wqe, remote, data, ctx),
+        // The data is passed by reference: a copy of the enum costs more than reading it.
+        ParsedOp::Write { remote, ref data } => perform_write(sq, wqe, remote, data, ctx),
+        ParsedOp::Read { remote, ref data } => perform_read(sq, wqe, remote, data, ctx),
         ParsedOp::Atomic { remote, op, result } => {
             perform_atomic_wqe(sq, wqe, remote, &op, &result, ctx)
         }
@@ -551,26 +589,54 @@ fn local_node<'a>(sq: &SendQueueState, ctx: &Ctx<'a>) -> Result<&'a NodeState, F
         .ok_or(Fault::ResponderUnavailable { responder: sq.qpn })
 }
 
-/// A data segment's range through the local node's lkey table.
-fn resolve_local<'n>(
-    node: &'n NodeState,
-    segment: &DataSegment,
-    write: bool,
-) -> Result<Span<'n>, Fault> {
-    let lkey = segment.lkey.get();
-    let addr = segment.addr.get();
-    let len = segment.transfer_len();
-    let region = node.local_keys.get(&lkey).ok_or(Fault::LocalKey { lkey })?;
-    let bounds = Fault::LocalBounds { lkey, addr, len };
-    let offset = region.translate(addr, len).ok_or(bounds)?;
-    if write && !region.access.contains(Access::LOCAL_WRITE) {
-        return Err(Fault::LocalWriteDenied { lkey });
+impl<'a> KeyCache<'a> {
+    /// A data segment's range through the local node's lkey table.
+    fn local(
+        &mut self,
+        node: &'a NodeState,
+        segment: &DataSegment,
+        write: bool,
+    ) -> Result<Span<'a>, Fault> {
+        let lkey = segment.lkey.get();
+        let addr = segment.addr.get();
+        let len = segment.transfer_len();
+        let region = look_up(&mut self.local, node, &node.local_keys, lkey)
+            .ok_or(Fault::LocalKey { lkey })?;
+        let bounds = Fault::LocalBounds { lkey, addr, len };
+        let offset = region.translate(addr, len).ok_or(bounds)?;
+        if write && !region.access.contains(Access::LOCAL_WRITE) {
+            return Err(Fault::LocalWriteDenied { lkey });
+        }
+        Ok(Span {
+            region,
+            offset,
+            len: usize::try_from(len).map_err(|_| bounds)?,
+        })
     }
-    Ok(Span {
-        region,
-        offset,
-        len: usize::try_from(len).map_err(|_| bounds)?,
-    })
+
+    /// A remote range through the responder node's rkey table.
+    fn remote(
+        &mut self,
+        node: &'a NodeState,
+        remote: RemoteAddress,
+        len: u64,
+        needed: Access,
+    ) -> Result<Span<'a>, Fault> {
+        let rkey = remote.rkey.0;
+        let addr = remote.addr;
+        let region = look_up(&mut self.remote, node, &node.remote_keys, rkey)
+            .ok_or(Fault::RemoteKey { rkey })?;
+        let bounds = Fault::RemoteBounds { rkey, addr, len };
+        let offset = region.translate(addr, len).ok_or(bounds)?;
+        if !region.access.contains(needed) {
+            return Err(Fault::RemoteAccessDenied { rkey, needed });
+        }
+        Ok(Span {
+            region,
+            offset,
+            len: usize::try_from(len).map_err(|_| bounds)?,
+        })
+    }
 }
 
 /// The responder an addressed WQE reaches (see [`route`]).
@@ -596,31 +662,6 @@ impl Route<'_> {
             })
         }
     }
-}
-
-/// A remote range through the responder node's rkey table.
-fn resolve_remote(
-    node: &NodeState,
-    remote: RemoteAddress,
-    len: u64,
-    needed: Access,
-) -> Result<Span<'_>, Fault> {
-    let rkey = remote.rkey.0;
-    let addr = remote.addr;
-    let region = node
-        .remote_keys
-        .get(&rkey)
-        .ok_or(Fault::RemoteKey { rkey })?;
-    let bounds = Fault::RemoteBounds { rkey, addr, len };
-    let offset = region.translate(addr, len).ok_or(bounds)?;
-    if !region.access.contains(needed) {
-        return Err(Fault::RemoteAccessDenied { rkey, needed });
-    }
-    Ok(Span {
-        region,
-        offset,
-        len: usize::try_from(len).map_err(|_| bounds)?,
-    })
 }
 
 /// The responder of an addressed WQE: the connected RC peer, or the DCT the address
@@ -697,7 +738,7 @@ fn perform_write(
     sq: &SendQueueState,
     wqe: &ParsedWqe<'_>,
     remote: RemoteAddress,
-    data: ParsedData<'_>,
+    data: &ParsedData<'_>,
     ctx: &mut Ctx<'_>,
 ) -> Result<Done, Fault> {
     let len = match data {
@@ -709,7 +750,7 @@ fn perform_write(
     let local = local_node(sq, ctx)?;
     if let ParsedData::Pointers(segments) = data {
         for segment in segments.iter() {
-            resolve_local(local, segment, false)?;
+            ctx.keys.local(local, segment, false)?;
         }
     }
     let route = route(sq, wqe, ctx)?;
@@ -718,12 +759,10 @@ fn perform_write(
         0 => None,
         _ => {
             route.check_enabled(Access::REMOTE_WRITE)?;
-            Some(resolve_remote(
-                route.node,
-                remote,
-                len,
-                Access::REMOTE_WRITE,
-            )?)
+            Some(
+                ctx.keys
+                    .remote(route.node, remote, len, Access::REMOTE_WRITE)?,
+            )
         }
     };
     let with_imm = wqe.opcode == Opcode::RdmaWriteImm;
@@ -741,7 +780,9 @@ fn perform_write(
             ParsedData::Inline(payload) => {
                 let (head, tail) = payload.parts();
                 store(target, destination.offset, head);
-                store(target, destination.offset + head.len(), tail);
+                if !tail.is_empty() {
+                    store(target, destination.offset + head.len(), tail);
+                }
             }
             ParsedData::Pointers(segments) => {
                 // A bounce buffer no larger than needed: zeroing 4 KiB for a short
@@ -756,7 +797,7 @@ fn perform_write(
                 };
                 let mut at = destination.offset;
                 for segment in segments.iter() {
-                    let source = resolve_local(local, segment, false)?;
+                    let source = ctx.keys.local(local, segment, false)?;
                     let mut done = 0;
                     while done < source.len {
                         let n = (source.len - done).min(chunk.len());
@@ -836,7 +877,7 @@ fn perform_read(
     sq: &SendQueueState,
     wqe: &ParsedWqe<'_>,
     remote: RemoteAddress,
-    data: ParsedData<'_>,
+    data: &ParsedData<'_>,
     ctx: &mut Ctx<'_>,
 ) -> Result<Done, Fault> {
     let segments = match data {
@@ -854,13 +895,15 @@ fn perform_read(
     check_length(sq, len)?;
     let local = local_node(sq, ctx)?;
     for segment in segments.iter().flat_map(|s| s.iter()) {
-        resolve_local(local, segment, true)?;
+        ctx.keys.local(local, segment, true)?;
     }
     let route = route(sq, wqe, ctx)?;
     let mut response = Vec::new();
     if len > 0 {
         route.check_enabled(Access::REMOTE_READ)?;
-        let source = resolve_remote(route.node, remote, len, Access::REMOTE_READ)?;
+        let source = ctx
+            .keys
+            .remote(route.node, remote, len, Access::REMOTE_READ)?;
         if lands_at_once(sq) && source.len <= SMALL_COPY_CHUNK {
             // The whole source is read before any byte lands (the ranges may overlap), as
             // for a response in flight; then it is placed segment by segment.
@@ -870,7 +913,7 @@ fn perform_read(
             let mut at = 0;
             let mut dropped = false;
             for segment in segments.iter().flat_map(|s| s.iter()) {
-                let destination = resolve_local(local, segment, true)?;
+                let destination = ctx.keys.local(local, segment, true)?;
                 let end = at + destination.len;
                 dropped |= !place(destination.region, destination.offset, &bytes[at..end]);
                 at = end;
@@ -885,7 +928,7 @@ fn perform_read(
         // The responder reads now; the bytes land locally when the response arrives.
         let mut at = source.offset;
         for segment in segments.iter().flat_map(|s| s.iter()) {
-            let destination = resolve_local(local, segment, true)?;
+            let destination = ctx.keys.local(local, segment, true)?;
             let mut bytes = vec![0u8; destination.len];
             let _ = source.region.buffer.read(at, &mut bytes);
             at += destination.len;
@@ -915,7 +958,7 @@ fn perform_atomic_wqe(
     check_length(sq, size.into())?;
     let local = local_node(sq, ctx)?;
     // The parser checked that the result segment's length is the operand size.
-    let destination = resolve_local(local, result, true)?;
+    let destination = ctx.keys.local(local, result, true)?;
     let route = route(sq, wqe, ctx)?;
     route.check_enabled(Access::REMOTE_ATOMIC)?;
     let misaligned = Fault::MisalignedAtomic {
@@ -925,7 +968,9 @@ fn perform_atomic_wqe(
     if remote.addr % u64::from(size) != 0 {
         return Err(misaligned);
     }
-    let operand = resolve_remote(route.node, remote, size.into(), Access::REMOTE_ATOMIC)?;
+    let operand = ctx
+        .keys
+        .remote(route.node, remote, size.into(), Access::REMOTE_ATOMIC)?;
     let original =
         perform_atomic(&operand.region.buffer, operand.offset, op).map_err(|_| misaligned)?;
     CounterBlock::add(&ctx.counters.atomics, 1);

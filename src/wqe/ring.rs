@@ -321,14 +321,14 @@ impl<'r> WqeReader<'r> {
     }
 
     /// The byte offset in the ring of octoword `k` of the WQE.
-    #[inline]
+    #[inline(always)]
     fn offset(&self, k: usize) -> usize {
         wrap(self.start + k * OCTOWORD_BYTES, self.ring.len())
     }
 
     /// Octoword `k` of the WQE. Never out of bounds: the offset wraps modulo the ring, which
     /// is a whole number of octowords.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn octoword(&self, k: usize) -> &'r [u8; OCTOWORD_BYTES] {
         let off = self.offset(k);
         self.ring[off..off + OCTOWORD_BYTES]
@@ -338,14 +338,14 @@ impl<'r> WqeReader<'r> {
 
     /// `count` consecutive octowords starting at `k`, as at most two contiguous runs split
     /// at the ring's end. `count` octowords must not exceed the ring.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn octowords(&self, k: usize, count: usize) -> (&'r [u8], &'r [u8]) {
         self.bytes(k * OCTOWORD_BYTES, count * OCTOWORD_BYTES)
     }
 
     /// `len` bytes starting `from` bytes into the WQE, split at the ring's end. `len` must
     /// not exceed the ring.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn bytes(&self, from: usize, len: usize) -> (&'r [u8], &'r [u8]) {
         let off = wrap(self.start + from, self.ring.len());
         let first = len.min(self.ring.len() - off);
