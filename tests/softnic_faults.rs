@@ -857,3 +857,73 @@ fn a_doorbell_rung_with_an_unchanged_value_is_caught_by_the_record() {
         assert_eq!(report.wqes_executed, expected, "{watch:?}");
     }
 }
+
+#[test]
+fn within_one_doorbell_every_wqe_resolves_its_own_keys() {
+    // Two local and two remote regions named in turn by the WQEs of one doorbell, then a
+    // key whose region was dropped before the doorbell: each WQE reaches the region its
+    // keys name, and the dropped key is an error even right after live ones.
+    let mut pair = RcPair::new(&Setup::default());
+    let extra = |node, seed: u8| {
+        let buffer = Arc::new(DmaBuffer::zeroed(64, 64).unwrap());
+        let bytes: Vec<u8> = (0..64).map(|i| pattern(seed, i)).collect();
+        buffer.write(0, &bytes).unwrap();
+        let region = pair
+            .fabric
+            .register(node, buffer.clone(), 0, 64, Access::all())
+            .unwrap();
+        (buffer, region)
+    };
+    let (local2, l2) = extra(pair.a.node, 0x21);
+    let (remote1, r1) = extra(pair.b.node, 0x31);
+    let (remote2, r2) = extra(pair.b.node, 0x41);
+    let (_, dropped) = extra(pair.b.node, 0x51);
+    let gone = dropped.remote(0);
+    drop(dropped);
+    let l1 = &pair.a.area.region;
+    let wqes = [
+        write_from(l1.sge(0, 8).unwrap(), r1.remote(0)),
+        write_from(l2.sge(8, 8).unwrap(), r2.remote(8)),
+        write_from(l1.sge(16, 8).unwrap(), r2.remote(16)),
+        write_from(l2.sge(24, 8).unwrap(), r1.remote(24)),
+    ];
+    let read = RdmaRead::new(r1.remote(40))
+        .sge(l2.sge(40, 8).unwrap())
+        .build()
+        .unwrap();
+    for wqe in &wqes {
+        pair.a.sq.post(wqe);
+    }
+    pair.a.sq.post(&read);
+    let bad = pair.a.sq.post(&write_from(l1.sge(0, 8).unwrap(), gone));
+    pair.a.sq.submit();
+    let report = pair.fabric.run_until_idle();
+    assert_eq!((report.wqes_executed, report.wqes_failed), (5, 1));
+    let q = pair.a.qpn.get();
+    assert_eq!(
+        pair.a.cq.drain(),
+        vec![err_cqe(q, WRITE, bad, REMOTE_ACCESS, 0x40, 0)]
+    );
+    assert_eq!(
+        pair.fabric.qp_status(pair.a.qpn).unwrap().error,
+        Some(ErrorCause::Wqe {
+            fault: Fault::RemoteKey { rkey: gone.rkey.0 },
+            wqe_counter: bad,
+        })
+    );
+    let image = |seed: u8, changes: &[(usize, u8)]| -> Vec<u8> {
+        let mut bytes: Vec<u8> = (0..64).map(|i| pattern(seed, i)).collect();
+        for &(at, from_seed) in changes {
+            for i in at..at + 8 {
+                bytes[i] = pattern(from_seed, i);
+            }
+        }
+        bytes
+    };
+    // The area's region has seed 0x11 (softnic_support::RcPair).
+    assert_eq!(remote1.to_vec(), image(0x31, &[(0, 0x11), (24, 0x21)]));
+    assert_eq!(remote2.to_vec(), image(0x41, &[(8, 0x21), (16, 0x11)]));
+    let mut local2_expected = image(0x21, &[]);
+    local2_expected[40..48].copy_from_slice(&image(0x31, &[])[40..48]);
+    assert_eq!(local2.to_vec(), local2_expected);
+}

@@ -248,3 +248,36 @@ fn a_response_to_a_deregistered_region_is_dropped() {
         vec![req_cqe(pair.a.qpn.get(), READ, 0, 64, 0)]
     );
 }
+
+#[test]
+fn a_read_onto_its_own_source_lands_the_bytes_read_before_it_landed() {
+    // A queue pair connected to itself READs region bytes 0..64 into 32..64 and 64..96 of
+    // the same region: the second entry receives the source's original bytes 32..64, not
+    // what the first entry put there, whether the response lands at once or later.
+    for delay in [0, 2] {
+        let fabric = ibgda::softnic::Fabric::new();
+        let setup = Setup {
+            response_delay: delay,
+            ..Setup::default()
+        };
+        let mut side = side(&fabric, 1, 0x11, TransportKind::Rc, &setup);
+        fabric.connect(side.qpn, side.qpn).unwrap();
+        let region = &side.area.region;
+        let read = RdmaRead::new(region.remote(0))
+            .gather([region.sge(32, 32).unwrap(), region.sge(64, 32).unwrap()])
+            .signaled()
+            .build()
+            .unwrap();
+        let index = side.sq.post(&read);
+        side.sq.submit();
+        fabric.run_until_idle();
+        let mut expected = local_pattern(0, 128);
+        expected[32..96].copy_from_slice(&local_pattern(0, 64));
+        assert_eq!(side.area.bytes(0, 128), expected, "delay {delay}");
+        assert_eq!(
+            side.cq.drain(),
+            vec![req_cqe(side.qpn.get(), READ, index, 64, 0)],
+            "delay {delay}"
+        );
+    }
+}
