@@ -914,8 +914,8 @@ fn within_one_doorbell_every_wqe_resolves_its_own_keys() {
     let image = |seed: u8, changes: &[(usize, u8)]| -> Vec<u8> {
         let mut bytes: Vec<u8> = (0..64).map(|i| pattern(seed, i)).collect();
         for &(at, from_seed) in changes {
-            for i in at..at + 8 {
-                bytes[i] = pattern(from_seed, i);
+            for (i, byte) in bytes.iter_mut().enumerate().skip(at).take(8) {
+                *byte = pattern(from_seed, i);
             }
         }
         bytes
