@@ -51,6 +51,10 @@ struct Ctx<'a> {
     counters: &'a CounterBlock,
     report: &'a mut StepReport,
     keys: KeyCache<'a>,
+    /// The route of this borrow's RC queue, once found. It depends on the queue's peer
+    /// (which only a command changes, under the fabric's lock, so not during the borrow)
+    /// and on the responder's state: every change of a responder here forgets it.
+    rc_route: Option<Route<'a>>,
 }
 
 /// The last region each key table of a node answered, for this borrow of the fabric: a
@@ -244,6 +248,7 @@ impl FabricState {
             counters,
             report,
             keys: KeyCache::default(),
+            rc_route: None,
         };
         Some(f(sq, &mut ctx))
     }
@@ -452,6 +457,7 @@ fn fail(sq: &mut SendQueueState, index: u16, opcode: u8, fault: Fault, ctx: &mut
         fault,
         wqe_counter: index,
     });
+    ctx.rc_route = None;
     if let Some(responder) = ctx.responders.get_mut(&sq.qpn) {
         responder.error = true;
     }
@@ -640,6 +646,7 @@ impl<'a> KeyCache<'a> {
 }
 
 /// The responder an addressed WQE reaches (see [`route`]).
+#[derive(Clone, Copy)]
 struct Route<'a> {
     /// Its queue number.
     number: u32,
@@ -666,7 +673,28 @@ impl Route<'_> {
 
 /// The responder of an addressed WQE: the connected RC peer, or the DCT the address
 /// vector names. One lookup of the responder serves the route, its rights and its node.
-fn route<'a>(sq: &SendQueueState, wqe: &ParsedWqe<'_>, ctx: &Ctx<'a>) -> Result<Route<'a>, Fault> {
+fn route<'a>(
+    sq: &SendQueueState,
+    wqe: &ParsedWqe<'_>,
+    ctx: &mut Ctx<'a>,
+) -> Result<Route<'a>, Fault> {
+    if sq.transport == TransportKind::Rc {
+        if let Some(found) = ctx.rc_route {
+            return Ok(found);
+        }
+        let found = find_route(sq, wqe, ctx)?;
+        ctx.rc_route = Some(found);
+        return Ok(found);
+    }
+    find_route(sq, wqe, ctx)
+}
+
+/// [`route`] without the remembered RC route.
+fn find_route<'a>(
+    sq: &SendQueueState,
+    wqe: &ParsedWqe<'_>,
+    ctx: &Ctx<'a>,
+) -> Result<Route<'a>, Fault> {
     let (number, responder) = match sq.transport {
         TransportKind::Rc => {
             let peer = sq
@@ -853,6 +881,7 @@ fn deliver_immediate(
     ctx: &mut Ctx<'_>,
 ) {
     let source_lid = ctx.nodes.get(sq.node.0 as usize).map_or(0, |n| n.lid);
+    ctx.rc_route = None;
     let Some(state) = ctx.responders.get_mut(&responder) else {
         return;
     };
