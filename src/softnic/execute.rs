@@ -776,9 +776,14 @@ fn perform_write(
     };
     check_length(sq, len)?;
     let local = local_node(sq, ctx)?;
+    // The source of a one-entry gather, kept from its check for the copy.
+    let mut single_source = None;
     if let ParsedData::Pointers(segments) = data {
         for segment in segments.iter() {
-            ctx.keys.local(local, segment, false)?;
+            let source = ctx.keys.local(local, segment, false)?;
+            if segments.len() == 1 {
+                single_source = Some(source);
+            }
         }
     }
     let route = route(sq, wqe, ctx)?;
@@ -825,7 +830,10 @@ fn perform_write(
                 };
                 let mut at = destination.offset;
                 for segment in segments.iter() {
-                    let source = ctx.keys.local(local, segment, false)?;
+                    let source = match single_source.take() {
+                        Some(source) => source,
+                        None => ctx.keys.local(local, segment, false)?,
+                    };
                     let mut done = 0;
                     while done < source.len {
                         let n = (source.len - done).min(chunk.len());

@@ -154,7 +154,9 @@ impl<'r> DataSegments<'r> {
     }
     /// The total length the NIC transfers.
     pub fn total_len(&self) -> u64 {
-        self.iter().map(DataSegment::transfer_len).sum()
+        // Each run summed on its own: a chained iterator costs more than the sum.
+        let sum = |run: &[DataSegment]| run.iter().map(DataSegment::transfer_len).sum::<u64>();
+        sum(self.head) + sum(self.tail)
     }
 }
 
