@@ -35,6 +35,7 @@ pub mod completion;
 pub mod dormant;
 pub mod issue;
 pub mod peers;
+pub mod proxy;
 pub mod rate;
 
 /// The bound on every device wait in the experiments: 5 s.
