@@ -655,4 +655,43 @@ pub(crate) mod tests {
         assert!(svg.contains("32T 1Q warp B32"), "compact label");
         std::fs::remove_dir_all(&dir).unwrap();
     }
+
+    #[test]
+    fn the_proxy_plots_are_written_with_the_papers_numbers() {
+        let dir = std::env::temp_dir().join(format!("ibgda-bench-proxy-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let report = Report {
+            proxy: Some(crate::proxy::tests::proxy_result()),
+            ..Report::default()
+        };
+        let files = render_report(&report, &dir).unwrap();
+        let names: Vec<String> = files
+            .iter()
+            .map(|f| f.file_name().unwrap().to_string_lossy().into_owned())
+            .collect();
+        let expected: Vec<String> = [
+            "proxy_enqueue",
+            "proxy_rate",
+            "proxy_probe",
+            "proxy_assisted",
+        ]
+        .iter()
+        .flat_map(|s| [format!("{s}.png"), format!("{s}.svg")])
+        .collect();
+        assert_eq!(names, expected);
+        let svg = |stem: &str| std::fs::read_to_string(dir.join(format!("{stem}.svg"))).unwrap();
+        let enqueue = svg("proxy_enqueue");
+        assert!(
+            enqueue.contains("2.27") && enqueue.contains("0.13"),
+            "Table 3 enqueue"
+        );
+        assert!(enqueue.contains("7.07"), "Table 3 put+c");
+        let rate = svg("proxy_rate");
+        assert!(rate.contains("14.4") && rate.contains("2.60"), "Table 10");
+        assert!(rate.contains("T1 R32 B16"), "T x R x B label");
+        let probe = svg("proxy_probe");
+        assert!(probe.contains("2190") && probe.contains("115"), "Table 11");
+        assert!(svg("proxy_assisted").contains("258"), "host thread ringing");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 }

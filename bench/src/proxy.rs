@@ -566,9 +566,102 @@ pub fn table(p: &ProxyResult) -> String {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use ibgda_kernels::experiments::proxy::Producer;
+
+    fn ns(p50: f64) -> Percentiles {
+        Percentiles {
+            count: 1,
+            p50,
+            ..Percentiles::default()
+        }
+    }
+
+    /// A proxy result with every section, as the GPU machine writes it.
+    pub(crate) fn proxy_result() -> ProxyResult {
+        let params = ProxyParams::new(Producers::Gpu, true);
+        let enqueue = ["baseline", "tuned"]
+            .iter()
+            .map(|&handoff| {
+                let paper = paper::proxy_table3(handoff);
+                EnqueueRow {
+                    handoff: handoff.into(),
+                    enqueue_ns: ns(100.0),
+                    put_completion_ns: ns(2400.0),
+                    sm_clock_mhz: Some(1980.0),
+                    pinned: "1/1".into(),
+                    paper_enqueue_us: paper.map(|p| p.0),
+                    paper_put_completion_us: paper.map(|p| p.1),
+                }
+            })
+            .collect();
+        let rates = params
+            .rate_configs()
+            .iter()
+            .map(|&c| rate_row(&rate(Producer::Gpu, c)))
+            .collect();
+        let probes = [false, true]
+            .iter()
+            .map(|&shared| ProbeRow {
+                ring: if shared { "shared" } else { "private" }.into(),
+                workers: 4,
+                bulk_rings: 32,
+                batch: 16,
+                bulk_producers: 2048,
+                probe_ns: ns(45_000.0),
+                bulk_mmsg_per_s: 15.0,
+                pinned: "4/4".into(),
+                paper_rtt_p50_us: paper::proxy_table11(shared),
+            })
+            .collect();
+        let assisted = [1, 4]
+            .iter()
+            .map(|&forwarders| AssistedRow {
+                forwarders,
+                queues: 8,
+                batch: 16,
+                rounds: 200,
+                wqes: 8 * 200 * 16,
+                seconds: 0.002,
+                mwqe_per_s: 12.8,
+                queue_ns: ns(2e6),
+                doorbells_forwarded: 1600,
+                indices_published: 1600,
+            })
+            .collect();
+        ProxyResult {
+            params,
+            cores: 16,
+            sm_clock_mhz: Some(1980.0),
+            enqueue,
+            rates,
+            probes,
+            assisted,
+            failed: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn a_report_with_the_proxy_round_trips_and_older_reports_still_read() {
+        let report = crate::record::Report {
+            proxy: Some(proxy_result()),
+            ..crate::record::Report::default()
+        };
+        let text = serde_json::to_string(&report).unwrap();
+        let back: crate::record::Report = serde_json::from_str(&text).unwrap();
+        assert_eq!(serde_json::to_string(&back).unwrap(), text);
+        let value: serde_json::Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(value["proxy"]["params"]["producers"], "gpu");
+        assert_eq!(value["proxy"]["enqueue"][1]["paper_enqueue_us"], 0.13);
+        assert_eq!(value["proxy"]["probes"][1]["paper_rtt_p50_us"], 2190.0);
+        // A results.json written before the proxy joined the report reads without it.
+        let old: crate::record::Report = serde_json::from_str(include_str!(
+            "../../kernels/results/h200-2026-12-01/results.json"
+        ))
+        .unwrap();
+        assert!(old.proxy.is_none() && old.gpu_sink.is_some());
+    }
 
     fn rate(producer: Producer, config: RateConfig) -> RateResult {
         RateResult {

@@ -1039,4 +1039,67 @@ mod tests {
         assert_eq!(millions_per_s(2_000, 1_000), 2_000.0 * 1e3 / 1_000.0);
         assert_eq!(millions_per_s(5, 0), 0.0);
     }
+
+    // The CPU variants on software NICs, small: counts and totals exact, samples ordered.
+
+    #[test]
+    fn cpu_enqueue_times_each_request_through_its_completion() {
+        for result in [
+            cpu::enqueue::<Baseline>(EnqueueConfig::new(10, 50)).unwrap(),
+            cpu::enqueue::<Tuned>(EnqueueConfig::new(10, 50)).unwrap(),
+        ] {
+            assert_eq!(result.producer, Producer::Cpu);
+            assert_eq!(result.enqueue_ns.len(), 50, "warm-up discarded");
+            assert_eq!(result.put_completion_ns.len(), 50);
+            assert!(result
+                .enqueue_ns
+                .iter()
+                .zip(&result.put_completion_ns)
+                .all(|(e, t)| e <= t));
+            assert_eq!(result.sm_mhz, None);
+            assert_eq!(result.pinning.workers, 1);
+        }
+    }
+
+    #[test]
+    fn cpu_rate_posts_every_request_once_in_batches_of_at_most_b() {
+        // 1,000 requests over 3 rings: 333 each, the remainder not pushed.
+        let one = cpu::rate(RateConfig::cpu(2, 3, 1, 1_000)).unwrap();
+        assert_eq!(one.messages, 999);
+        assert_eq!(one.posted, 999);
+        assert_eq!(one.doorbells, 999, "B=1: one doorbell per request");
+        assert_eq!(one.wqes_per_doorbell, 1.0);
+        assert_eq!(one.pinning.workers, 2);
+        let batched = cpu::rate(RateConfig::cpu(1, 2, 16, 4_096)).unwrap();
+        assert_eq!((batched.messages, batched.posted), (4_096, 4_096));
+        assert!(batched.doorbells >= 4_096 / 16 && batched.doorbells <= 4_096);
+        assert!(batched.wqes_per_doorbell <= 16.0);
+        assert_eq!(
+            batched.mmsg_per_s,
+            millions_per_s(batched.messages, batched.ns)
+        );
+    }
+
+    #[test]
+    fn cpu_probe_waits_for_every_probe_under_load() {
+        for shared in [false, true] {
+            let r = cpu::probe(ProbeConfig::cpu(shared, 20)).unwrap();
+            assert_eq!(r.probe_ns.len(), 20);
+            assert!(r.probe_ns.iter().sum::<u64>() <= r.run_ns);
+            assert_eq!(r.bulk_mmsg_per_s, millions_per_s(r.bulk_pushed, r.run_ns));
+            assert!(r.config.shared == shared);
+        }
+    }
+
+    #[test]
+    fn cpu_assisted_completes_every_wqe_through_the_forwarders() {
+        let r = cpu::assisted(AssistedConfig::new(2, 3, 40)).unwrap();
+        assert_eq!(r.wqes, 3 * 40 * 16);
+        assert_eq!(r.indices_published, 3 * 40);
+        assert_eq!(r.queue_ns.len(), 3);
+        assert!(r.queue_ns.iter().all(|&q| q <= r.ns));
+        // Nothing completes without a doorbell; a forwarder rings once per new index it
+        // sees, and each new index covers at least one new WQE.
+        assert!(r.doorbells_forwarded >= 1 && r.doorbells_forwarded <= r.wqes);
+    }
 }
