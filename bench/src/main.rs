@@ -76,7 +76,8 @@ struct Cli {
     /// Directory for results.json and the plots (created if missing).
     #[arg(short, long, default_value = "bench-out", global = true)]
     out: PathBuf,
-    /// Small sizes for CI; experiments that need a GPU are skipped (and listed as such).
+    /// Small sizes for CI; experiments that need a GPU are skipped (and listed as such),
+    /// the proxy runs with CPU producers unless `proxy --producers gpu` asks for the GPU.
     #[arg(long, global = true)]
     quick: bool,
     /// Write no plots.
