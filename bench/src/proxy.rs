@@ -226,6 +226,14 @@ pub struct ProxyResult {
     pub probes: Vec<ProbeRow>,
     /// CPU-assisted doorbell.
     pub assisted: Vec<AssistedRow>,
+    /// The baseline within the run: baseline over tuned enqueue p50 (the paper on P-IB:
+    /// 2.27 / 0.13 µs, 17.5x).
+    #[serde(default)]
+    pub baseline_over_tuned_enqueue_p50: Option<f64>,
+    /// The baseline within the run: shared over private probe p50 (the paper's loaded RTT
+    /// on P-IB: 2,190 / 115 µs, 19.0x).
+    #[serde(default)]
+    pub shared_over_private_probe_p50: Option<f64>,
     /// Rows that failed (each with why); the others ran.
     #[serde(default)]
     pub failed: Vec<FailedRow>,
@@ -236,6 +244,34 @@ impl ProxyResult {
     pub fn failed(&self) -> bool {
         !self.failed.is_empty()
     }
+}
+
+/// `numerator / denominator` when both ran and the denominator is positive.
+fn ratio(numerator: Option<f64>, denominator: Option<f64>) -> Option<f64> {
+    match (numerator, denominator) {
+        (Some(n), Some(d)) if d > 0.0 => Some(n / d),
+        _ => None,
+    }
+}
+
+/// Baseline over tuned enqueue p50, and shared over private probe p50.
+fn ratios(enqueue: &[EnqueueRow], probes: &[ProbeRow]) -> (Option<f64>, Option<f64>) {
+    let enqueue_p50 = |handoff: &str| {
+        enqueue
+            .iter()
+            .find(|r| r.handoff == handoff)
+            .map(|r| r.enqueue_ns.p50)
+    };
+    let probe_p50 = |ring: &str| {
+        probes
+            .iter()
+            .find(|r| r.ring == ring)
+            .map(|r| r.probe_ns.p50)
+    };
+    (
+        ratio(enqueue_p50("baseline"), enqueue_p50("tuned")),
+        ratio(probe_p50("shared"), probe_p50("private")),
+    )
 }
 
 fn percentiles(values: &[u64]) -> Result<Percentiles, BenchError> {
@@ -451,17 +487,23 @@ pub fn run(
         "failed": serde_json::to_value(&rows.failed).map_err(BenchError::msg)?,
     });
     let clocks: Vec<f64> = enqueue.iter().filter_map(|r| r.sm_mhz).collect();
+    let enqueue: Vec<EnqueueRow> = enqueue.iter().map(enqueue_row).collect::<Result<_, _>>()?;
+    let probes: Vec<ProbeRow> = probes.iter().map(probe_row).collect::<Result<_, _>>()?;
+    let (baseline_over_tuned_enqueue_p50, shared_over_private_probe_p50) =
+        ratios(&enqueue, &probes);
     let result = ProxyResult {
         cores: std::thread::available_parallelism().map_or(0, |n| n.get()),
         sm_clock_mhz: (!clocks.is_empty())
             .then(|| clocks.iter().sum::<f64>() / clocks.len() as f64),
-        enqueue: enqueue.iter().map(enqueue_row).collect::<Result<_, _>>()?,
+        enqueue,
         rates: rates.iter().map(rate_row).collect(),
-        probes: probes.iter().map(probe_row).collect::<Result<_, _>>()?,
+        probes,
         assisted: assisted
             .iter()
             .map(assisted_row)
             .collect::<Result<_, _>>()?,
+        baseline_over_tuned_enqueue_p50,
+        shared_over_private_probe_p50,
         failed: rows.failed,
         params,
     };
@@ -507,6 +549,17 @@ pub fn table(p: &ProxyResult) -> String {
             paper_us(r.paper_put_completion_us)
         );
     }
+    if let Some(r) = p.baseline_over_tuned_enqueue_p50 {
+        let paper = ratio(
+            paper::proxy_table3("baseline").map(|p| p.0),
+            paper::proxy_table3("tuned").map(|p| p.0),
+        );
+        let _ = writeln!(
+            t,
+            "  baseline / tuned enqueue p50: {r:.1}x (paper {:.1}x)",
+            paper.unwrap_or(f64::NAN)
+        );
+    }
     let _ = writeln!(
         t,
         "  message rate, {} requests per point (paper: Table 10, P-IB, cold)",
@@ -540,6 +593,14 @@ pub fn table(p: &ProxyResult) -> String {
             r.bulk_rings,
             r.batch,
             paper_us(r.paper_rtt_p50_us)
+        );
+    }
+    if let Some(r) = p.shared_over_private_probe_p50 {
+        let paper = ratio(paper::proxy_table11(true), paper::proxy_table11(false));
+        let _ = writeln!(
+            t,
+            "  shared / private probe p50: {r:.1}x (paper {:.1}x)",
+            paper.unwrap_or(f64::NAN)
         );
     }
     let _ = writeln!(
@@ -638,8 +699,26 @@ pub(crate) mod tests {
             rates,
             probes,
             assisted,
+            baseline_over_tuned_enqueue_p50: None,
+            shared_over_private_probe_p50: None,
             failed: Vec::new(),
         }
+    }
+
+    #[test]
+    fn ratios_are_taken_within_the_run_by_name() {
+        let mut p = proxy_result();
+        p.enqueue[0].enqueue_ns.p50 = 1900.0; // baseline
+        p.enqueue[1].enqueue_ns.p50 = 100.0; // tuned
+        p.probes[0].probe_ns.p50 = 45_000.0; // private
+        p.probes[1].probe_ns.p50 = 135_000.0; // shared
+        assert_eq!(ratios(&p.enqueue, &p.probes), (Some(19.0), Some(3.0)));
+        // Order does not matter; a missing or zero denominator gives none.
+        p.enqueue.reverse();
+        p.probes.truncate(1);
+        assert_eq!(ratios(&p.enqueue, &p.probes), (Some(19.0), None));
+        p.enqueue[0].enqueue_ns.p50 = 0.0;
+        assert_eq!(ratios(&p.enqueue, &p.probes), (None, None));
     }
 
     #[test]
