@@ -859,6 +859,7 @@ pub mod cpu {
 
 /// The proxy program loaded on GPU 0, every device wait bounded by [`PROXY_SPIN_LIMIT`].
 pub struct ProxyGpu {
+    // Fields drop in order: the loaded kernels before the context they live in.
     kernels: ProxyKernels,
     gpu: Gpu,
 }
