@@ -932,8 +932,15 @@ fn perform_read(
     let len = segments.map_or(0, |s| s.total_len());
     check_length(sq, len)?;
     let local = local_node(sq, ctx)?;
-    for segment in segments.iter().flat_map(|s| s.iter()) {
-        ctx.keys.local(local, segment, true)?;
+    // The destination of a one-entry scatter, kept from its check for the landing.
+    let mut single_destination = None;
+    if let Some(segments) = segments {
+        for segment in segments.iter() {
+            let destination = ctx.keys.local(local, segment, true)?;
+            if segments.len() == 1 {
+                single_destination = Some(destination);
+            }
+        }
     }
     let route = route(sq, wqe, ctx)?;
     let mut response = Vec::new();
@@ -942,7 +949,9 @@ fn perform_read(
         let source = ctx
             .keys
             .remote(route.node, remote, len, Access::REMOTE_READ)?;
-        if lands_at_once(sq) && source.len <= SMALL_COPY_CHUNK {
+        if let Some(segments) =
+            segments.filter(|_| lands_at_once(sq) && source.len <= SMALL_COPY_CHUNK)
+        {
             // The whole source is read before any byte lands (the ranges may overlap), as
             // for a response in flight; then it is placed segment by segment.
             let mut bytes = [0u8; SMALL_COPY_CHUNK];
@@ -950,8 +959,11 @@ fn perform_read(
             let _ = source.region.buffer.read(source.offset, bytes);
             let mut at = 0;
             let mut dropped = false;
-            for segment in segments.iter().flat_map(|s| s.iter()) {
-                let destination = ctx.keys.local(local, segment, true)?;
+            for segment in segments.iter() {
+                let destination = match single_destination.take() {
+                    Some(destination) => destination,
+                    None => ctx.keys.local(local, segment, true)?,
+                };
                 let end = at + destination.len;
                 dropped |= !place(destination.region, destination.offset, &bytes[at..end]);
                 at = end;
