@@ -7,8 +7,7 @@
  * into ibgda's, and polls ibgda's CQ, which the doorbell sink serves.
  *
  *   ibgda_peer_doca_setup   fills the struct (and poisons the ring with 0xa5, so bytes
- *                           DOCA leaves unwritten show), reports its size and the layout
- *                           of DOCA's wire structs as compiled
+ *                           DOCA leaves unwritten show), reports its size
  *   ibgda_peer_doca_issue   warmup + iters of doca_gpu_dev_verbs_p_thread<uint64_t> (one
  *                           signaled 8-byte inline RDMA WRITE, exclusive mode, regular
  *                           doorbell from the SM) and doca_gpu_dev_verbs_poll_cq_at on its
@@ -25,21 +24,35 @@
  * Unpacked, DOCA's control segment is 20 bytes: fm_ce_se lands in byte 12 (the immediate)
  * instead of 11, and the inline data segment starts at byte 36 instead of 32, so a NIC sees
  * no completion request. Packing the header that defines them (and nothing else) restores
- * the layout its authors meant; ibgda_peer_doca_setup reports the layout that was compiled,
- * and the harness checks it against ibgda's mlx5 segment types before anything runs. */
+ * the layout its authors meant, which the static assertions below check field by field
+ * against ibgda's. */
 #pragma pack(push, 1)
 #include "gpunetio/common/doca_gpunetio_verbs_def.h"
 #pragma pack(pop)
 #include "gpunetio/device/doca_gpunetio_dev_verbs_onesided.cuh"
 #include "ibgda_layout.h"
 
-/* The sizes mlx5 defines (offsets need a GPU: NVRTC has no constant offsetof; the setup
- * kernel reports them). Unpacked, the control segment is 20 bytes. */
-static_assert(sizeof(doca_gpunetio_ib_mlx5_wqe_ctrl_seg) == 16, "DOCA's control segment is not 16 bytes");
-static_assert(sizeof(doca_gpunetio_ib_mlx5_wqe_raddr_seg) == 16, "DOCA's remote address segment is not 16 bytes");
-static_assert(sizeof(doca_gpunetio_ib_mlx5_wqe_data_seg) == 16, "DOCA's data segment is not 16 bytes");
-static_assert(sizeof(doca_gpunetio_ib_mlx5_cqe64) == 64, "DOCA's CQE is not 64 bytes");
-static_assert(sizeof(doca_gpu_dev_verbs_wqe) == 64, "DOCA's WQE basic block is not 64 bytes");
+/* DOCA's wire structs as compiled, against ibgda's layout (generated from its Rust types). */
+#define PEER_LAYOUT(type, member, want) \
+    static_assert(IBGDA_OFFSETOF(type, member) == ibgda::layout::want, #type "." #member " is not at " #want)
+static_assert(sizeof(doca_gpunetio_ib_mlx5_wqe_ctrl_seg) == ibgda::layout::CTRL_BYTES, "DOCA's control segment size");
+PEER_LAYOUT(doca_gpunetio_ib_mlx5_wqe_ctrl_seg, opmod_idx_opcode, CTRL_OPMOD_IDX_OPCODE);
+PEER_LAYOUT(doca_gpunetio_ib_mlx5_wqe_ctrl_seg, qpn_ds, CTRL_QPN_DS);
+PEER_LAYOUT(doca_gpunetio_ib_mlx5_wqe_ctrl_seg, signature, CTRL_SIGNATURE);
+PEER_LAYOUT(doca_gpunetio_ib_mlx5_wqe_ctrl_seg, dci_stream_channel_id, CTRL_DCI_STREAM_CHANNEL_ID);
+PEER_LAYOUT(doca_gpunetio_ib_mlx5_wqe_ctrl_seg, fm_ce_se, CTRL_FM_CE_SE);
+PEER_LAYOUT(doca_gpunetio_ib_mlx5_wqe_ctrl_seg, imm, CTRL_IMM);
+static_assert(sizeof(doca_gpunetio_ib_mlx5_wqe_raddr_seg) == ibgda::layout::RADDR_BYTES, "DOCA's raddr segment size");
+PEER_LAYOUT(doca_gpunetio_ib_mlx5_wqe_raddr_seg, rkey, RADDR_RKEY);
+static_assert(sizeof(doca_gpunetio_ib_mlx5_wqe_data_seg) == ibgda::layout::DATA_BYTES, "DOCA's data segment size");
+PEER_LAYOUT(doca_gpunetio_ib_mlx5_wqe_data_seg, lkey, DATA_LKEY);
+PEER_LAYOUT(doca_gpunetio_ib_mlx5_wqe_data_seg, addr, DATA_ADDR);
+static_assert(sizeof(doca_gpunetio_ib_mlx5_wqe_inl_data_seg) == ibgda::layout::INLINE_HEADER_BYTES, "DOCA's inline header size");
+static_assert(sizeof(doca_gpunetio_ib_mlx5_cqe64) == ibgda::layout::CQE_BYTES, "DOCA's CQE size");
+PEER_LAYOUT(doca_gpunetio_ib_mlx5_cqe64, sop_drop_qpn, CQE_SOP_DROP_QPN);
+PEER_LAYOUT(doca_gpunetio_ib_mlx5_cqe64, wqe_counter, CQE_WQE_COUNTER);
+PEER_LAYOUT(doca_gpunetio_ib_mlx5_cqe64, op_own, CQE_OP_OWN);
+static_assert(sizeof(doca_gpu_dev_verbs_wqe) == ibgda::layout::WQEBB_BYTES, "DOCA's WQE basic block size");
 
 typedef unsigned int u32;
 typedef unsigned long long u64;
@@ -52,32 +65,8 @@ __device__ __forceinline__ u64 peer_globaltimer() {
 
 __device__ __forceinline__ u32 peer_bswap32(u32 x) { return __byte_perm(x, 0, 0x0123); }
 
-/* Byte offset of a member within an object (NVRTC has no constant offsetof). */
-#define PEER_OFFSET(obj, member) ((u32)((const unsigned char*)&(obj).member - (const unsigned char*)&(obj)))
-
-/* report[0] = sizeof(doca_gpu_dev_verbs_qp); report[1..=PEER_LAYOUT_WORDS] = the layout of
- * DOCA's wire structs as compiled (order: kernels/src/experiments/peers.rs, DOCA_LAYOUT). */
-#define PEER_LAYOUT_WORDS 12
-__device__ void peer_doca_layout(u32* out) {
-    doca_gpunetio_ib_mlx5_wqe_ctrl_seg c;
-    doca_gpunetio_ib_mlx5_cqe64 q;
-    out[0] = sizeof(doca_gpunetio_ib_mlx5_wqe_ctrl_seg);
-    out[1] = PEER_OFFSET(c, signature);
-    out[2] = PEER_OFFSET(c, dci_stream_channel_id);
-    out[3] = PEER_OFFSET(c, fm_ce_se);
-    out[4] = PEER_OFFSET(c, imm);
-    out[5] = sizeof(doca_gpunetio_ib_mlx5_wqe_raddr_seg);
-    out[6] = sizeof(doca_gpunetio_ib_mlx5_wqe_data_seg);
-    out[7] = sizeof(doca_gpunetio_ib_mlx5_wqe_inl_data_seg);
-    out[8] = sizeof(doca_gpunetio_ib_mlx5_cqe64);
-    out[9] = PEER_OFFSET(q, sop_drop_qpn);
-    out[10] = PEER_OFFSET(q, wqe_counter);
-    out[11] = PEER_OFFSET(q, op_own);
-}
-
-extern "C" __global__ void ibgda_peer_doca_setup(ibgda::DeviceQueueDescriptor d, doca_gpu_dev_verbs_qp* qp, u32* report) {
+extern "C" __global__ void ibgda_peer_doca_setup(ibgda::DeviceQueueDescriptor d, doca_gpu_dev_verbs_qp* qp, u32* size) {
     if (threadIdx.x != 0 || blockIdx.x != 0) return;
-    peer_doca_layout(report + 1);
     unsigned char* raw = (unsigned char*)qp;
     for (u32 i = 0; i < sizeof(doca_gpu_dev_verbs_qp); i++) raw[i] = 0;
     const u32 wqebbs = 1u << d.log_sq_wqebbs;
@@ -106,7 +95,7 @@ extern "C" __global__ void ibgda_peer_doca_setup(ibgda::DeviceQueueDescriptor d,
     qp->cq_sq.mem_type = DOCA_GPUNETIO_VERBS_MEM_TYPE_GPU;
     qp->nic_handler = DOCA_GPUNETIO_VERBS_NIC_HANDLER_GPU_SM_DB;
     qp->mem_type = DOCA_GPUNETIO_VERBS_MEM_TYPE_GPU;
-    report[0] = sizeof(doca_gpu_dev_verbs_qp);
+    *size = sizeof(doca_gpu_dev_verbs_qp);
 }
 
 #ifndef IBGDA_SPIN_LIMIT_NS
