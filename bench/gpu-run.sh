@@ -4,8 +4,8 @@
 #   1. `ibgda-bench all`: the CPU experiments (host post vs rdma-core, software NIC) and the
 #      GPU ones of ibgda_kernels::experiments against the doorbell sink (Table 4 issue per
 #      scope typed and raw, completion scope, Table 5 rates and sweeps, dormant cost);
-#   2. `ibgda-bench peers`: DOCA GPUNetIO's issue loop beside ibgda's (the peer's waits are
-#      unbounded, hence its own process).
+#   2. `ibgda-bench peers`: DOCA GPUNetIO's and NVSHMEM's issue loops beside ibgda's (the
+#      peers' waits are unbounded, hence its own process).
 # Writes results.json, gpu-raw.json (raw samples), peers.json, peers-raw.json, the PNG and
 # SVG plots and the logs under $OUT/bench (or ./gpu-out/bench). About 3 minutes.
 #
@@ -16,6 +16,7 @@
 #   cp /usr/lib/x86_64-linux-gnu/libnl-3.so.200 /usr/lib/x86_64-linux-gnu/libnl-route-3.so.200 .gpu/lib/
 #   bash scripts/peer-headers.sh && cp -r target/peers/include .gpu/peers/
 #   cp -r target/cuda-wheels/13.0/cu13/include/cccl .gpu/cccl
+#   cp -rL target/rdma-core/56.1/build/include .gpu/rdma-core-include   (NVSHMEM's mlx5dv.h)
 # then, through the device tool with carry [".gpu"]:
 #   bash bench/gpu-run.sh
 set -uo pipefail
@@ -33,6 +34,10 @@ fi
 # CCCL headers for the peer program, where the machine's CUDA has none.
 if [[ ! -e /usr/local/cuda/include/cccl/cuda/std/cstdint && -d .gpu/cccl ]]; then
     export IBGDA_CCCL_INCLUDE=$PWD/.gpu/cccl
+fi
+# rdma-core's headers for NVSHMEM's device path (compiled there with the toolkit's nvcc).
+if [[ -d .gpu/rdma-core-include ]]; then
+    export IBGDA_RDMA_CORE_INCLUDE=$PWD/.gpu/rdma-core-include
 fi
 # Producer and sink kernels wait on each other: load kernels eagerly (Gpu::open also sets it).
 export CUDA_MODULE_LOADING=EAGER

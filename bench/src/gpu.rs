@@ -222,6 +222,61 @@ pub struct PeersResult {
     pub doca_parse_errors: Vec<String>,
     /// Bytes where DOCA's WQEs differ from ibgda's encoding (findings to explain).
     pub doca_byte_differences: Vec<String>,
+    /// NVSHMEM's IBGDA device path (compiled with nvcc), same queue memory (with a collapsed
+    /// CQ, NVSHMEM's kind) and sink.
+    #[serde(default)]
+    pub nvshmem: Option<PeerRow>,
+}
+
+/// One peer's row of the side-by-side run.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct PeerRow {
+    /// Its issue loop (absent when its run failed: see `error`).
+    pub run: Option<IssueSide>,
+    /// Why its run failed (compile, a timeout of its wait, a bad status), if it did.
+    pub error: Option<String>,
+    /// Its queue struct size (bytes).
+    pub qp_struct_bytes: u32,
+    /// What the doorbell sink counted serving it (a bad WQE or doorbell is a finding).
+    pub sink: String,
+    /// Its WQEs ibgda examined.
+    pub wqes_examined: usize,
+    /// Of which ibgda's parser accepted.
+    pub wqes_parsed: usize,
+    /// What the parser refused (findings to explain).
+    pub parse_errors: Vec<String>,
+    /// Bytes where its WQEs differ from ibgda's encoding (findings to explain).
+    pub byte_differences: Vec<String>,
+}
+
+fn peer_row(r: &Result<peers::PeerResult, GpuError>) -> Result<PeerRow, BenchError> {
+    Ok(match r {
+        Ok(p) => PeerRow {
+            run: Some(side(&p.run)?),
+            error: None,
+            qp_struct_bytes: p.qp_struct_bytes,
+            sink: format!("{:?}", p.sink),
+            wqes_examined: p.wqes.examined,
+            wqes_parsed: p.wqes.parsed,
+            parse_errors: p.wqes.parse_errors.clone(),
+            byte_differences: p
+                .wqes
+                .differences
+                .iter()
+                .map(|d| format!("{d:?}"))
+                .collect(),
+        },
+        Err(e) => PeerRow {
+            run: None,
+            error: Some(e.to_string()),
+            qp_struct_bytes: 0,
+            sink: String::new(),
+            wqes_examined: 0,
+            wqes_parsed: 0,
+            parse_errors: Vec::new(),
+            byte_differences: Vec::new(),
+        },
+    })
 }
 
 fn summary(values: &[u64]) -> Result<Percentiles, BenchError> {
@@ -510,14 +565,32 @@ pub fn run_peers(
     progress_bar.set_message("GPU: DOCA GPUNetIO issue loop");
     let doca = peers::run_doca(&gpu, iters);
     progress_bar.inc(1);
+    // After a peer left a kernel running, nothing else may run on this context.
+    let nvshmem = if doca.as_ref().is_err_and(gpu_hung) {
+        Err(GpuError::Invalid(
+            "not run: DOCA's kernel may still run".into(),
+        ))
+    } else {
+        progress_bar.set_message("GPU: NVSHMEM IBGDA issue loop");
+        peers::run_nvshmem(&gpu, iters)
+    };
+    if let Err(e) = &nvshmem {
+        progress(&format!("peers: NVSHMEM FAILED: {e}"));
+    }
+    let raw_of =
+        |r: &Result<peers::PeerResult, GpuError>| -> Result<serde_json::Value, BenchError> {
+            Ok(match r {
+                Ok(d) => to_json(d)?,
+                Err(e) => serde_json::json!({ "error": e.to_string() }),
+            })
+        };
     let raw = serde_json::json!({
         "ibgda": to_json(&ibgda)?,
-        "doca": match &doca {
-            Ok(d) => to_json(d)?,
-            Err(e) => serde_json::json!({ "error": e.to_string() }),
-        },
+        "doca": raw_of(&doca)?,
+        "nvshmem": raw_of(&nvshmem)?,
     });
-    let hung = doca.as_ref().is_err_and(gpu_hung);
+    let nvshmem_row = peer_row(&nvshmem)?;
+    let hung = doca.as_ref().is_err_and(gpu_hung) || nvshmem.as_ref().is_err_and(gpu_hung);
     let (doca, doca_error) = match doca {
         Ok(d) => (Some(d), None),
         Err(e) => {
@@ -548,6 +621,7 @@ pub fn run_peers(
                     .collect()
             })
             .unwrap_or_default(),
+        nvshmem: Some(nvshmem_row),
     };
     if hung {
         // DOCA's kernel may still run: destroying the context could wait for it forever.
@@ -557,9 +631,9 @@ pub fn run_peers(
 }
 
 impl PeersResult {
-    /// Whether a part of the run failed (DOCA's).
+    /// Whether a part of the run failed (a peer's).
     pub fn failed(&self) -> bool {
-        self.doca_error.is_some()
+        self.doca_error.is_some() || self.nvshmem.as_ref().is_some_and(|n| n.error.is_some())
     }
 }
 

@@ -407,13 +407,19 @@ fn table(report: &Report) -> String {
             "\nPeers: one 8-byte inline RC WRITE, 1 thread, {} iterations, same queue memory and sink",
             p.iterations
         );
-        for (what, side) in [
-            ("ibgda typed [GpuFence]", Some(&p.ibgda_typed)),
-            ("ibgda raw [GpuFence]", Some(&p.ibgda_raw)),
-            ("DOCA GPUNetIO", p.doca.as_ref()),
+        let nvshmem = p.nvshmem.as_ref();
+        for (what, side, error) in [
+            ("ibgda typed [GpuFence]", Some(&p.ibgda_typed), None),
+            ("ibgda raw [GpuFence]", Some(&p.ibgda_raw), None),
+            ("DOCA GPUNetIO", p.doca.as_ref(), p.doca_error.as_deref()),
+            (
+                "NVSHMEM IBGDA",
+                nvshmem.and_then(|n| n.run.as_ref()),
+                nvshmem.and_then(|n| n.error.as_deref()),
+            ),
         ] {
             let Some(side) = side else {
-                let why = p.doca_error.as_deref().unwrap_or("no result");
+                let why = error.unwrap_or("no result");
                 let _ = writeln!(t, "  {what:<24} FAILED: {why}");
                 continue;
             };
@@ -439,6 +445,20 @@ fn table(report: &Report) -> String {
             .take(8)
         {
             let _ = writeln!(t, "    {e}");
+        }
+        if let Some(n) = nvshmem.filter(|n| n.error.is_none()) {
+            let _ = writeln!(
+                t,
+                "  NVSHMEM WQEs: {} examined, {} parsed by ibgda, {} refused, {} byte differences from ibgda's encoding; sink {}",
+                n.wqes_examined,
+                n.wqes_parsed,
+                n.parse_errors.len(),
+                n.byte_differences.len(),
+                n.sink
+            );
+            for e in n.parse_errors.iter().chain(&n.byte_differences).take(8) {
+                let _ = writeln!(t, "    {e}");
+            }
         }
     }
     for s in &report.skipped {
