@@ -8,6 +8,7 @@
 #      peers' waits are unbounded, hence its own process).
 # Writes results.json, gpu-raw.json (raw samples), peers.json, peers-raw.json, the PNG and
 # SVG plots and the logs under $OUT/bench (or ./gpu-out/bench). About 3 minutes.
+# `bash bench/gpu-run.sh peers` runs the second alone.
 #
 # Build here first (README.md, "Benchmarks"):
 #   cargo build --release -p ibgda-bench
@@ -44,9 +45,11 @@ export CUDA_MODULE_LOADING=EAGER
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.gpu --format=csv,noheader \
     | tee "$out/nvidia-smi.txt"
 rc=0
-timeout 240 .gpu/ibgda-bench --no-progress --out "$out" all 2>&1 | tee "$out/ibgda-bench.log"
-e=${PIPESTATUS[0]}; [[ $e == 0 ]] || rc=1
-echo "== ibgda-bench all: exit $e (2: an experiment failed, 124: timed out)"
+if [[ ${1:-} != peers ]]; then
+    timeout 240 .gpu/ibgda-bench --no-progress --out "$out" all 2>&1 | tee "$out/ibgda-bench.log"
+    e=${PIPESTATUS[0]}; [[ $e == 0 ]] || rc=1
+    echo "== ibgda-bench all: exit $e (2: an experiment failed, 124: timed out)"
+fi
 if [[ -d .gpu/peers/include ]]; then
     IBGDA_PEER_INCLUDE=$PWD/.gpu/peers/include timeout 90 .gpu/ibgda-bench --no-progress --out "$out" peers 2>&1 \
         | tee "$out/peers.log"
