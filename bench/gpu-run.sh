@@ -51,7 +51,7 @@ if [[ ${1:-} != peers ]]; then
     echo "== ibgda-bench all: exit $e (2: an experiment failed, 124: timed out)"
 fi
 if [[ -d .gpu/peers/include ]]; then
-    IBGDA_PEER_INCLUDE=$PWD/.gpu/peers/include timeout 90 .gpu/ibgda-bench --no-progress --out "$out" peers 2>&1 \
+    IBGDA_PEER_INCLUDE=$PWD/.gpu/peers/include timeout 150 .gpu/ibgda-bench --no-progress --out "$out" peers 2>&1 \
         | tee "$out/peers.log"
     e=${PIPESTATUS[0]}; [[ $e == 0 ]] || rc=1
     echo "== ibgda-bench peers: exit $e (124: timed out)"

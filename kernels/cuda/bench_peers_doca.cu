@@ -141,9 +141,13 @@ __device__ void peer_watchdog(doca_gpu_dev_verbs_qp* qp, volatile PeerWatch* w) 
 /* One thread (warp 0) and the watchdog (warp 1). The CQ doorbell record (consumer index), which DOCA's GPU CQ mode does not
  * write (its CQs ignore overrun), is written by this harness after each timed wait, so the
  * sink, which models a NIC that checks for overrun, keeps producing CQEs. */
+/* Where the loop is, for a host that gave up waiting: (iteration << 8) | step in a
+ * host-mapped word (4 waiting for the completion, 5 done). */
+__device__ __forceinline__ void peer_phase(volatile u64* phase, u32 i, u32 step) { *phase = ((u64)i << 8) | step; }
+
 extern "C" __global__ void ibgda_peer_doca_issue(doca_gpu_dev_verbs_qp* qp, u32 warmup, u32 iters, u64 raddr, u32 rkey,
                                                  u64* issue_ns, u64* issue_cycles, u64* total_ns, u64* clocks,
-                                                 int* status) {
+                                                 int* status, volatile u64* phase) {
     __shared__ PeerWatch watch_state;
     volatile PeerWatch* watch = &watch_state;
     if (threadIdx.x == 0) {
@@ -178,6 +182,7 @@ extern "C" __global__ void ibgda_peer_doca_issue(doca_gpu_dev_verbs_qp* qp, u32 
         const u64 t1 = peer_globaltimer();
         watch->ticket = ticket;
         watch->iteration = i + 1;
+        peer_phase(phase, i, 4);
         const int w = doca_gpu_dev_verbs_poll_cq_at<DOCA_GPUNETIO_VERBS_RESOURCE_SHARING_MODE_EXCLUSIVE,
                                                     DOCA_GPUNETIO_VERBS_QP_SQ, DOCA_GPUNETIO_VERBS_CQ_64B>(qp, ticket);
         const u64 t2 = peer_globaltimer();
@@ -199,6 +204,7 @@ extern "C" __global__ void ibgda_peer_doca_issue(doca_gpu_dev_verbs_qp* qp, u32 
     clocks[0] = (u64)(clock64() - c_start);
     clocks[1] = peer_globaltimer() - g_start;
     watch->done = 1;
+    peer_phase(phase, stopped_at, 5);
     status[0] = err;
     status[1] = (int)stopped_at;
 }

@@ -19,7 +19,8 @@
  *                             PE lookups: ibgda_reserve_wqe_slots, ibgda_write_rdma_write_inl_wqe
  *                             (CQ_UPDATE), ibgda_submit_requests<false>; then ibgda_quiet
  *                             (nvshmem_quiet's per-QP wait); issue ns/cycles and
- *                             put+completion ns per iteration.
+ *                             put+completion ns per iteration, and where it is in a
+ *                             host-mapped word (the warmup's steps, every quiet).
  * NVSHMEM's waits are unbounded: warp 1 is a watchdog that, when the loop makes no progress
  * for IBGDA_SPIN_LIMIT_NS (5 s if unset), writes the wqe_counter NVSHMEM waits for with an
  * error opcode into the collapsed CQE, so the wait ends and the loop stops with
@@ -61,6 +62,10 @@ extern "C" __global__ void ibgda_peer_nvshmem_setup(ibgda::DeviceQueueDescriptor
     const u32 wqebbs = 1u << d.log_sq_wqebbs;
     unsigned char* ring = (unsigned char*)d.sq_ring;
     for (u32 i = 0; i < wqebbs * 64u; i++) ring[i] = 0xa5;
+    /* NVSHMEM's host fills its CQ buffer with 0xff: its poll reads wqe_counter alone and
+     * relies on 0xffff before the first completion (a 0 would complete index 1 at once). */
+    unsigned char* cqes = (unsigned char*)d.cq_ring;
+    for (u32 i = 0; i < (1u << d.log_cq_entries) * 64u; i++) cqes[i] = 0xff;
 
     qp->version = 1;
     qp->qp_type = NVSHMEMI_IBGDA_DEVICE_QP_TYPE_RC;
@@ -137,9 +142,13 @@ __device__ void peer_watchdog(nvshmemi_ibgda_device_qp_t* qp, volatile PeerWatch
     }
 }
 
+/* Where the loop is, for a host that gave up waiting: (iteration << 8) | step in a
+ * host-mapped word (1 reserve, 2 write, 3 submit, 4 quiet, 5 done). */
+__device__ __forceinline__ void peer_phase(volatile u64* phase, u32 i, u32 step) { *phase = ((u64)i << 8) | step; }
+
 extern "C" __global__ void ibgda_peer_nvshmem_issue(nvshmemi_ibgda_device_qp_t* qp, u32 warmup, u32 iters, u64 raddr,
                                                     u32 rkey, u64* issue_ns, u64* issue_cycles, u64* total_ns,
-                                                    u64* clocks, int* status) {
+                                                    u64* clocks, int* status, volatile u64* phase) {
     __shared__ PeerWatch watch_state;
     volatile PeerWatch* watch = &watch_state;
     if (threadIdx.x == 0) {
@@ -169,16 +178,20 @@ extern "C" __global__ void ibgda_peer_nvshmem_issue(nvshmemi_ibgda_device_qp_t* 
         watch->iteration = i + 1;
         const u64 t0 = peer_globaltimer();
         const long long c0 = clock64();
+        if (i < warmup) peer_phase(phase, i, 1);
         const uint64_t base = ibgda_reserve_wqe_slots(qp, 1, false);
         void* wqe_ptrs[8];
 #pragma unroll
         for (int k = 0; k < 8; ++k) wqe_ptrs[k] = ibgda_get_wqe_ptr(qp, base + k);
+        if (i < warmup) peer_phase(phase, i, 2);
         ibgda_write_rdma_write_inl_wqe<false>(qp, 0, &value, raddr, rkey_be, sizeof(value), base,
                                               MLX5_WQE_CTRL_CQ_UPDATE, wqe_ptrs);
+        if (i < warmup) peer_phase(phase, i, 3);
         ibgda_submit_requests<false>(qp, base, 1);
         const long long c1 = clock64();
         const u64 t1 = peer_globaltimer();
         watch->target = base + 1;
+        peer_phase(phase, i, 4);
         ibgda_quiet(qp);
         const u64 t2 = peer_globaltimer();
         if (i >= warmup) {
@@ -195,6 +208,7 @@ extern "C" __global__ void ibgda_peer_nvshmem_issue(nvshmemi_ibgda_device_qp_t* 
     clocks[0] = (u64)(clock64() - c_start);
     clocks[1] = peer_globaltimer() - g_start;
     watch->done = 1;
+    peer_phase(phase, stopped_at, 5);
     status[0] = err;
     status[1] = (int)stopped_at;
 }

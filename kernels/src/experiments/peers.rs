@@ -294,8 +294,9 @@ struct LoopOutcome {
 }
 
 /// Runs a peer's issue-loop kernel (`(peer struct*, u32 warmup, u32 iters, u64 raddr, u32
-/// rkey, u64* issue_ns, u64* issue_cycles, u64* total_ns, u64* clocks, int* status)`, one
-/// thread plus a watchdog warp) over `qp`, served by the doorbell sink.
+/// rkey, u64* issue_ns, u64* issue_cycles, u64* total_ns, u64* clocks, int* status, u64*
+/// phase)`, one thread plus a watchdog warp; `phase` host-mapped) over `qp`, served by the
+/// doorbell sink.
 ///
 /// # Safety
 /// `peer_struct` is the peer's queue-pair struct, filled (by its setup kernel, completed)
@@ -313,6 +314,11 @@ unsafe fn run_issue_loop(
     let qpn = q.raw().qpn;
     let out = LoopOutput::new(gpu, iters)?;
     let n = out.column;
+    // Where the loop is, readable while it runs (iteration << 8 | step).
+    let phase = gpu.mapped_host_buffer(8)?;
+    let phase_dev = phase
+        .device_addr()
+        .ok_or_else(|| GpuError::Invalid("unmapped".into()))?;
     let sink = Sink::start(gpu, &[qp], SINK_CHECK, 0, 1, 1)?;
     let mut args = vec![
         KernelArg::U64(peer_struct.addr()),
@@ -322,13 +328,15 @@ unsafe fn run_issue_loop(
         KernelArg::U32(rkey),
     ];
     args.extend(out.args());
+    args.push(KernelArg::U64(phase_dev));
     progress(&format!(
         "peers: launching {peer}'s issue loop ({WARMUP} + {iters} iterations, watchdog {SPIN_LIMIT:?})"
     ));
     // SAFETY: the kernel's signature is the one above (the caller's contract); the
     // struct names the live queue pair's memory (the caller's contract), the sample
-    // columns, clocks and two status words lie inside `out`; the sink's stop synchronizes
-    // the context before anything is dropped. Two warps: the loop's thread and its
+    // columns, clocks and two status words lie inside `out`, the phase word is the mapped
+    // `phase`; the sink's stop synchronizes the context before anything is dropped (or,
+    // when the host gives up waiting, all of it is leaked). Two warps: the loop's thread and its
     // watchdog's.
     let launched = unsafe { launch(gpu, issue, launch_config(1, 64), &args) };
     progress(&format!("peers: waiting for {peer}'s issue loop"));
@@ -336,11 +344,20 @@ unsafe fn run_issue_loop(
     let synced = launched.and_then(|()| wait_stream(gpu, &what, HOST_WAIT_LIMIT));
     if let Err(e) = &synced {
         if gpu_hung(e) {
+            let at = phase.words()[0].load(std::sync::atomic::Ordering::Acquire);
             // The kernel may still run: leave everything it uses allocated (the caller
             // leaves the queue pair and the struct).
             std::mem::forget(sink);
-            std::mem::forget(out);
-            return Err(e.clone());
+            std::mem::forget((out, phase));
+            return Err(GpuError::Timeout {
+                what: format!(
+                    "{peer}'s issue loop, stuck at iteration {} step {} (see the kernel)",
+                    at >> 8,
+                    at & 0xff
+                ),
+                limit: HOST_WAIT_LIMIT,
+                still_running: true,
+            });
         }
     }
     progress("peers: stopping the sink");
@@ -375,7 +392,7 @@ unsafe fn run_issue_loop(
             .collect()
     };
     let posted = u64::from(WARMUP) + u64::from(iters);
-    Ok(LoopOutcome {
+    let outcome = LoopOutcome {
         run: IssueRun {
             issue_ns: col(0)?,
             issue_cycles: col(1)?,
@@ -395,7 +412,26 @@ unsafe fn run_issue_loop(
             bad_doorbells: stats.bad_doorbells,
         },
         wqes: judge(&ring, qpn, raddr, rkey, posted),
-    })
+    };
+    let p50 = |v: &[u64]| {
+        let mut v = v.to_vec();
+        v.sort_unstable();
+        v[v.len() / 2]
+    };
+    progress(&format!(
+        "peers: {peer}: issue p50 {} ns ({} cycles), put+c p50 {} ns, SM {:.0} MHz; sink {:?}; \
+         WQEs {} parsed of {}, errors {:?}, bytes unlike ibgda's {:?}",
+        p50(&outcome.run.issue_ns),
+        p50(&outcome.run.issue_cycles),
+        p50(&outcome.run.put_c_ns),
+        outcome.run.sm_mhz,
+        outcome.sink,
+        outcome.wqes.parsed,
+        outcome.wqes.examined,
+        outcome.wqes.parse_errors,
+        outcome.wqes.differences
+    ));
+    Ok(outcome)
 }
 
 /// Where the peers' 8-byte writes go (no NIC executes them: any address and key).
