@@ -561,6 +561,13 @@ pub fn run_peers(
     progress_bar.set_message("GPU: ibgda issue loop [GpuFence]");
     progress("peers: ibgda issue loop [GpuFence], typed and raw");
     let ibgda = issue::run(&gpu, GpuFence, iters)?;
+    for (what, r) in [("typed", &ibgda.typed), ("raw", &ibgda.raw)] {
+        let s = side(r)?;
+        progress(&format!(
+            "peers: ibgda {what}: issue p50 {:.0} ns ({:.0} cycles), put+c p50 {:.0} ns, SM {:.0} MHz",
+            s.issue_ns.p50, s.issue_cycles.p50, s.put_c_ns.p50, s.sm_clock_mhz
+        ));
+    }
     progress_bar.inc(1);
     progress_bar.set_message("GPU: DOCA GPUNetIO issue loop");
     let doca = peers::run_doca(&gpu, iters);

@@ -166,7 +166,9 @@ extern "C" __global__ void ibgda_peer_doca_issue(doca_gpu_dev_verbs_qp* qp, u32 
     u32 stopped_at = 0;
     u64 g_start = 0;
     long long c_start = 0;
-    const doca_gpu_dev_verbs_addr remote{raddr, rkey};
+    /* DOCA's device verbs take memory keys as its host side keeps them, big-endian
+     * (DOCA_GPUNETIO_VERBS_MKEY_SWAPPED == 1: the raddr segment copies the key as is). */
+    const doca_gpu_dev_verbs_addr remote{raddr, peer_bswap32(rkey)};
     for (u32 i = 0; i < warmup + iters; i++) {
         if (i == warmup) {
             g_start = peer_globaltimer();

@@ -339,9 +339,34 @@ unsafe fn run_issue_loop(
     // when the host gives up waiting, all of it is leaked). Two warps: the loop's thread and its
     // watchdog's.
     let launched = unsafe { launch(gpu, issue, launch_config(1, 64), &args) };
+    // Reports where the loop is every 2 s while the host waits (a plain read of mapped
+    // memory: it works even while a CUDA call blocks).
+    let watching = Arc::new(std::sync::atomic::AtomicBool::new(true));
+    let watcher = {
+        let (phase, watching, peer) = (phase.clone(), watching.clone(), peer.to_string());
+        std::thread::spawn(move || {
+            let started = std::time::Instant::now();
+            let mut last_report = started;
+            while watching.load(std::sync::atomic::Ordering::Acquire) {
+                std::thread::sleep(std::time::Duration::from_millis(20));
+                if last_report.elapsed() >= std::time::Duration::from_secs(2) {
+                    last_report = std::time::Instant::now();
+                    let at = phase.words()[0].load(std::sync::atomic::Ordering::Acquire);
+                    progress(&format!(
+                        "peers: {peer}'s loop after {:.0} s: iteration {} step {}",
+                        started.elapsed().as_secs_f64(),
+                        at >> 8,
+                        at & 0xff
+                    ));
+                }
+            }
+        })
+    };
     progress(&format!("peers: waiting for {peer}'s issue loop"));
     let what = format!("{peer}'s issue loop");
     let synced = launched.and_then(|()| wait_stream(gpu, &what, HOST_WAIT_LIMIT));
+    watching.store(false, std::sync::atomic::Ordering::Release);
+    let _ = watcher.join();
     if let Err(e) = &synced {
         if gpu_hung(e) {
             let at = phase.words()[0].load(std::sync::atomic::Ordering::Acquire);
