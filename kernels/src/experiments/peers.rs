@@ -319,16 +319,35 @@ unsafe fn run_issue_loop(
     let phase_dev = phase
         .device_addr()
         .ok_or_else(|| GpuError::Invalid("unmapped".into()))?;
+    let args_for = |warmup: u32, iters: u32| {
+        let mut args = vec![
+            KernelArg::U64(peer_struct.addr()),
+            KernelArg::U32(warmup),
+            KernelArg::U32(iters),
+            KernelArg::U64(raddr),
+            KernelArg::U32(rkey),
+        ];
+        args.extend(out.args());
+        args.push(KernelArg::U64(phase_dev));
+        args
+    };
+    // A launch of no iterations first, before the sink runs: a kernel with a stack frame
+    // (NVSHMEM's path has 8 bytes: its printf and its payload passed by pointer) makes the
+    // driver grow the context's local memory at its first launch, which waits for the GPU
+    // to go idle; beside the persistent sink that first launch, and the host, wait for
+    // ever (the H200 run of 2026-12-01: NVSHMEM's kernel never started).
+    // SAFETY: as for the timed launch below (no sink yet; nothing is posted).
+    let primed = unsafe { launch(gpu, issue, launch_config(1, 64), &args_for(0, 0)) }
+        .and_then(|()| wait_stream(gpu, &format!("{peer}'s empty launch"), HOST_WAIT_LIMIT));
+    if let Err(e) = primed {
+        if gpu_hung(&e) {
+            // The kernel may still run: leave what it uses allocated.
+            std::mem::forget((out, phase));
+        }
+        return Err(e);
+    }
     let sink = Sink::start(gpu, &[qp], SINK_CHECK, 0, 1, 1)?;
-    let mut args = vec![
-        KernelArg::U64(peer_struct.addr()),
-        KernelArg::U32(WARMUP),
-        KernelArg::U32(iters),
-        KernelArg::U64(raddr),
-        KernelArg::U32(rkey),
-    ];
-    args.extend(out.args());
-    args.push(KernelArg::U64(phase_dev));
+    let args = args_for(WARMUP, iters);
     progress(&format!(
         "peers: launching {peer}'s issue loop ({WARMUP} + {iters} iterations, watchdog {SPIN_LIMIT:?})"
     ));
