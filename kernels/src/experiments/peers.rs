@@ -13,13 +13,20 @@
 //! wrote a WQE asking for no completion and waited forever. The program now packs the one
 //! header that defines them and static-asserts every field offset against ibgda's layout.
 //!
-//! NVSHMEM's IBGDA device path (`non_abi/device/pt-to-pt/ibgda_device.cuh`) is not
-//! compiled: it needs `cuda_fp16.h` (a toolkit header), rdma-core's `infiniband/mlx5dv.h`
-//! (which pulls `<infiniband/verbs.h>` and `<pthread.h>`, host headers NVRTC cannot
-//! compile; NVSHMEM's 8,384-byte device state is static-asserted over its structs),
-//! unannotated host functions (refused by NVRTC's JIT mode), `NVSHMEMI_STATIC` from
-//! `nvshmem.h`'s host include chain, and it reads its queues through the `__constant__`
-//! `nvshmemi_ibgda_device_state_d` that `libnvshmem_device` defines (see the README).
+//! NVSHMEM's IBGDA device path (`non_abi/device/pt-to-pt/ibgda_device.cuh`) cannot be
+//! compiled with NVRTC (it needs rdma-core's `infiniband/mlx5dv.h` with `verbs.h` and
+//! `pthread.h`, toolkit headers and unannotated host functions), so [`compile_nvshmem`]
+//! compiles `cuda/bench_peers_nvshmem.cu` with nvcc at run time (the toolkit's, or the
+//! pinned wheels of `scripts/peer-headers.sh --nvcc`), with rdma-core's include directory.
+//! Its queue pair, collapsed CQ and device state (the module's `__constant__`
+//! `nvshmemi_ibgda_device_state_d`, filled by the host as `nvshmemx_cumodule_init` does)
+//! name ibgda's GPU queue memory; its loop runs the QP-level calls of
+//! `nvshmemi_ibgda_rma_p_impl` (reserve, inline-write WQE, submit) and `ibgda_quiet`,
+//! without the PE-to-QP and address-to-key lookups.
+//!
+//! Each peer kernel is launched once with no iterations before the sink starts: NVSHMEM's
+//! has a stack frame, and a first launch that grows the context's local memory waits for
+//! the GPU to go idle, which beside the persistent sink never happens.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
