@@ -176,6 +176,12 @@ pub struct WqeVerdict {
     /// Byte differences from ibgda's encoding, by offset, over all examined WQEs (offset,
     /// peer byte, ibgda byte), each distinct triple once.
     pub differences: Vec<ByteFinding>,
+    /// WQEs whose parse equals that of ibgda's encoding: the same operation, flags,
+    /// addresses, keys and payload, so a NIC executes them alike (byte differences outside
+    /// what the parser reads, such as inline padding, leave this equal to `parsed`).
+    pub execute_like_ibgda: usize,
+    /// The last WQE examined, as the peer left it (64 bytes, hex), for replaying.
+    pub last_wqe_hex: String,
 }
 
 /// What the doorbell sink counted while serving a peer.
@@ -219,14 +225,18 @@ pub fn judge(ring: &[u8], qpn: u32, raddr: u64, rkey: u32, next: u64) -> WqeVerd
     for at in first..next {
         v.examined += 1;
         let index = WqeIndex(at as u16);
-        match parse_wqe(ring, index, TransportKind::Rc) {
-            Ok(_) => v.parsed += 1,
+        let theirs = match parse_wqe(ring, index, TransportKind::Rc) {
+            Ok(p) => {
+                v.parsed += 1;
+                Some(p)
+            }
             Err(e) => {
                 if v.parse_errors.len() < 8 {
                     v.parse_errors.push(format!("WQE {at}: {e}"));
                 }
+                None
             }
-        }
+        };
         // What ibgda writes for the same request: iteration i carries 0x0123456789abcdef ^ i
         // (the loop's i = at, one WQE per iteration from a fresh queue), signaled.
         let payload = (0x0123_4567_89ab_cdef_u64 ^ at).to_ne_bytes();
@@ -248,7 +258,14 @@ pub fn judge(ring: &[u8], qpn: u32, raddr: u64, rkey: u32, next: u64) -> WqeVerd
                 .push(format!("ibgda could not encode WQE {at}: {e}"));
             continue;
         }
+        if theirs.is_some_and(|t| parse_wqe(&mine, index, TransportKind::Rc) == Ok(t)) {
+            v.execute_like_ibgda += 1;
+        }
         let slot = (at % wqebbs) as usize * 64;
+        v.last_wqe_hex = ring[slot..slot + 64]
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect();
         for k in 0..48 {
             let f = ByteFinding {
                 offset: k,
@@ -471,7 +488,8 @@ unsafe fn run_issue_loop(
     };
     progress(&format!(
         "peers: {peer}: issue p50 {} ns ({} cycles), put+c p50 {} ns, SM {:.0} MHz; sink {:?}; \
-         WQEs {} parsed of {}, errors {:?}, bytes unlike ibgda's {:?}",
+         WQEs {} parsed of {}, {} executed as ibgda's, errors {:?}, bytes unlike ibgda's {:?}; \
+         last WQE {}",
         p50(&outcome.run.issue_ns),
         p50(&outcome.run.issue_cycles),
         p50(&outcome.run.put_c_ns),
@@ -479,8 +497,10 @@ unsafe fn run_issue_loop(
         outcome.sink,
         outcome.wqes.parsed,
         outcome.wqes.examined,
+        outcome.wqes.execute_like_ibgda,
         outcome.wqes.parse_errors,
-        outcome.wqes.differences
+        outcome.wqes.differences,
+        outcome.wqes.last_wqe_hex
     ));
     Ok(outcome)
 }
@@ -841,9 +861,35 @@ mod tests {
     fn ibgda_own_wqes_are_judged_identical() {
         let ring = ibgda_ring(0x78, 0x7000_0000, 0x99, 100);
         let v = judge(&ring, 0x78, 0x7000_0000, 0x99, 100);
-        assert_eq!((v.examined, v.parsed), (64, 64));
+        assert_eq!((v.examined, v.parsed, v.execute_like_ibgda), (64, 64, 64));
         assert!(v.parse_errors.is_empty(), "{:?}", v.parse_errors);
         assert!(v.differences.is_empty(), "{:?}", v.differences);
+    }
+
+    /// What the H200 runs found in DOCA's WQEs: inline padding left unwritten (the ring's
+    /// 0xa5 poison) is a byte difference that executes alike; a memory key written in the
+    /// other byte order parses but executes differently.
+    #[test]
+    fn unwritten_padding_executes_alike_and_a_swapped_key_does_not() {
+        let mut ring = ibgda_ring(0x78, 0x7000_0000, 0x99, 100);
+        for slot in 0..64 {
+            ring[slot * 64 + 44..slot * 64 + 48].fill(0xa5);
+        }
+        let v = judge(&ring, 0x78, 0x7000_0000, 0x99, 100);
+        assert_eq!((v.examined, v.parsed, v.execute_like_ibgda), (64, 64, 64));
+        let offsets: Vec<usize> = v.differences.iter().map(|d| d.offset).collect();
+        assert_eq!(offsets, [44, 45, 46, 47]);
+        assert_eq!(v.last_wqe_hex.len(), 128);
+        assert_eq!(&v.last_wqe_hex[88..96], "a5a5a5a5", "{}", v.last_wqe_hex);
+        // WQE 99 (slot 35): the rkey (raddr segment bytes 8..12, WQE bytes 24..28) reversed.
+        ring[35 * 64 + 24..35 * 64 + 28].reverse();
+        let v = judge(&ring, 0x78, 0x7000_0000, 0x99, 100);
+        assert_eq!((v.parsed, v.execute_like_ibgda), (64, 63));
+        assert!(v.differences.contains(&ByteFinding {
+            offset: 24,
+            peer: 0x99,
+            ibgda: 0
+        }));
     }
 
     #[test]
