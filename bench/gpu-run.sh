@@ -1,14 +1,19 @@
 #!/usr/bin/env bash
 # Runs the whole benchmark set on the GPU machine from the prebuilt ibgda-bench (no cargo
 # there), in two processes with their own time limits:
-#   1. `ibgda-bench all`: the CPU experiments (host post vs rdma-core, software NIC) and the
-#      GPU ones of ibgda_kernels::experiments against the doorbell sink (Table 4 issue per
-#      scope typed and raw, completion scope, Table 5 rates and sweeps, dormant cost);
+#   1. `ibgda-bench all`: the CPU experiments (host post vs rdma-core, software NIC), the
+#      proxy with GPU producers on software NICs (enqueue per handoff, T x R x B rate,
+#      private vs shared probe, CPU-assisted doorbell) and the GPU ones of
+#      ibgda_kernels::experiments against the doorbell sink (Table 4 issue per scope typed
+#      and raw, completion scope, Table 5 rates and sweeps, dormant cost);
 #   2. `ibgda-bench peers`: DOCA GPUNetIO's and NVSHMEM's issue loops beside ibgda's (the
 #      peers' waits are unbounded, hence its own process).
-# Writes results.json, gpu-raw.json (raw samples), peers.json, peers-raw.json, the PNG and
-# SVG plots and the logs under $OUT/bench (or ./gpu-out/bench). About 3 minutes.
-# `bash bench/gpu-run.sh peers` runs the second alone.
+# Writes results.json, gpu-raw.json and proxy-raw.json (raw samples), peers.json,
+# peers-raw.json, the PNG and SVG plots and the logs under $OUT/bench (or
+# ./gpu-out/bench). About 3 minutes.
+#   bash bench/gpu-run.sh proxy   runs only `ibgda-bench proxy` (GPU producers) into
+#                                 $OUT/bench-proxy (results.json, proxy-raw.json, plots).
+#   bash bench/gpu-run.sh peers   runs only `ibgda-bench peers` into $OUT/bench.
 #
 # Build here first (README.md, "Benchmarks"):
 #   cargo build --release -p ibgda-bench
@@ -21,7 +26,9 @@
 # then, through the device tool with carry [".gpu"]:
 #   bash bench/gpu-run.sh
 set -uo pipefail
+what=${1:-all}
 out=${OUT:-gpu-out}/bench
+[[ $what == proxy ]] && out=${OUT:-gpu-out}/bench-proxy
 mkdir -p "$out"
 for d in /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib /usr/lib/x86_64-linux-gnu; do
     if [[ -e $d/libnvrtc.so.13 ]]; then export IBGDA_NVRTC_DIR=$d; break; fi
@@ -45,8 +52,16 @@ export CUDA_MODULE_LOADING=EAGER
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.gpu --format=csv,noheader \
     | tee "$out/nvidia-smi.txt"
 rc=0
-if [[ ${1:-} != peers ]]; then
-    timeout 240 .gpu/ibgda-bench --no-progress --out "$out" all 2>&1 | tee "$out/ibgda-bench.log"
+if [[ $what == proxy ]]; then
+    timeout 240 .gpu/ibgda-bench --no-progress --out "$out" proxy 2>&1 | tee "$out/ibgda-bench-proxy.log"
+    e=${PIPESTATUS[0]}
+    echo "== ibgda-bench proxy: exit $e (2: a row failed or no GPU, 124: timed out)"
+    ls -l "$out"
+    [[ $e == 0 ]] || exit 1
+    exit 0
+fi
+if [[ $what != peers ]]; then
+    timeout 300 .gpu/ibgda-bench --no-progress --out "$out" all 2>&1 | tee "$out/ibgda-bench.log"
     e=${PIPESTATUS[0]}; [[ $e == 0 ]] || rc=1
     echo "== ibgda-bench all: exit $e (2: an experiment failed, 124: timed out)"
 fi

@@ -14,7 +14,9 @@
 # on (a) (small batch; (b) needs two kernels at once, which the sanitizer serializes).
 # proxy (not part of all): the CPU proxy and the CPU-assisted doorbell with GPU producers on the software NIC
 # (.gpu/proxy-gpu-tests, .gpu/proxy-ptx-tests), compute-sanitizer memcheck on two of them,
-# then ibgda-proxy-bench --gpu (JSON in $OUT/proxy-bench-gpu.json).
+# then `ibgda-bench proxy` with GPU producers through bench/gpu-run.sh (needs .gpu/ibgda-bench
+# and .gpu/lib as bench/gpu-run.sh says; results.json, proxy-raw.json and plots in
+# $OUT/bench-proxy).
 # Writes logs and raw numbers under $OUT (or ./gpu-out).
 set -uo pipefail
 what=${1:-all}
@@ -110,6 +112,6 @@ if [[ $what == proxy ]]; then
         e=$?; [[ $e == 0 ]] || rc=1
         echo "== memcheck $test: exit $e"; grep -E "ERROR SUMMARY|test result" "$out/sanitize-memcheck-$test.log"
     done
-    timeout 240 .gpu/ibgda-proxy-bench --gpu "$out" 2>&1 | tee "$out/proxy-bench.log" || rc=1
+    OUT=$out bash bench/gpu-run.sh proxy || rc=1
 fi
 exit $rc

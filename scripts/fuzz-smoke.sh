@@ -9,9 +9,11 @@
 #
 # The long mode (outside CI) stops each target after FUZZ_RUNS executions instead of a
 # time. Measured on a 2-core machine shared with other builds, with AddressSanitizer
-# (cargo-fuzz's default): parse_cqe ~88 k exec/s, parse_wqe ~45 k, roundtrip ~6-14 k,
-# softnic ~3.7 k; so 10 M take about 2, 4, 12-28 and 45 minutes, less on an idle machine
-# (the other targets' rates are their authors' to record).
+# (cargo-fuzz's default), one run of `scripts/fuzz-smoke.sh long` per target, no crash:
+#   parse_cqe 90 s, parse_wqe 186 s, prm_commands 157 s, roundtrip 446 s,
+#   softnic 2,469 s (about 4,000 exec/s), softnic_commands 616 s (16,300 exec/s; it keeps
+#   its device between refused commands).
+# So the whole long run takes about an hour; FUZZ_TARGETS splits it across machines.
 #
 # The seed corpus (fuzz/corpus/<target>/) is only read: new inputs go to a scratch corpus
 # (FUZZ_WORK, default a temporary directory) so a run leaves the repository clean. Crash

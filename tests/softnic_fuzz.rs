@@ -19,6 +19,7 @@ use ibgda::queue::{CompletionQueueMemory, SendQueueMemory};
 use ibgda::softnic::{Access, CqMode, DctConfig, DctNumber, DoorbellWatch, Fabric, ReceiveConfig};
 use ibgda::wqe::*;
 use proptest::prelude::*;
+use softnic_support::recipe::recipe_operation;
 use softnic_support::*;
 
 const RING: usize = 8;
@@ -320,78 +321,14 @@ fn encode(world: &World, recipe: &Recipe, dc: bool, producer: &mut Producer) -> 
         ),
         None => world.areas[5].region.local(0),
     };
-    let [w0, w1, w2, w3] = recipe.words;
-    let four = |v: u64| v & 0xffff_ffff;
-    let data = if sges.is_empty() {
-        AnyData::Empty
-    } else {
-        AnyData::Sges(&sges)
-    };
-    let op = match recipe.kind {
-        0 => AnyOperation::Nop,
-        1 => match sges.first() {
-            Some(&sge) => AnyOperation::Dump(sge),
-            None => AnyOperation::Nop,
-        },
-        2 => AnyOperation::Write {
-            remote,
-            imm: None,
-            data,
-        },
-        3 => AnyOperation::Write {
-            remote,
-            imm: None,
-            data: AnyData::Inline(&recipe.payload),
-        },
-        4 => AnyOperation::Write {
-            remote,
-            imm: Some(w0 as u32),
-            data,
-        },
-        5 => AnyOperation::Read { remote, data },
-        6 => AnyOperation::Atomic {
-            remote,
-            result,
-            op: AtomicOp::CompareSwap {
-                compare: w0,
-                swap: w1,
-            },
-        },
-        7 => AnyOperation::Atomic {
-            remote,
-            result,
-            op: if w3 & 1 == 0 {
-                AtomicOp::MaskedCompareSwap {
-                    width: AtomicWidth::Eight,
-                    swap: w0,
-                    compare: w1,
-                    swap_mask: w2,
-                    compare_mask: w3,
-                }
-            } else {
-                AtomicOp::MaskedCompareSwap {
-                    width: AtomicWidth::Four,
-                    swap: four(w0),
-                    compare: four(w1),
-                    swap_mask: four(w2),
-                    compare_mask: four(w3),
-                }
-            },
-        },
-        _ => AnyOperation::Atomic {
-            remote,
-            result,
-            op: if w3 & 1 == 0 {
-                AtomicOp::MaskedFetchAdd {
-                    width: AtomicWidth::Eight,
-                    add: w0,
-                    field_boundary: w1,
-                }
-            } else {
-                AtomicOp::FetchAdd { add: w0 }
-            },
-        },
-    };
+    let op = recipe_operation(
+        recipe.kind,
+        recipe.words,
+        remote,
+        result,
+        &sges,
+        &recipe.payload,
+    );
     let flags =
         ControlFlags::from_byte(recipe.flags & !ControlFlags::RESERVED_BITS).unwrap_or_default();
     let wqe = AnyWqe {

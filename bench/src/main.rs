@@ -6,8 +6,9 @@
 //! and the software NIC's WQE/s per core (`softnic`). GPU experiments (`gpu`, from
 //! `ibgda_kernels::experiments`): issue time per ordering scope, typed and raw (Table 4),
 //! completion scope, posting rates (Table 5), dormant cost (Figure 9), against the
-//! doorbell sink; `peers`: DOCA GPUNetIO's issue loop beside ibgda's. `--quick` shrinks
-//! the CPU experiments and skips the GPU ones (CI).
+//! doorbell sink; `peers`: DOCA GPUNetIO's issue loop beside ibgda's; `proxy`: the CPU
+//! proxy and the CPU-assisted doorbell on software NICs, GPU producers (CPU producers with
+//! `--quick`). `--quick` shrinks the CPU experiments and skips the GPU ones (CI).
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(missing_docs)]
 
@@ -15,6 +16,7 @@ mod gpu;
 mod host;
 mod paper;
 mod plot;
+mod proxy;
 mod record;
 mod softnic;
 mod stats;
@@ -74,7 +76,8 @@ struct Cli {
     /// Directory for results.json and the plots (created if missing).
     #[arg(short, long, default_value = "bench-out", global = true)]
     out: PathBuf,
-    /// Small sizes for CI; experiments that need a GPU are skipped (and listed as such).
+    /// Small sizes for CI; experiments that need a GPU are skipped (and listed as such),
+    /// the proxy runs with CPU producers unless `proxy --producers gpu` asks for the GPU.
     #[arg(long, global = true)]
     quick: bool,
     /// Write no plots.
@@ -106,7 +109,16 @@ enum Command {
     /// and sink (headers of the pinned nvidia-nvshmem-cu13 wheel: $IBGDA_PEER_INCLUDE or
     /// target/peers/include). Needs a GPU. Writes peers.json.
     Peers,
-    /// Everything: CPU and GPU experiments (GPU ones skipped with --quick).
+    /// The CPU proxy and the CPU-assisted doorbell on software NICs (section 4.2): enqueue
+    /// per handoff, T x R x B message rate, private vs shared probe under load, 1 and 4
+    /// forwarders. GPU producers; with --quick, CPU threads stand in for them.
+    Proxy {
+        /// Who produces the requests (default: gpu, or cpu with --quick).
+        #[arg(long, value_enum)]
+        producers: Option<proxy::Producers>,
+    },
+    /// Everything: CPU and GPU experiments and the proxy (GPU ones skipped with --quick,
+    /// the proxy then with CPU producers).
     All,
     /// Re-renders the plots and the table of a results.json.
     Plot {
@@ -131,20 +143,35 @@ fn progress_bar(hidden: bool) -> ProgressBar {
     bar
 }
 
-/// Runs what the command asks for; returns the report and the GPU library's own results
-/// (raw samples), when a GPU experiment ran.
-fn run(cli: &Cli) -> Result<(Report, Option<serde_json::Value>), BenchError> {
+/// The raw results written beside the report: (file name, the library's own results
+/// with their raw samples).
+type RawResults = Vec<(&'static str, serde_json::Value)>;
+
+/// Runs what the command asks for; returns the report and the libraries' own results
+/// (raw samples) of the GPU and proxy experiments that ran.
+fn run(cli: &Cli) -> Result<(Report, RawResults), BenchError> {
     if let Command::Plot { json } = &cli.command {
         let text = std::fs::read_to_string(json).map_err(|e| BenchError::Io(json.clone(), e))?;
         let report = serde_json::from_str(&text)
             .map_err(|e| BenchError::Invalid(format!("{}: {e}", json.display())))?;
-        return Ok((report, None));
+        return Ok((report, Vec::new()));
     }
     let (cpu, gpu) = match cli.command {
         Command::HostPost | Command::Softnic { .. } | Command::Cpu => (true, false),
         Command::Gpu | Command::Peers => (false, true),
+        Command::Proxy { .. } => (false, false),
         Command::All => (true, true),
         Command::Plot { .. } => unreachable!("handled above"),
+    };
+    let default_producers = if cli.quick {
+        proxy::Producers::Cpu
+    } else {
+        proxy::Producers::Gpu
+    };
+    let proxy_producers = match cli.command {
+        Command::Proxy { producers } => Some(producers.unwrap_or(default_producers)),
+        Command::All => Some(default_producers),
+        _ => None,
     };
     let mut report = Report {
         schema_version: SCHEMA_VERSION,
@@ -157,7 +184,7 @@ fn run(cli: &Cli) -> Result<(Report, Option<serde_json::Value>), BenchError> {
         ..Report::default()
     };
     let bar = progress_bar(cli.no_progress);
-    let mut raw_gpu = None;
+    let mut raw = RawResults::new();
     if cpu && !matches!(cli.command, Command::Softnic { .. }) {
         report.host_post = Some(host::run(host::HostPostParams::new(cli.quick), &bar)?);
     }
@@ -168,6 +195,33 @@ fn run(cli: &Cli) -> Result<(Report, Option<serde_json::Value>), BenchError> {
         };
         let params = softnic::SoftnicParams::new(cli.quick, &kinds);
         report.softnic = Some(softnic::run(params, &bar)?);
+    }
+    // Before the sink experiments: their GPU may be left busy by a launch that timed out,
+    // while every proxy wait is bounded on the device.
+    if let Some(producers) = proxy_producers {
+        let params = proxy::ProxyParams::new(producers, cli.quick);
+        match proxy::run(params, &bar) {
+            Ok((result, proxy_raw)) => {
+                report.failed |= result.failed();
+                if producers == proxy::Producers::Gpu && report.gpu.is_none() {
+                    let mut info = GpuInfo::probe();
+                    info.measured_sm_clock_mhz = result.sm_clock_mhz.unwrap_or(0.0);
+                    report.gpu = Some(info);
+                }
+                report.proxy = Some(result);
+                raw.push(("proxy-raw.json", proxy_raw));
+            }
+            // `all` keeps the other results and says why the proxy's are missing (the run
+            // still fails); `proxy` alone just fails.
+            Err(e) if matches!(cli.command, Command::All) => {
+                report.skipped.push(Skipped {
+                    experiment: "proxy".into(),
+                    reason: format!("failed: {e}"),
+                });
+                report.failed = true;
+            }
+            Err(e) => return Err(e),
+        }
     }
     if gpu {
         if cli.quick {
@@ -195,9 +249,14 @@ fn run(cli: &Cli) -> Result<(Report, Option<serde_json::Value>), BenchError> {
                 })
             };
             match outcome {
-                Ok(raw) => {
+                Ok(gpu_raw) => {
                     report.gpu = Some(info);
-                    raw_gpu = Some(raw);
+                    let name = if matches!(cli.command, Command::Peers) {
+                        "peers-raw.json"
+                    } else {
+                        "gpu-raw.json"
+                    };
+                    raw.push((name, gpu_raw));
                 }
                 // `all` keeps the CPU results and says why the GPU part is missing (the
                 // run still fails); the GPU commands alone just fail.
@@ -213,14 +272,10 @@ fn run(cli: &Cli) -> Result<(Report, Option<serde_json::Value>), BenchError> {
         }
     }
     bar.finish_and_clear();
-    Ok((report, raw_gpu))
+    Ok((report, raw))
 }
 
-fn write_outputs(
-    cli: &Cli,
-    report: &Report,
-    raw_gpu: Option<&serde_json::Value>,
-) -> Result<Vec<PathBuf>, BenchError> {
+fn write_outputs(cli: &Cli, report: &Report, raw: &RawResults) -> Result<Vec<PathBuf>, BenchError> {
     let dir = &cli.out;
     std::fs::create_dir_all(dir).map_err(|e| BenchError::Io(dir.clone(), e))?;
     let mut files = Vec::new();
@@ -239,13 +294,8 @@ fn write_outputs(
     if !matches!(cli.command, Command::Plot { .. }) {
         write(format!("{stem}.json"), report)?;
     }
-    if let Some(raw) = raw_gpu {
-        let name = if stem == "peers" {
-            "peers-raw.json"
-        } else {
-            "gpu-raw.json"
-        };
-        write(name.into(), raw)?;
+    for (name, value) in raw {
+        write(name.to_string(), value)?;
     }
     if !cli.no_plots {
         files.extend(plot::render_report(report, dir)?);
@@ -461,6 +511,9 @@ fn table(report: &Report) -> String {
             }
         }
     }
+    if let Some(p) = &report.proxy {
+        t.push_str(&proxy::table(p));
+    }
     for s in &report.skipped {
         let _ = writeln!(t, "\nskipped {}: {}", s.experiment, s.reason);
     }
@@ -501,7 +554,7 @@ fn verdict(reached: bool) -> &'static str {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    let (report, raw_gpu) = match run(&cli) {
+    let (report, raw) = match run(&cli) {
         Ok(r) => r,
         Err(e) => {
             eprintln!("ibgda-bench: {e}");
@@ -509,7 +562,7 @@ fn main() -> ExitCode {
         }
     };
     print!("{}", table(&report));
-    match write_outputs(&cli, &report, raw_gpu.as_ref()) {
+    match write_outputs(&cli, &report, &raw) {
         Ok(files) => {
             println!();
             for f in files {

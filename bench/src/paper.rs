@@ -51,6 +51,48 @@ pub const RATE_TARGETS: [(&str, f64); 2] = [
     ("64 warps, 64 QPs, 64 SMs, per-warp, batch 32", 1000.0),
 ];
 
+/// Table 3: mini-proxy on P-IB by handoff (`Handoff::NAME`): enqueue (the GPU-side issue)
+/// and put + completion p50 in µs (a ConnectX-7 behind the worker; completion is a
+/// host-resident counter for the baseline, a GPU-resident one for the tuned protocol).
+pub const PROXY_TABLE3_P_IB: [(&str, f64, f64); 2] =
+    [("baseline", 2.27, 7.07), ("tuned", 0.13, 4.10)];
+
+/// Table 10: mini-proxy 8 B message rate on P-IB with worker cores cold (base clock, as
+/// in Figure 7), by (T workers, R rings, B batch): M msg/s. R = 32 from the text (at T=1,
+/// R=32, B from 1 to 16 gives 5.5x).
+pub const PROXY_TABLE10_P_IB: [(usize, usize, u32, f64); 2] = [(1, 32, 1, 2.6), (1, 32, 16, 14.4)];
+
+/// Table 11: mini-proxy loaded RTT p50 on P-IB at T4/R32/B16 with 64 background CTAs, the
+/// probe's ring (shared with the bulk traffic, or reserved): µs.
+pub const PROXY_TABLE11_P_IB: [(bool, f64); 2] = [(false, 115.0), (true, 2190.0)];
+
+/// A host thread ringing doorbells for GPU-built WQEs on P-IB (section 4.3.1): M msg/s.
+pub const ASSISTED_P_IB_MMSG_PER_S: f64 = 258.0;
+
+/// The paper's enqueue and put + completion (µs) for a handoff protocol, if Table 3 has it.
+pub fn proxy_table3(handoff: &str) -> Option<(f64, f64)> {
+    PROXY_TABLE3_P_IB
+        .iter()
+        .find(|(name, ..)| *name == handoff)
+        .map(|&(_, enqueue, put_c)| (enqueue, put_c))
+}
+
+/// The paper's mini-proxy rate for T, R, B, if Table 10 has it.
+pub fn proxy_table10(workers: usize, rings: usize, batch: u32) -> Option<f64> {
+    PROXY_TABLE10_P_IB
+        .iter()
+        .find(|&&(t, r, b, _)| (t, r, b) == (workers, rings, batch))
+        .map(|&(.., rate)| rate)
+}
+
+/// The paper's loaded RTT p50 (µs) for a probe ring, shared or reserved.
+pub fn proxy_table11(shared: bool) -> Option<f64> {
+    PROXY_TABLE11_P_IB
+        .iter()
+        .find(|(s, _)| *s == shared)
+        .map(|&(_, us)| us)
+}
+
 /// The paper's figure for a scope, if Table 4 has it.
 pub fn table4(scope: &str) -> Option<(&'static str, f64, f64)> {
     TABLE4_P_IB
@@ -101,5 +143,10 @@ mod tests {
             Some(1000.0)
         );
         assert_eq!(table4("GpuFence").map(|t| t.1), Some(0.70));
+        assert_eq!(proxy_table3("tuned"), Some((0.13, 4.10)));
+        assert_eq!(proxy_table3("Tuned"), None);
+        assert_eq!(proxy_table10(1, 32, 1), Some(2.6));
+        assert_eq!(proxy_table10(1, 4, 1), None);
+        assert_eq!(proxy_table11(true), Some(2190.0));
     }
 }

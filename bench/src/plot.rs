@@ -10,6 +10,7 @@ use plotters::prelude::*;
 use plotters::style::{register_font, FontStyle};
 
 use crate::paper;
+use crate::proxy::{Producers, ProxyResult};
 use crate::record::Report;
 use crate::BenchError;
 
@@ -387,6 +388,126 @@ pub fn render_report(report: &Report, dir: &Path) -> Result<Vec<PathBuf>, BenchE
         };
         files.extend(render(dir, "peers", &bars)?);
     }
+    if let Some(p) = &report.proxy {
+        files.extend(render_proxy(p, dir)?);
+    }
+    Ok(files)
+}
+
+/// The proxy's plots, the paper's P-IB figures beside ours: `proxy_enqueue` (Table 3),
+/// `proxy_rate` (Table 10, Figure 7), `proxy_probe` (Table 11), `proxy_assisted`.
+fn render_proxy(p: &ProxyResult, dir: &Path) -> Result<Vec<PathBuf>, BenchError> {
+    let mut files = Vec::new();
+    let who = match p.params.producers {
+        Producers::Cpu => "CPU producers".to_string(),
+        Producers::Gpu => match p.sm_clock_mhz {
+            Some(mhz) => format!("GPU producers, SM {mhz:.0} MHz"),
+            None => "GPU producers".to_string(),
+        },
+    };
+    let title =
+        format!("Proxy enqueue and put+c p50 ({who}; ours: software NIC, paper: ConnectX-7)");
+    let bars = Bars {
+        title: &title,
+        y_label: "µs",
+        series: &[
+            "ibgda enqueue",
+            "paper mini-proxy enqueue (P-IB)",
+            "ibgda put+c (software NIC)",
+            "paper put+c (P-IB)",
+        ],
+        groups: p
+            .enqueue
+            .iter()
+            .map(|r| {
+                (
+                    r.handoff.clone(),
+                    vec![
+                        Some(r.enqueue_ns.p50 / 1e3),
+                        r.paper_enqueue_us,
+                        Some(r.put_completion_ns.p50 / 1e3),
+                        r.paper_put_completion_us,
+                    ],
+                )
+            })
+            .collect(),
+        target: None,
+    };
+    if !bars.groups.is_empty() {
+        files.extend(render(dir, "proxy_enqueue", &bars)?);
+    }
+    let title =
+        format!("Proxy message rate over T workers, R rings, B batch ({who}; software NIC)");
+    let bars = Bars {
+        title: &title,
+        y_label: "M msg/s",
+        series: &["ibgda proxy", "paper mini-proxy (P-IB, cold)"],
+        groups: p
+            .rates
+            .iter()
+            .map(|r| {
+                (
+                    format!("T{} R{} B{}", r.workers, r.rings, r.batch),
+                    vec![Some(r.mmsg_per_s), r.paper_mmsg_per_s],
+                )
+            })
+            .collect(),
+        target: None,
+    };
+    if !bars.groups.is_empty() {
+        files.extend(render_wide(dir, "proxy_rate", &bars)?);
+    }
+    let title = format!(
+        "Probe under bulk load, private vs shared ring, p50 ({who}; paper: loaded RTT, 64 CTAs)"
+    );
+    let bars = Bars {
+        title: &title,
+        y_label: "µs",
+        series: &["ibgda put+c", "paper mini-proxy RTT T4/R32/B16 (P-IB)"],
+        groups: p
+            .probes
+            .iter()
+            .map(|r| {
+                (
+                    format!(
+                        "{} ring, T{} R{} B{}, {} bulk producers",
+                        r.ring, r.workers, r.bulk_rings, r.batch, r.bulk_producers
+                    ),
+                    vec![Some(r.probe_ns.p50 / 1e3), r.paper_rtt_p50_us],
+                )
+            })
+            .collect(),
+        target: None,
+    };
+    if !bars.groups.is_empty() {
+        files.extend(render(dir, "proxy_probe", &bars)?);
+    }
+    let title = format!("CPU-assisted doorbell ({who}; software NICs)");
+    let bars = Bars {
+        title: &title,
+        y_label: "M WQE/s",
+        series: &["ibgda"],
+        groups: p
+            .assisted
+            .iter()
+            .map(|r| {
+                (
+                    format!(
+                        "{} forwarder(s), {} queues, B{}",
+                        r.forwarders, r.queues, r.batch
+                    ),
+                    vec![Some(r.mwqe_per_s)],
+                )
+            })
+            .collect(),
+        target: Some((
+            paper::ASSISTED_P_IB_MMSG_PER_S,
+            "paper: host thread ringing for GPU-built WQEs, 258 M msg/s (P-IB)",
+        )),
+    };
+    if !bars.groups.is_empty() {
+        files.extend(render(dir, "proxy_assisted", &bars)?);
+    }
     Ok(files)
 }
 
@@ -537,6 +658,53 @@ pub(crate) mod tests {
         let svg = std::fs::read_to_string(dir.join("table5_rate.svg")).unwrap();
         assert!(svg.contains("21.6"), "paper's one-warp rate");
         assert!(svg.contains("32T 1Q warp B32"), "compact label");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn the_proxy_plots_are_written_with_the_papers_numbers() {
+        let dir = std::env::temp_dir().join(format!("ibgda-bench-proxy-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let report = Report {
+            proxy: Some(crate::proxy::tests::proxy_result()),
+            ..Report::default()
+        };
+        let files = render_report(&report, &dir).unwrap();
+        let names: Vec<String> = files
+            .iter()
+            .map(|f| f.file_name().unwrap().to_string_lossy().into_owned())
+            .collect();
+        let expected: Vec<String> = [
+            "proxy_enqueue",
+            "proxy_rate",
+            "proxy_probe",
+            "proxy_assisted",
+        ]
+        .iter()
+        .flat_map(|s| [format!("{s}.png"), format!("{s}.svg")])
+        .collect();
+        assert_eq!(names, expected);
+        let svg = |stem: &str| std::fs::read_to_string(dir.join(format!("{stem}.svg"))).unwrap();
+        // A drawn text element whose whole content is `text` (not a digit run of a
+        // coordinate).
+        let drawn = |svg: &str, text: &str| svg.contains(&format!(">\n{text}\n</text>"));
+        let enqueue = svg("proxy_enqueue");
+        assert!(
+            drawn(&enqueue, "2.27") && drawn(&enqueue, "0.13"),
+            "Table 3 enqueue"
+        );
+        assert!(
+            drawn(&enqueue, "7.07") && drawn(&enqueue, "4.10"),
+            "Table 3 put+c"
+        );
+        assert!(drawn(&enqueue, "tuned"), "handoff label");
+        let rate = svg("proxy_rate");
+        assert!(drawn(&rate, "14.4") && drawn(&rate, "2.60"), "Table 10");
+        assert!(drawn(&rate, "T1 R32 B16"), "T x R x B label");
+        let probe = svg("proxy_probe");
+        assert!(drawn(&probe, "2190") && drawn(&probe, "115"), "Table 11");
+        let assisted = svg("proxy_assisted");
+        assert!(assisted.contains("258 M msg/s"), "host thread ringing");
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -4,6 +4,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::gpu::{GpuResult, PeersResult};
 use crate::host::HostPostResult;
+use crate::proxy::ProxyResult;
 use crate::softnic::SoftnicResult;
 
 /// Version of this schema; bumped when a field changes meaning or is removed.
@@ -33,6 +34,9 @@ pub struct Report {
     /// DOCA GPUNetIO's issue loop beside ibgda's.
     #[serde(default)]
     pub peers: Option<PeersResult>,
+    /// The CPU proxy and the CPU-assisted doorbell on software NICs.
+    #[serde(default)]
+    pub proxy: Option<ProxyResult>,
     /// Experiments asked for but not run, with why.
     pub skipped: Vec<Skipped>,
     /// Whether an experiment asked for failed (it is listed in `skipped`).

@@ -6,51 +6,102 @@
 //! Properties: the NIC never panics; a command it refuses (malformed or not) changes
 //! nothing: the fabric's objects, the device's allocations, its command log and the queue
 //! pair's state are exactly as before.
+//!
+//! Building the device (two QUERY_HCA_CAP pages, a PD, a CQ and a QP) costs far more than
+//! one command, so the device is kept between executions for as long as commands are
+//! refused. After a command the NIC accepts, the next execution starts from a fresh device:
+//! every input runs against the same starting state.
 #![no_main]
 
-use ibgda::nic::{Device, QueueSpec, SoftNic, SoftObject};
-use ibgda::softnic::Fabric;
+use std::cell::RefCell;
+
+use ibgda::nic::{Device, PendingRc, QueueSpec, SoftNic, SoftNicAllocations, SoftObject};
+use ibgda::queue::Host;
+use ibgda::softnic::{Census, Fabric, QpStatus};
 use ibgda::wqe::RingSize;
 use libfuzzer_sys::fuzz_target;
 
 /// Output space for every command (QUERY_HCA_CAP's output is the largest).
 const OUTPUT_BYTES: usize = 0x1010;
 
+/// A device holding a PD, a CQ and an RC queue pair in RESET.
+struct Setup {
+    fabric: Fabric,
+    device: Device<SoftNic>,
+    qpn: ibgda::wqe::Qpn,
+    // Kept alive for the objects it owns; dropped (destroyed) with the setup.
+    _pending: PendingRc<SoftNic, Host>,
+}
+
+type Snapshot = (Census, SoftNicAllocations, Vec<u16>, Option<QpStatus>);
+
+impl Setup {
+    fn new() -> Self {
+        let fabric = Fabric::new();
+        let device = Device::open(SoftNic::open(&fabric, 1).expect("a node")).expect("a device");
+        let pd = device.alloc_pd().expect("a PD");
+        let pending = pd
+            .create_rc(QueueSpec::new(RingSize::new(16).expect("16 WQEBBs")))
+            .expect("an RC queue pair");
+        let qpn = pending.qpn();
+        Self {
+            fabric,
+            device,
+            qpn,
+            _pending: pending,
+        }
+    }
+
+    fn snapshot(&self) -> Snapshot {
+        let nic = self.device.backend();
+        (
+            self.fabric.census(),
+            nic.allocated(),
+            nic.executed_commands(),
+            self.fabric.qp_status(self.qpn),
+        )
+    }
+}
+
+thread_local! {
+    /// The device and its state before any command, reused while commands are refused.
+    static SETUP: RefCell<Option<(Setup, Snapshot)>> = const { RefCell::new(None) };
+    static OUTPUT: RefCell<Vec<u8>> = RefCell::new(vec![0u8; OUTPUT_BYTES]);
+}
+
 fuzz_target!(|data: &[u8]| {
     let Some((&selector, input)) = data.split_first() else {
         return;
     };
-    let fabric = Fabric::new();
-    let device = Device::open(SoftNic::open(&fabric, 1).expect("a node")).expect("a device");
-    let pd = device.alloc_pd().expect("a PD");
-    let pending = pd
-        .create_rc(QueueSpec::new(RingSize::new(16).expect("16 WQEBBs")))
-        .expect("an RC queue pair");
-    let qpn = pending.qpn();
-    let nic = device.backend();
-    let snapshot = || {
-        (
-            fabric.census(),
-            nic.allocated(),
-            nic.executed_commands(),
-            fabric.qp_status(qpn),
-        )
-    };
-    let before = snapshot();
-    let object = match (selector >> 2) & 3 {
-        0 => SoftObject::Qp(qpn.get()),
-        1 => SoftObject::Cq(1),
-        2 => SoftObject::Dct(qpn.get()),
-        _ => SoftObject::Qp(u32::from(selector)),
-    };
-    let mut output = vec![0u8; OUTPUT_BYTES];
-    let refused = match selector & 3 {
-        0 => nic.create_object(input, &mut output).is_err(),
-        1 => nic.modify_object(&object, input, &mut output).is_err(),
-        2 => nic.destroy_object(object, input).is_err(),
-        _ => nic.general_command(input, &mut output).is_err(),
-    };
-    if refused {
-        assert_eq!(snapshot(), before, "a refused command changed the NIC");
-    }
+    SETUP.with_borrow_mut(|slot| {
+        let (setup, before) = slot.get_or_insert_with(|| {
+            let setup = Setup::new();
+            let snapshot = setup.snapshot();
+            (setup, snapshot)
+        });
+        let qpn = setup.qpn;
+        let nic = setup.device.backend();
+        let object = match (selector >> 2) & 3 {
+            0 => SoftObject::Qp(qpn.get()),
+            1 => SoftObject::Cq(1),
+            2 => SoftObject::Dct(qpn.get()),
+            _ => SoftObject::Qp(u32::from(selector)),
+        };
+        let refused = OUTPUT.with_borrow_mut(|output| {
+            output.fill(0);
+            match selector & 3 {
+                0 => nic.create_object(input, output).is_err(),
+                1 => nic.modify_object(&object, input, output).is_err(),
+                2 => nic.destroy_object(object, input).is_err(),
+                _ => nic.general_command(input, output).is_err(),
+            }
+        });
+        if refused {
+            assert_eq!(&setup.snapshot(), before, "a refused command changed the NIC");
+        } else {
+            // Accepted: it may have changed state the snapshot does not show, so the next
+            // input starts from a fresh device.
+            *slot = None;
+        }
+    });
 });

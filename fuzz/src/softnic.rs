@@ -34,6 +34,10 @@
 
 use std::sync::Arc;
 
+#[path = "../../tests/softnic_support/recipe.rs"]
+mod recipe;
+use recipe::recipe_operation;
+
 use ibgda::cq::{parse_cqe, Completion};
 use ibgda::memory::DmaBuffer;
 use ibgda::queue::{
@@ -586,77 +590,7 @@ impl<'p> World<'p> {
             ),
             None => self.areas[5].region.local(0),
         };
-        let [w0, w1, w2, w3] = r.words;
-        let four = |v: u64| v & 0xffff_ffff;
-        let data = if sges.is_empty() {
-            AnyData::Empty
-        } else {
-            AnyData::Sges(sges)
-        };
-        let op = match r.kind % 9 {
-            0 => AnyOperation::Nop,
-            1 => sges
-                .first()
-                .map_or(AnyOperation::Nop, |&s| AnyOperation::Dump(s)),
-            2 => AnyOperation::Write {
-                remote,
-                imm: None,
-                data,
-            },
-            3 => AnyOperation::Write {
-                remote,
-                imm: None,
-                data: AnyData::Inline(&r.payload),
-            },
-            4 => AnyOperation::Write {
-                remote,
-                imm: Some(w0 as u32),
-                data,
-            },
-            5 => AnyOperation::Read { remote, data },
-            6 => AnyOperation::Atomic {
-                remote,
-                result,
-                op: AtomicOp::CompareSwap {
-                    compare: w0,
-                    swap: w1,
-                },
-            },
-            7 => AnyOperation::Atomic {
-                remote,
-                result,
-                op: if w3 & 1 == 0 {
-                    AtomicOp::MaskedCompareSwap {
-                        width: AtomicWidth::Eight,
-                        swap: w0,
-                        compare: w1,
-                        swap_mask: w2,
-                        compare_mask: w3,
-                    }
-                } else {
-                    AtomicOp::MaskedCompareSwap {
-                        width: AtomicWidth::Four,
-                        swap: four(w0),
-                        compare: four(w1),
-                        swap_mask: four(w2),
-                        compare_mask: four(w3),
-                    }
-                },
-            },
-            _ => AnyOperation::Atomic {
-                remote,
-                result,
-                op: if w3 & 1 == 0 {
-                    AtomicOp::MaskedFetchAdd {
-                        width: AtomicWidth::Eight,
-                        add: w0,
-                        field_boundary: w1,
-                    }
-                } else {
-                    AtomicOp::FetchAdd { add: w0 }
-                },
-            },
-        };
+        let op = recipe_operation(r.kind, r.words, remote, result, sges, &r.payload);
         let flags =
             ControlFlags::from_byte(r.flags & !ControlFlags::RESERVED_BITS).unwrap_or_default();
         AnyWqe {

@@ -82,6 +82,14 @@ __device__ __forceinline__ u64 ld_acquire_sys_b64(const void* p) {
     asm volatile("ld.acquire.sys.global.b64 %0, [%1];" : "=l"(v) : "l"(gaddr(p)) : "memory");
     return v;
 }
+__device__ __forceinline__ u32 atom_cas_acquire_gpu_b32(u32* p, u32 expected, u32 desired) {
+    u32 old;
+    asm volatile("atom.acquire.gpu.global.cas.b32 %0, [%1], %2, %3;"
+                 : "=r"(old)
+                 : "l"(gaddr(p)), "r"(expected), "r"(desired)
+                 : "memory");
+    return old;
+}
 __device__ __forceinline__ void fence_release_gpu() { asm volatile("fence.release.gpu;" ::: "memory"); }
 __device__ __forceinline__ void fence_acquire_gpu() { asm volatile("fence.acquire.gpu;" ::: "memory"); }
 __device__ __forceinline__ void fence_acq_rel_gpu() { asm volatile("fence.acq_rel.gpu;" ::: "memory"); }
@@ -536,31 +544,46 @@ template <class S> __device__ __forceinline__ void check_scope(const DeviceQueue
 
 /* What one CQ poll found. */
 struct Polled {
-    int status;     /* 1: a CQE consumed; 0: none; <0: -(syndrome) of an error CQE, or -0x100 stray */
+    int status;     /* 1: CQEs consumed; 0: none; <0: -(syndrome) of an error CQE, or -0x100 stray */
     u64 retired_to; /* every WQEBB before it is complete (when status != 0) */
 };
 
 constexpr int POLL_STRAY = -0x100;
+
+/* The CQ entry a poll at `consumer` reads: the ring's slot, or entry 0 in collapsed mode. */
+__device__ __forceinline__ u32 cqe_slot(const Queue& q, u64 consumer) {
+    return q.d.cq_mode ? 0u : (u32)consumer & ((1u << q.d.log_cq_entries) - 1u);
+}
+
+/* The last word of the CQE a poll at `consumer` reads, with the scope's load. */
+template <class S> __device__ __forceinline__ u64 cqe_tail_load(const Queue& q, u64 consumer) {
+    static_assert(layout::CQE_SOP_DROP_QPN + 8 == layout::CQE_BYTES, "last word of a CQE");
+    const u64* last =
+        (const u64*)(q.d.cq_ring + (u64)cqe_slot(q, consumer) * layout::CQE_BYTES + layout::CQE_SOP_DROP_QPN);
+    return S::cq_load(last);
+}
+
+/* Whether a CQE's last word, read at `consumer`, is a new entry: a valid opcode and (ring
+ * mode) the owner bit of this lap, or (collapsed mode) a WQE counter not yet seen. */
+__device__ __forceinline__ bool cqe_tail_valid(const Queue& q, u64 consumer, u32 collapsed_seen, u64 tail) {
+    const u32 op_own = (u32)(tail >> 56);
+    if ((op_own >> 4) == layout::CQE_OPCODE_INVALID) return false;
+    if (q.d.cq_mode) {
+        const u32 counter = ((u32)(tail >> 32) & 0xffu) << 8 | ((u32)(tail >> 40) & 0xffu);
+        return counter + 1 != collapsed_seen;
+    }
+    const u32 parity = ((u32)(consumer >> q.d.log_cq_entries)) & 1u;
+    return (op_own & 1u) == parity;
+}
 
 /* Reads the CQE at `consumer` (ring mode: owner bit) or entry 0 (collapsed mode: a new WQE
  * counter) with the scope's load; on a valid entry, the scope's acquire. Returns whether
  * one was found, its last word in `tail`. */
 template <class S>
 __device__ __forceinline__ bool cqe_ready(const Queue& q, u64 consumer, u32 collapsed_seen, u64& tail, u32& slot) {
-    const u32 n = 1u << q.d.log_cq_entries;
-    slot = q.d.cq_mode ? 0u : (u32)consumer & (n - 1);
-    const u64* last = (const u64*)(q.d.cq_ring + (u64)slot * layout::CQE_BYTES + layout::CQE_SOP_DROP_QPN);
-    static_assert(layout::CQE_SOP_DROP_QPN + 8 == layout::CQE_BYTES, "last word of a CQE");
-    tail = S::cq_load(last);
-    const u32 op_own = (u32)(tail >> 56);
-    if ((op_own >> 4) == layout::CQE_OPCODE_INVALID) return false;
-    if (q.d.cq_mode) {
-        const u32 counter = ((u32)(tail >> 32) & 0xffu) << 8 | ((u32)(tail >> 40) & 0xffu);
-        if (counter + 1 == collapsed_seen) return false;
-    } else {
-        const u32 parity = ((u32)(consumer >> q.d.log_cq_entries)) & 1u;
-        if ((op_own & 1u) != parity) return false;
-    }
+    slot = cqe_slot(q, consumer);
+    tail = cqe_tail_load<S>(q, consumer);
+    if (!cqe_tail_valid(q, consumer, collapsed_seen, tail)) return false;
     S::cq_acquire();
     return true;
 }
@@ -677,51 +700,80 @@ template <class S> struct Exclusive {
  * per ring, instead of a lock's atomic and fences around them.
  * ----------------------------------------------------------------------------------- */
 
-__device__ __forceinline__ bool try_lock(u32* lock) {
-    if (atomicCAS(lock, 0u, 1u) != 0u) return false;
-    ptx::fence_acq_rel_gpu();
-    return true;
-}
-__device__ __forceinline__ void unlock(u32* lock) {
-    ptx::fence_acq_rel_gpu();
-    atomicExch(lock, 0u);
-}
+/* The poll lock: an acquiring CAS takes it and a release store gives it back, so what one
+ * holder wrote (the CQ consumer index, the collapsed counter) is seen by the next. A
+ * full fence around a relaxed CAS and an exchange cost one more round trip each, on the
+ * path of every producer that runs out of room. */
+__device__ __forceinline__ bool try_lock(u32* lock) { return ptx::atom_cas_acquire_gpu_b32(lock, 0u, 1u) == 0u; }
+__device__ __forceinline__ void unlock(u32* lock) { ptx::st_release_gpu_b32(lock, 0u); }
 
-/* One poll by whoever holds the poll lock; others return at once. */
+/* CQ entries one poll reads together (ring mode; collapsed mode has one entry). */
+constexpr u32 POLL_AHEAD = 4;
+
+/* One poll by whoever holds the poll lock; others return at once. It consumes every valid
+ * CQE among the next POLL_AHEAD entries, in order, and stops at the first stray or error
+ * CQE. Their last words are loaded together: a producer short of room finds several CQEs
+ * ready at once (one per signal interval), and each poll is a chain of dependent round
+ * trips, so consuming them in one poll removes whole chains. */
 template <class S> __device__ __noinline__ Polled shared_poll(const Queue& q) {
     check_scope<S>(q.d);
     DeviceProducerState* st = q.state();
     if (!try_lock(&st->poll_lock)) return Polled{0, ptx::ld_acquire_gpu_b64(&st->retired)};
     const u64 consumer = ptx::ld_relaxed_gpu_b64(&st->cq_consumer);
-    const u64 retired = ptx::ld_relaxed_gpu_b64(&st->retired);
-    const u32 seen = *(volatile u32*)&st->collapsed_seen;
-    u64 tail;
-    u32 slot;
-    Polled r{0, retired};
-    if (cqe_ready<S>(q, consumer, seen, tail, slot)) {
-        const u32 counter = cqe_counter(tail);
-        ptx::st_relaxed_gpu_b64(&st->cq_consumer, consumer + 1);
-        if (q.d.cq_mode) {
-            *(volatile u32*)&st->collapsed_seen = counter + 1;
-        } else {
-            ptx::st_relaxed_sys_b32((void*)q.d.cq_dbrec, bswap32((u32)(consumer + 1) & 0xffffffu));
-        }
-        const u64 ready = ptx::ld_acquire_gpu_b64(&st->ready);
-        const u64 start = retired + (u16)(counter - (u16)retired);
-        if (start >= ready || cqe_qpn(tail) != q.d.qpn) {
-            r.status = POLL_STRAY;
-        } else {
-            r.retired_to = start + q.wqebbs_at(start);
-            ptx::st_release_gpu_b64(&st->retired, r.retired_to);
-            const u32 opcode = (u32)(tail >> 60);
-            if (opcode == layout::CQE_OPCODE_REQ_ERR) {
-                const u8* e = (const u8*)(q.d.cq_ring + (u64)slot * layout::CQE_BYTES);
-                r.status = -(int)e[layout::ERR_CQE_SYNDROME];
+    const u64 retired_before = ptx::ld_relaxed_gpu_b64(&st->retired);
+    u32 seen = *(volatile u32*)&st->collapsed_seen;
+    /* Loaded with the others, not after the CQE: `ready` only grows, so an early value is
+     * conservative, and it is reloaded below only when a CQE names a WQE beyond it. */
+    u64 ready = ptx::ld_acquire_gpu_b64(&st->ready);
+    const u32 entries = 1u << q.d.log_cq_entries;
+    const u32 ahead = q.d.cq_mode ? 1u : (entries < POLL_AHEAD ? entries : POLL_AHEAD);
+    u64 tails[POLL_AHEAD];
+#pragma unroll
+    for (u32 k = 0; k < POLL_AHEAD; k++) tails[k] = k < ahead ? cqe_tail_load<S>(q, consumer + k) : 0ull;
+    u32 found = 0;
+#pragma unroll
+    for (u32 k = 0; k < POLL_AHEAD; k++) {
+        if (found == k && k < ahead && cqe_tail_valid(q, consumer + k, seen, tails[k])) found = k + 1;
+    }
+    Polled r{0, retired_before};
+    if (found == 0) {
+        unlock(&st->poll_lock);
+        return r;
+    }
+    S::cq_acquire();
+    u64 retired = retired_before;
+    u32 consumed = 0;
+#pragma unroll
+    for (u32 k = 0; k < POLL_AHEAD; k++) {
+        if (k < found && (k == 0 || r.status == 1)) {
+            const u64 tail = tails[k];
+            const u32 counter = cqe_counter(tail);
+            consumed = k + 1;
+            if (q.d.cq_mode) seen = counter + 1;
+            const u64 start = retired + (u16)(counter - (u16)retired);
+            if (start >= ready) ready = ptx::ld_acquire_gpu_b64(&st->ready);
+            if (start >= ready || cqe_qpn(tail) != q.d.qpn) {
+                r.status = POLL_STRAY;
             } else {
-                r.status = 1;
+                retired = start + q.wqebbs_at(start);
+                r.retired_to = retired;
+                const u32 opcode = (u32)(tail >> 60);
+                if (opcode == layout::CQE_OPCODE_REQ_ERR) {
+                    const u8* e = (const u8*)(q.d.cq_ring + (u64)cqe_slot(q, consumer + k) * layout::CQE_BYTES);
+                    r.status = -(int)e[layout::ERR_CQE_SYNDROME];
+                } else {
+                    r.status = 1;
+                }
             }
         }
     }
+    ptx::st_relaxed_gpu_b64(&st->cq_consumer, consumer + consumed);
+    if (q.d.cq_mode) {
+        *(volatile u32*)&st->collapsed_seen = seen;
+    } else {
+        ptx::st_relaxed_sys_b32((void*)q.d.cq_dbrec, bswap32((u32)(consumer + consumed) & 0xffffffu));
+    }
+    if (retired != retired_before) ptx::st_release_gpu_b64(&st->retired, retired);
     unlock(&st->poll_lock);
     return r;
 }
@@ -731,9 +783,13 @@ template <class S> __device__ __forceinline__ int wait_for_room(const Queue& q, 
     check_scope<S>(q.d);
     DeviceProducerState* st = q.state();
     Spin spin;
-    while (ptx::ld_acquire_gpu_b64(&st->retired) + q.capacity() < end) {
+    /* A poll returns `retired` as it left it (or, when another thread holds the poll lock,
+     * as loaded with acquire): no reload between polls. */
+    u64 retired = ptx::ld_acquire_gpu_b64(&st->retired);
+    while (retired + q.capacity() < end) {
         const Polled p = shared_poll<S>(q);
         if (p.status < 0) return p.status;
+        retired = p.retired_to;
         if (spin.expired()) return SPIN_TIMEOUT;
     }
     return 0;

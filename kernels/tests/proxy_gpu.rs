@@ -209,9 +209,9 @@ fn cpu_assisted_doorbell_end_to_end() {
     let (gpu, k) = gpu();
     let queues = 4;
     let (nics, targets) = assisted_world::build(&gpu, queues, 256, 512).unwrap();
-    let forwarders: Vec<_> = targets
-        .chunks(2)
-        .map(|c| Forwarder::spawn(c.to_vec()).unwrap())
+    let mut targets = targets.into_iter();
+    let forwarders: Vec<_> = (0..queues.div_ceil(2))
+        .map(|_| Forwarder::spawn(targets.by_ref().take(2).collect()).unwrap())
         .collect();
     let qs: Vec<_> = nics.iter().map(|n| n.queue.device_queue()).collect();
     let targets: Vec<(u64, u32)> = nics

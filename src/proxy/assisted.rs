@@ -94,7 +94,10 @@ fn check_slot(slot: &DmaBuffer) -> Result<(), AssistedError> {
 /// What the forwarder needs of one queue: its index slot, and its doorbell record and
 /// doorbell (the only parts of the queue memory it writes; the queue's producer, posting
 /// with an explicit doorbell policy and no ringing method, never writes them).
-#[derive(Clone, Debug)]
+///
+/// Move-only, like the queue memory it points into: one forwarder serves a queue, so its
+/// doorbell record never goes backwards.
+#[derive(Debug)]
 pub struct ForwardTarget {
     slot: Arc<DmaBuffer>,
     dbrec: Arc<DmaBuffer>,

@@ -4,6 +4,8 @@
 //! of the mlx5 facts sheet (section 5), independently of the crate's CQE types.
 #![allow(dead_code)]
 
+pub mod recipe;
+
 use std::sync::Arc;
 
 use ibgda::memory::DmaBuffer;

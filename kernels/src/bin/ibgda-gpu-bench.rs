@@ -8,7 +8,9 @@
 //! measures against the doorbell sink; `--nic DEVICE` opens a ConnectX through the mlx5
 //! backend, feature `mlx5`, and reports its typed error when it cannot: hardware figures
 //! need the control plane's queue creation); `ibgda-gpu-bench --one-warp` (only the one-warp,
-//! one-QP cooperative rate, in one launch, for a profiler); `ibgda-gpu-bench --peers
+//! one-QP cooperative rate, in one launch, for a profiler); `ibgda-gpu-bench --one-warp-rows`
+//! (that rate five times each against the sink with a reused ring, a ring never reused, and
+//! in one launch); `ibgda-gpu-bench --peers
 //! [OUT_DIR]` (DOCA GPUNetIO's issue loop compiled from the pinned wheel's headers, beside
 //! ibgda typed and raw, on the same queue memory and sink; `peers.json`; a separate run,
 //! since the peer's waits are unbounded). Exits 2 with a typed error when no GPU is usable
@@ -72,6 +74,38 @@ fn one_warp(gpu: &Gpu, program: &BenchProgram) -> Result<String, GpuError> {
         "one warp, one QP, cooperative, batch 32 [GpuFence], one launch: {:.2} M WQE/s at {:.0} MHz",
         r.mwqe_per_s, r.sm_mhz
     ))
+}
+
+/// The one-warp, one-QP cooperative rate (batch 32, GpuFence) five times each: against
+/// the sink with a 4,096-WQEBB ring (slots reused, so the producer polls its CQ for room),
+/// with a ring never reused, and in one launch. The spread of repeated rows in one run.
+fn one_warp_rows(gpu: &Gpu, program: &BenchProgram) -> Result<String, GpuError> {
+    let reuse = rate::config(Publication::PerWarp, 1, 32, 1, 1, 32, 20_000);
+    let mut reuse_16k = reuse;
+    reuse_16k.ring_wqebbs = 16384;
+    let mut fresh = rate::config(Publication::PerWarp, 1, 32, 1, 1, 32, 1024);
+    fresh.ring_wqebbs = 32768;
+    let mut out = String::new();
+    for (what, c) in [
+        ("ring of 4,096 reused", reuse),
+        ("ring of 16,384 reused", reuse_16k),
+        ("ring never reused", fresh),
+    ] {
+        for _ in 0..5 {
+            let r = rate::run(gpu, program, GpuFence, c)?;
+            writeln!(
+                out,
+                "one warp, one QP, batch 32 [GpuFence], sink, {what}: {:.2} M WQE/s at {:.0} MHz ({} WQEs)",
+                r.mwqe_per_s, r.sm_mhz, r.wqes
+            )
+            .expect("writing to a String");
+        }
+    }
+    for _ in 0..5 {
+        out.push_str(&one_warp(gpu, program)?);
+        out.push('\n');
+    }
+    Ok(out)
 }
 
 /// Keeps an experiment's result, or records its error and goes on (a timed-out wait is a
@@ -453,10 +487,19 @@ fn main() {
         }
         return;
     }
-    if arg.as_deref() == Some("--one-warp") {
+    if let Some(flag @ ("--one-warp" | "--one-warp-rows")) = arg.as_deref() {
+        let rows = flag == "--one-warp-rows";
         let r = bench_options()
             .and_then(|o| Gpu::open_with(0, &o))
-            .and_then(|gpu| BenchProgram::load(&gpu).and_then(|p| one_warp(&gpu, &p)));
+            .and_then(|gpu| {
+                BenchProgram::load(&gpu).and_then(|p| {
+                    if rows {
+                        one_warp_rows(&gpu, &p)
+                    } else {
+                        one_warp(&gpu, &p)
+                    }
+                })
+            });
         match r {
             Ok(line) => println!("{line}"),
             Err(e) => {

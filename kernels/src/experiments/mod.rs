@@ -13,6 +13,8 @@
 //!   compute and a streaming kernel, with ptxas's register counts (4.3.2, Figure 9);
 //! - [`peers`]: the issue loop through DOCA GPUNetIO's device verbs, compiled at run time
 //!   from the pinned wheel's headers, on ibgda's queue memory, its WQEs judged by ibgda.
+//! - [`proxy`]: the CPU proxy and the CPU-assisted doorbell on software NICs (4.2), with
+//!   GPU producers or CPU threads standing in for them (no GPU needed).
 //!
 //! Everything is allocated before the sink (a persistent kernel) starts, since allocation
 //! and synchronous copies may wait for running kernels; every device wait is bounded (the
@@ -35,6 +37,7 @@ pub mod completion;
 pub mod dormant;
 pub mod issue;
 pub mod peers;
+pub mod proxy;
 pub mod rate;
 
 /// The bound on every device wait in the experiments: 5 s.

@@ -8,11 +8,15 @@
 //! so the sink's retirement cannot hold the producers back: the same configuration run
 //! both ways shows whether retirement is the limit.
 
+use std::sync::Arc;
+
 use serde::Serialize;
 
 use ibgda::cq::CqMode;
+use ibgda::memory::DeviceBuffer;
 use ibgda::order::{GpuFence, GpuThread, OrderingScope, ValidFor};
-use ibgda::queue::Gpu as GpuPlaced;
+use ibgda::queue::{Gpu as GpuPlaced, QueuePair};
+use ibgda::wqe::Rc;
 
 use super::{
     launch, launch_config, sm_mhz, tolerates_stale_wqes, wait_stream, word32, word64, BenchProgram,
@@ -143,18 +147,22 @@ pub struct RateResult {
     pub stale_wqes: u64,
 }
 
-/// Runs one configuration.
-pub fn run<S>(
-    gpu: &Gpu,
-    program: &BenchProgram,
-    scope: S,
-    config: RateConfig,
-) -> Result<RateResult, GpuError>
+/// What a rate launch posts through and reports into.
+struct RateQueues<S: OrderingScope + ValidFor<GpuPlaced>> {
+    /// The queue pairs, alive until the launch is synchronized.
+    qps: Vec<QueuePair<Rc, GpuPlaced, S>>,
+    /// Their descriptors, in device memory.
+    arr: Arc<DeviceBuffer>,
+    /// Clocks (4 words, the first start preset to all ones) and the status word.
+    out: Arc<DeviceBuffer>,
+}
+
+/// `config.queues` queue pairs of `config.ring_wqebbs` WQEBBs with scope `scope`, their
+/// descriptor array and the clocks and status words.
+fn rate_queues<S>(gpu: &Gpu, config: &RateConfig, scope: S) -> Result<RateQueues<S>, GpuError>
 where
     S: OrderingScope<Producer = GpuThread> + ValidFor<GpuPlaced> + Copy,
 {
-    config.check()?;
-    let f = program.function(&format!("ibgda_bench_rate_{}", S::NAME))?;
     // A CQE at most every quarter ring: the sink's retirement never waits on a full CQ.
     let signal = (config.ring_wqebbs / 4).min(1024);
     let qps = (0..config.queues)
@@ -175,6 +183,22 @@ where
     let mut init = vec![0u8; 40];
     init[..8].copy_from_slice(&u64::MAX.to_ne_bytes());
     let out = gpu.device_buffer_from(&init)?;
+    Ok(RateQueues { qps, arr, out })
+}
+
+/// Runs one configuration.
+pub fn run<S>(
+    gpu: &Gpu,
+    program: &BenchProgram,
+    scope: S,
+    config: RateConfig,
+) -> Result<RateResult, GpuError>
+where
+    S: OrderingScope<Producer = GpuThread> + ValidFor<GpuPlaced> + Copy,
+{
+    config.check()?;
+    let f = program.function(&format!("ibgda_bench_rate_{}", S::NAME))?;
+    let RateQueues { qps, arr, out } = rate_queues(gpu, &config, scope)?;
     let refs: Vec<_> = qps.iter().collect();
     let sink = Sink::start(gpu, &refs, SINK_RETIRE, 0, config.queues, 1)?;
     let args = [
@@ -268,25 +292,7 @@ pub fn run_one_launch(
         )));
     }
     let f = program.function("ibgda_bench_rate_selfsink_GpuFence")?;
-    let signal = (config.ring_wqebbs / 4).min(1024);
-    let qps = (0..config.queues)
-        .map(|i| {
-            gpu_queue_pair(
-                gpu,
-                0x100 + i,
-                config.ring_wqebbs as usize,
-                1024,
-                signal,
-                CqMode::Ring,
-                GpuFence,
-            )
-        })
-        .collect::<Result<Vec<_>, _>>()?;
-    let descs: Vec<_> = qps.iter().map(|q| *q.device_queue().raw()).collect();
-    let arr = descriptor_array(gpu, &descs)?;
-    let mut init = vec![0u8; 40];
-    init[..8].copy_from_slice(&u64::MAX.to_ne_bytes());
-    let out = gpu.device_buffer_from(&init)?;
+    let RateQueues { qps, arr, out } = rate_queues(gpu, &config, GpuFence)?;
     let scratch = gpu.device_buffer(16 * config.queues as usize + 8)?;
     let args = [
         KernelArg::U64(arr.addr()),
@@ -398,6 +404,13 @@ pub fn table5(scale: u32) -> Vec<(&'static str, RateConfig)> {
         (
             "32 threads, 1 QP, per-warp, batch 32 (paper 21.6)",
             config(W, 1, 32, 1, 1, 32, 20_000 * s),
+        ),
+        (
+            "32 threads, 1 QP, per-warp, batch 32 (ring 16,384; paper 21.6)",
+            RateConfig {
+                ring_wqebbs: 16384,
+                ..config(W, 1, 32, 1, 1, 32, 20_000 * s)
+            },
         ),
         (
             "256 threads, 1 QP, per-warp, batch 32 (paper 30.7)",

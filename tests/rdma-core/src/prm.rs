@@ -372,6 +372,8 @@ pub struct ScapyPacket {
     pub fields: Vec<(&'static str, ScapyValue)>,
 }
 
+// Only the scapy oracle serializes packets; without it the method has no caller.
+#[cfg(ibgda_scapy)]
 impl ScapyPacket {
     fn json(&self, out: &mut String) {
         out.push_str("{\"class\":\"");
