@@ -6,8 +6,9 @@
 #      private vs shared probe, CPU-assisted doorbell) and the GPU ones of
 #      ibgda_kernels::experiments against the doorbell sink (Table 4 issue per scope typed
 #      and raw, completion scope, Table 5 rates and sweeps, dormant cost);
-#   2. `ibgda-bench peers`: DOCA GPUNetIO's and NVSHMEM's issue loops beside ibgda's (the
-#      peers' waits are unbounded, hence its own process).
+#   2. `ibgda-bench peers --peer doca`, then `--peer nvshmem` (into $OUT/bench/nvshmem):
+#      DOCA GPUNetIO's and NVSHMEM's issue loops beside ibgda's, each in a process of its
+#      own (the peers' waits are unbounded).
 # Writes results.json, gpu-raw.json and proxy-raw.json (raw samples), peers.json,
 # peers-raw.json, the PNG and SVG plots and the logs under $OUT/bench (or
 # ./gpu-out/bench). About 3 minutes.
@@ -66,10 +67,16 @@ if [[ $what != peers ]]; then
     echo "== ibgda-bench all: exit $e (2: an experiment failed, 124: timed out)"
 fi
 if [[ -d .gpu/peers/include ]]; then
-    IBGDA_PEER_INCLUDE=$PWD/.gpu/peers/include timeout 150 .gpu/ibgda-bench --no-progress --out "$out" peers 2>&1 \
+    # DOCA, then NVSHMEM in a process of its own: its first launch can block inside the
+    # driver, which no wait of ours bounds, and DOCA's figures are written either way.
+    IBGDA_PEER_INCLUDE=$PWD/.gpu/peers/include timeout 90 .gpu/ibgda-bench --no-progress --out "$out" peers --peer doca 2>&1 \
         | tee "$out/peers.log"
     e=${PIPESTATUS[0]}; [[ $e == 0 ]] || rc=1
-    echo "== ibgda-bench peers: exit $e (124: timed out)"
+    echo "== ibgda-bench peers --peer doca: exit $e (124: timed out)"
+    IBGDA_PEER_INCLUDE=$PWD/.gpu/peers/include timeout 90 .gpu/ibgda-bench --no-progress --out "$out/nvshmem" peers --peer nvshmem 2>&1 \
+        | tee "$out/peers-nvshmem.log"
+    e=${PIPESTATUS[0]}; [[ $e == 0 ]] || rc=1
+    echo "== ibgda-bench peers --peer nvshmem: exit $e (124: timed out)"
 else
     echo "== peers skipped: no .gpu/peers/include (bash scripts/peer-headers.sh, then copy target/peers/include)"
     rc=1

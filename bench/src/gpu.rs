@@ -548,12 +548,25 @@ pub fn run(
     Ok((result, raw))
 }
 
-/// DOCA GPUNetIO's issue loop beside ibgda typed and raw, same queue memory and sink.
-/// ibgda's rows fail the run; DOCA's failure is recorded in `doca_error` (the run then
-/// counts as failed, see [`PeersResult::failed`]) with ibgda's rows kept.
+/// Which peers `ibgda-bench peers` runs beside ibgda.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum PeerSet {
+    /// DOCA GPUNetIO, then NVSHMEM.
+    Both,
+    /// DOCA GPUNetIO only.
+    Doca,
+    /// NVSHMEM only.
+    Nvshmem,
+}
+
+/// The peers of `set` (DOCA GPUNetIO's issue loop, NVSHMEM's) beside ibgda typed and raw,
+/// same queue memory and sink. ibgda's rows fail the run; a peer's failure is recorded in
+/// its row (the run then counts as failed, see [`PeersResult::failed`]) with ibgda's rows
+/// kept. A peer not in `set` is absent from the result, not failed.
 pub fn run_peers(
     iters: u32,
     progress_bar: &indicatif::ProgressBar,
+    set: PeerSet,
 ) -> Result<(PeersResult, serde_json::Value), BenchError> {
     progress("peers: opening GPU 0 and compiling the device library");
     let gpu = Gpu::open_with(0, &bench_options()?)?;
@@ -569,19 +582,25 @@ pub fn run_peers(
         ));
     }
     progress_bar.inc(1);
-    progress_bar.set_message("GPU: DOCA GPUNetIO issue loop");
-    let doca = peers::run_doca(&gpu, iters);
-    progress_bar.inc(1);
+    let doca = (set != PeerSet::Nvshmem).then(|| {
+        progress_bar.set_message("GPU: DOCA GPUNetIO issue loop");
+        let doca = peers::run_doca(&gpu, iters);
+        progress_bar.inc(1);
+        doca
+    });
+    let doca_hung = doca.as_ref().is_some_and(|d| d.as_ref().is_err_and(gpu_hung));
     // After a peer left a kernel running, nothing else may run on this context.
-    let nvshmem = if doca.as_ref().is_err_and(gpu_hung) {
-        Err(GpuError::Invalid(
-            "not run: DOCA's kernel may still run".into(),
-        ))
-    } else {
-        progress_bar.set_message("GPU: NVSHMEM IBGDA issue loop");
-        peers::run_nvshmem(&gpu, iters)
-    };
-    if let Err(e) = &nvshmem {
+    let nvshmem = (set != PeerSet::Doca).then(|| {
+        if doca_hung {
+            Err(GpuError::Invalid(
+                "not run: DOCA's kernel may still run".into(),
+            ))
+        } else {
+            progress_bar.set_message("GPU: NVSHMEM IBGDA issue loop");
+            peers::run_nvshmem(&gpu, iters)
+        }
+    });
+    if let Some(Err(e)) = &nvshmem {
         progress(&format!("peers: NVSHMEM FAILED: {e}"));
     }
     let raw_of =
@@ -591,19 +610,21 @@ pub fn run_peers(
                 Err(e) => serde_json::json!({ "error": e.to_string() }),
             })
         };
+    let not_run = serde_json::Value::Null;
     let raw = serde_json::json!({
         "ibgda": to_json(&ibgda)?,
-        "doca": raw_of(&doca)?,
-        "nvshmem": raw_of(&nvshmem)?,
+        "doca": doca.as_ref().map_or(Ok(not_run.clone()), raw_of)?,
+        "nvshmem": nvshmem.as_ref().map_or(Ok(not_run), raw_of)?,
     });
-    let nvshmem_row = peer_row(&nvshmem)?;
-    let hung = doca.as_ref().is_err_and(gpu_hung) || nvshmem.as_ref().is_err_and(gpu_hung);
+    let nvshmem_row = nvshmem.as_ref().map(peer_row).transpose()?;
+    let hung = doca_hung || nvshmem.as_ref().is_some_and(|n| n.as_ref().is_err_and(gpu_hung));
     let (doca, doca_error) = match doca {
-        Ok(d) => (Some(d), None),
-        Err(e) => {
+        Some(Ok(d)) => (Some(d), None),
+        Some(Err(e)) => {
             progress(&format!("peers: DOCA FAILED: {e}"));
             (None, Some(e.to_string()))
         }
+        None => (None, None),
     };
     let result = PeersResult {
         iterations: iters,
@@ -628,7 +649,7 @@ pub fn run_peers(
                     .collect()
             })
             .unwrap_or_default(),
-        nvshmem: Some(nvshmem_row),
+        nvshmem: nvshmem_row,
     };
     if hung {
         // DOCA's kernel may still run: destroying the context could wait for it forever.
