@@ -6,13 +6,15 @@
 #      private vs shared probe, CPU-assisted doorbell) and the GPU ones of
 #      ibgda_kernels::experiments against the doorbell sink (Table 4 issue per scope typed
 #      and raw, completion scope, Table 5 rates and sweeps, dormant cost);
-#   2. `ibgda-bench peers`: DOCA GPUNetIO's issue loop beside ibgda's (the peer's waits are
-#      unbounded, hence its own process).
+#   2. `ibgda-bench peers --peer doca`, then `--peer nvshmem` (into $OUT/bench/nvshmem):
+#      DOCA GPUNetIO's and NVSHMEM's issue loops beside ibgda's, each in a process of its
+#      own (the peers' waits are unbounded).
 # Writes results.json, gpu-raw.json and proxy-raw.json (raw samples), peers.json,
 # peers-raw.json, the PNG and SVG plots and the logs under $OUT/bench (or
 # ./gpu-out/bench). About 3 minutes.
 #   bash bench/gpu-run.sh proxy   runs only `ibgda-bench proxy` (GPU producers) into
 #                                 $OUT/bench-proxy (results.json, proxy-raw.json, plots).
+#   bash bench/gpu-run.sh peers   runs only `ibgda-bench peers` into $OUT/bench.
 #
 # Build here first (README.md, "Benchmarks"):
 #   cargo build --release -p ibgda-bench
@@ -21,6 +23,7 @@
 #   cp /usr/lib/x86_64-linux-gnu/libnl-3.so.200 /usr/lib/x86_64-linux-gnu/libnl-route-3.so.200 .gpu/lib/
 #   bash scripts/peer-headers.sh && cp -r target/peers/include .gpu/peers/
 #   cp -r target/cuda-wheels/13.0/cu13/include/cccl .gpu/cccl
+#   cp -rL target/rdma-core/56.1/build/include .gpu/rdma-core-include   (NVSHMEM's mlx5dv.h)
 # then, through the device tool with carry [".gpu"]:
 #   bash bench/gpu-run.sh
 set -uo pipefail
@@ -41,6 +44,10 @@ fi
 if [[ ! -e /usr/local/cuda/include/cccl/cuda/std/cstdint && -d .gpu/cccl ]]; then
     export IBGDA_CCCL_INCLUDE=$PWD/.gpu/cccl
 fi
+# rdma-core's headers for NVSHMEM's device path (compiled there with the toolkit's nvcc).
+if [[ -d .gpu/rdma-core-include ]]; then
+    export IBGDA_RDMA_CORE_INCLUDE=$PWD/.gpu/rdma-core-include
+fi
 # Producer and sink kernels wait on each other: load kernels eagerly (Gpu::open also sets it).
 export CUDA_MODULE_LOADING=EAGER
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.gpu --format=csv,noheader \
@@ -54,14 +61,22 @@ if [[ $what == proxy ]]; then
     [[ $e == 0 ]] || exit 1
     exit 0
 fi
-timeout 300 .gpu/ibgda-bench --no-progress --out "$out" all 2>&1 | tee "$out/ibgda-bench.log"
-e=${PIPESTATUS[0]}; [[ $e == 0 ]] || rc=1
-echo "== ibgda-bench all: exit $e (2: an experiment failed, 124: timed out)"
+if [[ $what != peers ]]; then
+    timeout 300 .gpu/ibgda-bench --no-progress --out "$out" all 2>&1 | tee "$out/ibgda-bench.log"
+    e=${PIPESTATUS[0]}; [[ $e == 0 ]] || rc=1
+    echo "== ibgda-bench all: exit $e (2: an experiment failed, 124: timed out)"
+fi
 if [[ -d .gpu/peers/include ]]; then
-    IBGDA_PEER_INCLUDE=$PWD/.gpu/peers/include timeout 90 .gpu/ibgda-bench --no-progress --out "$out" peers 2>&1 \
+    # DOCA, then NVSHMEM in a process of its own: its first launch can block inside the
+    # driver, which no wait of ours bounds, and DOCA's figures are written either way.
+    IBGDA_PEER_INCLUDE=$PWD/.gpu/peers/include timeout 90 .gpu/ibgda-bench --no-progress --out "$out" peers --peer doca 2>&1 \
         | tee "$out/peers.log"
     e=${PIPESTATUS[0]}; [[ $e == 0 ]] || rc=1
-    echo "== ibgda-bench peers: exit $e (124: timed out)"
+    echo "== ibgda-bench peers --peer doca: exit $e (124: timed out)"
+    IBGDA_PEER_INCLUDE=$PWD/.gpu/peers/include timeout 90 .gpu/ibgda-bench --no-progress --out "$out/nvshmem" peers --peer nvshmem 2>&1 \
+        | tee "$out/peers-nvshmem.log"
+    e=${PIPESTATUS[0]}; [[ $e == 0 ]] || rc=1
+    echo "== ibgda-bench peers --peer nvshmem: exit $e (124: timed out)"
 else
     echo "== peers skipped: no .gpu/peers/include (bash scripts/peer-headers.sh, then copy target/peers/include)"
     rc=1

@@ -222,6 +222,61 @@ pub struct PeersResult {
     pub doca_parse_errors: Vec<String>,
     /// Bytes where DOCA's WQEs differ from ibgda's encoding (findings to explain).
     pub doca_byte_differences: Vec<String>,
+    /// NVSHMEM's IBGDA device path (compiled with nvcc), same queue memory (with a collapsed
+    /// CQ, NVSHMEM's kind) and sink.
+    #[serde(default)]
+    pub nvshmem: Option<PeerRow>,
+}
+
+/// One peer's row of the side-by-side run.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct PeerRow {
+    /// Its issue loop (absent when its run failed: see `error`).
+    pub run: Option<IssueSide>,
+    /// Why its run failed (compile, a timeout of its wait, a bad status), if it did.
+    pub error: Option<String>,
+    /// Its queue struct size (bytes).
+    pub qp_struct_bytes: u32,
+    /// What the doorbell sink counted serving it (a bad WQE or doorbell is a finding).
+    pub sink: String,
+    /// Its WQEs ibgda examined.
+    pub wqes_examined: usize,
+    /// Of which ibgda's parser accepted.
+    pub wqes_parsed: usize,
+    /// What the parser refused (findings to explain).
+    pub parse_errors: Vec<String>,
+    /// Bytes where its WQEs differ from ibgda's encoding (findings to explain).
+    pub byte_differences: Vec<String>,
+}
+
+fn peer_row(r: &Result<peers::PeerResult, GpuError>) -> Result<PeerRow, BenchError> {
+    Ok(match r {
+        Ok(p) => PeerRow {
+            run: Some(side(&p.run)?),
+            error: None,
+            qp_struct_bytes: p.qp_struct_bytes,
+            sink: format!("{:?}", p.sink),
+            wqes_examined: p.wqes.examined,
+            wqes_parsed: p.wqes.parsed,
+            parse_errors: p.wqes.parse_errors.clone(),
+            byte_differences: p
+                .wqes
+                .differences
+                .iter()
+                .map(|d| format!("{d:?}"))
+                .collect(),
+        },
+        Err(e) => PeerRow {
+            run: None,
+            error: Some(e.to_string()),
+            qp_struct_bytes: 0,
+            sink: String::new(),
+            wqes_examined: 0,
+            wqes_parsed: 0,
+            parse_errors: Vec::new(),
+            byte_differences: Vec::new(),
+        },
+    })
 }
 
 fn summary(values: &[u64]) -> Result<Percentiles, BenchError> {
@@ -493,12 +548,25 @@ pub fn run(
     Ok((result, raw))
 }
 
-/// DOCA GPUNetIO's issue loop beside ibgda typed and raw, same queue memory and sink.
-/// ibgda's rows fail the run; DOCA's failure is recorded in `doca_error` (the run then
-/// counts as failed, see [`PeersResult::failed`]) with ibgda's rows kept.
+/// Which peers `ibgda-bench peers` runs beside ibgda.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum PeerSet {
+    /// DOCA GPUNetIO, then NVSHMEM.
+    Both,
+    /// DOCA GPUNetIO only.
+    Doca,
+    /// NVSHMEM only.
+    Nvshmem,
+}
+
+/// The peers of `set` (DOCA GPUNetIO's issue loop, NVSHMEM's) beside ibgda typed and raw,
+/// same queue memory and sink. ibgda's rows fail the run; a peer's failure is recorded in
+/// its row (the run then counts as failed, see [`PeersResult::failed`]) with ibgda's rows
+/// kept. A peer not in `set` is absent from the result, not failed.
 pub fn run_peers(
     iters: u32,
     progress_bar: &indicatif::ProgressBar,
+    set: PeerSet,
 ) -> Result<(PeersResult, serde_json::Value), BenchError> {
     progress("peers: opening GPU 0 and compiling the device library");
     let gpu = Gpu::open_with(0, &bench_options()?)?;
@@ -506,24 +574,57 @@ pub fn run_peers(
     progress_bar.set_message("GPU: ibgda issue loop [GpuFence]");
     progress("peers: ibgda issue loop [GpuFence], typed and raw");
     let ibgda = issue::run(&gpu, GpuFence, iters)?;
+    for (what, r) in [("typed", &ibgda.typed), ("raw", &ibgda.raw)] {
+        let s = side(r)?;
+        progress(&format!(
+            "peers: ibgda {what}: issue p50 {:.0} ns ({:.0} cycles), put+c p50 {:.0} ns, SM {:.0} MHz",
+            s.issue_ns.p50, s.issue_cycles.p50, s.put_c_ns.p50, s.sm_clock_mhz
+        ));
+    }
     progress_bar.inc(1);
-    progress_bar.set_message("GPU: DOCA GPUNetIO issue loop");
-    let doca = peers::run_doca(&gpu, iters);
-    progress_bar.inc(1);
+    let doca = (set != PeerSet::Nvshmem).then(|| {
+        progress_bar.set_message("GPU: DOCA GPUNetIO issue loop");
+        let doca = peers::run_doca(&gpu, iters);
+        progress_bar.inc(1);
+        doca
+    });
+    let doca_hung = doca.as_ref().is_some_and(|d| d.as_ref().is_err_and(gpu_hung));
+    // After a peer left a kernel running, nothing else may run on this context.
+    let nvshmem = (set != PeerSet::Doca).then(|| {
+        if doca_hung {
+            Err(GpuError::Invalid(
+                "not run: DOCA's kernel may still run".into(),
+            ))
+        } else {
+            progress_bar.set_message("GPU: NVSHMEM IBGDA issue loop");
+            peers::run_nvshmem(&gpu, iters)
+        }
+    });
+    if let Some(Err(e)) = &nvshmem {
+        progress(&format!("peers: NVSHMEM FAILED: {e}"));
+    }
+    let raw_of =
+        |r: &Result<peers::PeerResult, GpuError>| -> Result<serde_json::Value, BenchError> {
+            Ok(match r {
+                Ok(d) => to_json(d)?,
+                Err(e) => serde_json::json!({ "error": e.to_string() }),
+            })
+        };
+    let not_run = serde_json::Value::Null;
     let raw = serde_json::json!({
         "ibgda": to_json(&ibgda)?,
-        "doca": match &doca {
-            Ok(d) => to_json(d)?,
-            Err(e) => serde_json::json!({ "error": e.to_string() }),
-        },
+        "doca": doca.as_ref().map_or(Ok(not_run.clone()), raw_of)?,
+        "nvshmem": nvshmem.as_ref().map_or(Ok(not_run), raw_of)?,
     });
-    let hung = doca.as_ref().is_err_and(gpu_hung);
+    let nvshmem_row = nvshmem.as_ref().map(peer_row).transpose()?;
+    let hung = doca_hung || nvshmem.as_ref().is_some_and(|n| n.as_ref().is_err_and(gpu_hung));
     let (doca, doca_error) = match doca {
-        Ok(d) => (Some(d), None),
-        Err(e) => {
+        Some(Ok(d)) => (Some(d), None),
+        Some(Err(e)) => {
             progress(&format!("peers: DOCA FAILED: {e}"));
             (None, Some(e.to_string()))
         }
+        None => (None, None),
     };
     let result = PeersResult {
         iterations: iters,
@@ -548,6 +649,7 @@ pub fn run_peers(
                     .collect()
             })
             .unwrap_or_default(),
+        nvshmem: nvshmem_row,
     };
     if hung {
         // DOCA's kernel may still run: destroying the context could wait for it forever.
@@ -557,9 +659,9 @@ pub fn run_peers(
 }
 
 impl PeersResult {
-    /// Whether a part of the run failed (DOCA's).
+    /// Whether a part of the run failed (a peer's).
     pub fn failed(&self) -> bool {
-        self.doca_error.is_some()
+        self.doca_error.is_some() || self.nvshmem.as_ref().is_some_and(|n| n.error.is_some())
     }
 }
 

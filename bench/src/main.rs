@@ -108,7 +108,12 @@ enum Command {
     /// DOCA GPUNetIO's device verbs beside ibgda typed and raw, on the same queue memory
     /// and sink (headers of the pinned nvidia-nvshmem-cu13 wheel: $IBGDA_PEER_INCLUDE or
     /// target/peers/include). Needs a GPU. Writes peers.json.
-    Peers,
+    Peers {
+        /// Which peers run beside ibgda (NVSHMEM's first launch can block in the driver:
+        /// running it alone keeps DOCA's figures whatever it does).
+        #[arg(long, value_enum, default_value = "both")]
+        peer: gpu::PeerSet,
+    },
     /// The CPU proxy and the CPU-assisted doorbell on software NICs (section 4.2): enqueue
     /// per handoff, T x R x B message rate, private vs shared probe under load, 1 and 4
     /// forwarders. GPU producers; with --quick, CPU threads stand in for them.
@@ -158,7 +163,7 @@ fn run(cli: &Cli) -> Result<(Report, RawResults), BenchError> {
     }
     let (cpu, gpu) = match cli.command {
         Command::HostPost | Command::Softnic { .. } | Command::Cpu => (true, false),
-        Command::Gpu | Command::Peers => (false, true),
+        Command::Gpu | Command::Peers { .. } => (false, true),
         Command::Proxy { .. } => (false, false),
         Command::All => (true, true),
         Command::Plot { .. } => unreachable!("handled above"),
@@ -233,8 +238,8 @@ fn run(cli: &Cli) -> Result<(Report, RawResults), BenchError> {
             let mut info = GpuInfo::probe();
             let params = gpu::GpuParams::default();
             // A failed row is kept in the result (with why) and fails the run.
-            let outcome = if matches!(cli.command, Command::Peers) {
-                gpu::run_peers(params.issue_iters, &bar).map(|(result, raw)| {
+            let outcome = if let Command::Peers { peer } = cli.command {
+                gpu::run_peers(params.issue_iters, &bar, peer).map(|(result, raw)| {
                     info.measured_sm_clock_mhz = result.ibgda_typed.sm_clock_mhz;
                     report.failed |= result.failed();
                     report.peers = Some(result);
@@ -251,7 +256,7 @@ fn run(cli: &Cli) -> Result<(Report, RawResults), BenchError> {
             match outcome {
                 Ok(gpu_raw) => {
                     report.gpu = Some(info);
-                    let name = if matches!(cli.command, Command::Peers) {
+                    let name = if matches!(cli.command, Command::Peers { .. }) {
                         "peers-raw.json"
                     } else {
                         "gpu-raw.json"
@@ -279,7 +284,7 @@ fn write_outputs(cli: &Cli, report: &Report, raw: &RawResults) -> Result<Vec<Pat
     let dir = &cli.out;
     std::fs::create_dir_all(dir).map_err(|e| BenchError::Io(dir.clone(), e))?;
     let mut files = Vec::new();
-    let stem = if matches!(cli.command, Command::Peers) {
+    let stem = if matches!(cli.command, Command::Peers { .. }) {
         "peers"
     } else {
         "results"
@@ -457,13 +462,19 @@ fn table(report: &Report) -> String {
             "\nPeers: one 8-byte inline RC WRITE, 1 thread, {} iterations, same queue memory and sink",
             p.iterations
         );
-        for (what, side) in [
-            ("ibgda typed [GpuFence]", Some(&p.ibgda_typed)),
-            ("ibgda raw [GpuFence]", Some(&p.ibgda_raw)),
-            ("DOCA GPUNetIO", p.doca.as_ref()),
+        let nvshmem = p.nvshmem.as_ref();
+        for (what, side, error) in [
+            ("ibgda typed [GpuFence]", Some(&p.ibgda_typed), None),
+            ("ibgda raw [GpuFence]", Some(&p.ibgda_raw), None),
+            ("DOCA GPUNetIO", p.doca.as_ref(), p.doca_error.as_deref()),
+            (
+                "NVSHMEM IBGDA",
+                nvshmem.and_then(|n| n.run.as_ref()),
+                nvshmem.and_then(|n| n.error.as_deref()),
+            ),
         ] {
             let Some(side) = side else {
-                let why = p.doca_error.as_deref().unwrap_or("no result");
+                let why = error.unwrap_or("no result");
                 let _ = writeln!(t, "  {what:<24} FAILED: {why}");
                 continue;
             };
@@ -489,6 +500,20 @@ fn table(report: &Report) -> String {
             .take(8)
         {
             let _ = writeln!(t, "    {e}");
+        }
+        if let Some(n) = nvshmem.filter(|n| n.error.is_none()) {
+            let _ = writeln!(
+                t,
+                "  NVSHMEM WQEs: {} examined, {} parsed by ibgda, {} refused, {} byte differences from ibgda's encoding; sink {}",
+                n.wqes_examined,
+                n.wqes_parsed,
+                n.parse_errors.len(),
+                n.byte_differences.len(),
+                n.sink
+            );
+            for e in n.parse_errors.iter().chain(&n.byte_differences).take(8) {
+                let _ = writeln!(t, "    {e}");
+            }
         }
     }
     if let Some(p) = &report.proxy {

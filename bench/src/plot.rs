@@ -371,6 +371,10 @@ pub fn render_report(report: &Report, dir: &Path) -> Result<Vec<PathBuf>, BenchE
                 ("ibgda typed", Some(&p.ibgda_typed)),
                 ("ibgda raw", Some(&p.ibgda_raw)),
                 ("DOCA GPUNetIO", p.doca.as_ref()),
+                (
+                    "NVSHMEM IBGDA",
+                    p.nvshmem.as_ref().and_then(|n| n.run.as_ref()),
+                ),
             ]
             .iter()
             .map(|(what, side)| {
@@ -615,6 +619,7 @@ pub(crate) mod tests {
                 doca_wqes_parsed: 10,
                 doca_parse_errors: vec![],
                 doca_byte_differences: vec![],
+                nvshmem: None,
             }),
             ..Report::default()
         }

@@ -7,7 +7,7 @@
  * into ibgda's, and polls ibgda's CQ, which the doorbell sink serves.
  *
  *   ibgda_peer_doca_setup   fills the struct (and poisons the ring with 0xa5, so bytes
- *                           DOCA leaves unwritten show)
+ *                           DOCA leaves unwritten show), reports its size
  *   ibgda_peer_doca_issue   warmup + iters of doca_gpu_dev_verbs_p_thread<uint64_t> (one
  *                           signaled 8-byte inline RDMA WRITE, exclusive mode, regular
  *                           doorbell from the SM) and doca_gpu_dev_verbs_poll_cq_at on its
@@ -18,8 +18,41 @@
  * returns -EIO, and the loop stops with PEER_WATCHDOG in its status and the iteration in
  * status[1]. */
 #include "libc_shim.h"
+/* DOCA's wire structs (control segment, remote address, data, CQE) are packed with a
+ * trailing `} __attribute__((__packed__))`, which NVRTC ignores (warning 1866, "attribute
+ * does not apply to any entity"; nvcc, in its host compiler's GNU mode, honours it).
+ * Unpacked, DOCA's control segment is 20 bytes: fm_ce_se lands in byte 12 (the immediate)
+ * instead of 11, and the inline data segment starts at byte 36 instead of 32, so a NIC sees
+ * no completion request. Packing the header that defines them (and nothing else) restores
+ * the layout its authors meant, which the static assertions below check field by field
+ * against ibgda's. */
+#pragma pack(push, 1)
+#include "gpunetio/common/doca_gpunetio_verbs_def.h"
+#pragma pack(pop)
 #include "gpunetio/device/doca_gpunetio_dev_verbs_onesided.cuh"
 #include "ibgda_layout.h"
+
+/* DOCA's wire structs as compiled, against ibgda's layout (generated from its Rust types). */
+#define PEER_LAYOUT(type, member, want) \
+    static_assert(IBGDA_OFFSETOF(type, member) == ibgda::layout::want, #type "." #member " is not at " #want)
+static_assert(sizeof(doca_gpunetio_ib_mlx5_wqe_ctrl_seg) == ibgda::layout::CTRL_BYTES, "DOCA's control segment size");
+PEER_LAYOUT(doca_gpunetio_ib_mlx5_wqe_ctrl_seg, opmod_idx_opcode, CTRL_OPMOD_IDX_OPCODE);
+PEER_LAYOUT(doca_gpunetio_ib_mlx5_wqe_ctrl_seg, qpn_ds, CTRL_QPN_DS);
+PEER_LAYOUT(doca_gpunetio_ib_mlx5_wqe_ctrl_seg, signature, CTRL_SIGNATURE);
+PEER_LAYOUT(doca_gpunetio_ib_mlx5_wqe_ctrl_seg, dci_stream_channel_id, CTRL_DCI_STREAM_CHANNEL_ID);
+PEER_LAYOUT(doca_gpunetio_ib_mlx5_wqe_ctrl_seg, fm_ce_se, CTRL_FM_CE_SE);
+PEER_LAYOUT(doca_gpunetio_ib_mlx5_wqe_ctrl_seg, imm, CTRL_IMM);
+static_assert(sizeof(doca_gpunetio_ib_mlx5_wqe_raddr_seg) == ibgda::layout::RADDR_BYTES, "DOCA's raddr segment size");
+PEER_LAYOUT(doca_gpunetio_ib_mlx5_wqe_raddr_seg, rkey, RADDR_RKEY);
+static_assert(sizeof(doca_gpunetio_ib_mlx5_wqe_data_seg) == ibgda::layout::DATA_BYTES, "DOCA's data segment size");
+PEER_LAYOUT(doca_gpunetio_ib_mlx5_wqe_data_seg, lkey, DATA_LKEY);
+PEER_LAYOUT(doca_gpunetio_ib_mlx5_wqe_data_seg, addr, DATA_ADDR);
+static_assert(sizeof(doca_gpunetio_ib_mlx5_wqe_inl_data_seg) == ibgda::layout::INLINE_HEADER_BYTES, "DOCA's inline header size");
+static_assert(sizeof(doca_gpunetio_ib_mlx5_cqe64) == ibgda::layout::CQE_BYTES, "DOCA's CQE size");
+PEER_LAYOUT(doca_gpunetio_ib_mlx5_cqe64, sop_drop_qpn, CQE_SOP_DROP_QPN);
+PEER_LAYOUT(doca_gpunetio_ib_mlx5_cqe64, wqe_counter, CQE_WQE_COUNTER);
+PEER_LAYOUT(doca_gpunetio_ib_mlx5_cqe64, op_own, CQE_OP_OWN);
+static_assert(sizeof(doca_gpu_dev_verbs_wqe) == ibgda::layout::WQEBB_BYTES, "DOCA's WQE basic block size");
 
 typedef unsigned int u32;
 typedef unsigned long long u64;
@@ -108,9 +141,13 @@ __device__ void peer_watchdog(doca_gpu_dev_verbs_qp* qp, volatile PeerWatch* w) 
 /* One thread (warp 0) and the watchdog (warp 1). The CQ doorbell record (consumer index), which DOCA's GPU CQ mode does not
  * write (its CQs ignore overrun), is written by this harness after each timed wait, so the
  * sink, which models a NIC that checks for overrun, keeps producing CQEs. */
+/* Where the loop is, for a host that gave up waiting: (iteration << 8) | step in a
+ * host-mapped word (4 waiting for the completion, 5 done). */
+__device__ __forceinline__ void peer_phase(volatile u64* phase, u32 i, u32 step) { *phase = ((u64)i << 8) | step; }
+
 extern "C" __global__ void ibgda_peer_doca_issue(doca_gpu_dev_verbs_qp* qp, u32 warmup, u32 iters, u64 raddr, u32 rkey,
                                                  u64* issue_ns, u64* issue_cycles, u64* total_ns, u64* clocks,
-                                                 int* status) {
+                                                 int* status, volatile u64* phase) {
     __shared__ PeerWatch watch_state;
     volatile PeerWatch* watch = &watch_state;
     if (threadIdx.x == 0) {
@@ -129,7 +166,9 @@ extern "C" __global__ void ibgda_peer_doca_issue(doca_gpu_dev_verbs_qp* qp, u32 
     u32 stopped_at = 0;
     u64 g_start = 0;
     long long c_start = 0;
-    const doca_gpu_dev_verbs_addr remote{raddr, rkey};
+    /* DOCA's device verbs take memory keys as its host side keeps them, big-endian
+     * (DOCA_GPUNETIO_VERBS_MKEY_SWAPPED == 1: the raddr segment copies the key as is). */
+    const doca_gpu_dev_verbs_addr remote{raddr, peer_bswap32(rkey)};
     for (u32 i = 0; i < warmup + iters; i++) {
         if (i == warmup) {
             g_start = peer_globaltimer();
@@ -145,6 +184,7 @@ extern "C" __global__ void ibgda_peer_doca_issue(doca_gpu_dev_verbs_qp* qp, u32 
         const u64 t1 = peer_globaltimer();
         watch->ticket = ticket;
         watch->iteration = i + 1;
+        peer_phase(phase, i, 4);
         const int w = doca_gpu_dev_verbs_poll_cq_at<DOCA_GPUNETIO_VERBS_RESOURCE_SHARING_MODE_EXCLUSIVE,
                                                     DOCA_GPUNETIO_VERBS_QP_SQ, DOCA_GPUNETIO_VERBS_CQ_64B>(qp, ticket);
         const u64 t2 = peer_globaltimer();
@@ -166,6 +206,7 @@ extern "C" __global__ void ibgda_peer_doca_issue(doca_gpu_dev_verbs_qp* qp, u32 
     clocks[0] = (u64)(clock64() - c_start);
     clocks[1] = peer_globaltimer() - g_start;
     watch->done = 1;
+    peer_phase(phase, stopped_at, 5);
     status[0] = err;
     status[1] = (int)stopped_at;
 }
