@@ -54,8 +54,10 @@ pub struct IssueSide {
 }
 
 /// What the sink read stale after a doorbell (the control segment of a WQE whose bytes
-/// had not all arrived): only the `Unordered` scope may (no fence between the WQE stores
-/// and the doorbell); a measured finding, reported as "stale WQEs seen: N of M".
+/// had not all arrived): only the `Unordered` scope (no fence between the WQE stores and
+/// the doorbell) and `GpuFence` (the doorbell record unordered with the WQE stores) may,
+/// see `ibgda_kernels::experiments::tolerates_stale_wqes`; a measured finding, reported
+/// as "stale WQEs seen: N of M".
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct StaleWqes {
     /// Control segments found stale.
@@ -87,7 +89,7 @@ pub struct IssueRow {
     pub raw: IssueSide,
     /// Typed over raw p50 cycles (target 1.00 +- 0.02).
     pub typed_over_raw: f64,
-    /// `Unordered` only: stale WQEs the sink saw, typed and raw together.
+    /// `Unordered` and `GpuFence` only: stale WQEs the sink saw, typed and raw together.
     #[serde(default)]
     pub stale_wqes: Option<StaleWqes>,
 }
@@ -134,7 +136,7 @@ pub struct RateRow {
     pub mwqe_per_s: f64,
     /// SM clock (MHz).
     pub sm_clock_mhz: f64,
-    /// `Unordered` only: stale WQEs the sink saw.
+    /// `Unordered` and `GpuFence` only: stale WQEs the sink saw.
     #[serde(default)]
     pub stale_wqes: Option<StaleWqes>,
 }
@@ -304,11 +306,17 @@ fn issue_row(r: &IssueResult) -> Result<IssueRow, BenchError> {
         typed_over_raw: typed.issue_cycles.p50 / raw.issue_cycles.p50.max(1.0),
         typed,
         raw,
-        stale_wqes: (r.scope == Unordered::NAME).then_some(StaleWqes {
+        stale_wqes: may_read_stale(r.scope).then_some(StaleWqes {
             seen: r.typed.stale_wqes + r.raw.stale_wqes,
             of: posted,
         }),
     })
+}
+
+/// Whether the scope named `scope` may let the sink read a stale WQE (its count is then
+/// reported).
+fn may_read_stale(scope: &str) -> bool {
+    scope == Unordered::NAME || scope == GpuFence::NAME
 }
 
 fn rate_row(label: String, r: &RateResult) -> RateRow {
@@ -326,7 +334,7 @@ fn rate_row(label: String, r: &RateResult) -> RateRow {
         seconds: r.ns as f64 * 1e-9,
         mwqe_per_s: r.mwqe_per_s,
         sm_clock_mhz: r.sm_mhz,
-        stale_wqes: (r.scope == Unordered::NAME).then_some(StaleWqes {
+        stale_wqes: may_read_stale(r.scope).then_some(StaleWqes {
             seen: r.stale_wqes,
             of: r.wqes,
         }),
@@ -588,7 +596,9 @@ pub fn run_peers(
         progress_bar.inc(1);
         doca
     });
-    let doca_hung = doca.as_ref().is_some_and(|d| d.as_ref().is_err_and(gpu_hung));
+    let doca_hung = doca
+        .as_ref()
+        .is_some_and(|d| d.as_ref().is_err_and(gpu_hung));
     // After a peer left a kernel running, nothing else may run on this context.
     let nvshmem = (set != PeerSet::Doca).then(|| {
         if doca_hung {
@@ -617,7 +627,10 @@ pub fn run_peers(
         "nvshmem": nvshmem.as_ref().map_or(Ok(not_run), raw_of)?,
     });
     let nvshmem_row = nvshmem.as_ref().map(peer_row).transpose()?;
-    let hung = doca_hung || nvshmem.as_ref().is_some_and(|n| n.as_ref().is_err_and(gpu_hung));
+    let hung = doca_hung
+        || nvshmem
+            .as_ref()
+            .is_some_and(|n| n.as_ref().is_err_and(gpu_hung));
     let (doca, doca_error) = match doca {
         Some(Ok(d)) => (Some(d), None),
         Some(Err(e)) => {
@@ -747,7 +760,7 @@ mod tests {
     }
 
     #[test]
-    fn stale_wqes_are_reported_only_for_unordered() {
+    fn stale_wqes_are_reported_only_for_unordered_and_gpu_fence() {
         let c = rate::config(Publication::PerWarp, 64, 32, 64, 1, 32, 20_000);
         let result = |scope: &'static str, stale_wqes| RateResult {
             scope,
@@ -771,7 +784,14 @@ mod tests {
             })
         );
         assert_eq!(
-            rate_row("x".into(), &result(GpuFence::NAME, 0)).stale_wqes,
+            rate_row("x".into(), &result(GpuFence::NAME, 3)).stale_wqes,
+            Some(StaleWqes {
+                seen: 3,
+                of: 40_960_000
+            })
+        );
+        assert_eq!(
+            rate_row("x".into(), &result(ibgda::order::GpuFencedDbrec::NAME, 0)).stale_wqes,
             None
         );
     }

@@ -90,11 +90,18 @@ pub fn gpu_hung(e: &GpuError) -> bool {
     )
 }
 
-/// Whether scope `S` may let the sink read a WQE before its bytes arrived (`Unordered`:
-/// no fence between the WQE stores and the doorbell). Its stale WQEs are a measured
-/// finding, counted in the result; for every other scope one is an error.
+/// Whether scope `S` may let the sink read a WQE before its bytes arrived. Its stale
+/// WQEs are a measured finding, counted in the result; for every other scope one is an
+/// error.
+/// - `Unordered`: no fence between the WQE stores and the doorbell.
+/// - `GpuFence` (DOCA GPUNetIO's and NCCL GDAKI's order): the doorbell record is stored
+///   before the fence, unordered with the same round's WQE stores. A NIC that, woken by
+///   round k's doorbell, reads the record already holding round k+1's counter fetches
+///   round k+1's WQEs before they are visible. The sink reads the record as such a NIC
+///   would; on the H200 it saw 2 or 3 stale WQEs in 40,960,128 with 128 single-warp
+///   queues on 64 SMs (and none with 64 queues). `GpuFencedDbrec` fences the record too.
 pub fn tolerates_stale_wqes<S: OrderingScope>() -> bool {
-    S::KIND == ScopeKind::Unordered
+    matches!(S::KIND, ScopeKind::Unordered | ScopeKind::GpuFence)
 }
 
 /// The compile options of the experiments: every device wait bounded by [`SPIN_LIMIT`].
@@ -254,13 +261,13 @@ mod tests {
     }
 
     #[test]
-    fn only_unordered_tolerates_stale_wqes() {
+    fn unordered_and_gpu_fence_tolerate_stale_wqes() {
         use ibgda::order::{
             GpuFence, GpuFencedDbrec, GpuReleaseStore, SystemFence, SystemReleaseStore,
             ThreadFence, Unordered,
         };
         assert!(tolerates_stale_wqes::<Unordered>());
-        assert!(!tolerates_stale_wqes::<GpuFence>());
+        assert!(tolerates_stale_wqes::<GpuFence>());
         assert!(!tolerates_stale_wqes::<GpuFencedDbrec>());
         assert!(!tolerates_stale_wqes::<GpuReleaseStore>());
         assert!(!tolerates_stale_wqes::<ThreadFence>());
