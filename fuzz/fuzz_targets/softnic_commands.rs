@@ -97,7 +97,11 @@ fuzz_target!(|data: &[u8]| {
             }
         });
         if refused {
-            assert_eq!(&setup.snapshot(), before, "a refused command changed the NIC");
+            assert_eq!(
+                &setup.snapshot(),
+                before,
+                "a refused command changed the NIC"
+            );
         } else {
             // Accepted: it may have changed state the snapshot does not show, so the next
             // input starts from a fresh device.
