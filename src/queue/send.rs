@@ -149,7 +149,17 @@ impl Ticket {
     }
 }
 
+/// `ProducerState::wqe_start` of a slot where no WQE starts (free, or inside a larger WQE):
+/// never a WQE's start, which is below the producer counter.
+const NO_WQE: u64 = u64::MAX;
+
 /// What a CPU producer tracks about its ring. All counters are free-running WQEBB counts.
+///
+/// Invariant: for every counter `q` in `[retired, producer)`, `wqe_start[q & mask] == q`
+/// exactly when a published WQE starts at `q` (each write tags its first slot with its
+/// counter and clears the tags of its other slots; the published WQEs tile that range, and
+/// no reservation reaches a slot of it again before it is retired). A completion's WQE is
+/// therefore found in one lookup, whatever the NIC writes.
 struct ProducerState {
     /// Next free WQEBB.
     producer: u64,
@@ -161,14 +171,36 @@ struct ProducerState {
     unsignaled: u32,
     /// WQEs published since the last doorbell.
     unannounced: u32,
-    /// Size in WQEBBs of the WQE starting at each slot (0: no WQE starts there).
+    /// The producer counter of the WQE written starting at each slot, or [`NO_WQE`].
+    wqe_start: Box<[u64]>,
+    /// Size in WQEBBs of the WQE written starting at each slot.
     wqe_wqebbs: Box<[u8]>,
     /// Registrations kept alive for the WQE starting at each slot.
     keep_alive: Box<[Option<KeepAlive>]>,
-    /// The first 8 bytes of the last WQE's control segment: the doorbell value.
-    last_ctrl: [u8; 8],
-    /// Encoding buffer: WQEs are built here, then copied into the ring.
-    scratch: Box<[u8; MAX_WQE_BYTES]>,
+    /// Slots of `keep_alive` holding registrations (retirement skips the walk when 0).
+    kept: usize,
+    /// Bytes 0..8 of the last WQE's control segment, as the native word whose memory bytes
+    /// they are: the doorbell value.
+    last_ctrl: u64,
+}
+
+impl ProducerState {
+    /// Keeps `keep` for the WQE starting at `slot`, releasing what a forgotten reservation
+    /// may have left there.
+    #[inline(always)]
+    fn keep(&mut self, slot: usize, keep: Option<KeepAlive>) {
+        let kept_now = usize::from(keep.is_some());
+        let old = core::mem::replace(&mut self.keep_alive[slot], keep);
+        self.kept = self.kept + kept_now - usize::from(old.is_some());
+    }
+
+    /// Releases the registrations kept for the WQE starting at `slot`.
+    #[inline(always)]
+    fn release(&mut self, slot: usize) {
+        if self.keep_alive[slot].take().is_some() {
+            self.kept -= 1;
+        }
+    }
 }
 
 /// A send queue of transport `T`, placed in `P`, ordered by scope `S`.
@@ -235,10 +267,11 @@ impl<T: Transport, P: Placement, S: OrderingScope + ValidFor<P>> SendQueue<T, P,
                 retired: 0,
                 unsignaled: 0,
                 unannounced: 0,
+                wqe_start: vec![NO_WQE; slots].into_boxed_slice(),
                 wqe_wqebbs: vec![0; slots].into_boxed_slice(),
                 keep_alive: (0..slots).map(|_| None).collect(),
-                last_ctrl: [0; 8],
-                scratch: Box::new([0; MAX_WQE_BYTES]),
+                kept: 0,
+                last_ctrl: 0,
             },
             scope,
             _types: PhantomData,
@@ -300,48 +333,97 @@ impl<T: Transport, P: Placement, S: OrderingScope + ValidFor<P>> SendQueue<T, P,
     /// 16-bit WQE index). Returns the new retirement counter, or `None` if no posted,
     /// unretired WQE starts there: the NIC's memory is not trusted.
     ///
-    /// The WQE must be one the producer published: walking the published WQEs from the
-    /// retirement counter (by their recorded sizes) must land on it, and it must end at or
-    /// before the producer counter. Sizes recorded in slots past the producer (left by a
-    /// reservation that was never published, even one `mem::forget`-ten) are never trusted.
+    /// The WQE must be one the producer published: it starts inside `[retired, producer)`
+    /// and its first slot carries its counter (see [`ProducerState`]'s invariant). Tags
+    /// left in slots past the producer (by a reservation that was never published, even one
+    /// `mem::forget`-ten) lie outside that range and are never trusted, and a counter in
+    /// the middle of a WQE finds no tag.
     pub(crate) fn retire_through(&mut self, wqe_counter: u16) -> Option<u64> {
+        let mask = u64::from(self.memory.size().wqebbs() - 1);
         let st = &mut self.state;
         let delta = wqe_counter.wrapping_sub(st.retired as u16);
         let start = st.retired.checked_add(u64::from(delta))?;
         if start >= st.producer {
             return None;
         }
-        let mask = u64::from(self.memory.size().wqebbs() - 1);
-        // Find the WQE: every step is a published WQE's size, inside the producer.
+        let slot = (start & mask) as usize;
+        if st.wqe_start[slot] != start {
+            return None;
+        }
+        // A published WQE: it ends at or before the producer.
+        let end = start + u64::from(st.wqe_wqebbs[slot]);
+        debug_assert!(end <= st.producer);
+        // Release the registrations of the WQEs retired (published WQEs tile the range,
+        // so stepping by their sizes visits each first slot).
         let mut at = st.retired;
-        let end = loop {
-            let len = u64::from(st.wqe_wqebbs[(at & mask) as usize]);
-            let next = at
-                .checked_add(len)
-                .filter(|&n| len > 0 && n <= st.producer)?;
-            if at == start {
-                break next;
-            }
-            if next > start {
-                return None; // `start` lies inside a WQE
-            }
-            at = next;
-        };
-        // Release the slots and registrations of the WQEs retired.
-        let mut at = st.retired;
-        while at < end {
+        while st.kept > 0 && at < end {
             let slot = (at & mask) as usize;
-            let step = u64::from(st.wqe_wqebbs[slot]);
-            st.wqe_wqebbs[slot] = 0;
-            st.keep_alive[slot] = None;
-            at += step;
+            st.release(slot);
+            at += u64::from(st.wqe_wqebbs[slot]).max(1);
         }
         st.retired = end;
         Some(end)
     }
+
+    /// The WQEBBs `wqe` occupies under the queue's limits, if `left` of them are available.
+    #[inline(always)]
+    fn fit<W: WqeSpec>(&self, wqe: &Wqe<W>, left: u32) -> Result<u32, PostError> {
+        let wqebbs = self.config.limits.check(wqe, self.memory.size())?;
+        if wqebbs > left {
+            return Err(PostError::ReservationExhausted {
+                needed: wqebbs,
+                left,
+            });
+        }
+        Ok(wqebbs)
+    }
 }
 
 impl<T: Transport> SendQueue<T, Host, HostBarrier> {
+    /// Encodes `wqe` straight into the ring at free-running WQEBB `at` (inside the free
+    /// slots; the caller checked that `wqebbs`, its size under the queue's limits, fits),
+    /// applying the signaling policy, and records it. Nothing is published.
+    #[inline(always)]
+    fn write_at<W: WqeSpec>(
+        &mut self,
+        at: u64,
+        wqebbs: u32,
+        wqe: &Wqe<W>,
+        keep: Option<KeepAlive>,
+    ) -> Result<(), PostError> {
+        let size = self.memory.size();
+        let index = WqeIndex::from_counter(at);
+        let st = &mut self.state;
+        // Signal at least every `max_unsignaled` WQEBBs so a full ring always holds a
+        // signaled WQE.
+        let mut control = wqe.spec().control();
+        if control.flags.completion.is_signaled() || st.unsignaled + wqebbs > self.max_unsignaled {
+            control.flags.completion = CompletionMode::Always;
+            st.unsignaled = 0;
+        } else {
+            st.unsignaled += wqebbs;
+        }
+        let control = wqe.control_octoword(control, index, self.qpn);
+        // The writer refuses a ring that is not `size`'s words or a WQE larger than it;
+        // both are ruled out by construction and by the caller's check.
+        let mut writer = WqeWriter::ring(self.memory.ring_buffer().words(), size, index, wqebbs)
+            .ok_or(PostError::Wqe(WqeError::RingTooSmall {
+                ring_wqebbs: size.wqebbs(),
+                wqe_wqebbs: wqebbs,
+            }))?;
+        wqe.encode_with_control(&mut writer, control);
+        let slot = size.slot(index);
+        let mask = size.wqebbs() as usize - 1;
+        st.wqe_start[slot] = at;
+        st.wqe_wqebbs[slot] = wqebbs as u8;
+        for inner in 1..wqebbs as usize {
+            st.wqe_start[(slot + inner) & mask] = NO_WQE;
+        }
+        st.keep(slot, keep);
+        st.last_ctrl = control[0];
+        Ok(())
+    }
+
     /// Reserves `wqebbs` slots for this thread to fill, or [`PostError::Full`].
     ///
     /// The reservation borrows the queue, so reservations are published in the order they
@@ -382,15 +464,49 @@ impl<T: Transport> SendQueue<T, Host, HostBarrier> {
     /// assert_eq!(sq.memory().dbrec_bytes()[4..8], [0, 0, 0, 1]);
     /// # Ok::<(), WqeError>(())
     /// ```
+    #[inline]
     pub fn post<W: WqeSpec<Transport = T>>(
         &mut self,
         wqe: &Wqe<W>,
         registrations: &[Arc<dyn Registered>],
     ) -> Result<Ticket, PostError> {
         let keep = covering(wqe, registrations)?;
-        let mut reservation = self.reserve(wqe.wqebbs())?;
-        reservation.write_raw(wqe, keep)?;
-        Ok(reservation.publish())
+        self.post_one(wqe, keep)
+    }
+
+    /// Reserves, writes and publishes one WQE: [`SendQueue::reserve`],
+    /// [`Reservation::write`] and [`Reservation::publish`] without the reservation.
+    #[inline(always)]
+    fn post_one<W: WqeSpec>(
+        &mut self,
+        wqe: &Wqe<W>,
+        keep: Option<KeepAlive>,
+    ) -> Result<Ticket, PostError> {
+        let free = self.free_wqebbs();
+        let needed = wqe.wqebbs();
+        if needed > free {
+            return Err(PostError::Full { needed, free });
+        }
+        let wqebbs = self.fit(wqe, needed)?;
+        let at = self.state.producer;
+        self.write_at(at, wqebbs, wqe, keep)?;
+        Ok(self.publish_through(at + u64::from(wqebbs), 1))
+    }
+
+    /// Publishes everything before `end`, `wqes` WQEs new, and rings the doorbell if the
+    /// queue's policy says so.
+    #[inline(always)]
+    fn publish_through(&mut self, end: u64, wqes: u32) -> Ticket {
+        self.state.producer = end;
+        if wqes > 0 {
+            self.state.unannounced += wqes;
+            if let DoorbellPolicy::Every(n) = self.config.doorbell {
+                if self.state.unannounced >= n.get() {
+                    self.ring_doorbell();
+                }
+            }
+        }
+        Ticket { qpn: self.qpn, end }
     }
 
     /// Posts one WQE without checking or keeping its local memory.
@@ -404,9 +520,7 @@ impl<T: Transport> SendQueue<T, Host, HostBarrier> {
         &mut self,
         wqe: &Wqe<W>,
     ) -> Result<Ticket, PostError> {
-        let mut reservation = self.reserve(wqe.wqebbs())?;
-        reservation.write_raw(wqe, None)?;
-        Ok(reservation.publish())
+        self.post_one(wqe, None)
     }
 
     /// Posts an erased WQE after checking that its target matches this queue's transport.
@@ -420,9 +534,7 @@ impl<T: Transport> SendQueue<T, Host, HostBarrier> {
     {
         check_erased_target::<T>(wqe.spec())?;
         let keep = covering(wqe, registrations)?;
-        let mut reservation = self.reserve(wqe.wqebbs())?;
-        reservation.write_raw(wqe, keep)?;
-        Ok(reservation.publish())
+        self.post_one(wqe, keep)
     }
 
     /// Posts a signaled NOP if the last posted WQE is unsignaled, so that a completion will
@@ -432,9 +544,7 @@ impl<T: Transport> SendQueue<T, Host, HostBarrier> {
             return Ok(None);
         }
         let nop = Nop::<T>::new().signaled().build()?;
-        let mut reservation = self.reserve(1)?;
-        reservation.write_raw(&nop, None)?;
-        Ok(Some(reservation.publish()))
+        self.post_one(&nop, None).map(Some)
     }
 
     /// Announces every published WQE to the NIC: the host barrier, the doorbell record
@@ -445,7 +555,8 @@ impl<T: Transport> SendQueue<T, Host, HostBarrier> {
         if st.rung == st.producer {
             return;
         }
-        self.memory.announce(st.producer, st.last_ctrl);
+        self.memory
+            .announce(st.producer, st.last_ctrl.to_ne_bytes());
         st.rung = st.producer;
         st.unannounced = 0;
     }
@@ -520,7 +631,7 @@ pub struct Reservation<'q, T: Transport> {
     wqes: u32,
     /// The producer's signaling run and doorbell value before this reservation, restored
     /// if it is dropped unpublished.
-    saved: (u32, [u8; 8]),
+    saved: (u32, u64),
     published: bool,
 }
 
@@ -563,51 +674,15 @@ impl<T: Transport> Reservation<'_, T> {
         self.write_raw(wqe, keep)
     }
 
-    /// Encodes into scratch, applies the signaling policy, and copies into the ring.
+    /// Encodes straight into the ring's next reserved slots, applying the signaling
+    /// policy.
     fn write_raw<W: WqeSpec>(
         &mut self,
         wqe: &Wqe<W>,
         keep: Option<KeepAlive>,
     ) -> Result<(), PostError> {
-        let left = self.remaining();
-        let q = &mut *self.queue;
-        let wqebbs = q.config.limits.check(wqe, q.memory.size())?;
-        if wqebbs > left {
-            return Err(PostError::ReservationExhausted {
-                needed: wqebbs,
-                left,
-            });
-        }
-        let index = WqeIndex::from_counter(self.cursor);
-        let bytes = wqebbs as usize * WQEBB_BYTES;
-        let st = &mut q.state;
-        {
-            let mut writer = WqeWriter::new(&mut st.scratch[..bytes], &mut []);
-            wqe.encode(&mut writer, index, q.qpn);
-        }
-        // Signal at least every `max_unsignaled` WQEBBs so a full ring always holds a
-        // signaled WQE.
-        let signaled = CompletionMode::from_bits(st.scratch[FM_CE_SE_BYTE] >> 2).is_signaled();
-        if signaled || st.unsignaled + wqebbs > q.max_unsignaled {
-            mark_signaled(&mut st.scratch[..]);
-            st.unsignaled = 0;
-        } else {
-            st.unsignaled += wqebbs;
-        }
-        // In bounds by construction (the slot is inside the ring and the WQE no larger than
-        // it); an out-of-bounds write would be reported, never performed.
-        q.memory
-            .write_wqe(index, &st.scratch[..bytes])
-            .map_err(|_| {
-                PostError::Wqe(WqeError::RingTooSmall {
-                    ring_wqebbs: q.memory.size().wqebbs(),
-                    wqe_wqebbs: wqebbs,
-                })
-            })?;
-        let slot = q.memory.size().slot(index);
-        st.wqe_wqebbs[slot] = wqebbs as u8;
-        st.keep_alive[slot] = keep;
-        st.last_ctrl.copy_from_slice(&st.scratch[..8]);
+        let wqebbs = self.queue.fit(wqe, self.remaining())?;
+        self.queue.write_at(self.cursor, wqebbs, wqe, keep)?;
         self.cursor += u64::from(wqebbs);
         self.wqes += 1;
         Ok(())
@@ -618,20 +693,7 @@ impl<T: Transport> Reservation<'_, T> {
     /// WQE (which covers all of them).
     pub fn publish(mut self) -> Ticket {
         self.published = true;
-        let q = &mut *self.queue;
-        q.state.producer = self.cursor;
-        if self.wqes > 0 {
-            q.state.unannounced += self.wqes;
-            if let DoorbellPolicy::Every(n) = q.config.doorbell {
-                if q.state.unannounced >= n.get() {
-                    q.ring_doorbell();
-                }
-            }
-        }
-        Ticket {
-            qpn: q.qpn,
-            end: self.cursor,
-        }
+        self.queue.publish_through(self.cursor, self.wqes)
     }
 }
 
@@ -647,8 +709,8 @@ impl<T: Transport> Drop for Reservation<'_, T> {
             while at < self.cursor {
                 let slot = (at & mask) as usize;
                 let step = u64::from(q.state.wqe_wqebbs[slot].max(1));
-                q.state.wqe_wqebbs[slot] = 0;
-                q.state.keep_alive[slot] = None;
+                q.state.wqe_start[slot] = NO_WQE;
+                q.state.release(slot);
                 at += step;
             }
         }
