@@ -295,6 +295,7 @@ impl SendQueueMemory<Host> {
     /// Announces every WQEBB before `next_free` as a CPU producer does: the host barrier,
     /// the doorbell record (big-endian `next_free & 0xffff`), a write flush, the 8-byte
     /// `doorbell` value, and a write flush.
+    #[inline]
     pub(crate) fn announce(&self, next_free: u64, doorbell: [u8; 8]) {
         let barrier = HostBarrier;
         barrier.to_device();
@@ -305,16 +306,19 @@ impl SendQueueMemory<Host> {
     }
 
     /// Stores the doorbell record (one release store).
+    #[inline]
     pub(crate) fn store_dbrec(&self, record: [u8; 8]) {
         self.dbrec.words()[0].store(u64::from_ne_bytes(record), Ordering::Release);
     }
     /// Stores the doorbell (one release store, to memory or to the NIC's register).
+    #[inline]
     pub(crate) fn store_doorbell(&self, value: [u8; 8]) {
         self.doorbell.store(value);
     }
 }
 
 /// The doorbell record announcing every WQEBB before `next_free`.
+#[inline]
 fn send_record(next_free: u64) -> [u8; 8] {
     let mut record = [0u8; 8];
     record[SEND_DBREC_OFFSET..].copy_from_slice(&(next_free as u32 & 0xffff).to_be_bytes());

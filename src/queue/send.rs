@@ -19,6 +19,8 @@ const FM_CE_SE_BYTE: usize = 11;
 /// Completion mode "always" in `fm_ce_se` (`MLX5_WQE_CTRL_CQ_UPDATE`).
 const CQ_UPDATE: u8 = 0x08;
 const CE_MASK: u8 = 0x0c;
+/// 64-bit ring words per basic block.
+const WORDS_PER_WQEBB: usize = WQEBB_BYTES / 8;
 /// The largest WQE an encoding buffer must hold.
 pub(crate) const MAX_WQE_BYTES: usize = WqeLimits::MAX_WQEBBS as usize * WQEBB_BYTES;
 
@@ -189,8 +191,12 @@ impl ProducerState {
     /// may have left there.
     #[inline(always)]
     fn keep(&mut self, slot: usize, keep: Option<KeepAlive>) {
+        let entry = &mut self.keep_alive[slot];
+        if keep.is_none() && entry.is_none() {
+            return; // nothing to keep, nothing left there (the usual case)
+        }
         let kept_now = usize::from(keep.is_some());
-        let old = core::mem::replace(&mut self.keep_alive[slot], keep);
+        let old = core::mem::replace(entry, keep);
         self.kept = self.kept + kept_now - usize::from(old.is_some());
     }
 
@@ -390,7 +396,7 @@ impl<T: Transport> SendQueue<T, Host, HostBarrier> {
         wqebbs: u32,
         wqe: &Wqe<W>,
         keep: Option<KeepAlive>,
-    ) -> Result<(), PostError> {
+    ) {
         let size = self.memory.size();
         let index = WqeIndex::from_counter(at);
         let st = &mut self.state;
@@ -404,15 +410,15 @@ impl<T: Transport> SendQueue<T, Host, HostBarrier> {
             st.unsignaled += wqebbs;
         }
         let control = wqe.control_octoword(control, index, self.qpn);
-        // The writer refuses a ring that is not `size`'s words or a WQE larger than it;
-        // both are ruled out by construction and by the caller's check.
-        let mut writer = WqeWriter::ring(self.memory.ring_buffer().words(), size, index, wqebbs)
-            .ok_or(PostError::Wqe(WqeError::RingTooSmall {
-                ring_wqebbs: size.wqebbs(),
-                wqe_wqebbs: wqebbs,
-            }))?;
-        wqe.encode_with_control(&mut writer, control);
+        // The ring's words are `size`'s (checked when the memory was made) and the WQE no
+        // larger than the ring (the caller's check): it lands in its own slots.
         let slot = size.slot(index);
+        let mut writer = WqeWriter::ring(
+            self.memory.ring_buffer().words(),
+            slot * WORDS_PER_WQEBB,
+            wqebbs,
+        );
+        wqe.encode_with_control(&mut writer, control);
         let mask = size.wqebbs() as usize - 1;
         st.wqe_start[slot] = at;
         st.wqe_wqebbs[slot] = wqebbs as u8;
@@ -421,7 +427,6 @@ impl<T: Transport> SendQueue<T, Host, HostBarrier> {
         }
         st.keep(slot, keep);
         st.last_ctrl = control[0];
-        Ok(())
     }
 
     /// Reserves `wqebbs` slots for this thread to fill, or [`PostError::Full`].
@@ -489,7 +494,7 @@ impl<T: Transport> SendQueue<T, Host, HostBarrier> {
         }
         let wqebbs = self.fit(wqe, needed)?;
         let at = self.state.producer;
-        self.write_at(at, wqebbs, wqe, keep)?;
+        self.write_at(at, wqebbs, wqe, keep);
         Ok(self.publish_through(at + u64::from(wqebbs), 1))
     }
 
@@ -682,7 +687,7 @@ impl<T: Transport> Reservation<'_, T> {
         keep: Option<KeepAlive>,
     ) -> Result<(), PostError> {
         let wqebbs = self.queue.fit(wqe, self.remaining())?;
-        self.queue.write_at(self.cursor, wqebbs, wqe, keep)?;
+        self.queue.write_at(self.cursor, wqebbs, wqe, keep);
         self.cursor += u64::from(wqebbs);
         self.wqes += 1;
         Ok(())

@@ -111,6 +111,7 @@ pub trait WqeSpec: Sealed + Copy {
     /// scatter entries, an atomic's result buffer, a DUMP's buffer; not inline data).
     fn visit_local(&self, visit: &mut dyn FnMut(LocalSpan));
     /// The DC target the WQE addresses, if any.
+    #[inline]
     fn target(&self) -> Option<AnyDcTarget> {
         None
     }
@@ -448,12 +449,15 @@ fn validate_inline(payload: &[u8]) -> Result<(), WqeError> {
 
 impl Payload for Empty {
     fn visit_local(&self, _: &mut dyn FnMut(LocalSpan)) {}
+    #[inline]
     fn octowords(&self) -> usize {
         0
     }
+    #[inline]
     fn inline_len(&self) -> usize {
         0
     }
+    #[inline]
     fn validate(&self) -> Result<(), WqeError> {
         Ok(())
     }
@@ -465,18 +469,23 @@ impl FixedPayload for Empty {
 }
 
 impl<const N: usize> Payload for Gather<N> {
+    #[inline]
     fn visit_local(&self, visit: &mut dyn FnMut(LocalSpan)) {
         self.0.iter().for_each(|s| visit(s.into()));
     }
+    #[inline]
     fn octowords(&self) -> usize {
         N
     }
+    #[inline]
     fn inline_len(&self) -> usize {
         0
     }
+    #[inline]
     fn validate(&self) -> Result<(), WqeError> {
         validate_sges(&self.0)
     }
+    #[inline]
     fn encode(&self, writer: &mut WqeWriter<'_>) {
         encode_sges(&self.0, writer);
     }
@@ -488,15 +497,19 @@ impl<const N: usize> FixedPayload for Gather<N> {
 
 impl Payload for Inline<'_> {
     fn visit_local(&self, _: &mut dyn FnMut(LocalSpan)) {}
+    #[inline]
     fn octowords(&self) -> usize {
         inline_octowords(self.0.len())
     }
+    #[inline]
     fn inline_len(&self) -> usize {
         self.0.len()
     }
+    #[inline]
     fn validate(&self) -> Result<(), WqeError> {
         validate_inline(self.0)
     }
+    #[inline]
     fn encode(&self, writer: &mut WqeWriter<'_>) {
         encode_inline(self.0, writer);
     }
@@ -509,11 +522,13 @@ impl ReadPayload for AnyData<'_> {
 }
 
 impl Payload for AnyData<'_> {
+    #[inline]
     fn visit_local(&self, visit: &mut dyn FnMut(LocalSpan)) {
         if let Self::Sges(sges) = self {
             sges.iter().for_each(|s| visit(s.into()));
         }
     }
+    #[inline]
     fn octowords(&self) -> usize {
         match self {
             Self::Empty => 0,
@@ -521,12 +536,14 @@ impl Payload for AnyData<'_> {
             Self::Inline(p) => inline_octowords(p.len()),
         }
     }
+    #[inline]
     fn inline_len(&self) -> usize {
         match self {
             Self::Inline(p) => p.len(),
             _ => 0,
         }
     }
+    #[inline]
     fn validate(&self) -> Result<(), WqeError> {
         match self {
             Self::Empty => Ok(()),
@@ -537,6 +554,7 @@ impl Payload for AnyData<'_> {
             Self::Inline(p) => validate_inline(p),
         }
     }
+    #[inline]
     fn encode(&self, writer: &mut WqeWriter<'_>) {
         match self {
             Self::Empty => {}
@@ -680,10 +698,12 @@ impl<'a, T: Transport, D: Payload> RdmaWrite<'a, T, D> {
 
 impl<T: Transport, D> Sealed for RdmaWrite<'_, T, D> {}
 impl<T: Transport, D: Payload> WqeSpec for RdmaWrite<'_, T, D> {
+    #[inline]
     fn target(&self) -> Option<AnyDcTarget> {
         T::erase_target(&self.target)
     }
     type Transport = T;
+    #[inline]
     fn opcode(&self) -> Opcode {
         if self.imm.is_some() {
             Opcode::RdmaWriteImm
@@ -691,23 +711,29 @@ impl<T: Transport, D: Payload> WqeSpec for RdmaWrite<'_, T, D> {
             Opcode::RdmaWrite
         }
     }
+    #[inline]
     fn octowords(&self) -> usize {
         1 + T::target_ds(&self.target) + 1 + self.data.octowords()
     }
+    #[inline]
     fn inline_len(&self) -> usize {
         self.data.inline_len()
     }
+    #[inline]
     fn validate(&self) -> Result<(), WqeError> {
         self.data.validate()
     }
+    #[inline]
     fn encode_body(&self, writer: &mut WqeWriter<'_>) {
         T::encode_target(&self.target, writer);
         put_remote(&self.remote, writer);
         self.data.encode(writer);
     }
+    #[inline]
     fn visit_local(&self, visit: &mut dyn FnMut(LocalSpan)) {
         self.data.visit_local(visit);
     }
+    #[inline]
     fn control(&self) -> ControlTemplate {
         ControlTemplate {
             opmod: 0,
@@ -818,19 +844,24 @@ where
 
 impl<T: Transport, D> Sealed for RdmaRead<'_, T, D> {}
 impl<T: Transport, D: ReadPayload> WqeSpec for RdmaRead<'_, T, D> {
+    #[inline]
     fn target(&self) -> Option<AnyDcTarget> {
         T::erase_target(&self.target)
     }
     type Transport = T;
+    #[inline]
     fn opcode(&self) -> Opcode {
         Opcode::RdmaRead
     }
+    #[inline]
     fn octowords(&self) -> usize {
         1 + T::target_ds(&self.target) + 1 + self.data.octowords()
     }
+    #[inline]
     fn inline_len(&self) -> usize {
         0
     }
+    #[inline]
     fn validate(&self) -> Result<(), WqeError> {
         if self.data.is_inline() {
             return Err(WqeError::InvalidCombination {
@@ -839,14 +870,17 @@ impl<T: Transport, D: ReadPayload> WqeSpec for RdmaRead<'_, T, D> {
         }
         self.data.validate()
     }
+    #[inline]
     fn encode_body(&self, writer: &mut WqeWriter<'_>) {
         T::encode_target(&self.target, writer);
         put_remote(&self.remote, writer);
         self.data.encode(writer);
     }
+    #[inline]
     fn visit_local(&self, visit: &mut dyn FnMut(LocalSpan)) {
         self.data.visit_local(visit);
     }
+    #[inline]
     fn control(&self) -> ControlTemplate {
         ControlTemplate {
             opmod: 0,
@@ -946,6 +980,7 @@ impl AtomicOp {
         }
     }
 
+    #[inline]
     fn validate(&self) -> Result<(), WqeError> {
         let check = |what: &'static str, value: u64| {
             if value > u64::from(u32::MAX) {
@@ -983,6 +1018,7 @@ impl AtomicOp {
         }
     }
 
+    #[inline]
     fn encode(&self, writer: &mut WqeWriter<'_>) {
         match *self {
             Self::CompareSwap { compare, swap } => writer.put(
@@ -1259,26 +1295,33 @@ fn encode_atomic(
 
 impl<T: Transport, S: AtomicSegments> Sealed for Atomic<T, S> {}
 impl<T: Transport, S: AtomicSegments> WqeSpec for Atomic<T, S> {
+    #[inline]
     fn target(&self) -> Option<AnyDcTarget> {
         T::erase_target(&self.target)
     }
     type Transport = T;
+    #[inline]
     fn opcode(&self) -> Opcode {
         self.op.opcode()
     }
+    #[inline]
     fn octowords(&self) -> usize {
         1 + T::target_ds(&self.target) + 1 + self.op.octowords() + 1
     }
+    #[inline]
     fn inline_len(&self) -> usize {
         0
     }
+    #[inline]
     fn validate(&self) -> Result<(), WqeError> {
         validate_atomic(&self.remote, &self.op)
     }
+    #[inline]
     fn encode_body(&self, writer: &mut WqeWriter<'_>) {
         T::encode_target(&self.target, writer);
         encode_atomic(&self.remote, &self.result, &self.op, writer);
     }
+    #[inline]
     fn visit_local(&self, visit: &mut dyn FnMut(LocalSpan)) {
         visit(LocalSpan {
             addr: self.result.addr,
@@ -1286,6 +1329,7 @@ impl<T: Transport, S: AtomicSegments> WqeSpec for Atomic<T, S> {
             lkey: self.result.lkey,
         });
     }
+    #[inline]
     fn control(&self) -> ControlTemplate {
         ControlTemplate {
             opmod: self.op.opmod(),
@@ -1345,20 +1389,25 @@ impl<T: Transport> Default for Nop<T> {
 impl<T: Transport> Sealed for Nop<T> {}
 impl<T: Transport> WqeSpec for Nop<T> {
     type Transport = T;
+    #[inline]
     fn opcode(&self) -> Opcode {
         Opcode::Nop
     }
+    #[inline]
     fn octowords(&self) -> usize {
         1
     }
+    #[inline]
     fn inline_len(&self) -> usize {
         0
     }
+    #[inline]
     fn validate(&self) -> Result<(), WqeError> {
         Ok(())
     }
     fn encode_body(&self, _: &mut WqeWriter<'_>) {}
     fn visit_local(&self, _: &mut dyn FnMut(LocalSpan)) {}
+    #[inline]
     fn control(&self) -> ControlTemplate {
         ControlTemplate {
             flags: self.options.flags,
@@ -1398,24 +1447,31 @@ impl<T: Transport> Dump<T> {
 impl<T: Transport> Sealed for Dump<T> {}
 impl<T: Transport> WqeSpec for Dump<T> {
     type Transport = T;
+    #[inline]
     fn opcode(&self) -> Opcode {
         Opcode::Dump
     }
+    #[inline]
     fn octowords(&self) -> usize {
         2
     }
+    #[inline]
     fn inline_len(&self) -> usize {
         0
     }
+    #[inline]
     fn validate(&self) -> Result<(), WqeError> {
         Ok(())
     }
+    #[inline]
     fn encode_body(&self, writer: &mut WqeWriter<'_>) {
         put_sge(&self.local, writer);
     }
+    #[inline]
     fn visit_local(&self, visit: &mut dyn FnMut(LocalSpan)) {
         visit((&self.local).into());
     }
+    #[inline]
     fn control(&self) -> ControlTemplate {
         ControlTemplate {
             flags: self.options.flags,
@@ -1488,6 +1544,7 @@ impl<'a> AnyWqe<'a> {
         !matches!(self.op, AnyOperation::Nop | AnyOperation::Dump(_))
     }
 
+    #[inline]
     fn target_ds(&self) -> usize {
         if self.has_address() {
             AnyTransport::target_ds(&self.target)
@@ -1499,6 +1556,7 @@ impl<'a> AnyWqe<'a> {
 
 impl Sealed for AnyWqe<'_> {}
 impl WqeSpec for AnyWqe<'_> {
+    #[inline]
     fn target(&self) -> Option<AnyDcTarget> {
         if self.has_address() {
             self.target
@@ -1507,6 +1565,7 @@ impl WqeSpec for AnyWqe<'_> {
         }
     }
     type Transport = AnyTransport;
+    #[inline]
     fn opcode(&self) -> Opcode {
         match self.op {
             AnyOperation::Nop => Opcode::Nop,
@@ -1517,6 +1576,7 @@ impl WqeSpec for AnyWqe<'_> {
             AnyOperation::Atomic { op, .. } => op.opcode(),
         }
     }
+    #[inline]
     fn octowords(&self) -> usize {
         1 + self.target_ds()
             + match self.op {
@@ -1528,12 +1588,14 @@ impl WqeSpec for AnyWqe<'_> {
                 AnyOperation::Atomic { op, .. } => 1 + op.octowords() + 1,
             }
     }
+    #[inline]
     fn inline_len(&self) -> usize {
         match self.op {
             AnyOperation::Write { data, .. } => data.inline_len(),
             _ => 0,
         }
     }
+    #[inline]
     fn validate(&self) -> Result<(), WqeError> {
         if self.stream_id != 0 && (self.target.is_none() || !self.has_address()) {
             return Err(WqeError::InvalidCombination {
@@ -1554,6 +1616,7 @@ impl WqeSpec for AnyWqe<'_> {
             AnyOperation::Atomic { remote, op, .. } => validate_atomic(&remote, &op),
         }
     }
+    #[inline]
     fn encode_body(&self, writer: &mut WqeWriter<'_>) {
         if self.has_address() {
             AnyTransport::encode_target(&self.target, writer);
@@ -1570,6 +1633,7 @@ impl WqeSpec for AnyWqe<'_> {
             }
         }
     }
+    #[inline]
     fn visit_local(&self, visit: &mut dyn FnMut(LocalSpan)) {
         match self.op {
             AnyOperation::Nop => {}
@@ -1584,6 +1648,7 @@ impl WqeSpec for AnyWqe<'_> {
             }),
         }
     }
+    #[inline]
     fn control(&self) -> ControlTemplate {
         ControlTemplate {
             opmod: match self.op {

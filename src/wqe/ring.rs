@@ -176,6 +176,7 @@ enum WriteTarget<'r> {
     /// and continuing at word 0 past the end; `capacity` bytes long.
     Ring {
         words: &'r [AtomicU64],
+        mask: usize,
         first: usize,
         capacity: usize,
     },
@@ -191,29 +192,26 @@ impl<'r> WqeWriter<'r> {
         }
     }
 
-    /// A writer that stores a WQE of `wqebbs` blocks straight into `ring` (the words of a
-    /// whole ring of `size`) at the slot of `index`, continuing at the ring's start where
-    /// it passes the end. Every store is a relaxed 64-bit atomic store, as every write to
-    /// memory a NIC reads is; nothing is staged. `None` if `ring` is not `size`'s words or
-    /// the WQE is larger than the ring.
-    pub(crate) fn ring(
-        ring: &'r [AtomicU64],
-        size: RingSize,
-        index: WqeIndex,
-        wqebbs: u32,
-    ) -> Option<Self> {
-        let capacity = wqebbs as usize * WQEBB_BYTES;
-        if ring.len() * WORD_BYTES != size.bytes() || capacity > size.bytes() {
-            return None;
-        }
-        Some(Self {
+    /// A writer that stores a WQE of `wqebbs` blocks straight into `ring`, the words of
+    /// a whole ring (a power-of-two count, as every [`RingSize`] has), at word `first`,
+    /// continuing at the ring's start where it passes the end. Every store is a relaxed
+    /// 64-bit atomic store, as every write to memory a NIC reads is; nothing is staged.
+    /// Word indices are taken modulo the ring's length, so a writer never stores outside
+    /// `ring` whatever its arguments (a length that is not a power of two would fail the
+    /// slice's bounds check, never write elsewhere).
+    #[inline(always)]
+    pub(crate) fn ring(ring: &'r [AtomicU64], first: usize, wqebbs: u32) -> Self {
+        debug_assert!(ring.len().is_power_of_two());
+        debug_assert!(wqebbs as usize * WORDS_PER_WQEBB <= ring.len());
+        Self {
             target: WriteTarget::Ring {
                 words: ring,
-                first: size.slot(index) * WORDS_PER_WQEBB,
-                capacity,
+                mask: ring.len().wrapping_sub(1),
+                first,
+                capacity: wqebbs as usize * WQEBB_BYTES,
             },
             pos: 0,
-        })
+        }
     }
 
     /// Bytes the writer can hold.
@@ -238,15 +236,15 @@ impl<'r> WqeWriter<'r> {
         match &mut self.target {
             WriteTarget::Ring {
                 words,
+                mask,
                 first,
                 capacity,
             } => {
                 // Within the WQE's blocks: the shapes never write past their DS.
                 debug_assert!(self.pos + OCTOWORD_BYTES <= *capacity);
-                let mask = words.len() - 1;
                 let at = *first + self.pos / WORD_BYTES;
-                words[at & mask].store(segment[0], Ordering::Relaxed);
-                words[(at + 1) & mask].store(segment[1], Ordering::Relaxed);
+                words[at & *mask].store(segment[0], Ordering::Relaxed);
+                words[(at + 1) & *mask].store(segment[1], Ordering::Relaxed);
                 self.pos += OCTOWORD_BYTES;
             }
             WriteTarget::Bytes { .. } => {
@@ -283,6 +281,7 @@ impl<'r> WqeWriter<'r> {
                 words,
                 first,
                 capacity,
+                ..
             } => {
                 assert!(end <= *capacity, "a WQE writes past its blocks");
                 let ring_bytes = words.len() * WORD_BYTES;
