@@ -469,7 +469,7 @@ impl<T: Transport> SendQueue<T, Host, HostBarrier> {
     /// assert_eq!(sq.memory().dbrec_bytes()[4..8], [0, 0, 0, 1]);
     /// # Ok::<(), WqeError>(())
     /// ```
-    #[inline]
+    #[inline(always)]
     pub fn post<W: WqeSpec<Transport = T>>(
         &mut self,
         wqe: &Wqe<W>,
@@ -555,6 +555,7 @@ impl<T: Transport> SendQueue<T, Host, HostBarrier> {
     /// Announces every published WQE to the NIC: the host barrier, the doorbell record
     /// (big-endian next free WQEBB), a write flush, the 8-byte doorbell, a write flush.
     /// Does nothing if nothing new was published.
+    #[inline]
     pub fn ring_doorbell(&mut self) {
         let st = &mut self.state;
         if st.rung == st.producer {
@@ -592,6 +593,7 @@ pub(crate) type KeepAlive = Box<[Arc<dyn Registered>]>;
 
 /// The registrations covering every local buffer of `wqe`, to keep alive with it, or the
 /// first buffer none of them covers.
+#[inline(always)]
 pub(crate) fn covering<W: WqeSpec>(
     wqe: &Wqe<W>,
     registrations: &[Arc<dyn Registered>],

@@ -364,6 +364,7 @@ fn validate_sges(sges: &[Sge]) -> Result<(), WqeError> {
     Ok(())
 }
 
+#[inline(always)]
 fn encode_sges(sges: &[Sge], writer: &mut WqeWriter<'_>) {
     for sge in sges {
         put_sge(sge, writer);
@@ -461,6 +462,7 @@ impl Payload for Empty {
     fn validate(&self) -> Result<(), WqeError> {
         Ok(())
     }
+    #[inline(always)]
     fn encode(&self, _: &mut WqeWriter<'_>) {}
 }
 impl ReadPayload for Empty {}
@@ -485,7 +487,7 @@ impl<const N: usize> Payload for Gather<N> {
     fn validate(&self) -> Result<(), WqeError> {
         validate_sges(&self.0)
     }
-    #[inline]
+    #[inline(always)]
     fn encode(&self, writer: &mut WqeWriter<'_>) {
         encode_sges(&self.0, writer);
     }
@@ -509,7 +511,7 @@ impl Payload for Inline<'_> {
     fn validate(&self) -> Result<(), WqeError> {
         validate_inline(self.0)
     }
-    #[inline]
+    #[inline(always)]
     fn encode(&self, writer: &mut WqeWriter<'_>) {
         encode_inline(self.0, writer);
     }
@@ -723,7 +725,7 @@ impl<T: Transport, D: Payload> WqeSpec for RdmaWrite<'_, T, D> {
     fn validate(&self) -> Result<(), WqeError> {
         self.data.validate()
     }
-    #[inline]
+    #[inline(always)]
     fn encode_body(&self, writer: &mut WqeWriter<'_>) {
         T::encode_target(&self.target, writer);
         put_remote(&self.remote, writer);
@@ -870,7 +872,7 @@ impl<T: Transport, D: ReadPayload> WqeSpec for RdmaRead<'_, T, D> {
         }
         self.data.validate()
     }
-    #[inline]
+    #[inline(always)]
     fn encode_body(&self, writer: &mut WqeWriter<'_>) {
         T::encode_target(&self.target, writer);
         put_remote(&self.remote, writer);
@@ -1405,6 +1407,7 @@ impl<T: Transport> WqeSpec for Nop<T> {
     fn validate(&self) -> Result<(), WqeError> {
         Ok(())
     }
+    #[inline(always)]
     fn encode_body(&self, _: &mut WqeWriter<'_>) {}
     fn visit_local(&self, _: &mut dyn FnMut(LocalSpan)) {}
     #[inline]

@@ -125,6 +125,7 @@ impl WqeLimits {
     }
 
     /// Checks a built WQE against these limits and against a ring's size.
+    #[inline]
     pub fn check<S: WqeSpec>(&self, wqe: &Wqe<S>, ring: RingSize) -> Result<u32, WqeError> {
         if wqe.inline_len() > self.max_inline {
             return Err(WqeError::InlineTooLong {

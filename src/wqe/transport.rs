@@ -439,6 +439,7 @@ impl Transport for Rc {
     fn target_ds(_: &()) -> usize {
         0
     }
+    #[inline(always)]
     fn encode_target(_: &(), _: &mut WqeWriter<'_>) {}
     fn kind_of(_: &()) -> TransportKind {
         TransportKind::Rc
