@@ -151,13 +151,22 @@ impl Ticket {
     }
 }
 
-/// `ProducerState::wqe_start` of a slot where no WQE starts (free, or inside a larger WQE):
+/// `SlotRecord::start` of a slot where no WQE starts (free, or inside a larger WQE):
 /// never a WQE's start, which is below the producer counter.
 const NO_WQE: u64 = u64::MAX;
 
+/// What the producer recorded of the WQE written starting at one slot.
+#[derive(Clone, Copy, Debug)]
+struct SlotRecord {
+    /// Its producer counter, or [`NO_WQE`].
+    start: u64,
+    /// Its size in WQEBBs.
+    wqebbs: u32,
+}
+
 /// What a CPU producer tracks about its ring. All counters are free-running WQEBB counts.
 ///
-/// Invariant: for every counter `q` in `[retired, producer)`, `wqe_start[q & mask] == q`
+/// Invariant: for every counter `q` in `[retired, producer)`, `slots[q & mask].start == q`
 /// exactly when a published WQE starts at `q` (each write tags its first slot with its
 /// counter and clears the tags of its other slots; the published WQEs tile that range, and
 /// no reservation reaches a slot of it again before it is retired). A completion's WQE is
@@ -173,10 +182,8 @@ struct ProducerState {
     unsignaled: u32,
     /// WQEs published since the last doorbell.
     unannounced: u32,
-    /// The producer counter of the WQE written starting at each slot, or [`NO_WQE`].
-    wqe_start: Box<[u64]>,
-    /// Size in WQEBBs of the WQE written starting at each slot.
-    wqe_wqebbs: Box<[u8]>,
+    /// The WQE written starting at each slot.
+    slots: Box<[SlotRecord]>,
     /// Registrations kept alive for the WQE starting at each slot.
     keep_alive: Box<[Option<KeepAlive>]>,
     /// Slots of `keep_alive` holding registrations (retirement skips the walk when 0).
@@ -191,10 +198,10 @@ impl ProducerState {
     /// may have left there.
     #[inline(always)]
     fn keep(&mut self, slot: usize, keep: Option<KeepAlive>) {
-        let entry = &mut self.keep_alive[slot];
-        if keep.is_none() && entry.is_none() {
-            return; // nothing to keep, nothing left there (the usual case)
+        if keep.is_none() && self.kept == 0 {
+            return; // nothing to keep, and every slot is empty (the usual case)
         }
+        let entry = &mut self.keep_alive[slot];
         let kept_now = usize::from(keep.is_some());
         let old = core::mem::replace(entry, keep);
         self.kept = self.kept + kept_now - usize::from(old.is_some());
@@ -273,8 +280,14 @@ impl<T: Transport, P: Placement, S: OrderingScope + ValidFor<P>> SendQueue<T, P,
                 retired: 0,
                 unsignaled: 0,
                 unannounced: 0,
-                wqe_start: vec![NO_WQE; slots].into_boxed_slice(),
-                wqe_wqebbs: vec![0; slots].into_boxed_slice(),
+                slots: vec![
+                    SlotRecord {
+                        start: NO_WQE,
+                        wqebbs: 0
+                    };
+                    slots
+                ]
+                .into_boxed_slice(),
                 keep_alive: (0..slots).map(|_| None).collect(),
                 kept: 0,
                 last_ctrl: 0,
@@ -352,12 +365,12 @@ impl<T: Transport, P: Placement, S: OrderingScope + ValidFor<P>> SendQueue<T, P,
         if start >= st.producer {
             return None;
         }
-        let slot = (start & mask) as usize;
-        if st.wqe_start[slot] != start {
+        let record = st.slots[(start & mask) as usize];
+        if record.start != start {
             return None;
         }
         // A published WQE: it ends at or before the producer.
-        let end = start + u64::from(st.wqe_wqebbs[slot]);
+        let end = start + u64::from(record.wqebbs);
         debug_assert!(end <= st.producer);
         // Release the registrations of the WQEs retired (published WQEs tile the range,
         // so stepping by their sizes visits each first slot).
@@ -365,7 +378,7 @@ impl<T: Transport, P: Placement, S: OrderingScope + ValidFor<P>> SendQueue<T, P,
         while st.kept > 0 && at < end {
             let slot = (at & mask) as usize;
             st.release(slot);
-            at += u64::from(st.wqe_wqebbs[slot]).max(1);
+            at += u64::from(st.slots[slot].wqebbs).max(1);
         }
         st.retired = end;
         Some(end)
@@ -420,10 +433,9 @@ impl<T: Transport> SendQueue<T, Host, HostBarrier> {
         );
         wqe.encode_with_control(&mut writer, control);
         let mask = size.wqebbs() as usize - 1;
-        st.wqe_start[slot] = at;
-        st.wqe_wqebbs[slot] = wqebbs as u8;
+        st.slots[slot] = SlotRecord { start: at, wqebbs };
         for inner in 1..wqebbs as usize {
-            st.wqe_start[(slot + inner) & mask] = NO_WQE;
+            st.slots[(slot + inner) & mask].start = NO_WQE;
         }
         st.keep(slot, keep);
         st.last_ctrl = control[0];
@@ -507,7 +519,7 @@ impl<T: Transport> SendQueue<T, Host, HostBarrier> {
             self.state.unannounced += wqes;
             if let DoorbellPolicy::Every(n) = self.config.doorbell {
                 if self.state.unannounced >= n.get() {
-                    self.ring_doorbell();
+                    self.announce();
                 }
             }
         }
@@ -557,10 +569,15 @@ impl<T: Transport> SendQueue<T, Host, HostBarrier> {
     /// Does nothing if nothing new was published.
     #[inline]
     pub fn ring_doorbell(&mut self) {
-        let st = &mut self.state;
-        if st.rung == st.producer {
-            return;
+        if self.state.rung != self.state.producer {
+            self.announce();
         }
+    }
+
+    /// Announces everything published (something was published since the last doorbell).
+    #[inline(always)]
+    fn announce(&mut self) {
+        let st = &mut self.state;
         self.memory
             .announce(st.producer, st.last_ctrl.to_ne_bytes());
         st.rung = st.producer;
@@ -715,8 +732,8 @@ impl<T: Transport> Drop for Reservation<'_, T> {
             let mut at = self.start;
             while at < self.cursor {
                 let slot = (at & mask) as usize;
-                let step = u64::from(q.state.wqe_wqebbs[slot].max(1));
-                q.state.wqe_start[slot] = NO_WQE;
+                let step = u64::from(q.state.slots[slot].wqebbs.max(1));
+                q.state.slots[slot].start = NO_WQE;
                 q.state.release(slot);
                 at += step;
             }
