@@ -180,7 +180,18 @@ enum WriteTarget<'r> {
         mask: usize,
         first: usize,
         capacity: usize,
+        /// The WQE's first basic block (every WQE has one; a block never straddles the
+        /// ring's end), so that segments written into it are plain stores at fixed offsets.
+        head: &'r [AtomicU64; WORDS_PER_WQEBB],
     },
+}
+
+/// The basic block of `words` starting at word `start` (a multiple of 8 inside the ring).
+#[inline(always)]
+fn block_at(words: &[AtomicU64], start: usize) -> &[AtomicU64; WORDS_PER_WQEBB] {
+    words[start..start + WORDS_PER_WQEBB]
+        .try_into()
+        .expect("a range of WORDS_PER_WQEBB words")
 }
 
 impl<'r> WqeWriter<'r> {
@@ -194,22 +205,25 @@ impl<'r> WqeWriter<'r> {
     }
 
     /// A writer that stores a WQE of `wqebbs` blocks straight into `ring`, the words of
-    /// a whole ring (a power-of-two count, as every [`RingSize`] has), at word `first`,
+    /// a whole ring (a power-of-two count, as every [`RingSize`] has), at word `first` (the
+    /// first word of a basic block),
     /// continuing at the ring's start where it passes the end. Every store is a relaxed
     /// 64-bit atomic store, as every write to memory a NIC reads is; nothing is staged.
-    /// Word indices are taken modulo the ring's length, so a writer never stores outside
-    /// `ring` whatever its arguments (a length that is not a power of two would fail the
-    /// slice's bounds check, never write elsewhere).
+    /// Word indices are taken modulo the ring's length and checked against it, so a writer
+    /// never stores outside `ring` whatever its arguments (a bad one fails a bounds check,
+    /// it never writes elsewhere).
     #[inline(always)]
     pub(crate) fn ring(ring: &'r [AtomicU64], first: usize, wqebbs: u32) -> Self {
         debug_assert!(ring.len().is_power_of_two());
         debug_assert!(wqebbs as usize * WORDS_PER_WQEBB <= ring.len());
+        debug_assert_eq!(first % WORDS_PER_WQEBB, 0);
         Self {
             target: WriteTarget::Ring {
                 words: ring,
                 mask: ring.len().wrapping_sub(1),
                 first,
                 capacity: wqebbs as usize * WQEBB_BYTES,
+                head: block_at(ring, first),
             },
             pos: 0,
         }
@@ -240,12 +254,21 @@ impl<'r> WqeWriter<'r> {
                 mask,
                 first,
                 capacity,
+                head,
             } => {
                 // Within the WQE's blocks: the shapes never write past their DS.
                 debug_assert!(self.pos + OCTOWORD_BYTES <= *capacity);
-                let at = *first + self.pos / WORD_BYTES;
-                words[at & *mask].store(segment[0], Ordering::Relaxed);
-                words[(at + 1) & *mask].store(segment[1], Ordering::Relaxed);
+                let wqebb = self.pos / WQEBB_BYTES;
+                let block = if wqebb == 0 {
+                    *head
+                } else {
+                    // Later blocks continue at the ring's start past its end.
+                    block_at(words, (*first + wqebb * WORDS_PER_WQEBB) & *mask)
+                };
+                // The octoword's pair of words within its block (0..4).
+                let pair = self.pos % WQEBB_BYTES / OCTOWORD_BYTES;
+                block[2 * pair].store(segment[0], Ordering::Relaxed);
+                block[2 * pair + 1].store(segment[1], Ordering::Relaxed);
                 self.pos += OCTOWORD_BYTES;
             }
             WriteTarget::Bytes { .. } => {
