@@ -748,3 +748,255 @@ impl<T: Transport> NoLocalMemory for Nop<T> {}
 impl<T: Transport> NoLocalMemory for crate::wqe::RdmaWrite<'_, T, crate::wqe::Inline<'_>> {}
 impl<T: Transport> NoLocalMemory for crate::wqe::RdmaWrite<'_, T, crate::wqe::Empty> {}
 impl<T: Transport> NoLocalMemory for crate::wqe::RdmaRead<'_, T, crate::wqe::Empty> {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::wqe::{
+        Atomic, CompactAddressVector, Dc, Full, FullAddressVector, LinkAddress, LocalBuffer, RKey,
+        Rc, RdmaRead, RdmaWrite, RemoteAddress, SendRing, Sge,
+    };
+
+    /// Local memory the NIC may touch, for WQEs that name some: covers everything.
+    struct Everything;
+    impl Registered for Everything {
+        fn lkey(&self) -> LKey {
+            LKey(0x42)
+        }
+        fn covers(&self, _: u64, _: u64) -> bool {
+            true
+        }
+    }
+
+    /// A queue of `wqebbs` slots whose counters all stand at `counter`, as if that many
+    /// WQEBBs had been posted and completed, so a test reaches the 16-bit wrap quickly.
+    fn queue_at<T: Transport>(wqebbs: usize, counter: u64) -> SendQueue<T> {
+        let memory = SendQueueMemory::allocate(RingSize::new(wqebbs).unwrap()).unwrap();
+        let mut sq = SendQueue::new(
+            Qpn::new(0x00ab_cdef).unwrap(),
+            memory,
+            SendQueueConfig::default(),
+            HostBarrier,
+        )
+        .unwrap();
+        let st = &mut sq.state;
+        (st.producer, st.rung, st.retired) = (counter, counter, counter);
+        sq
+    }
+
+    /// Posts `wqe` and checks the whole ring against the byte encoder's output: the ring
+    /// before the post with [`SendRing::write`] of the same WQE at the same index, so the
+    /// WQE's octowords are the encoder's and no other byte changed. Then checks the
+    /// doorbell record and doorbell, and retires the WQE through its completion.
+    fn post_and_compare<T: Transport, W: WqeSpec<Transport = T>>(
+        sq: &mut SendQueue<T>,
+        wqe: &Wqe<W>,
+        seen: &mut Placements,
+    ) {
+        let at = sq.producer();
+        let index = WqeIndex::from_counter(at);
+        let mut expected = sq.memory().ring_bytes();
+        SendRing::new(&mut expected, WqeLimits::default())
+            .unwrap()
+            .write(index, sq.qpn(), wqe)
+            .unwrap();
+        let registrations: [Arc<dyn Registered>; 1] = [Arc::new(Everything)];
+        let ticket = sq.post(wqe, &registrations).unwrap();
+        let wqebbs = u64::from(wqe.wqebbs());
+        assert_eq!(ticket.end(), at + wqebbs);
+        assert_eq!(sq.memory().ring_bytes(), expected, "WQE at counter {at}");
+        let slot = sq.size().slot(index);
+        let ring_wqebbs = sq.size().wqebbs() as usize;
+        let start = slot * WQEBB_BYTES;
+        assert_eq!(
+            sq.memory().doorbell_bytes().unwrap(),
+            expected[start..start + 8],
+            "the doorbell is bytes 0..8 of the control segment"
+        );
+        let record = (((at + wqebbs) & 0xffff) as u32).to_be_bytes();
+        assert_eq!(sq.memory().dbrec_bytes()[4..], record);
+        seen.record(slot, wqebbs as usize, ring_wqebbs, index.0);
+        // Every WQE is signaled: its completion retires exactly it.
+        assert_eq!(sq.retire_through(index.0), Some(at + wqebbs));
+        assert!(sq.is_idle());
+    }
+
+    /// Which placements a run reached.
+    #[derive(Default)]
+    struct Placements {
+        ending_at_the_ring_end: usize,
+        wrapping: usize,
+        index_wrapping: usize,
+    }
+
+    impl Placements {
+        fn record(&mut self, slot: usize, wqebbs: usize, ring_wqebbs: usize, index: u16) {
+            if slot + wqebbs == ring_wqebbs {
+                self.ending_at_the_ring_end += 1;
+            }
+            if slot + wqebbs > ring_wqebbs {
+                self.wrapping += 1;
+            }
+            if usize::from(index) + wqebbs > 1 << 16 {
+                self.index_wrapping += 1;
+            }
+        }
+    }
+
+    /// The ring writer stores exactly the byte encoder's bytes (which the rdma-core oracle
+    /// tests compare with the provider's), for every shape with a segment of its own (the
+    /// control, remote address, data, inline and atomic segments and both DC address
+    /// vectors), at every slot of the ring: WQEs that end exactly at the ring's end, that
+    /// wrap to its start (segments by words and by bytes in the wrapped block), and across
+    /// the 16-bit WQE index's wrap.
+    #[test]
+    fn ring_writes_are_the_byte_encoders_bytes_at_the_end_across_the_wrap_and_the_index_wrap() {
+        let payload: Vec<u8> = (0..=255u8).map(|b| b.wrapping_mul(151) ^ 0x5a).collect();
+        let remote = RemoteAddress::new(0x1122_3344_5566_7788, RKey(0x99aa_bbcc));
+        let sge =
+            |n: u64| Sge::new(0x7000_0000 + n * 0x1000, 0x100 + n as u32, LKey(0x42)).unwrap();
+        let result = LocalBuffer::new(0x8000_0000, LKey(0x42));
+        // From below the 16-bit wrap to past it; a ring of 8 slots sees every slot.
+        let start = (1 << 16) - 40;
+        let mut rc = queue_at::<Rc>(8, start);
+        let mut seen = Placements::default();
+        let rounds = if cfg!(miri) { 6 } else { 12 };
+        for round in 0..rounds {
+            // 1, 1, 2, 4, 1 and 1 WQEBBs: the sizes cycle through every slot.
+            for len in [8usize, 13, 61, 200] {
+                let wqe = RdmaWrite::new(remote)
+                    .inline(&payload[round..round + len])
+                    .signaled()
+                    .build()
+                    .unwrap();
+                post_and_compare(&mut rc, &wqe, &mut seen);
+            }
+            let gather = RdmaWrite::new(remote)
+                .gather([sge(1), sge(2), sge(3)])
+                .immediate(0xfeed_0000 + round as u32)
+                .signaled()
+                .build()
+                .unwrap();
+            post_and_compare(&mut rc, &gather, &mut seen);
+            let read = RdmaRead::new(remote)
+                .sge(sge(4))
+                .signaled()
+                .build()
+                .unwrap();
+            post_and_compare(&mut rc, &read, &mut seen);
+            let atomic = Atomic::fetch_add(RemoteAddress::new(0x9000, RKey(7)), result, 5)
+                .signaled()
+                .build()
+                .unwrap();
+            post_and_compare(&mut rc, &atomic, &mut seen);
+            let nop = Nop::<Rc>::new().signaled().build().unwrap();
+            post_and_compare(&mut rc, &nop, &mut seen);
+        }
+        assert!(rc.producer() > 1 << 16, "{}", rc.producer());
+
+        // DC: the address vector is written as bytes, and with the full one the atomic
+        // segment lands in the second block, at the ring's start when the WQE wraps.
+        let compact = CompactAddressVector {
+            dct: 0x77,
+            dc_key: 0x5623_ceaf,
+            lid: 4,
+            ..Default::default()
+        }
+        .encode()
+        .unwrap();
+        let full = FullAddressVector {
+            dct: 0x78,
+            dc_key: 0x0102_0304_0506_0708,
+            link: LinkAddress::InfiniBand {
+                lid: 9,
+                sl: 3,
+                static_rate: 2,
+                source_path_bits: 1,
+                force_loopback: false,
+                grh: None,
+            },
+        }
+        .encode()
+        .unwrap();
+        let mut dc_compact = queue_at::<Dc<crate::wqe::Compact>>(4, start);
+        let mut dc_full = queue_at::<Dc<Full>>(4, start + 1);
+        for round in 0..if cfg!(miri) { 6 } else { 12 } {
+            let write = RdmaWrite::new(compact.at(remote))
+                .inline(&payload[round..round + 40])
+                .signaled()
+                .build()
+                .unwrap();
+            post_and_compare(&mut dc_compact, &write, &mut seen);
+            let atomic = Atomic::fetch_add(full.at(RemoteAddress::new(0x9000, RKey(7))), result, 3)
+                .signaled()
+                .build()
+                .unwrap();
+            post_and_compare(&mut dc_full, &atomic, &mut seen);
+            let write = RdmaWrite::new(full.at(remote))
+                .sge(sge(5))
+                .signaled()
+                .build()
+                .unwrap();
+            post_and_compare(&mut dc_full, &write, &mut seen);
+        }
+        assert!(
+            seen.ending_at_the_ring_end > 0,
+            "no WQE ended at the ring's end"
+        );
+        assert!(seen.wrapping > 0, "no WQE wrapped");
+        assert!(
+            seen.index_wrapping > 0,
+            "no WQE crossed the 16-bit index wrap"
+        );
+    }
+
+    /// The queue's signaling policy raises the completion mode of the WQE it signals in
+    /// the ring itself (and in the doorbell value, bytes 0..8, which do not hold it).
+    #[test]
+    fn the_signaling_policy_marks_the_wqe_in_the_ring() {
+        let mut sq = queue_at::<Rc>(8, 0);
+        let payload = [3u8; 8];
+        let wqe = RdmaWrite::new(RemoteAddress::new(0x1000, RKey(1)))
+            .inline(&payload)
+            .build()
+            .unwrap();
+        // Half the ring (4 WQEBBs) unsignaled in a row at most: the 5th WQE is signaled.
+        for n in 0..5u64 {
+            sq.post(&wqe, &[]).unwrap();
+            let ring = sq.memory().ring_bytes();
+            let fm_ce_se = ring[n as usize * WQEBB_BYTES + 11];
+            let expected = if n == 4 { 0x08 } else { 0x00 };
+            assert_eq!(fm_ce_se, expected, "WQE {n}");
+        }
+        assert_eq!(sq.signaled_through(), 5);
+    }
+
+    /// A reservation forgotten after writing two one-block WQEs leaves their start tags;
+    /// a two-block WQE published over the same slots clears the tag inside it, so a CQE
+    /// naming its second block is stray, and one naming its first retires it.
+    #[test]
+    fn tags_left_by_a_forgotten_reservation_never_retire() {
+        let mut sq = queue_at::<Rc>(8, 0);
+        let nop = Nop::<Rc>::new().build().unwrap();
+        let mut reservation = sq.reserve(2).unwrap();
+        reservation.write(&nop).unwrap();
+        reservation.write(&nop).unwrap();
+        core::mem::forget(reservation);
+        // Past the producer: nothing was published.
+        assert_eq!(sq.retire_through(0), None);
+        assert_eq!(sq.retire_through(1), None);
+        let payload = [9u8; 40];
+        let two_blocks = RdmaWrite::new(RemoteAddress::new(0x1000, RKey(1)))
+            .inline(&payload)
+            .signaled()
+            .build()
+            .unwrap();
+        assert_eq!(two_blocks.wqebbs(), 2);
+        sq.post(&two_blocks, &[]).unwrap();
+        assert_eq!(sq.retire_through(1), None, "the middle of the WQE");
+        assert_eq!(sq.retired(), 0);
+        assert_eq!(sq.retire_through(0), Some(2));
+        // A completion for a WQE already retired (a stale counter) is stray too.
+        assert_eq!(sq.retire_through(0), None);
+    }
+}
