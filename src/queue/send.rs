@@ -856,8 +856,10 @@ mod tests {
         let sge =
             |n: u64| Sge::new(0x7000_0000 + n * 0x1000, 0x100 + n as u32, LKey(0x42)).unwrap();
         let result = LocalBuffer::new(0x8000_0000, LKey(0x42));
-        // From below the 16-bit wrap to past it; a ring of 8 slots sees every slot.
-        let start = (1 << 16) - 40;
+        // From below the 16-bit wrap to past it; a ring of 8 slots sees every slot. A round
+        // is 13 WQEBBs (1, 1, 2, 4, 2, 1, 1, 1), so from 42 below the wrap the fourth
+        // round's third WQE (2 blocks) straddles it.
+        let start = (1 << 16) - 42;
         let mut rc = queue_at::<Rc>(8, start);
         let mut seen = Placements::default();
         let rounds = if cfg!(miri) { 6 } else { 12 };
