@@ -35,7 +35,7 @@ use super::placement::{Gpu, GpuDoorbell, Host, HostDoorbell, Placement, QueueBuf
 use crate::cq::CQE_BYTES;
 use crate::memory::{DeviceBuffer, DmaBuffer, DmaError};
 use crate::order::HostBarrier;
-use crate::wqe::{RingSize, WqeIndex, WQEBB_BYTES};
+use crate::wqe::RingSize;
 
 /// Alignment of rings: a page, as NIC queue memory is.
 pub const RING_ALIGN: usize = 4096;
@@ -278,18 +278,6 @@ impl SendQueueMemory<Host> {
     pub fn doorbell_bytes(&self) -> Option<[u8; 8]> {
         let memory = self.doorbell.as_memory()?;
         Some(memory.words()[0].load(Ordering::Acquire).to_ne_bytes())
-    }
-
-    /// Copies an encoded WQE (whole WQEBBs) into the ring at the slot of `index`,
-    /// continuing at the ring's start where it passes the end.
-    pub(crate) fn write_wqe(&self, index: WqeIndex, wqe: &[u8]) -> Result<(), DmaError> {
-        let offset = self.size.slot(index) * WQEBB_BYTES;
-        let first = wqe.len().min(self.ring.len() - offset);
-        self.ring.write(offset, &wqe[..first])?;
-        if first < wqe.len() {
-            self.ring.write(0, &wqe[first..])?;
-        }
-        Ok(())
     }
 
     /// Announces every WQEBB before `next_free` as a CPU producer does: the host barrier,

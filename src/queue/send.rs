@@ -14,21 +14,8 @@ use crate::wqe::{
     TypedTransport, Wqe, WqeError, WqeIndex, WqeLimits, WqeSpec, WqeWriter, WQEBB_BYTES,
 };
 
-/// Byte of the control segment holding fence, completion and solicited flags.
-const FM_CE_SE_BYTE: usize = 11;
-/// Completion mode "always" in `fm_ce_se` (`MLX5_WQE_CTRL_CQ_UPDATE`).
-const CQ_UPDATE: u8 = 0x08;
-const CE_MASK: u8 = 0x0c;
 /// 64-bit ring words per basic block.
 const WORDS_PER_WQEBB: usize = WQEBB_BYTES / 8;
-/// The largest WQE an encoding buffer must hold.
-pub(crate) const MAX_WQE_BYTES: usize = WqeLimits::MAX_WQEBBS as usize * WQEBB_BYTES;
-
-/// Makes an encoded WQE (starting with its control segment) signaled: a queue's signaling
-/// policy raises the completion mode so that slots always come back.
-pub(crate) fn mark_signaled(wqe: &mut [u8]) {
-    wqe[FM_CE_SE_BYTE] = (wqe[FM_CE_SE_BYTE] & !CE_MASK) | CQ_UPDATE;
-}
 
 /// Local memory the NIC may access, registered with it: kept registered and alive while a
 /// posted WQE names it. Implemented by the software NIC's memory regions and by hardware
