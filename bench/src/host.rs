@@ -13,10 +13,16 @@
 //!
 //! ibgda is measured twice: building the WQE (`RdmaWrite::new(..).inline(..).build()`)
 //! every post, and posting one WQE built once, as rdma-core's caller builds its
-//! `ibv_send_wr` once; both encode it into the ring every post. Each side runs `batches`
-//! timed batches of `batch` posts, alternating sides, so all see the same machine state;
-//! a batch's time divided by its posts is one sample.
+//! `ibv_send_wr` once; both encode it into the ring every post. Neither lets the compiler
+//! fold the request into the loop: the built WQE's address, key and payload bytes come
+//! through `black_box` every post (the payload an 8-byte array, whose length the typed
+//! builder knows), and the WQE built once is read from memory every post, its payload's
+//! length included. rdma-core's provider, compiled apart in C, reads its work request
+//! every post. Each side runs `batches` timed batches of `batch` posts, alternating
+//! sides, so all see the same machine state; a batch's time divided by its posts is one
+//! sample.
 
+use std::hint::black_box;
 use std::time::Instant;
 
 use ibgda::cq::CqMode;
@@ -98,11 +104,23 @@ pub struct HostPostResult {
 }
 
 /// The request both sides post: 8 inline bytes to `REMOTE_ADDR`.
+///
+/// Its inputs pass through [`black_box`], so the compiler cannot fold the constants into
+/// the post loop: every post builds, checks and encodes values it reads (the address, the
+/// key and the payload's bytes), as rdma-core's provider (compiled apart, in C) reads its
+/// `ibv_send_wr` every post. The payload is an 8-byte array, so its length is known where
+/// the WQE is built, as in a typed 8-byte put; the WQE built once
+/// ([`IbgdaPoster::post_built`]) is read whole from memory, length included.
+#[inline(always)]
 fn write_wqe() -> Result<Wqe<RdmaWrite<'static, Rc, Inline<'static>>>, BenchError> {
-    RdmaWrite::new(RemoteAddress::new(REMOTE_ADDR, RKey(RKEY)))
-        .inline(&PAYLOAD)
-        .build()
-        .map_err(BenchError::msg)
+    let payload: &'static [u8; 8] = black_box(&PAYLOAD);
+    RdmaWrite::new(RemoteAddress::new(
+        black_box(REMOTE_ADDR),
+        RKey(black_box(RKEY)),
+    ))
+    .inline(payload)
+    .build()
+    .map_err(BenchError::msg)
 }
 
 /// ibgda's side: a host queue pair over plain memory and a collapsed one-entry CQ, with
@@ -140,13 +158,21 @@ impl IbgdaPoster {
     #[inline(always)]
     fn post_one(&mut self) -> Result<(), BenchError> {
         let wqe = write_wqe()?;
-        self.post_built(&wqe)
+        self.post(&wqe)
     }
 
     /// [`IbgdaPoster::post_one`] with the WQE built once by the caller (as rdma-core's
     /// caller builds its `ibv_send_wr` once): encode, publish, doorbell, completion.
     #[inline(always)]
     fn post_built(&mut self, wqe: &Wqe<RdmaWrite<'_, Rc, Inline<'_>>>) -> Result<(), BenchError> {
+        // Read from memory every post, as rdma-core reads its work request.
+        self.post(black_box(wqe))
+    }
+
+    /// Encodes, publishes and rings `wqe`; completes the signaled one when the queue
+    /// signals (as the NIC would) and polls it.
+    #[inline(always)]
+    fn post(&mut self, wqe: &Wqe<RdmaWrite<'_, Rc, Inline<'_>>>) -> Result<(), BenchError> {
         self.qp.post(wqe, &[]).map_err(BenchError::msg)?;
         let signaled = self.qp.sq().signaled_through();
         if signaled != self.retired_signal {

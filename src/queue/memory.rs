@@ -35,7 +35,7 @@ use super::placement::{Gpu, GpuDoorbell, Host, HostDoorbell, Placement, QueueBuf
 use crate::cq::CQE_BYTES;
 use crate::memory::{DeviceBuffer, DmaBuffer, DmaError};
 use crate::order::HostBarrier;
-use crate::wqe::{RingSize, WqeIndex, WQEBB_BYTES};
+use crate::wqe::RingSize;
 
 /// Alignment of rings: a page, as NIC queue memory is.
 pub const RING_ALIGN: usize = 4096;
@@ -280,21 +280,10 @@ impl SendQueueMemory<Host> {
         Some(memory.words()[0].load(Ordering::Acquire).to_ne_bytes())
     }
 
-    /// Copies an encoded WQE (whole WQEBBs) into the ring at the slot of `index`,
-    /// continuing at the ring's start where it passes the end.
-    pub(crate) fn write_wqe(&self, index: WqeIndex, wqe: &[u8]) -> Result<(), DmaError> {
-        let offset = self.size.slot(index) * WQEBB_BYTES;
-        let first = wqe.len().min(self.ring.len() - offset);
-        self.ring.write(offset, &wqe[..first])?;
-        if first < wqe.len() {
-            self.ring.write(0, &wqe[first..])?;
-        }
-        Ok(())
-    }
-
     /// Announces every WQEBB before `next_free` as a CPU producer does: the host barrier,
     /// the doorbell record (big-endian `next_free & 0xffff`), a write flush, the 8-byte
     /// `doorbell` value, and a write flush.
+    #[inline]
     pub(crate) fn announce(&self, next_free: u64, doorbell: [u8; 8]) {
         let barrier = HostBarrier;
         barrier.to_device();
@@ -305,16 +294,19 @@ impl SendQueueMemory<Host> {
     }
 
     /// Stores the doorbell record (one release store).
+    #[inline]
     pub(crate) fn store_dbrec(&self, record: [u8; 8]) {
         self.dbrec.words()[0].store(u64::from_ne_bytes(record), Ordering::Release);
     }
     /// Stores the doorbell (one release store, to memory or to the NIC's register).
+    #[inline]
     pub(crate) fn store_doorbell(&self, value: [u8; 8]) {
         self.doorbell.store(value);
     }
 }
 
 /// The doorbell record announcing every WQEBB before `next_free`.
+#[inline]
 fn send_record(next_free: u64) -> [u8; 8] {
     let mut record = [0u8; 8];
     record[SEND_DBREC_OFFSET..].copy_from_slice(&(next_free as u32 & 0xffff).to_be_bytes());

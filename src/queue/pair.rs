@@ -230,6 +230,7 @@ impl<T: Transport> QueuePair<T> {
     }
 
     /// Posts a WQE whose local buffers lie in `registrations` (see [`SendQueue::post`]).
+    #[inline(always)]
     pub fn post<W: WqeSpec<Transport = T>>(
         &mut self,
         wqe: &Wqe<W>,

@@ -121,6 +121,7 @@ impl HostDoorbell {
         matches!(self.target, HostDoorbellTarget::Register(_))
     }
     /// Stores `value` with one 64-bit release store.
+    #[inline]
     pub(crate) fn store(&self, value: [u8; 8]) {
         match &self.target {
             HostDoorbellTarget::Memory(buffer) => {

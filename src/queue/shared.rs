@@ -25,13 +25,12 @@ use std::sync::{Arc, PoisonError};
 
 use super::memory::{CompletionQueueMemory, SendQueueMemory};
 use super::pair::{CompletionError, PollError, Polled};
-use super::send::{
-    covering, mark_signaled, KeepAlive, PostError, Registered, Ticket, MAX_WQE_BYTES,
-};
+use super::send::{covering, KeepAlive, PostError, Registered, Ticket};
 use crate::cq::{Completion, CompletionQueue, CqMode};
 use crate::sync::{spin_wait, AtomicU64, Mutex, MutexGuard, Ordering};
 use crate::wqe::{
-    Nop, Qpn, RingSize, Transport, Wqe, WqeIndex, WqeLimits, WqeSpec, WqeWriter, WQEBB_BYTES,
+    CompletionMode, Nop, Qpn, RingSize, Transport, Wqe, WqeIndex, WqeLimits, WqeSpec, WqeWriter,
+    WQEBB_BYTES,
 };
 
 /// The counters of the shared publication protocol, all free-running WQEBB counts.
@@ -330,27 +329,24 @@ impl<T: Transport> SharedSendQueue<T> {
                 left: left as u32,
             });
         }
-        let bytes = wqebbs as usize * WQEBB_BYTES;
-        let mut scratch = [0u8; MAX_WQE_BYTES];
         let index = WqeIndex::from_counter(at);
-        wqe.encode(
-            &mut WqeWriter::new(&mut scratch[..bytes], &mut []),
-            index,
-            self.qpn,
-        );
+        // A WQE whose blocks cross a multiple of the interval is signaled.
+        let mut control = wqe.spec().control();
         let interval = u64::from(self.config.signal_interval);
         if (at + u64::from(wqebbs)) / interval > at / interval {
-            mark_signaled(&mut scratch[..bytes]);
+            control.flags.completion = CompletionMode::Always;
         }
-        self.memory
-            .write_wqe(index, &scratch[..bytes])
-            .map_err(|_| {
-                PostError::Wqe(crate::wqe::WqeError::RingTooSmall {
-                    ring_wqebbs: size.wqebbs(),
-                    wqe_wqebbs: wqebbs,
-                })
-            })?;
-        self.wqe_wqebbs[size.slot(index)].store(wqebbs as u8, std::sync::atomic::Ordering::Relaxed);
+        // Straight into the reserved slots, which this producer owns until it publishes
+        // them: the ring's words are `size`'s and the WQE no larger than the ring (checked
+        // above), so it lands in its own slots.
+        let slot = size.slot(index);
+        let mut writer = WqeWriter::ring(
+            self.memory.ring_buffer().words(),
+            slot * (WQEBB_BYTES / 8),
+            wqebbs,
+        );
+        wqe.encode_with_control(&mut writer, wqe.control_octoword(control, index, self.qpn));
+        self.wqe_wqebbs[slot].store(wqebbs as u8, std::sync::atomic::Ordering::Relaxed);
         Ok(wqebbs)
     }
 

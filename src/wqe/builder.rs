@@ -60,12 +60,13 @@ use zerocopy::IntoBytes;
 use super::address::{LKey, LocalBuffer, Qpn, RemoteAddress, Sge, WqeIndex, MAX_TRANSFER_BYTES};
 use super::error::WqeError;
 use super::opcode::{AtomicWidth, CompletionMode, ControlFlags, FenceMode, Opcode, Solicited};
-use super::ring::{wqebbs_for_ds, WqeWriter};
+use super::ring::{octoword, wqebbs_for_ds, WqeWriter};
 use super::segment::{
-    AtomicSegment, ControlSegment, DataSegment, InlineHeader, MaskedCompareSwap4Segment,
-    MaskedCompareSwap8Segment, MaskedFetchAdd4Segment, MaskedFetchAdd8Segment,
-    RemoteAddressSegment, INLINE_SEGMENT_FLAG, MAX_DS, OCTOWORD_BYTES,
+    AtomicSegment, ControlSegment, MaskedCompareSwap4Segment, MaskedCompareSwap8Segment,
+    MaskedFetchAdd4Segment, MaskedFetchAdd8Segment, INLINE_SEGMENT_FLAG, MAX_DS, OCTOWORD_BYTES,
 };
+#[cfg(test)]
+use super::segment::{DataSegment, RemoteAddressSegment};
 #[cfg(doc)]
 use super::transport::DcAddress;
 use super::transport::Rc;
@@ -110,6 +111,7 @@ pub trait WqeSpec: Sealed + Copy {
     /// scatter entries, an atomic's result buffer, a DUMP's buffer; not inline data).
     fn visit_local(&self, visit: &mut dyn FnMut(LocalSpan));
     /// The DC target the WQE addresses, if any.
+    #[inline]
     fn target(&self) -> Option<AnyDcTarget> {
         None
     }
@@ -204,10 +206,43 @@ impl<S: WqeSpec> Wqe<S> {
         }
     }
 
+    /// The control segment this WQE gets at `index` on queue `qpn` with the fields of
+    /// `template` (the spec's own, or as a queue's signaling policy changed them), as the
+    /// two words [`WqeWriter::put_octoword`] stores.
+    #[inline(always)]
+    pub(crate) fn control_octoword(
+        &self,
+        template: ControlTemplate,
+        index: WqeIndex,
+        qpn: Qpn,
+    ) -> [u64; 2] {
+        let opmod_idx_opcode = u32::from(template.opmod) << 24
+            | u32::from(index.0) << 8
+            | u32::from(self.opcode().byte());
+        let qpn_ds = qpn.get() << 8 | u32::from(self.ds);
+        // Bytes 8..16: signature (0), stream id, fm_ce_se, immediate.
+        octoword(
+            u64::from(opmod_idx_opcode) << 32 | u64::from(qpn_ds),
+            u64::from(template.stream_id) << 40
+                | u64::from(template.flags.byte()) << 32
+                | u64::from(template.imm),
+        )
+    }
+
     /// Encodes the whole WQE. The writer must hold at least [`Wqe::wqebbs`] blocks.
     pub fn encode(&self, writer: &mut WqeWriter<'_>, index: WqeIndex, qpn: Qpn) {
+        self.encode_with_control(
+            writer,
+            self.control_octoword(self.spec.control(), index, qpn),
+        );
+    }
+
+    /// Encodes the WQE with `control` (from [`Wqe::control_octoword`]) as its control
+    /// segment.
+    #[inline(always)]
+    pub(crate) fn encode_with_control(&self, writer: &mut WqeWriter<'_>, control: [u64; 2]) {
         debug_assert!(writer.capacity() >= self.wqebbs() as usize * 64);
-        writer.put(self.control_segment(index, qpn).as_bytes());
+        writer.put_octoword(control);
         self.spec.encode_body(writer);
         debug_assert_eq!(writer.position(), usize::from(self.ds) * OCTOWORD_BYTES);
     }
@@ -285,6 +320,24 @@ impl<const N: usize> Sealed for Gather<N> {}
 impl Sealed for Inline<'_> {}
 impl Sealed for AnyData<'_> {}
 
+/// Writes a data pointer segment (`mlx5_wqe_data_seg`): byte count, lkey, address.
+#[inline(always)]
+fn put_data(byte_count: u32, lkey: LKey, addr: u64, writer: &mut WqeWriter<'_>) {
+    writer.put_octoword(octoword(
+        u64::from(byte_count) << 32 | u64::from(lkey.0),
+        addr,
+    ));
+}
+
+/// Writes the data pointer segment of one gather or scatter entry.
+#[inline(always)]
+fn put_sge(sge: &Sge, writer: &mut WqeWriter<'_>) {
+    put_data(sge.len(), sge.lkey(), sge.addr(), writer);
+}
+
+/// The data pointer segment of `sge` as its layout (the byte-level form the octoword
+/// writers are checked against).
+#[cfg(test)]
 fn data_segment(sge: &Sge) -> DataSegment {
     DataSegment {
         byte_count: U32::new(sge.len()),
@@ -311,9 +364,10 @@ fn validate_sges(sges: &[Sge]) -> Result<(), WqeError> {
     Ok(())
 }
 
+#[inline(always)]
 fn encode_sges(sges: &[Sge], writer: &mut WqeWriter<'_>) {
     for sge in sges {
-        writer.put(data_segment(sge).as_bytes());
+        put_sge(sge, writer);
     }
 }
 
@@ -327,16 +381,59 @@ pub const fn inline_octowords(len: usize) -> usize {
     }
 }
 
+/// Writes an inline data segment: the 4-byte header (`mlx5_wqe_inl_data_seg`), the
+/// payload, zeros to the octoword's end. Each octoword is assembled in registers from
+/// loads of the payload (rdma-core's `memcpy` into the ring, without the byte buffer).
+#[inline(always)]
 fn encode_inline(payload: &[u8], writer: &mut WqeWriter<'_>) {
     if payload.is_empty() {
         return;
     }
-    let header = InlineHeader {
-        byte_count: U32::new(payload.len() as u32 | INLINE_SEGMENT_FLAG),
-    };
-    writer.put(header.as_bytes());
-    writer.put(payload);
-    writer.pad_to_octoword();
+    // Validated: at most 1004 bytes, so the count fits below the flag bit.
+    let header = payload.len() as u32 | INLINE_SEGMENT_FLAG;
+    // The stream is the header, then the payload: byte `i` of the stream (i >= 4) is
+    // payload byte `i - 4`. Words are little-endian values (byte `k` in bits 8k..8k+8).
+    let header_le = u64::from(u32::from_le_bytes(header.to_be_bytes()));
+    let first = header_le | payload_window(payload, 0) << 32;
+    writer.put_octoword([
+        u64::from_le(first),
+        u64::from_le(payload_window(payload, WORD_BYTES - INLINE_HEADER_BYTES)),
+    ]);
+    for k in 1..inline_octowords(payload.len()) {
+        let at = k * OCTOWORD_BYTES - INLINE_HEADER_BYTES;
+        writer.put_octoword([
+            u64::from_le(payload_window(payload, at)),
+            u64::from_le(payload_window(payload, at + WORD_BYTES)),
+        ]);
+    }
+}
+
+/// Bytes of a word.
+const WORD_BYTES: usize = 8;
+
+/// Payload bytes `start..start + 8` as a little-endian value, zeros past the payload's end.
+#[inline(always)]
+fn payload_window(payload: &[u8], start: usize) -> u64 {
+    let len = payload.len();
+    if let Some(bytes) = payload
+        .get(start..)
+        .and_then(|rest| rest.first_chunk::<8>())
+    {
+        return u64::from_le_bytes(*bytes);
+    }
+    if start >= len {
+        return 0;
+    }
+    if let Some(last) = payload.last_chunk::<8>() {
+        // The payload ends inside the window: its last 8 bytes, moved down so that byte
+        // `start` comes first (1 to 7 bytes are past the end, so the shift is 8 to 56).
+        return u64::from_le_bytes(*last) >> (8 * (start + WORD_BYTES - len));
+    }
+    // A payload under 8 bytes.
+    payload[start..]
+        .iter()
+        .enumerate()
+        .fold(0, |word, (i, &b)| word | u64::from(b) << (8 * i))
 }
 
 fn validate_inline(payload: &[u8]) -> Result<(), WqeError> {
@@ -353,15 +450,19 @@ fn validate_inline(payload: &[u8]) -> Result<(), WqeError> {
 
 impl Payload for Empty {
     fn visit_local(&self, _: &mut dyn FnMut(LocalSpan)) {}
+    #[inline]
     fn octowords(&self) -> usize {
         0
     }
+    #[inline]
     fn inline_len(&self) -> usize {
         0
     }
+    #[inline]
     fn validate(&self) -> Result<(), WqeError> {
         Ok(())
     }
+    #[inline(always)]
     fn encode(&self, _: &mut WqeWriter<'_>) {}
 }
 impl ReadPayload for Empty {}
@@ -370,18 +471,23 @@ impl FixedPayload for Empty {
 }
 
 impl<const N: usize> Payload for Gather<N> {
+    #[inline]
     fn visit_local(&self, visit: &mut dyn FnMut(LocalSpan)) {
         self.0.iter().for_each(|s| visit(s.into()));
     }
+    #[inline]
     fn octowords(&self) -> usize {
         N
     }
+    #[inline]
     fn inline_len(&self) -> usize {
         0
     }
+    #[inline]
     fn validate(&self) -> Result<(), WqeError> {
         validate_sges(&self.0)
     }
+    #[inline(always)]
     fn encode(&self, writer: &mut WqeWriter<'_>) {
         encode_sges(&self.0, writer);
     }
@@ -393,15 +499,19 @@ impl<const N: usize> FixedPayload for Gather<N> {
 
 impl Payload for Inline<'_> {
     fn visit_local(&self, _: &mut dyn FnMut(LocalSpan)) {}
+    #[inline]
     fn octowords(&self) -> usize {
         inline_octowords(self.0.len())
     }
+    #[inline]
     fn inline_len(&self) -> usize {
         self.0.len()
     }
+    #[inline]
     fn validate(&self) -> Result<(), WqeError> {
         validate_inline(self.0)
     }
+    #[inline(always)]
     fn encode(&self, writer: &mut WqeWriter<'_>) {
         encode_inline(self.0, writer);
     }
@@ -414,11 +524,13 @@ impl ReadPayload for AnyData<'_> {
 }
 
 impl Payload for AnyData<'_> {
+    #[inline]
     fn visit_local(&self, visit: &mut dyn FnMut(LocalSpan)) {
         if let Self::Sges(sges) = self {
             sges.iter().for_each(|s| visit(s.into()));
         }
     }
+    #[inline]
     fn octowords(&self) -> usize {
         match self {
             Self::Empty => 0,
@@ -426,12 +538,14 @@ impl Payload for AnyData<'_> {
             Self::Inline(p) => inline_octowords(p.len()),
         }
     }
+    #[inline]
     fn inline_len(&self) -> usize {
         match self {
             Self::Inline(p) => p.len(),
             _ => 0,
         }
     }
+    #[inline]
     fn validate(&self) -> Result<(), WqeError> {
         match self {
             Self::Empty => Ok(()),
@@ -442,6 +556,7 @@ impl Payload for AnyData<'_> {
             Self::Inline(p) => validate_inline(p),
         }
     }
+    #[inline]
     fn encode(&self, writer: &mut WqeWriter<'_>) {
         match self {
             Self::Empty => {}
@@ -585,10 +700,12 @@ impl<'a, T: Transport, D: Payload> RdmaWrite<'a, T, D> {
 
 impl<T: Transport, D> Sealed for RdmaWrite<'_, T, D> {}
 impl<T: Transport, D: Payload> WqeSpec for RdmaWrite<'_, T, D> {
+    #[inline]
     fn target(&self) -> Option<AnyDcTarget> {
         T::erase_target(&self.target)
     }
     type Transport = T;
+    #[inline]
     fn opcode(&self) -> Opcode {
         if self.imm.is_some() {
             Opcode::RdmaWriteImm
@@ -596,23 +713,29 @@ impl<T: Transport, D: Payload> WqeSpec for RdmaWrite<'_, T, D> {
             Opcode::RdmaWrite
         }
     }
+    #[inline]
     fn octowords(&self) -> usize {
         1 + T::target_ds(&self.target) + 1 + self.data.octowords()
     }
+    #[inline]
     fn inline_len(&self) -> usize {
         self.data.inline_len()
     }
+    #[inline]
     fn validate(&self) -> Result<(), WqeError> {
         self.data.validate()
     }
+    #[inline(always)]
     fn encode_body(&self, writer: &mut WqeWriter<'_>) {
         T::encode_target(&self.target, writer);
-        writer.put(remote_segment(&self.remote).as_bytes());
+        put_remote(&self.remote, writer);
         self.data.encode(writer);
     }
+    #[inline]
     fn visit_local(&self, visit: &mut dyn FnMut(LocalSpan)) {
         self.data.visit_local(visit);
     }
+    #[inline]
     fn control(&self) -> ControlTemplate {
         ControlTemplate {
             opmod: 0,
@@ -630,6 +753,15 @@ impl<T: TypedTransport, D: FixedPayload> RdmaWrite<'_, T, D> {
     pub const DS: u8 = <Self as FixedShape>::DS;
 }
 
+/// Writes a remote address segment (`mlx5_wqe_raddr_seg`): address, rkey, zero.
+#[inline(always)]
+fn put_remote(remote: &RemoteAddress, writer: &mut WqeWriter<'_>) {
+    writer.put_octoword(octoword(remote.addr, u64::from(remote.rkey.0) << 32));
+}
+
+/// The remote address segment as its layout (the byte-level form the octoword writers
+/// are checked against).
+#[cfg(test)]
 fn remote_segment(remote: &RemoteAddress) -> RemoteAddressSegment {
     RemoteAddressSegment {
         raddr: U64::new(remote.addr),
@@ -714,19 +846,24 @@ where
 
 impl<T: Transport, D> Sealed for RdmaRead<'_, T, D> {}
 impl<T: Transport, D: ReadPayload> WqeSpec for RdmaRead<'_, T, D> {
+    #[inline]
     fn target(&self) -> Option<AnyDcTarget> {
         T::erase_target(&self.target)
     }
     type Transport = T;
+    #[inline]
     fn opcode(&self) -> Opcode {
         Opcode::RdmaRead
     }
+    #[inline]
     fn octowords(&self) -> usize {
         1 + T::target_ds(&self.target) + 1 + self.data.octowords()
     }
+    #[inline]
     fn inline_len(&self) -> usize {
         0
     }
+    #[inline]
     fn validate(&self) -> Result<(), WqeError> {
         if self.data.is_inline() {
             return Err(WqeError::InvalidCombination {
@@ -735,14 +872,17 @@ impl<T: Transport, D: ReadPayload> WqeSpec for RdmaRead<'_, T, D> {
         }
         self.data.validate()
     }
+    #[inline(always)]
     fn encode_body(&self, writer: &mut WqeWriter<'_>) {
         T::encode_target(&self.target, writer);
-        writer.put(remote_segment(&self.remote).as_bytes());
+        put_remote(&self.remote, writer);
         self.data.encode(writer);
     }
+    #[inline]
     fn visit_local(&self, visit: &mut dyn FnMut(LocalSpan)) {
         self.data.visit_local(visit);
     }
+    #[inline]
     fn control(&self) -> ControlTemplate {
         ControlTemplate {
             opmod: 0,
@@ -842,6 +982,7 @@ impl AtomicOp {
         }
     }
 
+    #[inline]
     fn validate(&self) -> Result<(), WqeError> {
         let check = |what: &'static str, value: u64| {
             if value > u64::from(u32::MAX) {
@@ -879,6 +1020,7 @@ impl AtomicOp {
         }
     }
 
+    #[inline]
     fn encode(&self, writer: &mut WqeWriter<'_>) {
         match *self {
             Self::CompareSwap { compare, swap } => writer.put(
@@ -1148,38 +1290,40 @@ fn encode_atomic(
     op: &AtomicOp,
     writer: &mut WqeWriter<'_>,
 ) {
-    writer.put(remote_segment(remote).as_bytes());
+    put_remote(remote, writer);
     op.encode(writer);
-    let result = DataSegment {
-        byte_count: U32::new(op.operand_bytes()),
-        lkey: U32::new(result.lkey.0),
-        addr: U64::new(result.addr),
-    };
-    writer.put(result.as_bytes());
+    put_data(op.operand_bytes(), result.lkey, result.addr, writer);
 }
 
 impl<T: Transport, S: AtomicSegments> Sealed for Atomic<T, S> {}
 impl<T: Transport, S: AtomicSegments> WqeSpec for Atomic<T, S> {
+    #[inline]
     fn target(&self) -> Option<AnyDcTarget> {
         T::erase_target(&self.target)
     }
     type Transport = T;
+    #[inline]
     fn opcode(&self) -> Opcode {
         self.op.opcode()
     }
+    #[inline]
     fn octowords(&self) -> usize {
         1 + T::target_ds(&self.target) + 1 + self.op.octowords() + 1
     }
+    #[inline]
     fn inline_len(&self) -> usize {
         0
     }
+    #[inline]
     fn validate(&self) -> Result<(), WqeError> {
         validate_atomic(&self.remote, &self.op)
     }
+    #[inline]
     fn encode_body(&self, writer: &mut WqeWriter<'_>) {
         T::encode_target(&self.target, writer);
         encode_atomic(&self.remote, &self.result, &self.op, writer);
     }
+    #[inline]
     fn visit_local(&self, visit: &mut dyn FnMut(LocalSpan)) {
         visit(LocalSpan {
             addr: self.result.addr,
@@ -1187,6 +1331,7 @@ impl<T: Transport, S: AtomicSegments> WqeSpec for Atomic<T, S> {
             lkey: self.result.lkey,
         });
     }
+    #[inline]
     fn control(&self) -> ControlTemplate {
         ControlTemplate {
             opmod: self.op.opmod(),
@@ -1246,20 +1391,26 @@ impl<T: Transport> Default for Nop<T> {
 impl<T: Transport> Sealed for Nop<T> {}
 impl<T: Transport> WqeSpec for Nop<T> {
     type Transport = T;
+    #[inline]
     fn opcode(&self) -> Opcode {
         Opcode::Nop
     }
+    #[inline]
     fn octowords(&self) -> usize {
         1
     }
+    #[inline]
     fn inline_len(&self) -> usize {
         0
     }
+    #[inline]
     fn validate(&self) -> Result<(), WqeError> {
         Ok(())
     }
+    #[inline(always)]
     fn encode_body(&self, _: &mut WqeWriter<'_>) {}
     fn visit_local(&self, _: &mut dyn FnMut(LocalSpan)) {}
+    #[inline]
     fn control(&self) -> ControlTemplate {
         ControlTemplate {
             flags: self.options.flags,
@@ -1299,24 +1450,31 @@ impl<T: Transport> Dump<T> {
 impl<T: Transport> Sealed for Dump<T> {}
 impl<T: Transport> WqeSpec for Dump<T> {
     type Transport = T;
+    #[inline]
     fn opcode(&self) -> Opcode {
         Opcode::Dump
     }
+    #[inline]
     fn octowords(&self) -> usize {
         2
     }
+    #[inline]
     fn inline_len(&self) -> usize {
         0
     }
+    #[inline]
     fn validate(&self) -> Result<(), WqeError> {
         Ok(())
     }
+    #[inline]
     fn encode_body(&self, writer: &mut WqeWriter<'_>) {
-        writer.put(data_segment(&self.local).as_bytes());
+        put_sge(&self.local, writer);
     }
+    #[inline]
     fn visit_local(&self, visit: &mut dyn FnMut(LocalSpan)) {
         visit((&self.local).into());
     }
+    #[inline]
     fn control(&self) -> ControlTemplate {
         ControlTemplate {
             flags: self.options.flags,
@@ -1389,6 +1547,7 @@ impl<'a> AnyWqe<'a> {
         !matches!(self.op, AnyOperation::Nop | AnyOperation::Dump(_))
     }
 
+    #[inline]
     fn target_ds(&self) -> usize {
         if self.has_address() {
             AnyTransport::target_ds(&self.target)
@@ -1400,6 +1559,7 @@ impl<'a> AnyWqe<'a> {
 
 impl Sealed for AnyWqe<'_> {}
 impl WqeSpec for AnyWqe<'_> {
+    #[inline]
     fn target(&self) -> Option<AnyDcTarget> {
         if self.has_address() {
             self.target
@@ -1408,6 +1568,7 @@ impl WqeSpec for AnyWqe<'_> {
         }
     }
     type Transport = AnyTransport;
+    #[inline]
     fn opcode(&self) -> Opcode {
         match self.op {
             AnyOperation::Nop => Opcode::Nop,
@@ -1418,6 +1579,7 @@ impl WqeSpec for AnyWqe<'_> {
             AnyOperation::Atomic { op, .. } => op.opcode(),
         }
     }
+    #[inline]
     fn octowords(&self) -> usize {
         1 + self.target_ds()
             + match self.op {
@@ -1429,12 +1591,14 @@ impl WqeSpec for AnyWqe<'_> {
                 AnyOperation::Atomic { op, .. } => 1 + op.octowords() + 1,
             }
     }
+    #[inline]
     fn inline_len(&self) -> usize {
         match self.op {
             AnyOperation::Write { data, .. } => data.inline_len(),
             _ => 0,
         }
     }
+    #[inline]
     fn validate(&self) -> Result<(), WqeError> {
         if self.stream_id != 0 && (self.target.is_none() || !self.has_address()) {
             return Err(WqeError::InvalidCombination {
@@ -1455,15 +1619,16 @@ impl WqeSpec for AnyWqe<'_> {
             AnyOperation::Atomic { remote, op, .. } => validate_atomic(&remote, &op),
         }
     }
+    #[inline]
     fn encode_body(&self, writer: &mut WqeWriter<'_>) {
         if self.has_address() {
             AnyTransport::encode_target(&self.target, writer);
         }
         match self.op {
             AnyOperation::Nop => {}
-            AnyOperation::Dump(sge) => writer.put(data_segment(&sge).as_bytes()),
+            AnyOperation::Dump(sge) => put_sge(&sge, writer),
             AnyOperation::Write { remote, data, .. } | AnyOperation::Read { remote, data } => {
-                writer.put(remote_segment(&remote).as_bytes());
+                put_remote(&remote, writer);
                 data.encode(writer);
             }
             AnyOperation::Atomic { remote, result, op } => {
@@ -1471,6 +1636,7 @@ impl WqeSpec for AnyWqe<'_> {
             }
         }
     }
+    #[inline]
     fn visit_local(&self, visit: &mut dyn FnMut(LocalSpan)) {
         match self.op {
             AnyOperation::Nop => {}
@@ -1485,6 +1651,7 @@ impl WqeSpec for AnyWqe<'_> {
             }),
         }
     }
+    #[inline]
     fn control(&self) -> ControlTemplate {
         ControlTemplate {
             opmod: match self.op {
@@ -1523,6 +1690,84 @@ mod tests {
         assert_eq!(<Nop as FixedShape>::DS, 1);
         assert_eq!(<Dump as FixedShape>::DS, 2);
         assert_eq!(<RdmaWrite<Dc<Full>, Gather<1>> as FixedShape>::WQEBBS, 2);
+    }
+
+    /// The octowords the encoders compute in registers are the bytes of the zerocopy
+    /// layouts pinned against `mlx5dv.h`, field for field.
+    #[test]
+    fn octoword_segments_are_the_layouts_bytes() {
+        fn bytes(words: [u64; 2]) -> [u8; 16] {
+            let mut b = [0u8; 16];
+            b[..8].copy_from_slice(&words[0].to_ne_bytes());
+            b[8..].copy_from_slice(&words[1].to_ne_bytes());
+            b
+        }
+        fn written(put: impl FnOnce(&mut WqeWriter<'_>)) -> [u8; 64] {
+            let mut block = [0u8; 64];
+            put(&mut WqeWriter::new(&mut block, &mut []));
+            block
+        }
+        let sge = Sge::new(0x0102_0304_0506_0708, 0x1a2b_3c4d, LKey(0x5e6f_7081)).unwrap();
+        let block = written(|w| put_sge(&sge, w));
+        assert_eq!(block[..16], *data_segment(&sge).as_bytes());
+        let remote = RemoteAddress::new(0x1122_3344_5566_7788, RKey(0x99aa_bbcc));
+        let block = written(|w| put_remote(&remote, w));
+        assert_eq!(block[..16], *remote_segment(&remote).as_bytes());
+        // Every control field distinct and non-zero in every byte it owns.
+        let wqe = RdmaWrite::new(remote)
+            .inline(&[7; 3])
+            .immediate(0xdead_beef)
+            .fence(FenceMode::StrongOrdering)
+            .solicited()
+            .signaled()
+            .build()
+            .unwrap();
+        let (index, qpn) = (WqeIndex(0xa55a), Qpn::new(0x00c3_3c5a).unwrap());
+        let template = ControlTemplate {
+            opmod: 0x81,
+            stream_id: 0x1234,
+            ..wqe.spec().control()
+        };
+        let expected = ControlSegment {
+            opmod_idx_opcode: U32::new(
+                0x81 << 24 | 0xa55a << 8 | u32::from(Opcode::RdmaWriteImm.byte()),
+            ),
+            qpn_ds: U32::new(0x00c3_3c5a << 8 | u32::from(wqe.ds())),
+            signature: 0,
+            dci_stream_channel_id: U16::new(0x1234),
+            fm_ce_se: template.flags.byte(),
+            imm: U32::new(0xdead_beef),
+        };
+        assert_eq!(
+            bytes(wqe.control_octoword(template, index, qpn)),
+            *expected.as_bytes()
+        );
+        assert_eq!(
+            bytes(wqe.control_octoword(wqe.spec().control(), index, qpn)),
+            *wqe.control_segment(index, qpn).as_bytes()
+        );
+    }
+
+    /// The inline stream (header, payload, zeros to the octoword's end) for every payload
+    /// length up to 64 bytes, against the header and the payload copied byte by byte.
+    #[test]
+    fn inline_octowords_carry_header_payload_and_zero_padding() {
+        let source: Vec<u8> = (0..64u8)
+            .map(|i| i.wrapping_mul(29).wrapping_add(3))
+            .collect();
+        for len in 1..=source.len() {
+            let payload = &source[..len];
+            let mut block = [0xeeu8; 128];
+            let mut writer = WqeWriter::new(&mut block, &mut []);
+            encode_inline(payload, &mut writer);
+            let written = writer.position();
+            assert_eq!(written, inline_octowords(len) * OCTOWORD_BYTES, "len {len}");
+            let mut expected = vec![0u8; written];
+            expected[..4].copy_from_slice(&(len as u32 | INLINE_SEGMENT_FLAG).to_be_bytes());
+            expected[4..4 + len].copy_from_slice(payload);
+            assert_eq!(block[..written], expected[..], "len {len}");
+            assert!(block[written..].iter().all(|&b| b == 0xee), "len {len}");
+        }
     }
 
     #[test]

@@ -6,10 +6,13 @@
 //! ring is a multiple of 64 bytes, so a segment is never split; only an inline payload is
 //! (rdma-core splits its copy at `qend` the same way).
 
+use core::sync::atomic::{AtomicU64, Ordering};
+
 use super::address::{Qpn, WqeIndex};
 use super::builder::{Wqe, WqeSpec};
 use super::error::WqeError;
 use super::segment::{OCTOWORDS_PER_WQEBB, OCTOWORD_BYTES, WQEBB_BYTES};
+use crate::memory::copy_in;
 
 /// The number of basic blocks a WQE of `ds` octowords occupies.
 pub const fn wqebbs_for_ds(ds: usize) -> u32 {
@@ -122,6 +125,7 @@ impl WqeLimits {
     }
 
     /// Checks a built WQE against these limits and against a ring's size.
+    #[inline]
     pub fn check<S: WqeSpec>(&self, wqe: &Wqe<S>, ring: RingSize) -> Result<u32, WqeError> {
         if wqe.inline_len() > self.max_inline {
             return Err(WqeError::InlineTooLong {
@@ -152,32 +156,128 @@ impl Default for WqeLimits {
     }
 }
 
-/// Where one WQE's bytes go: its basic blocks from the first to the ring's end (`head`)
-/// and, if it wraps, from the ring's start (`tail`).
+/// Where one WQE's bytes go: its basic blocks in a byte buffer (from the first to the
+/// ring's end, `head`, and from the ring's start, `tail`, if it wraps), or straight into
+/// the 64-bit words of a queue's ring.
 ///
 /// Writing is sequential. The writer's capacity is exactly the WQE's blocks, and the WQE
 /// shapes never write more than their DS, which is at most the blocks' size.
 pub struct WqeWriter<'r> {
-    head: &'r mut [u8],
-    tail: &'r mut [u8],
+    target: WriteTarget<'r>,
     pos: usize,
+}
+
+enum WriteTarget<'r> {
+    /// Bytes, split at the ring's end.
+    Bytes {
+        head: &'r mut [u8],
+        tail: &'r mut [u8],
+    },
+    /// The words of a whole ring (a power-of-two count), the WQE starting at word `first`
+    /// and continuing at word 0 past the end; `capacity` bytes long.
+    Ring {
+        words: &'r [AtomicU64],
+        mask: usize,
+        first: usize,
+        capacity: usize,
+        /// The WQE's first basic block (every WQE has one; a block never straddles the
+        /// ring's end), so that segments written into it are plain stores at fixed offsets.
+        head: &'r [AtomicU64; WORDS_PER_WQEBB],
+    },
+}
+
+/// The basic block of `words` starting at word `start` (a multiple of 8 inside the ring).
+#[inline(always)]
+fn block_at(words: &[AtomicU64], start: usize) -> &[AtomicU64; WORDS_PER_WQEBB] {
+    words[start..start + WORDS_PER_WQEBB]
+        .try_into()
+        .expect("a range of WORDS_PER_WQEBB words")
 }
 
 impl<'r> WqeWriter<'r> {
     /// A writer over the blocks of one WQE, split at the ring's end.
     pub(crate) fn new(head: &'r mut [u8], tail: &'r mut [u8]) -> Self {
         debug_assert!(head.len() % WQEBB_BYTES == 0 && tail.len() % WQEBB_BYTES == 0);
-        Self { head, tail, pos: 0 }
+        Self {
+            target: WriteTarget::Bytes { head, tail },
+            pos: 0,
+        }
+    }
+
+    /// A writer that stores a WQE of `wqebbs` blocks straight into `ring`, the words of
+    /// a whole ring (a power-of-two count, as every [`RingSize`] has), at word `first` (the
+    /// first word of a basic block),
+    /// continuing at the ring's start where it passes the end. Every store is a relaxed
+    /// 64-bit atomic store, as every write to memory a NIC reads is; nothing is staged.
+    /// Word indices are taken modulo the ring's length and checked against it, so a writer
+    /// never stores outside `ring` whatever its arguments (a bad one fails a bounds check,
+    /// it never writes elsewhere).
+    #[inline(always)]
+    pub(crate) fn ring(ring: &'r [AtomicU64], first: usize, wqebbs: u32) -> Self {
+        debug_assert!(ring.len().is_power_of_two());
+        debug_assert!(wqebbs as usize * WORDS_PER_WQEBB <= ring.len());
+        debug_assert_eq!(first % WORDS_PER_WQEBB, 0);
+        Self {
+            target: WriteTarget::Ring {
+                words: ring,
+                mask: ring.len().wrapping_sub(1),
+                first,
+                capacity: wqebbs as usize * WQEBB_BYTES,
+                head: block_at(ring, first),
+            },
+            pos: 0,
+        }
     }
 
     /// Bytes the writer can hold.
     pub fn capacity(&self) -> usize {
-        self.head.len() + self.tail.len()
+        match &self.target {
+            WriteTarget::Bytes { head, tail } => head.len() + tail.len(),
+            WriteTarget::Ring { capacity, .. } => *capacity,
+        }
     }
 
     /// Bytes written so far.
     pub fn position(&self) -> usize {
         self.pos
+    }
+
+    /// Appends one 16-byte segment given as two native words whose memory bytes are the
+    /// segment's wire bytes (see [`octoword`]). Callers are at an octoword boundary, so a
+    /// segment never crosses the ring's end. Into a ring this is two word stores.
+    #[inline(always)]
+    pub(crate) fn put_octoword(&mut self, segment: [u64; 2]) {
+        debug_assert_eq!(self.pos % OCTOWORD_BYTES, 0);
+        match &mut self.target {
+            WriteTarget::Ring {
+                words,
+                mask,
+                first,
+                capacity,
+                head,
+            } => {
+                // Within the WQE's blocks: the shapes never write past their DS.
+                debug_assert!(self.pos + OCTOWORD_BYTES <= *capacity);
+                let wqebb = self.pos / WQEBB_BYTES;
+                let block = if wqebb == 0 {
+                    *head
+                } else {
+                    // Later blocks continue at the ring's start past its end.
+                    block_at(words, (*first + wqebb * WORDS_PER_WQEBB) & *mask)
+                };
+                // The octoword's pair of words within its block (0..4).
+                let pair = self.pos % WQEBB_BYTES / OCTOWORD_BYTES;
+                block[2 * pair].store(segment[0], Ordering::Relaxed);
+                block[2 * pair + 1].store(segment[1], Ordering::Relaxed);
+                self.pos += OCTOWORD_BYTES;
+            }
+            WriteTarget::Bytes { .. } => {
+                let mut bytes = [0u8; OCTOWORD_BYTES];
+                bytes[..WORD_BYTES].copy_from_slice(&segment[0].to_ne_bytes());
+                bytes[WORD_BYTES..].copy_from_slice(&segment[1].to_ne_bytes());
+                self.put(&bytes);
+            }
+        }
     }
 
     /// Appends bytes. Callers append whole segments, so a call never crosses the ring's end
@@ -188,27 +288,49 @@ impl<'r> WqeWriter<'r> {
     pub(crate) fn put(&mut self, bytes: &[u8]) {
         let start = self.pos;
         let end = start + bytes.len();
-        let split = self.head.len();
-        if end <= split {
-            self.head[start..end].copy_from_slice(bytes);
-        } else if start >= split {
-            self.tail[start - split..end - split].copy_from_slice(bytes);
-        } else {
-            let (first, second) = bytes.split_at(split - start);
-            self.head[start..].copy_from_slice(first);
-            self.tail[..second.len()].copy_from_slice(second);
+        match &mut self.target {
+            WriteTarget::Bytes { head, tail } => {
+                let split = head.len();
+                if end <= split {
+                    head[start..end].copy_from_slice(bytes);
+                } else if start >= split {
+                    tail[start - split..end - split].copy_from_slice(bytes);
+                } else {
+                    let (first, second) = bytes.split_at(split - start);
+                    head[start..].copy_from_slice(first);
+                    tail[..second.len()].copy_from_slice(second);
+                }
+            }
+            WriteTarget::Ring {
+                words,
+                first,
+                capacity,
+                ..
+            } => {
+                assert!(end <= *capacity, "a WQE writes past its blocks");
+                let ring_bytes = words.len() * WORD_BYTES;
+                let offset = (*first * WORD_BYTES + start) % ring_bytes;
+                let before_end = bytes.len().min(ring_bytes - offset);
+                copy_in(words, offset, &bytes[..before_end]);
+                copy_in(words, 0, &bytes[before_end..]);
+            }
         }
         self.pos = end;
     }
+}
 
-    /// Zero-fills up to the next octoword boundary.
-    pub(crate) fn pad_to_octoword(&mut self) {
-        const ZEROS: [u8; OCTOWORD_BYTES] = [0; OCTOWORD_BYTES];
-        let rem = self.pos % OCTOWORD_BYTES;
-        if rem != 0 {
-            self.put(&ZEROS[..OCTOWORD_BYTES - rem]);
-        }
-    }
+/// Bytes of a ring word.
+const WORD_BYTES: usize = 8;
+/// Ring words per basic block.
+const WORDS_PER_WQEBB: usize = WQEBB_BYTES / WORD_BYTES;
+
+/// A 16-byte segment made of two big-endian 64-bit halves (bytes 0..8 and 8..16 of the
+/// segment, most significant byte first), as the two native words whose memory bytes are
+/// exactly those: what [`WqeWriter::put_octoword`] takes. Computed in registers, so a
+/// segment reaches the ring without passing through a byte buffer.
+#[inline(always)]
+pub(crate) const fn octoword(high: u64, low: u64) -> [u64; 2] {
+    [high.to_be(), low.to_be()]
 }
 
 /// A send ring over borrowed memory, for writing WQEs at chosen indices.

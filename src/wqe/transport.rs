@@ -435,13 +435,16 @@ impl<Av: AvForm> Sealed for Dc<Av> {}
 
 impl Transport for Rc {
     type Target = ();
+    #[inline]
     fn target_ds(_: &()) -> usize {
         0
     }
+    #[inline(always)]
     fn encode_target(_: &(), _: &mut WqeWriter<'_>) {}
     fn kind_of(_: &()) -> TransportKind {
         TransportKind::Rc
     }
+    #[inline]
     fn erase_target(_: &()) -> Option<AnyDcTarget> {
         None
     }
@@ -453,15 +456,18 @@ impl TypedTransport for Rc {
 
 impl<Av: AvForm> Transport for Dc<Av> {
     type Target = DcTarget<Av>;
+    #[inline]
     fn target_ds(_: &DcTarget<Av>) -> usize {
         Av::DS
     }
+    #[inline]
     fn encode_target(target: &DcTarget<Av>, writer: &mut WqeWriter<'_>) {
         writer.put(target.segment.as_bytes());
     }
     fn kind_of(_: &DcTarget<Av>) -> TransportKind {
         TransportKind::Dc
     }
+    #[inline]
     fn erase_target(target: &DcTarget<Av>) -> Option<AnyDcTarget> {
         Some(Av::erase(&target.segment))
     }
@@ -478,9 +484,11 @@ pub struct AnyTransport;
 impl Sealed for AnyTransport {}
 impl Transport for AnyTransport {
     type Target = Option<AnyDcTarget>;
+    #[inline]
     fn target_ds(target: &Option<AnyDcTarget>) -> usize {
         target.as_ref().map_or(0, AnyDcTarget::ds)
     }
+    #[inline]
     fn encode_target(target: &Option<AnyDcTarget>, writer: &mut WqeWriter<'_>) {
         match target {
             None => {}
@@ -495,6 +503,7 @@ impl Transport for AnyTransport {
             TransportKind::Rc
         }
     }
+    #[inline]
     fn erase_target(target: &Option<AnyDcTarget>) -> Option<AnyDcTarget> {
         *target
     }
