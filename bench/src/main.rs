@@ -474,8 +474,15 @@ fn table(report: &Report) -> String {
             ),
         ] {
             let Some(side) = side else {
-                let why = error.unwrap_or("no result");
-                let _ = writeln!(t, "  {what:<24} FAILED: {why}");
+                match error {
+                    Some(why) => {
+                        let _ = writeln!(t, "  {what:<24} FAILED: {why}");
+                    }
+                    // Not selected with --peer (a peer that ran has a result or an error).
+                    None => {
+                        let _ = writeln!(t, "  {what:<24} not run in this process");
+                    }
+                }
                 continue;
             };
             let _ =
@@ -485,14 +492,16 @@ fn table(report: &Report) -> String {
                 what, side.issue_ns.p50, side.issue_cycles.p50, side.put_c_ns.p50, side.sm_clock_mhz
             );
         }
-        let _ = writeln!(
-            t,
-            "  DOCA WQEs: {} examined, {} parsed by ibgda, {} refused, {} byte differences from ibgda's encoding",
-            p.doca_wqes_examined,
-            p.doca_wqes_parsed,
-            p.doca_parse_errors.len(),
-            p.doca_byte_differences.len()
-        );
+        if p.doca.is_some() || p.doca_error.is_some() {
+            let _ = writeln!(
+                t,
+                "  DOCA WQEs: {} examined, {} parsed by ibgda, {} refused, {} byte differences from ibgda's encoding",
+                p.doca_wqes_examined,
+                p.doca_wqes_parsed,
+                p.doca_parse_errors.len(),
+                p.doca_byte_differences.len()
+            );
+        }
         for e in p
             .doca_parse_errors
             .iter()
