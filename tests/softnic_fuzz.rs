@@ -19,7 +19,7 @@ use ibgda::queue::{CompletionQueueMemory, SendQueueMemory};
 use ibgda::softnic::{Access, CqMode, DctConfig, DctNumber, DoorbellWatch, Fabric, ReceiveConfig};
 use ibgda::wqe::*;
 use proptest::prelude::*;
-use softnic_support::recipe::recipe_operation;
+use softnic_support::recipe::{recipe_operation, recipe_target};
 use softnic_support::*;
 
 const RING: usize = 8;
@@ -267,33 +267,7 @@ impl World {
             recipe.words[1] as u32 & 0xff_ffff,
         ][usize::from(dct)];
         let dc_key = [self.dc_key, self.dc_key, 0, recipe.words[2]][usize::from(key)];
-        Some(if full {
-            FullAddressVector {
-                dct,
-                dc_key,
-                link: LinkAddress::InfiniBand {
-                    lid,
-                    sl: 0,
-                    static_rate: 0,
-                    source_path_bits: 0,
-                    force_loopback: false,
-                    grh: None,
-                },
-            }
-            .encode()
-            .ok()?
-            .into()
-        } else {
-            CompactAddressVector {
-                dct,
-                dc_key,
-                lid,
-                ..Default::default()
-            }
-            .encode()
-            .ok()?
-            .into()
-        })
+        recipe_target(full, lid, dct, dc_key)
     }
 }
 

@@ -36,7 +36,7 @@ use std::sync::Arc;
 
 #[path = "../../tests/softnic_support/recipe.rs"]
 mod recipe;
-use recipe::recipe_operation;
+use recipe::{recipe_operation, recipe_target};
 
 use ibgda::cq::{parse_cqe, Completion};
 use ibgda::memory::DmaBuffer;
@@ -548,33 +548,7 @@ impl<'p> World<'p> {
             r.words[1] as u32 & 0xff_ffff,
         ][usize::from(dct % 4)];
         let dc_key = [self.dc_key, self.dc_key, 0, r.words[2]][usize::from(key % 4)];
-        Some(if full & 1 == 1 {
-            FullAddressVector {
-                dct,
-                dc_key,
-                link: LinkAddress::InfiniBand {
-                    lid,
-                    sl: 0,
-                    static_rate: 0,
-                    source_path_bits: 0,
-                    force_loopback: false,
-                    grh: None,
-                },
-            }
-            .encode()
-            .ok()?
-            .into()
-        } else {
-            CompactAddressVector {
-                dct,
-                dc_key,
-                lid,
-                ..Default::default()
-            }
-            .encode()
-            .ok()?
-            .into()
-        })
+        recipe_target(full & 1 == 1, lid, dct, dc_key)
     }
 
     /// Builds a recipe's WQE (or `None` if the builders refuse it).

@@ -1,8 +1,11 @@
-//! The operation a software-NIC fuzz recipe names, shared by the proptest suite
+//! The operation and the DC target a software-NIC fuzz recipe names, shared by the proptest suite
 //! (`tests/softnic_fuzz.rs`) and the cargo-fuzz target (`fuzz/src/softnic.rs`, which
 //! includes this file by path: the fuzz crate is a workspace of its own).
 
-use ibgda::wqe::{AnyData, AnyOperation, AtomicOp, AtomicWidth, LocalBuffer, RemoteAddress, Sge};
+use ibgda::wqe::{
+    AnyData, AnyDcTarget, AnyOperation, AtomicOp, AtomicWidth, CompactAddressVector,
+    FullAddressVector, LinkAddress, LocalBuffer, RemoteAddress, Sge,
+};
 
 /// `kind % 9` picks: NOP, DUMP (of the first SGE, else NOP), gathered WRITE, inline WRITE
 /// of `payload`, WRITE with immediate `words[0]`, READ, compare-swap, masked compare-swap
@@ -87,4 +90,36 @@ pub fn recipe_operation<'a>(
             },
         },
     }
+}
+
+/// The DC target a recipe names: a full (InfiniBand, no GRH) or compact address vector for
+/// DCT `dct` with key `dc_key` at LID `lid`, or `None` if the encoder refuses it.
+pub fn recipe_target(full: bool, lid: u16, dct: u32, dc_key: u64) -> Option<AnyDcTarget> {
+    Some(if full {
+        FullAddressVector {
+            dct,
+            dc_key,
+            link: LinkAddress::InfiniBand {
+                lid,
+                sl: 0,
+                static_rate: 0,
+                source_path_bits: 0,
+                force_loopback: false,
+                grh: None,
+            },
+        }
+        .encode()
+        .ok()?
+        .into()
+    } else {
+        CompactAddressVector {
+            dct,
+            dc_key,
+            lid,
+            ..Default::default()
+        }
+        .encode()
+        .ok()?
+        .into()
+    })
 }
