@@ -6,7 +6,7 @@
 //! library's own results, raw samples included, are kept as they serialize
 //! (`gpu-raw.json`, `peers-raw.json`).
 
-use ibgda::order::{GpuFence, GpuReleaseStore, OrderingScope, Unordered};
+use ibgda::order::{GpuFence, GpuReleaseStore, Unordered};
 use ibgda_kernels::experiments::completion;
 use ibgda_kernels::experiments::dormant;
 use ibgda_kernels::experiments::issue::{self, IssueResult, IssueRun};
@@ -306,17 +306,13 @@ fn issue_row(r: &IssueResult) -> Result<IssueRow, BenchError> {
         typed_over_raw: typed.issue_cycles.p50 / raw.issue_cycles.p50.max(1.0),
         typed,
         raw,
-        stale_wqes: may_read_stale(r.scope).then_some(StaleWqes {
-            seen: r.typed.stale_wqes + r.raw.stale_wqes,
-            of: posted,
-        }),
+        stale_wqes: ibgda_kernels::experiments::scope_tolerates_stale_wqes(r.scope).then_some(
+            StaleWqes {
+                seen: r.typed.stale_wqes + r.raw.stale_wqes,
+                of: posted,
+            },
+        ),
     })
-}
-
-/// Whether the scope named `scope` may let the sink read a stale WQE (its count is then
-/// reported).
-fn may_read_stale(scope: &str) -> bool {
-    scope == Unordered::NAME || scope == GpuFence::NAME
 }
 
 fn rate_row(label: String, r: &RateResult) -> RateRow {
@@ -334,10 +330,12 @@ fn rate_row(label: String, r: &RateResult) -> RateRow {
         seconds: r.ns as f64 * 1e-9,
         mwqe_per_s: r.mwqe_per_s,
         sm_clock_mhz: r.sm_mhz,
-        stale_wqes: may_read_stale(r.scope).then_some(StaleWqes {
-            seen: r.stale_wqes,
-            of: r.wqes,
-        }),
+        stale_wqes: ibgda_kernels::experiments::scope_tolerates_stale_wqes(r.scope).then_some(
+            StaleWqes {
+                seen: r.stale_wqes,
+                of: r.wqes,
+            },
+        ),
     }
 }
 
@@ -688,6 +686,7 @@ impl GpuResult {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use ibgda::order::OrderingScope;
 
     #[test]
     fn a_failing_row_is_recorded_and_the_others_still_run() {

@@ -28,7 +28,7 @@ use std::time::{Duration, Instant};
 use cudarc::driver::{CudaFunction, LaunchConfig, PushKernelArg};
 use serde::Serialize;
 
-use ibgda::order::{OrderingScope, ScopeKind};
+use ibgda::order::{GpuFence, OrderingScope, Unordered};
 
 use crate::gpu::{CompileOptions, Gpu, GpuError, KernelArg};
 use crate::nvrtc::{compile, Compiled, Program};
@@ -101,7 +101,12 @@ pub fn gpu_hung(e: &GpuError) -> bool {
 ///   would; on the H200 it saw 2 or 3 stale WQEs in 40,960,128 with 128 single-warp
 ///   queues on 64 SMs (and none with 64 queues). `GpuFencedDbrec` fences the record too.
 pub fn tolerates_stale_wqes<S: OrderingScope>() -> bool {
-    matches!(S::KIND, ScopeKind::Unordered | ScopeKind::GpuFence)
+    scope_tolerates_stale_wqes(S::NAME)
+}
+
+/// [`tolerates_stale_wqes`] for a scope known by its name (a result's `scope` field).
+pub fn scope_tolerates_stale_wqes(scope: &str) -> bool {
+    scope == Unordered::NAME || scope == GpuFence::NAME
 }
 
 /// The compile options of the experiments: every device wait bounded by [`SPIN_LIMIT`].
