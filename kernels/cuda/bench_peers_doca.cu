@@ -54,14 +54,7 @@ PEER_LAYOUT(doca_gpunetio_ib_mlx5_cqe64, wqe_counter, CQE_WQE_COUNTER);
 PEER_LAYOUT(doca_gpunetio_ib_mlx5_cqe64, op_own, CQE_OP_OWN);
 static_assert(sizeof(doca_gpu_dev_verbs_wqe) == ibgda::layout::WQEBB_BYTES, "DOCA's WQE basic block size");
 
-typedef unsigned int u32;
-typedef unsigned long long u64;
-
-__device__ __forceinline__ u64 peer_globaltimer() {
-    u64 t;
-    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t)::"memory");
-    return t;
-}
+#include "peer_loop.h"
 
 __device__ __forceinline__ u32 peer_bswap32(u32 x) { return __byte_perm(x, 0, 0x0123); }
 
@@ -98,70 +91,26 @@ extern "C" __global__ void ibgda_peer_doca_setup(ibgda::DeviceQueueDescriptor d,
     *size = sizeof(doca_gpu_dev_verbs_qp);
 }
 
-#ifndef IBGDA_SPIN_LIMIT_NS
-#define IBGDA_SPIN_LIMIT_NS 5000000000ull
-#endif
-/* The loop's status when the watchdog had to complete a wait DOCA never saw end. */
-constexpr int PEER_WATCHDOG = -0x7d0;
-
-/* Shared between the loop (warp 0) and the watchdog (warp 1) of the issue kernel. */
-struct PeerWatch {
-    u64 iteration; /* + 1 each time the loop starts polling for a ticket */
-    u64 ticket;    /* the CQ index polled */
-    u32 done;
-    u32 fired;
-};
-
-/* Warp 1's thread: sleeps in 100 us steps; when the loop's iteration has not changed for
- * the limit, writes the CQE DOCA waits for as an error completion. */
-__device__ void peer_watchdog(doca_gpu_dev_verbs_qp* qp, volatile PeerWatch* w) {
-    u64 seen = w->iteration, since = peer_globaltimer();
-    while (!w->done) {
-        __nanosleep(100000);
-        const u64 now = peer_globaltimer(), it = w->iteration;
-        if (it != seen) {
-            seen = it;
-            since = now;
-            continue;
-        }
-        if (now - since < (u64)IBGDA_SPIN_LIMIT_NS) continue;
-        const u64 ticket = w->ticket;
-        const u32 n = qp->cq_sq.cqe_num;
-        unsigned char* cqe = (unsigned char*)qp->cq_sq.cqe_daddr + (u64)(ticket & (n - 1)) * 64u;
-        const u32 owner = (u32)((ticket / n) & 1u);
-        w->fired = 1;
-        __threadfence_system();
-        /* op_own: REQ_ERR (0xd) in the opcode nibble, the pass's owner bit. */
-        asm volatile("st.relaxed.sys.global.b8 [%0], %1;" ::"l"(cqe + 63), "h"((unsigned short)((0xdu << 4) | owner))
-                     : "memory");
-        since = now; /* once more after another limit, should the loop still be stuck */
-    }
+/* The watchdog's completion of a wait DOCA never saw end: REQ_ERR (0xd) in the opcode
+ * nibble of the CQE at the awaited ticket, with that pass's owner bit. */
+__device__ __forceinline__ void peer_doca_fire(doca_gpu_dev_verbs_qp* qp, u64 ticket) {
+    const u32 n = qp->cq_sq.cqe_num;
+    unsigned char* cqe = (unsigned char*)qp->cq_sq.cqe_daddr + (u64)(ticket & (n - 1)) * 64u;
+    const u32 owner = (u32)((ticket / n) & 1u);
+    asm volatile("st.relaxed.sys.global.b8 [%0], %1;" ::"l"(cqe + 63), "h"((unsigned short)((0xdu << 4) | owner))
+                 : "memory");
 }
 
 /* One thread (warp 0) and the watchdog (warp 1). The CQ doorbell record (consumer index), which DOCA's GPU CQ mode does not
  * write (its CQs ignore overrun), is written by this harness after each timed wait, so the
- * sink, which models a NIC that checks for overrun, keeps producing CQEs. */
-/* Where the loop is, for a host that gave up waiting: (iteration << 8) | step in a
- * host-mapped word (4 waiting for the completion, 5 done). */
-__device__ __forceinline__ void peer_phase(volatile u64* phase, u32 i, u32 step) { *phase = ((u64)i << 8) | step; }
-
+ * sink, which models a NIC that checks for overrun, keeps producing CQEs. Phase steps
+ * (peer_phase): 4 waiting for the completion, 5 done. */
 extern "C" __global__ void ibgda_peer_doca_issue(doca_gpu_dev_verbs_qp* qp, u32 warmup, u32 iters, u64 raddr, u32 rkey,
                                                  u64* issue_ns, u64* issue_cycles, u64* total_ns, u64* clocks,
                                                  int* status, volatile u64* phase) {
     __shared__ PeerWatch watch_state;
     volatile PeerWatch* watch = &watch_state;
-    if (threadIdx.x == 0) {
-        watch->iteration = 0;
-        watch->ticket = 0;
-        watch->done = 0;
-        watch->fired = 0;
-    }
-    __syncthreads();
-    if (threadIdx.x == 32) {
-        peer_watchdog(qp, watch);
-        return;
-    }
-    if (threadIdx.x != 0) return;
+    if (!peer_watch_start(watch, [qp](u64 ticket) { peer_doca_fire(qp, ticket); })) return;
     int err = 0;
     u32 stopped_at = 0;
     u64 g_start = 0;
@@ -182,7 +131,7 @@ extern "C" __global__ void ibgda_peer_doca_issue(doca_gpu_dev_verbs_qp* qp, u32 
             qp, remote, 0x0123456789abcdefull ^ i, &ticket);
         const long long c1 = clock64();
         const u64 t1 = peer_globaltimer();
-        watch->ticket = ticket;
+        watch->awaited = ticket;
         watch->iteration = i + 1;
         peer_phase(phase, i, 4);
         const int w = doca_gpu_dev_verbs_poll_cq_at<DOCA_GPUNETIO_VERBS_RESOURCE_SHARING_MODE_EXCLUSIVE,
@@ -203,10 +152,5 @@ extern "C" __global__ void ibgda_peer_doca_issue(doca_gpu_dev_verbs_qp* qp, u32 
             break;
         }
     }
-    clocks[0] = (u64)(clock64() - c_start);
-    clocks[1] = peer_globaltimer() - g_start;
-    watch->done = 1;
-    peer_phase(phase, stopped_at, 5);
-    status[0] = err;
-    status[1] = (int)stopped_at;
+    peer_finish(watch, phase, c_start, g_start, clocks, status, err, stopped_at);
 }

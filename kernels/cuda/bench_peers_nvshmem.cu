@@ -28,9 +28,7 @@
 #include "nvshmem.h"
 #include "non_abi/device/pt-to-pt/ibgda_device.cuh"
 #include "ibgda_layout.h"
-
-typedef unsigned int u32;
-typedef unsigned long long u64;
+#include "peer_loop.h"
 
 /* NVSHMEM writes through rdma-core's mlx5dv.h structs: the same layout as ibgda's. */
 #define PEER_LAYOUT(type, member, want) \
@@ -41,12 +39,6 @@ PEER_LAYOUT(struct mlx5_wqe_ctrl_seg, imm, CTRL_IMM);
 static_assert(sizeof(struct mlx5_wqe_raddr_seg) == ibgda::layout::RADDR_BYTES, "mlx5_wqe_raddr_seg size");
 PEER_LAYOUT(struct mlx5_cqe64, wqe_counter, CQE_WQE_COUNTER);
 PEER_LAYOUT(struct mlx5_cqe64, op_own, CQE_OP_OWN);
-
-__device__ __forceinline__ u64 peer_globaltimer() {
-    u64 t;
-    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t)::"memory");
-    return t;
-}
 
 /* NVSHMEM's default batch (NVSHMEM_IBGDA_NUM_REQUESTS_IN_BATCH). */
 constexpr u32 PEER_NVSHMEM_REQUESTS_IN_BATCH = 32;
@@ -106,63 +98,22 @@ extern "C" __global__ void ibgda_peer_nvshmem_setup(ibgda::DeviceQueueDescriptor
     report[3] = (u32)state->version;
 }
 
-#ifndef IBGDA_SPIN_LIMIT_NS
-#define IBGDA_SPIN_LIMIT_NS 5000000000ull
-#endif
-/* The loop's status when the watchdog had to complete a wait NVSHMEM never saw end. */
-constexpr int PEER_WATCHDOG = -0x7d0;
-
-struct PeerWatch {
-    u64 iteration; /* + 1 each time the loop starts a put */
-    u64 target;    /* the producer index the loop waits for */
-    u32 done;
-    u32 fired;
-};
-
-/* Warp 1's thread: when the loop's iteration has not changed for the limit, writes
- * wqe_counter = target - 1 with REQ_ERR into the collapsed CQE. */
-__device__ void peer_watchdog(nvshmemi_ibgda_device_qp_t* qp, volatile PeerWatch* w) {
-    u64 seen = w->iteration, since = peer_globaltimer();
-    while (!w->done) {
-        __nanosleep(100000);
-        const u64 now = peer_globaltimer(), it = w->iteration;
-        if (it != seen) {
-            seen = it;
-            since = now;
-            continue;
-        }
-        if (now - since < (u64)IBGDA_SPIN_LIMIT_NS) continue;
-        unsigned char* cqe = (unsigned char*)qp->tx_wq.cq->cqe;
-        const u32 counter = (u32)(w->target - 1) & 0xffffu;
-        const u32 word = ((counter & 0xffu) << 8) | (counter >> 8) | ((0xdu << 4) << 24); /* be16 counter, sig 0, op_own */
-        w->fired = 1;
-        __threadfence_system();
-        asm volatile("st.relaxed.sys.global.b32 [%0], %1;" ::"l"(cqe + 60), "r"(word) : "memory");
-        since = now;
-    }
+/* The watchdog's completion of a wait NVSHMEM never saw end: wqe_counter = target - 1
+ * with REQ_ERR in the collapsed CQE (be16 counter, signature 0, op_own). */
+__device__ __forceinline__ void peer_nvshmem_fire(nvshmemi_ibgda_device_qp_t* qp, u64 target) {
+    unsigned char* cqe = (unsigned char*)qp->tx_wq.cq->cqe;
+    const u32 counter = (u32)(target - 1) & 0xffffu;
+    const u32 word = ((counter & 0xffu) << 8) | (counter >> 8) | ((0xdu << 4) << 24);
+    asm volatile("st.relaxed.sys.global.b32 [%0], %1;" ::"l"(cqe + 60), "r"(word) : "memory");
 }
 
-/* Where the loop is, for a host that gave up waiting: (iteration << 8) | step in a
- * host-mapped word (1 reserve, 2 write, 3 submit, 4 quiet, 5 done). */
-__device__ __forceinline__ void peer_phase(volatile u64* phase, u32 i, u32 step) { *phase = ((u64)i << 8) | step; }
-
+/* Phase steps (peer_phase): 1 reserve, 2 write, 3 submit, 4 quiet, 5 done. */
 extern "C" __global__ void ibgda_peer_nvshmem_issue(nvshmemi_ibgda_device_qp_t* qp, u32 warmup, u32 iters, u64 raddr,
                                                     u32 rkey, u64* issue_ns, u64* issue_cycles, u64* total_ns,
                                                     u64* clocks, int* status, volatile u64* phase) {
     __shared__ PeerWatch watch_state;
     volatile PeerWatch* watch = &watch_state;
-    if (threadIdx.x == 0) {
-        watch->iteration = 0;
-        watch->target = 0;
-        watch->done = 0;
-        watch->fired = 0;
-    }
-    __syncthreads();
-    if (threadIdx.x == 32) {
-        peer_watchdog(qp, watch);
-        return;
-    }
-    if (threadIdx.x != 0) return;
+    if (!peer_watch_start(watch, [qp](u64 target) { peer_nvshmem_fire(qp, target); })) return;
     int err = 0;
     u32 stopped_at = 0;
     u64 g_start = 0;
@@ -190,7 +141,7 @@ extern "C" __global__ void ibgda_peer_nvshmem_issue(nvshmemi_ibgda_device_qp_t* 
         ibgda_submit_requests<false>(qp, base, 1);
         const long long c1 = clock64();
         const u64 t1 = peer_globaltimer();
-        watch->target = base + 1;
+        watch->awaited = base + 1;
         peer_phase(phase, i, 4);
         ibgda_quiet(qp);
         const u64 t2 = peer_globaltimer();
@@ -205,10 +156,5 @@ extern "C" __global__ void ibgda_peer_nvshmem_issue(nvshmemi_ibgda_device_qp_t* 
             break;
         }
     }
-    clocks[0] = (u64)(clock64() - c_start);
-    clocks[1] = peer_globaltimer() - g_start;
-    watch->done = 1;
-    peer_phase(phase, stopped_at, 5);
-    status[0] = err;
-    status[1] = (int)stopped_at;
+    peer_finish(watch, phase, c_start, g_start, clocks, status, err, stopped_at);
 }

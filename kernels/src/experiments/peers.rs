@@ -60,6 +60,9 @@ use crate::nvrtc::{compile_source_with, Compiled};
 pub const BENCH_PEERS_DOCA_CU: &str = include_str!("../../cuda/bench_peers_doca.cu");
 /// The C library shim the peers' headers need under NVRTC (`cuda/peer_shims/libc_shim.h`).
 pub const LIBC_SHIM_H: &str = include_str!("../../cuda/peer_shims/libc_shim.h");
+/// What both peers' issue loops share: clock, phase word, watchdog
+/// (`cuda/peer_shims/peer_loop.h`).
+pub const PEER_LOOP_H: &str = include_str!("../../cuda/peer_shims/peer_loop.h");
 
 /// The DOCA loop's status when its watchdog completed a wait DOCA never saw end
 /// (`PEER_WATCHDOG` of `cuda/bench_peers_doca.cu`).
@@ -140,7 +143,8 @@ pub fn compile_doca(options: &CompileOptions) -> Result<Compiled, GpuError> {
     let include = peer_include_dir()?;
     let cccl = cccl_include_dir()?;
     let forward = "#include \"libc_shim.h\"\n";
-    let mut headers: Vec<(&str, &str)> = vec![("libc_shim.h", LIBC_SHIM_H)];
+    let mut headers: Vec<(&str, &str)> =
+        vec![("libc_shim.h", LIBC_SHIM_H), ("peer_loop.h", PEER_LOOP_H)];
     headers.extend(SHIMMED.iter().map(|h| (*h, forward)));
     let inc = format!("-I{}", include.display());
     let cc = format!("-I{}", cccl.display());
@@ -672,6 +676,7 @@ pub fn compile_nvshmem(options: &CompileOptions) -> Result<Compiled, GpuError> {
     let compiled = (|| {
         std::fs::write(dir.join("bench_peers_nvshmem.cu"), BENCH_PEERS_NVSHMEM_CU).map_err(io)?;
         std::fs::write(dir.join("ibgda_layout.h"), layout_header()).map_err(io)?;
+        std::fs::write(dir.join("peer_loop.h"), PEER_LOOP_H).map_err(io)?;
         let mut cmd = std::process::Command::new(&nvcc);
         cmd.current_dir(&dir)
             .args(["-std=c++17", "-arch=sm_90", "-cubin", "-O3", "-DNDEBUG"])
