@@ -136,14 +136,7 @@ impl DmaBuffer {
         len: usize,
         owner: Box<dyn Send + Sync>,
     ) -> Result<Self, DmaError> {
-        if len == 0 || len % WORD != 0 {
-            return Err(DmaError::BadLength { len });
-        }
-        if ptr.as_ptr() as usize % WORD != 0 {
-            return Err(DmaError::BadAlignment {
-                align: ptr.as_ptr() as usize % WORD,
-            });
-        }
+        check_raw_span(ptr.as_ptr() as u64, len)?;
         Ok(Self {
             words: ptr.cast(),
             len,
@@ -307,14 +300,7 @@ impl RegisterPage {
         len: usize,
         owner: Box<dyn Send + Sync>,
     ) -> Result<Self, DmaError> {
-        if len == 0 || len % WORD != 0 {
-            return Err(DmaError::BadLength { len });
-        }
-        if ptr.as_ptr() as usize % WORD != 0 {
-            return Err(DmaError::BadAlignment {
-                align: ptr.as_ptr() as usize % WORD,
-            });
-        }
+        check_raw_span(ptr.as_ptr() as u64, len)?;
         Ok(Self {
             base: ptr.cast(),
             len,
@@ -442,14 +428,7 @@ impl DeviceRegister {
         len: usize,
         owner: Box<dyn Send + Sync>,
     ) -> Result<Self, DmaError> {
-        if len == 0 || len % WORD != 0 {
-            return Err(DmaError::BadLength { len });
-        }
-        if addr % WORD as u64 != 0 {
-            return Err(DmaError::BadAlignment {
-                align: (addr % WORD as u64) as usize,
-            });
-        }
+        check_raw_span(addr, len)?;
         Ok(Self {
             addr,
             len,
@@ -477,6 +456,21 @@ impl fmt::Debug for DeviceRegister {
             .field("len", &self.len)
             .finish()
     }
+}
+
+/// What every `from_raw` checks of the span it is handed: a non-zero length of whole words
+/// (`BadLength`) at a word-aligned address (`BadAlignment` with the misalignment).
+fn check_raw_span(addr: u64, len: usize) -> Result<(), DmaError> {
+    if len == 0 || len % WORD != 0 {
+        return Err(DmaError::BadLength { len });
+    }
+    let misalignment = (addr % WORD as u64) as usize;
+    if misalignment != 0 {
+        return Err(DmaError::BadAlignment {
+            align: misalignment,
+        });
+    }
+    Ok(())
 }
 
 /// Copies bytes out of words, starting `offset` bytes in.
