@@ -95,50 +95,42 @@ fn baseline_gpu_producers_sharing_rings_end_to_end() {
     producers_end_to_end::<Baseline>(16);
 }
 
+/// One producer's enqueue and put+completion through a proxy of handoff `H` (one worker,
+/// one ring): every request completes.
+fn enqueue_through<H: Handoff>(
+    gpu: &Gpu,
+    k: &ProxyKernels,
+    iters: u32,
+) -> ibgda_kernels::proxy::EnqueueSamples {
+    let mut world = World::<H>::build(
+        WorldConfig {
+            workers: 1,
+            rings: 1,
+            batch: 1,
+            slots: 16,
+            window_slots: 64,
+            pin_from: Some(1),
+        },
+        |b| gpu.mapped_host_buffer(b).map_err(|e| e.to_string()),
+    )
+    .unwrap();
+    let mut ring = DeviceRing::new(gpu, world.producers.pop().unwrap()).unwrap();
+    let s = k.enqueue(gpu, &mut ring, 10, iters, 64).unwrap();
+    assert_eq!(ring.ring().completed(), u64::from(10 + iters));
+    world.stop();
+    s
+}
+
 #[test]
 #[ignore = "needs an NVIDIA GPU: run with --ignored on the GPU machine"]
 fn enqueue_and_completion_through_the_proxy() {
     let (gpu, k) = gpu();
     for tuned in [false, true] {
         let iters = if small() { 50 } else { 2_000 };
-        let mut world_b;
-        let mut world_t;
         let samples = if tuned {
-            world_t = World::<Tuned>::build(
-                WorldConfig {
-                    workers: 1,
-                    rings: 1,
-                    batch: 1,
-                    slots: 16,
-                    window_slots: 64,
-                    pin_from: Some(1),
-                },
-                |b| gpu.mapped_host_buffer(b).map_err(|e| e.to_string()),
-            )
-            .unwrap();
-            let mut ring = DeviceRing::new(&gpu, world_t.producers.pop().unwrap()).unwrap();
-            let s = k.enqueue(&gpu, &mut ring, 10, iters, 64).unwrap();
-            assert_eq!(ring.ring().completed(), u64::from(10 + iters));
-            world_t.stop();
-            s
+            enqueue_through::<Tuned>(&gpu, &k, iters)
         } else {
-            world_b = World::<Baseline>::build(
-                WorldConfig {
-                    workers: 1,
-                    rings: 1,
-                    batch: 1,
-                    slots: 16,
-                    window_slots: 64,
-                    pin_from: Some(1),
-                },
-                |b| gpu.mapped_host_buffer(b).map_err(|e| e.to_string()),
-            )
-            .unwrap();
-            let mut ring = DeviceRing::new(&gpu, world_b.producers.pop().unwrap()).unwrap();
-            let s = k.enqueue(&gpu, &mut ring, 10, iters, 64).unwrap();
-            assert_eq!(ring.ring().completed(), u64::from(10 + iters));
-            world_b.stop();
-            s
+            enqueue_through::<Baseline>(&gpu, &k, iters)
         };
         let mut e = samples.enqueue_ns.clone();
         e.sort_unstable();
