@@ -2,7 +2,9 @@
 //! wheels of `scripts/cuda-wheels.sh`, `$IBGDA_NVRTC_DIR`, or `/usr/local/cuda/lib64`).
 //!
 //! Without it the NVRTC tests report as ignored, unless `IBGDA_REQUIRE_NVRTC=1`, which
-//! makes this script fail (CI sets it). The crate itself never needs CUDA to build.
+//! makes this script fail (CI sets it). The crate itself never needs CUDA to build. A
+//! packaged crate (from the registry: no tests, no `scripts/`) skips both checks, which
+//! only serve this crate's own tests.
 //!
 //! It also compiles the CUDA software NIC's engine (`cuda/softnic.cuh`, portable C++) for
 //! the host with the system C++ compiler, so that the differential test against the CPU
@@ -63,6 +65,10 @@ fn main() {
     dirs.push(PathBuf::from("/usr/local/cuda/lib64"));
     let stamp = wheels.join(".stamp");
     println!("cargo::rerun-if-changed={}", stamp.display());
+    if !workspace.join("scripts/cuda-wheels.sh").is_file() {
+        // A packaged crate: its tests (the only users of these cfgs) are not in it.
+        return;
+    }
     find_peer_headers(&workspace);
     let found = dirs.iter().find(|d| d.join("libnvrtc.so.13").is_file());
     match found {

@@ -527,8 +527,8 @@ impl ProducerStateMemory<Gpu> {
 }
 
 /// What a NIC may do with one send queue's memory: read the ring, the doorbell record and
-/// the doorbell, and know where they are. Not `Clone`; obtained only by NIC code (see the
-/// [module documentation](self)).
+/// the doorbell, and know where they are. Not `Clone`; obtained only by NIC code (see
+/// [`SendQueueMemory::nic_access_unchecked`]).
 #[derive(Debug)]
 pub struct SendQueueNicAccess<P: Placement = Host> {
     ring: P::Buffer,
@@ -619,7 +619,8 @@ impl SendQueueNicAccess<Host> {
 
 /// What a NIC may do with one completion queue's memory: write CQEs (body, then the word
 /// with the owner bit, release), read the doorbell record, and know where they are. Not
-/// `Clone`; obtained only by NIC code (see the [module documentation](self)).
+/// `Clone`; obtained only by NIC code (see
+/// [`CompletionQueueMemory::nic_access_unchecked`]).
 #[derive(Debug)]
 pub struct CompletionQueueNicAccess<P: Placement = Host> {
     ring: P::Buffer,
