@@ -33,6 +33,7 @@ pub fn include_dir() -> &'static std::path::Path {
     std::path::Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/cuda"))
 }
 
+pub mod api;
 #[cfg(feature = "test-support")]
 pub mod experiments;
 pub mod gpu;

@@ -74,6 +74,7 @@ mod soft;
 mod soft_commands;
 #[cfg(test)]
 mod soft_tests;
+pub mod window;
 
 pub use backend::{
     Backend, BackendObject, MemoryAccess, MemoryRegistration, ProtectionDomainId, QueueMemoryRef,
@@ -87,3 +88,6 @@ pub use device::{
 };
 pub use error::{BackendError, NicError};
 pub use soft::{SoftNic, SoftNicAllocations, SoftObject, SoftPd, SoftUar, SoftUmem, SOFT_NIC_CAPS};
+pub use window::{
+    DeviceWindow, DeviceWindowPeer, LocalWindow, Window, WindowEndpoint, WindowError,
+};
