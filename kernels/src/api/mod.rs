@@ -26,6 +26,8 @@
 //! it see what the NIC placed before the signal.
 
 mod gpu;
+#[cfg(feature = "test-support")]
+pub mod host;
 mod layouts;
 
 pub use gpu::{

@@ -1,0 +1,894 @@
+//! The device API without a GPU: its planning and the device library's builders compiled
+//! for the host (`cuda/api_host.cpp`) build every operation's WQEs over windows made by
+//! the control plane (two software NICs), and
+//!
+//! - the bytes equal the Rust builders' for the same request, the addresses and keys
+//!   resolved independently through [`Window::remote`] and [`Window::local`] (thousands
+//!   of random calls, every operation, offsets at and past the windows' ends, every start
+//!   counter including ring and 16-bit wraps, several signal intervals); a refused call is
+//!   the status the Rust side derives and leaves the ring untouched;
+//! - executed on the CPU software NIC, every operation has exactly its memory effect;
+//! - `put_with_signal`'s signal is never seen before its data: after every single WQE the
+//!   NIC executes, and by a thread watching the signal word while the NIC copies a large
+//!   payload; the same check fails when the data and the signal go to two queue pairs.
+
+#[path = "../../tests/softnic_support/mod.rs"]
+mod softnic_support;
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use proptest::prelude::*;
+
+use ibgda::memory::DmaBuffer;
+use ibgda::nic::{Device, MemoryAccess, MemoryRegion, SoftNic, Window};
+use ibgda::queue::{CompletionQueueMemory, SendQueueMemory};
+use ibgda::softnic::{Fabric, QpConfig};
+use ibgda::wqe::{
+    Atomic, CompletionMode, LocalBuffer, Qpn, RdmaRead, RdmaWrite, RingSize, SendRing,
+    TransportKind, Wqe, WqeIndex, WqeLimits, WqeSpec, MAX_SEGMENT_BYTES,
+};
+use ibgda_kernels::api::host::{host_build, HostComm, HostRing};
+use ibgda_kernels::api::{ApiCall, ApiOp, DeviceStatus, NO_COUNTER, PUT_INLINE_MAX};
+
+use softnic_support::{Consumer, Producer};
+
+const DATA_LEN: usize = 4096;
+const SIGNAL_LEN: usize = 256;
+const DATA: u32 = 0;
+const SIGNALS: u32 = 1;
+
+/// One process of the world: a software NIC on the fabric, its registrations and its
+/// windows (data and signals) over every peer's registration.
+struct Rank {
+    _device: Device<SoftNic>,
+    data: Arc<DmaBuffer>,
+    signals: Arc<DmaBuffer>,
+    scratch: Arc<DmaBuffer>,
+    scratch_mr: MemoryRegion<SoftNic>,
+    windows: Vec<Window>,
+    node: ibgda::softnic::NodeId,
+}
+
+fn world(fabric: &Fabric, ranks: usize, data_len: usize) -> Vec<Rank> {
+    let rw = MemoryAccess::LOCAL_WRITE
+        | MemoryAccess::REMOTE_WRITE
+        | MemoryAccess::REMOTE_READ
+        | MemoryAccess::REMOTE_ATOMIC;
+    let mut made = Vec::new();
+    for r in 0..ranks {
+        let nic = SoftNic::open(fabric, 1 + r as u16).expect("software NIC");
+        let node = nic.node();
+        let device = Device::open(nic).expect("device");
+        let pd = device.alloc_pd().expect("pd");
+        let data = Arc::new(DmaBuffer::zeroed(data_len, 64).expect("data"));
+        data.write(
+            0,
+            &(0..data_len)
+                .map(|i| (i * 7 + r * 31 + 1) as u8)
+                .collect::<Vec<_>>(),
+        )
+        .expect("fill");
+        let signals = Arc::new(DmaBuffer::zeroed(SIGNAL_LEN, 64).expect("signals"));
+        let scratch = Arc::new(DmaBuffer::zeroed(64, 64).expect("scratch"));
+        let data_mr = pd.register(data.clone(), 0, data_len, rw).expect("data mr");
+        let signal_mr = pd
+            .register(signals.clone(), 0, SIGNAL_LEN, rw)
+            .expect("signal mr");
+        let scratch_mr = pd
+            .register(scratch.clone(), 0, 64, MemoryAccess::LOCAL_WRITE)
+            .expect("scratch mr");
+        made.push((
+            device, pd, data, signals, scratch, data_mr, signal_mr, scratch_mr, node,
+        ));
+    }
+    // The bootstrap: every rank's endpoints to every rank.
+    let data_eps: Vec<_> = made.iter().map(|m| m.5.window_endpoint(DATA)).collect();
+    let signal_eps: Vec<_> = made.iter().map(|m| m.6.window_endpoint(SIGNALS)).collect();
+    made.into_iter()
+        .map(
+            |(device, _pd, data, signals, scratch, data_mr, signal_mr, scratch_mr, node)| {
+                let windows = vec![
+                    Window::new(&data_mr, DATA, data_eps.clone()).expect("data window"),
+                    Window::new(&signal_mr, SIGNALS, signal_eps.clone()).expect("signal window"),
+                ];
+                Rank {
+                    _device: device,
+                    data,
+                    signals,
+                    scratch,
+                    scratch_mr,
+                    windows,
+                    node,
+                }
+            },
+        )
+        .collect()
+}
+
+fn call(op: ApiOp) -> ApiCall {
+    ApiCall {
+        op: op as u32,
+        dst_window: DATA,
+        src_window: DATA,
+        signal_window: SIGNALS,
+        counter: NO_COUNTER,
+        ..Default::default()
+    }
+}
+
+fn must_signal(at: u64, wqebbs: u32, interval: u32) -> bool {
+    let i = u64::from(interval.max(1));
+    (at + u64::from(wqebbs)) / i > at / i
+}
+
+/// The ring the Rust builders leave for `call` at `start`, and its WQEBBs, or the status
+/// the device must return: addresses resolved by the host `Window`, independently of the
+/// device planning.
+struct Expected {
+    ring: Vec<u8>,
+    wqebbs: u32,
+}
+
+fn window_status(e: ibgda::nic::WindowError) -> DeviceStatus {
+    match e {
+        ibgda::nic::WindowError::Peer { .. } => DeviceStatus::BadPeer,
+        ibgda::nic::WindowError::Bounds { .. } => DeviceStatus::WindowBounds,
+        other => panic!("unexpected window error {other}"),
+    }
+}
+
+/// The ring a call is built into: its queue pair, size, signal interval, the WQEBB
+/// counter the call starts at, and the byte the ring held before.
+#[derive(Clone, Copy)]
+struct RingSpec {
+    qpn: Qpn,
+    size: RingSize,
+    interval: u32,
+    start: u64,
+    poison: u8,
+}
+
+fn expected(
+    rank: &Rank,
+    c: &ApiCall,
+    inline_max: u32,
+    spec: RingSpec,
+) -> Result<Expected, DeviceStatus> {
+    let RingSpec {
+        qpn,
+        size,
+        interval,
+        start,
+        poison,
+    } = spec;
+    let win = |i: u32| rank.windows.get(i as usize).ok_or(DeviceStatus::BadPeer);
+    let (dst, src, sig) = (
+        win(c.dst_window)?,
+        win(c.src_window)?,
+        win(c.signal_window)?,
+    );
+    let peer = c.peer as usize;
+    let scratch = LocalBuffer::new(rank.scratch_mr.addr(), rank.scratch_mr.lkey());
+    let mut ring = vec![poison; size.wqebbs() as usize * 64];
+    let mut at = start;
+    {
+        let mut writer = SendRing::new(&mut ring, WqeLimits::default()).expect("ring");
+        // Each WQE: built once unsignaled to learn its size, then at `at` with its flag.
+        fn emit<S: WqeSpec>(
+            writer: &mut SendRing<'_>,
+            qpn: Qpn,
+            at: &mut u64,
+            interval: u32,
+            make: impl Fn(CompletionMode) -> Wqe<S>,
+        ) {
+            let probe = make(CompletionMode::OnError);
+            let n = probe.wqebbs();
+            let mode = if must_signal(*at, n, interval) {
+                CompletionMode::Always
+            } else {
+                CompletionMode::OnError
+            };
+            let n2 = writer
+                .write(WqeIndex(*at as u16), qpn, &make(mode))
+                .expect("write");
+            assert_eq!(n, n2);
+            *at += u64::from(n);
+        }
+        let remote8 = |w: &Window, off: u64| -> Result<ibgda::wqe::RemoteAddress, DeviceStatus> {
+            let r = w.remote(peer, off, 8).map_err(window_status)?;
+            Ok(r)
+        };
+        let op = ApiOp::ALL
+            .iter()
+            .find(|(_, o)| *o as u32 == c.op)
+            .map(|(_, o)| *o)
+            .ok_or(DeviceStatus::BadLength)?;
+        // The data WQE of a put (and of put_with_signal): resolved first, emitted later.
+        enum Data {
+            Inline(ibgda::wqe::RemoteAddress, Vec<u8>),
+            Gather(ibgda::wqe::RemoteAddress, ibgda::wqe::Sge),
+        }
+        let data_of = |len: u32| -> Result<Data, DeviceStatus> {
+            if u64::from(len) > MAX_SEGMENT_BYTES {
+                return Err(DeviceStatus::BadLength);
+            }
+            let remote = dst
+                .remote(peer, c.dst_offset, len.into())
+                .map_err(window_status)?;
+            if len <= inline_max {
+                let local = src.local_side();
+                let off = c.src_offset;
+                if !(off <= local.len && u64::from(len) <= local.len - off) {
+                    return Err(DeviceStatus::WindowBounds);
+                }
+                let bytes = rank.data.to_vec();
+                // The data window's local side is `rank.data`, whole (the only source window
+                // the calls name besides signals, whose buffer is read the same way).
+                let source = if c.src_window == DATA {
+                    bytes
+                } else {
+                    rank.signals.to_vec()
+                };
+                let o = off as usize;
+                Ok(Data::Inline(remote, source[o..o + len as usize].to_vec()))
+            } else {
+                Ok(Data::Gather(
+                    remote,
+                    src.local(c.src_offset, len).map_err(window_status)?,
+                ))
+            }
+        };
+        let emit_data = |writer: &mut SendRing<'_>, at: &mut u64, d: &Data| match d {
+            Data::Inline(r, bytes) => emit(writer, qpn, at, interval, |m| {
+                RdmaWrite::new(*r)
+                    .inline(bytes)
+                    .completion(m)
+                    .build()
+                    .expect("inline write")
+            }),
+            Data::Gather(r, sge) => emit(writer, qpn, at, interval, |m| {
+                RdmaWrite::new(*r)
+                    .sge(*sge)
+                    .completion(m)
+                    .build()
+                    .expect("write")
+            }),
+        };
+        let aligned = |r: &ibgda::wqe::RemoteAddress, result: u64| -> Result<(), DeviceStatus> {
+            if r.addr % 8 != 0 || result % 8 != 0 {
+                Err(DeviceStatus::Misaligned)
+            } else {
+                Ok(())
+            }
+        };
+        let add =
+            |writer: &mut SendRing<'_>, at: &mut u64, r: ibgda::wqe::RemoteAddress, v: u64| {
+                emit(writer, qpn, at, interval, |m| {
+                    Atomic::fetch_add(r, scratch, v)
+                        .completion(m)
+                        .build()
+                        .expect("fetch-add")
+                })
+            };
+        match op {
+            ApiOp::Put => {
+                let d = data_of(c.len)?;
+                emit_data(&mut writer, &mut at, &d);
+            }
+            ApiOp::PutValue => {
+                let r = remote8(dst, c.dst_offset)?;
+                let bytes = c.value.to_ne_bytes();
+                emit(&mut writer, qpn, &mut at, interval, |m| {
+                    RdmaWrite::new(r)
+                        .inline(&bytes)
+                        .completion(m)
+                        .build()
+                        .expect("value")
+                });
+            }
+            ApiOp::Get => {
+                if c.len == 0 || u64::from(c.len) > MAX_SEGMENT_BYTES {
+                    return Err(DeviceStatus::BadLength);
+                }
+                let r = dst
+                    .remote(peer, c.dst_offset, c.len.into())
+                    .map_err(window_status)?;
+                let s = src.local(c.src_offset, c.len).map_err(window_status)?;
+                emit(&mut writer, qpn, &mut at, interval, |m| {
+                    RdmaRead::new(r).sge(s).completion(m).build().expect("read")
+                });
+            }
+            ApiOp::AtomicAdd => {
+                let r = remote8(dst, c.dst_offset)?;
+                aligned(&r, scratch.addr)?;
+                add(&mut writer, &mut at, r, c.value);
+            }
+            ApiOp::FetchAdd | ApiOp::CompareSwap => {
+                let result = src.local_result(c.src_offset).map_err(window_status)?;
+                let r = remote8(dst, c.dst_offset)?;
+                aligned(&r, result.addr)?;
+                emit(&mut writer, qpn, &mut at, interval, |m| {
+                    let a = if op == ApiOp::FetchAdd {
+                        Atomic::fetch_add(r, result, c.value)
+                    } else {
+                        Atomic::compare_swap(r, result, c.compare, c.value)
+                    };
+                    a.completion(m).build().expect("atomic")
+                });
+            }
+            ApiOp::PutWithSignal => {
+                let d = data_of(c.len)?;
+                let s = remote8(sig, c.signal_offset)?;
+                aligned(&s, scratch.addr)?;
+                emit_data(&mut writer, &mut at, &d);
+                add(&mut writer, &mut at, s, c.value);
+            }
+            ApiOp::Signal => {
+                let s = remote8(sig, c.signal_offset)?;
+                aligned(&s, scratch.addr)?;
+                add(&mut writer, &mut at, s, c.value);
+            }
+        }
+    }
+    Ok(Expected {
+        ring,
+        wqebbs: (at - start) as u32,
+    })
+}
+
+/// Host-builds `c` and compares with the Rust side.
+fn compare_one(rank: &Rank, c: &ApiCall, inline_max: u32, interval: u32, start: u64) {
+    let qpn = Qpn::new(0x1234).expect("qpn");
+    let size = RingSize::new(16).expect("ring");
+    let poison = 0xa5;
+    let comm = HostComm::new(2, 0, &rank.scratch_mr, inline_max);
+    let mut ring = HostRing::new(qpn, size, interval, poison);
+    let windows: Vec<&Window> = rank.windows.iter().collect();
+    // SAFETY: the windows' local sides are host buffers (`DmaBuffer`s) of this process,
+    // alive in `rank`, and nothing writes them during the call.
+    let got = unsafe { host_build(&comm, &windows, c, &mut ring, start) };
+    let spec = RingSpec {
+        qpn,
+        size,
+        interval,
+        start,
+        poison,
+    };
+    let want = expected(rank, c, inline_max, spec);
+    match (got, want) {
+        (Ok(n), Ok(e)) => {
+            assert_eq!(n, e.wqebbs, "{c:?} at {start}: WQEBBs");
+            assert_eq!(ring.bytes(), e.ring, "{c:?} at {start}: bytes differ");
+        }
+        (Err(s), Err(e)) => {
+            assert_eq!(s, e, "{c:?}: status");
+            assert!(
+                ring.bytes().iter().all(|&b| b == poison),
+                "{c:?}: a refused call changed the ring"
+            );
+        }
+        (got, want) => panic!(
+            "{c:?} at {start}: device {got:?}, Rust side {:?}",
+            want.map(|e| e.wqebbs)
+        ),
+    }
+}
+
+fn op_strategy() -> impl Strategy<Value = ApiOp> {
+    prop::sample::select(ApiOp::ALL.iter().map(|(_, o)| *o).collect::<Vec<_>>())
+}
+
+fn offset_strategy(window: u64) -> impl Strategy<Value = u64> {
+    prop_oneof![
+        Just(0u64),
+        (0..window / 8).prop_map(|w| w * 8),
+        (0..window + 16),
+        Just(window - 8),
+        Just(window),
+        Just(u64::MAX - 3),
+    ]
+}
+
+fn len_strategy() -> impl Strategy<Value = u32> {
+    prop_oneof![
+        0u32..=(PUT_INLINE_MAX as u32 + 4),
+        Just(64u32),
+        1u32..=DATA_LEN as u32,
+        Just(DATA_LEN as u32 + 1),
+        Just(u32::MAX),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 3000, ..ProptestConfig::default() })]
+    #[test]
+    fn every_operation_builds_the_rust_builders_bytes(
+        op in op_strategy(),
+        peer in 0u32..3,
+        windows in (0u32..3, 0u32..2, 1u32..2),
+        dst_offset in offset_strategy(DATA_LEN as u64),
+        src_offset in offset_strategy(DATA_LEN as u64),
+        signal_offset in offset_strategy(SIGNAL_LEN as u64),
+        len in len_strategy(),
+        value in any::<u64>(),
+        compare in any::<u64>(),
+        inline_max in prop_oneof![Just(PUT_INLINE_MAX as u32), 0u32..=PUT_INLINE_MAX as u32],
+        interval in prop::sample::select(vec![1u32, 2, 3, 4, 8]),
+        start in prop_oneof![0u64..64, (0xfff0u64..0x1_0010), any::<u64>().prop_map(|s| s >> 8)],
+    ) {
+        static WORLD: std::sync::OnceLock<(Fabric, Vec<Rank>)> = std::sync::OnceLock::new();
+        let (_, ranks) = WORLD.get_or_init(|| {
+            let fabric = Fabric::new();
+            let ranks = world(&fabric, 2, DATA_LEN);
+            (fabric, ranks)
+        });
+        let c = ApiCall {
+            op: op as u32,
+            peer,
+            dst_window: windows.0,
+            src_window: windows.1,
+            signal_window: windows.2,
+            len,
+            dst_offset,
+            src_offset,
+            signal_offset,
+            value,
+            compare,
+            counter: NO_COUNTER,
+            reserved: 0,
+        };
+        compare_one(&ranks[0], &c, inline_max, interval, start);
+    }
+}
+
+/// Every case of the random test at least once, by hand: each operation builds, and each
+/// refusal is the status it should be.
+#[test]
+fn each_operation_and_each_refusal() {
+    let fabric = Fabric::new();
+    let ranks = world(&fabric, 2, DATA_LEN);
+    let r = &ranks[0];
+    let d = DATA_LEN as u64;
+    let mut cases = Vec::new();
+    for len in [0, 1, 8, 27, 28, 29, 64, 4096] {
+        cases.push(ApiCall {
+            len,
+            peer: 1,
+            dst_offset: 0,
+            src_offset: 0,
+            ..call(ApiOp::Put)
+        });
+        cases.push(ApiCall {
+            len,
+            peer: 1,
+            value: 3,
+            signal_offset: 16,
+            ..call(ApiOp::PutWithSignal)
+        });
+    }
+    cases.push(ApiCall {
+        peer: 1,
+        dst_offset: 8,
+        value: 0x0102_0304_0506_0708,
+        ..call(ApiOp::PutValue)
+    });
+    cases.push(ApiCall {
+        peer: 0,
+        len: 100,
+        dst_offset: 200,
+        src_offset: 1000,
+        ..call(ApiOp::Get)
+    });
+    for op in [
+        ApiOp::AtomicAdd,
+        ApiOp::FetchAdd,
+        ApiOp::CompareSwap,
+        ApiOp::Signal,
+    ] {
+        cases.push(ApiCall {
+            peer: 1,
+            dst_offset: 64,
+            src_offset: 128,
+            signal_offset: 8,
+            value: 5,
+            compare: 7,
+            ..call(op)
+        });
+    }
+    // Refusals.
+    cases.push(ApiCall {
+        peer: 1,
+        len: 8,
+        dst_offset: d - 7,
+        ..call(ApiOp::Put)
+    });
+    cases.push(ApiCall {
+        peer: 1,
+        len: 8,
+        src_offset: d - 7,
+        ..call(ApiOp::Put)
+    });
+    cases.push(ApiCall {
+        peer: 2,
+        len: 8,
+        ..call(ApiOp::Put)
+    });
+    cases.push(ApiCall {
+        peer: 1,
+        len: 0,
+        ..call(ApiOp::Get)
+    });
+    cases.push(ApiCall {
+        peer: 1,
+        len: u32::MAX,
+        ..call(ApiOp::Get)
+    });
+    cases.push(ApiCall {
+        peer: 1,
+        dst_offset: 4,
+        ..call(ApiOp::AtomicAdd)
+    });
+    cases.push(ApiCall {
+        peer: 1,
+        src_offset: 4,
+        ..call(ApiOp::FetchAdd)
+    });
+    cases.push(ApiCall {
+        peer: 1,
+        signal_offset: SIGNAL_LEN as u64,
+        ..call(ApiOp::Signal)
+    });
+    cases.push(ApiCall {
+        peer: 1,
+        dst_window: 5,
+        ..call(ApiOp::PutValue)
+    });
+    for c in &cases {
+        for start in [0u64, 15, 0xffff, 1 << 40] {
+            compare_one(r, c, PUT_INLINE_MAX as u32, 2, start);
+        }
+    }
+}
+
+/// RC queue pairs on the CPU software NIC over raw memory: rank 0's queue to each peer,
+/// with the host-built WQEs posted by hand.
+struct Queues {
+    producers: Vec<Producer>,
+    consumers: Vec<Consumer>,
+    rings: Vec<HostRing>,
+    _remote: Vec<(SendQueueMemory, CompletionQueueMemory)>,
+}
+
+/// Rank 0's queue pairs to every peer (to itself: a second queue pair on its node), in
+/// the order of `peers` (the fabric numbers them in creation order).
+fn queues(fabric: &Fabric, ranks: &[Rank], peers: &[usize]) -> Queues {
+    let size = RingSize::new(64).expect("ring");
+    let mut out = Queues {
+        producers: Vec::new(),
+        consumers: Vec::new(),
+        rings: Vec::new(),
+        _remote: Vec::new(),
+    };
+    for &p in peers {
+        let sq = SendQueueMemory::allocate(size).expect("sq");
+        let cq = CompletionQueueMemory::allocate(64).expect("cq");
+        let qpn = fabric
+            .create_qp(ranks[0].node, QpConfig::new(TransportKind::Rc, &sq, &cq))
+            .expect("qp");
+        let rsq = SendQueueMemory::allocate(size).expect("sq");
+        let rcq = CompletionQueueMemory::allocate(64).expect("cq");
+        let remote = fabric
+            .create_qp(ranks[p].node, QpConfig::new(TransportKind::Rc, &rsq, &rcq))
+            .expect("peer qp");
+        fabric.connect(qpn, remote).expect("connect");
+        out.producers.push(Producer::new(sq, qpn));
+        out.consumers.push(Consumer::new(cq));
+        out.rings.push(HostRing::new(qpn, size, 1, 0));
+        out._remote.push((rsq, rcq));
+    }
+    out
+}
+
+/// Host-builds `c` into queue `q`'s shadow ring at its producer counter, copies the
+/// WQEBBs into the NIC's ring and publishes them.
+fn post(ranks: &[Rank], qs: &mut Queues, q: usize, c: &ApiCall) {
+    let start = qs.producers[q].counter;
+    let comm = HostComm::new(2, 0, &ranks[0].scratch_mr, PUT_INLINE_MAX as u32);
+    let windows: Vec<&Window> = ranks[0].windows.iter().collect();
+    // SAFETY: host buffers alive in `ranks`; the NIC is idle or executes queues whose
+    // WQEs write nothing the inline payloads are copied from (the tests keep them apart).
+    let n = unsafe { host_build(&comm, &windows, c, &mut qs.rings[q], start) }
+        .unwrap_or_else(|s| panic!("{c:?}: {s}"));
+    let bytes = qs.rings[q].bytes();
+    let slots = qs.rings[q].size().wqebbs() as u64;
+    let mut blocks = Vec::new();
+    for k in 0..u64::from(n) {
+        let slot = ((start + k) % slots) as usize;
+        blocks.extend_from_slice(&bytes[slot * 64..slot * 64 + 64]);
+    }
+    qs.producers[q].post_raw(&blocks);
+    qs.producers[q].submit();
+}
+
+fn no_error_completions(qs: &mut Queues) {
+    for c in &mut qs.consumers {
+        while let Some(cqe) = c.poll() {
+            assert_eq!(cqe[63] >> 4, 0, "an error completion: {cqe:02x?}");
+        }
+    }
+}
+
+fn word_be(buffer: &DmaBuffer, off: usize) -> u64 {
+    u64::from_be_bytes(buffer.to_vec()[off..off + 8].try_into().expect("8 bytes"))
+}
+
+#[test]
+fn every_operation_has_its_memory_effect_on_the_cpu_software_nic() {
+    let fabric = Fabric::new();
+    let ranks = world(&fabric, 2, DATA_LEN);
+    let mut qs = queues(&fabric, &ranks, &[0, 1]);
+    let before0 = ranks[0].data.to_vec();
+    let before1 = ranks[1].data.to_vec();
+    ranks[1]
+        .signals
+        .write(64, &40u64.to_be_bytes())
+        .expect("word");
+    ranks[1]
+        .signals
+        .write(72, &7u64.to_be_bytes())
+        .expect("word");
+    let calls = [
+        // Inline and gathered puts to peer 1.
+        ApiCall {
+            peer: 1,
+            len: 20,
+            dst_offset: 100,
+            src_offset: 0,
+            ..call(ApiOp::Put)
+        },
+        ApiCall {
+            peer: 1,
+            len: 600,
+            dst_offset: 1000,
+            src_offset: 2000,
+            ..call(ApiOp::Put)
+        },
+        ApiCall {
+            peer: 1,
+            dst_offset: 3000,
+            value: 0x1122_3344_5566_7788,
+            ..call(ApiOp::PutValue)
+        },
+        // A get of peer 1's bytes 256..320 (the remote side) into rank 0's 3500..3564.
+        ApiCall {
+            peer: 1,
+            len: 64,
+            dst_offset: 256,
+            src_offset: 3500,
+            ..call(ApiOp::Get)
+        },
+        ApiCall {
+            peer: 1,
+            dst_window: SIGNALS,
+            dst_offset: 64,
+            value: 2,
+            ..call(ApiOp::AtomicAdd)
+        },
+        ApiCall {
+            peer: 1,
+            dst_window: SIGNALS,
+            dst_offset: 64,
+            src_offset: 3600,
+            value: 5,
+            ..call(ApiOp::FetchAdd)
+        },
+        ApiCall {
+            peer: 1,
+            dst_window: SIGNALS,
+            dst_offset: 72,
+            src_offset: 3608,
+            compare: 7,
+            value: 99,
+            ..call(ApiOp::CompareSwap)
+        },
+        ApiCall {
+            peer: 1,
+            len: 300,
+            dst_offset: 1700,
+            src_offset: 10,
+            signal_offset: 0,
+            value: 1,
+            ..call(ApiOp::PutWithSignal)
+        },
+        ApiCall {
+            peer: 1,
+            signal_offset: 8,
+            value: 9,
+            ..call(ApiOp::Signal)
+        },
+        // Loopback: to rank 0 itself.
+        ApiCall {
+            peer: 0,
+            len: 16,
+            dst_offset: 3800,
+            src_offset: 50,
+            ..call(ApiOp::Put)
+        },
+    ];
+    for c in &calls {
+        let q = if c.peer == 0 { 0 } else { 1 };
+        post(&ranks, &mut qs, q, c);
+        fabric.run_until_idle();
+    }
+    no_error_completions(&mut qs);
+    let got0 = ranks[0].data.to_vec();
+    let got1 = ranks[1].data.to_vec();
+    assert_eq!(got1[100..120], before0[0..20], "inline put");
+    assert_eq!(got1[1000..1600], before0[2000..2600], "gathered put");
+    assert_eq!(
+        got1[3000..3008],
+        0x1122_3344_5566_7788u64.to_ne_bytes(),
+        "put_value"
+    );
+    assert_eq!(
+        got0[3500..3564],
+        before1[256..320],
+        "get (the remote side is dst)"
+    );
+    assert_eq!(
+        word_be(&ranks[1].signals, 64),
+        40 + 2 + 5,
+        "atomic_add then fetch_add"
+    );
+    assert_eq!(
+        word_be(&ranks[0].data, 3600),
+        42,
+        "fetch_add's original value"
+    );
+    assert_eq!(word_be(&ranks[1].signals, 72), 99, "compare_swap swapped");
+    assert_eq!(
+        word_be(&ranks[0].data, 3608),
+        7,
+        "compare_swap's original value"
+    );
+    assert_eq!(got1[1700..2000], before0[10..310], "put_with_signal's data");
+    assert_eq!(word_be(&ranks[1].signals, 0), 1, "put_with_signal's signal");
+    assert_eq!(word_be(&ranks[1].signals, 8), 9, "signal");
+    assert_eq!(got0[3800..3816], before0[50..66], "loopback put");
+    // Nothing else changed on rank 1.
+    let mut touched = vec![false; DATA_LEN];
+    for (a, b) in [(100, 120), (1000, 1600), (3000, 3008), (1700, 2000)] {
+        touched[a..b].iter_mut().for_each(|t| *t = true);
+    }
+    for i in 0..DATA_LEN {
+        if !touched[i] {
+            assert_eq!(got1[i], before1[i], "rank 1 byte {i} changed");
+        }
+    }
+    let _ = &ranks[0].scratch;
+}
+
+/// After each single WQE the NIC executes, the signal is set only if the data is
+/// complete; posting the data and the signal on two queue pairs to the same peer breaks
+/// it (the fabric executes the signal's queue pair first), which shows the check can fail.
+#[test]
+fn the_signal_is_never_seen_before_the_data_after_any_wqe() {
+    for split in [false, true] {
+        let fabric = Fabric::new();
+        let ranks = world(&fabric, 2, DATA_LEN);
+        // Two queue pairs to peer 1; queue 0 has the lower number, so it runs first.
+        let mut qs = queues(&fabric, &ranks, &[1, 1]);
+        let len = 2048u32;
+        let c = ApiCall {
+            peer: 1,
+            len,
+            dst_offset: 0,
+            src_offset: 512,
+            signal_offset: 0,
+            value: 1,
+            ..call(ApiOp::PutWithSignal)
+        };
+        let want = ranks[0].data.to_vec()[512..512 + len as usize].to_vec();
+        if split {
+            post(
+                &ranks,
+                &mut qs,
+                1,
+                &ApiCall {
+                    op: ApiOp::Put as u32,
+                    ..c
+                },
+            );
+            post(
+                &ranks,
+                &mut qs,
+                0,
+                &ApiCall {
+                    op: ApiOp::Signal as u32,
+                    ..c
+                },
+            );
+        } else {
+            post(&ranks, &mut qs, 1, &c);
+        }
+        let mut violated = false;
+        let mut steps = 0;
+        while word_be(&ranks[1].signals, 0) == 0
+            || ranks[1].data.to_vec()[..len as usize] != want[..]
+        {
+            fabric.step_limited(1);
+            steps += 1;
+            assert!(steps < 16, "the NIC did not execute both WQEs");
+            let signal = word_be(&ranks[1].signals, 0);
+            if signal != 0 && ranks[1].data.to_vec()[..len as usize] != want[..] {
+                violated = true;
+            }
+        }
+        fabric.run_until_idle();
+        no_error_completions(&mut qs);
+        assert_eq!(word_be(&ranks[1].signals, 0), 1);
+        assert_eq!(
+            violated,
+            split,
+            "split = {split}: the signal was {}seen before the data",
+            if violated { "" } else { "never " }
+        );
+    }
+}
+
+/// A thread watches the signal word (acquire loads) while the NIC's engine thread copies
+/// a large payload: whenever it sees round r's signal, every data byte is round r's.
+#[test]
+fn a_watcher_never_sees_the_signal_before_a_slow_payload() {
+    const LEN: usize = 8 << 20;
+    const ROUNDS: u64 = 6;
+    let fabric = Fabric::new();
+    let ranks = world(&fabric, 2, LEN);
+    let mut qs = queues(&fabric, &ranks, &[0, 1]);
+    let engine = fabric.spawn_engine();
+    let data = ranks[1].data.clone();
+    let signals = ranks[1].signals.clone();
+    // Rounds the watcher has finished looking at: the next round's data must not
+    // overwrite what it is still reading.
+    let checked = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let done = checked.clone();
+    let watcher = std::thread::spawn(move || {
+        let mut late = 0u64;
+        let mut seen = 0u64;
+        while seen < ROUNDS {
+            let s = u64::from_be(signals.words()[0].load(Ordering::Acquire));
+            if s > seen {
+                assert_eq!(s, seen + 1, "a round's signal was missed");
+                seen = s;
+                let round = (s % 251) as u8;
+                late += data.to_vec().iter().filter(|&&b| b != round).count() as u64;
+                done.store(seen, Ordering::Release);
+            }
+            std::hint::spin_loop();
+        }
+        late
+    });
+    for r in 1..=ROUNDS {
+        // The source holds round r's bytes (the previous round completed: waited below).
+        ranks[0].data.fill(0, LEN, (r % 251) as u8).expect("fill");
+        let c = ApiCall {
+            peer: 1,
+            len: LEN as u32,
+            signal_offset: 0,
+            value: 1,
+            ..call(ApiOp::PutWithSignal)
+        };
+        post(&ranks, &mut qs, 1, &c);
+        while checked.load(Ordering::Acquire) < r {
+            std::thread::yield_now();
+        }
+    }
+    let late = watcher.join().expect("watcher");
+    drop(engine);
+    no_error_completions(&mut qs);
+    assert_eq!(
+        late, 0,
+        "bytes of a round not yet placed when its signal was seen"
+    );
+}
