@@ -34,6 +34,7 @@ pub fn include_dir() -> &'static std::path::Path {
 }
 
 pub mod api;
+pub mod cudanic;
 #[cfg(feature = "test-support")]
 pub mod experiments;
 pub mod gpu;

@@ -24,11 +24,8 @@ use ibgda::memory::DmaBuffer;
 use ibgda::nic::{Device, MemoryAccess, MemoryRegion, SoftNic, Window};
 use ibgda::queue::{CompletionQueueMemory, SendQueueMemory};
 use ibgda::softnic::{Fabric, QpConfig};
-use ibgda::wqe::{
-    Atomic, CompletionMode, LocalBuffer, Qpn, RdmaRead, RdmaWrite, RingSize, SendRing,
-    TransportKind, Wqe, WqeIndex, WqeLimits, WqeSpec, MAX_SEGMENT_BYTES,
-};
-use ibgda_kernels::api::host::{host_build, HostComm, HostRing};
+use ibgda::wqe::{LocalBuffer, Qpn, RingSize, TransportKind};
+use ibgda_kernels::api::host::{builder_wqes, host_build, BuilderRing, HostComm, HostRing};
 use ibgda_kernels::api::{ApiCall, ApiOp, DeviceStatus, NO_COUNTER, PUT_INLINE_MAX};
 
 use softnic_support::{Consumer, Producer};
@@ -117,25 +114,11 @@ fn call(op: ApiOp) -> ApiCall {
     }
 }
 
-fn must_signal(at: u64, wqebbs: u32, interval: u32) -> bool {
-    let i = u64::from(interval.max(1));
-    (at + u64::from(wqebbs)) / i > at / i
-}
-
-/// The ring the Rust builders leave for `call` at `start`, and its WQEBBs, or the status
-/// the device must return: addresses resolved by the host `Window`, independently of the
-/// device planning.
+/// The ring the Rust builders leave for `call` at `start` (over `poison`), and its WQEBBs,
+/// or the status the device must return.
 struct Expected {
     ring: Vec<u8>,
     wqebbs: u32,
-}
-
-fn window_status(e: ibgda::nic::WindowError) -> DeviceStatus {
-    match e {
-        ibgda::nic::WindowError::Peer { .. } => DeviceStatus::BadPeer,
-        ibgda::nic::WindowError::Bounds { .. } => DeviceStatus::WindowBounds,
-        other => panic!("unexpected window error {other}"),
-    }
 }
 
 /// The ring a call is built into: its queue pair, size, signal interval, the WQEBB
@@ -155,186 +138,21 @@ fn expected(
     inline_max: u32,
     spec: RingSpec,
 ) -> Result<Expected, DeviceStatus> {
-    let RingSpec {
-        qpn,
-        size,
-        interval,
-        start,
-        poison,
-    } = spec;
-    let win = |i: u32| rank.windows.get(i as usize).ok_or(DeviceStatus::BadPeer);
-    let (dst, src, sig) = (
-        win(c.dst_window)?,
-        win(c.src_window)?,
-        win(c.signal_window)?,
-    );
-    let peer = c.peer as usize;
+    let mut ring = vec![spec.poison; spec.size.wqebbs() as usize * 64];
+    let windows: Vec<&Window> = rank.windows.iter().collect();
     let scratch = LocalBuffer::new(rank.scratch_mr.addr(), rank.scratch_mr.lkey());
-    let mut ring = vec![poison; size.wqebbs() as usize * 64];
-    let mut at = start;
-    {
-        let mut writer = SendRing::new(&mut ring, WqeLimits::default()).expect("ring");
-        // Each WQE: built once unsignaled to learn its size, then at `at` with its flag.
-        fn emit<S: WqeSpec>(
-            writer: &mut SendRing<'_>,
-            qpn: Qpn,
-            at: &mut u64,
-            interval: u32,
-            make: impl Fn(CompletionMode) -> Wqe<S>,
-        ) {
-            let probe = make(CompletionMode::OnError);
-            let n = probe.wqebbs();
-            let mode = if must_signal(*at, n, interval) {
-                CompletionMode::Always
-            } else {
-                CompletionMode::OnError
-            };
-            let n2 = writer
-                .write(WqeIndex(*at as u16), qpn, &make(mode))
-                .expect("write");
-            assert_eq!(n, n2);
-            *at += u64::from(n);
-        }
-        let remote8 = |w: &Window, off: u64| -> Result<ibgda::wqe::RemoteAddress, DeviceStatus> {
-            let r = w.remote(peer, off, 8).map_err(window_status)?;
-            Ok(r)
-        };
-        let op = ApiOp::ALL
-            .iter()
-            .find(|(_, o)| *o as u32 == c.op)
-            .map(|(_, o)| *o)
-            .ok_or(DeviceStatus::BadLength)?;
-        // The data WQE of a put (and of put_with_signal): resolved first, emitted later.
-        enum Data {
-            Inline(ibgda::wqe::RemoteAddress, Vec<u8>),
-            Gather(ibgda::wqe::RemoteAddress, ibgda::wqe::Sge),
-        }
-        let data_of = |len: u32| -> Result<Data, DeviceStatus> {
-            if u64::from(len) > MAX_SEGMENT_BYTES {
-                return Err(DeviceStatus::BadLength);
-            }
-            let remote = dst
-                .remote(peer, c.dst_offset, len.into())
-                .map_err(window_status)?;
-            if len <= inline_max {
-                let local = src.local_side();
-                let off = c.src_offset;
-                if !(off <= local.len && u64::from(len) <= local.len - off) {
-                    return Err(DeviceStatus::WindowBounds);
-                }
-                let bytes = rank.data.to_vec();
-                // The data window's local side is `rank.data`, whole (the only source window
-                // the calls name besides signals, whose buffer is read the same way).
-                let source = if c.src_window == DATA {
-                    bytes
-                } else {
-                    rank.signals.to_vec()
-                };
-                let o = off as usize;
-                Ok(Data::Inline(remote, source[o..o + len as usize].to_vec()))
-            } else {
-                Ok(Data::Gather(
-                    remote,
-                    src.local(c.src_offset, len).map_err(window_status)?,
-                ))
-            }
-        };
-        let emit_data = |writer: &mut SendRing<'_>, at: &mut u64, d: &Data| match d {
-            Data::Inline(r, bytes) => emit(writer, qpn, at, interval, |m| {
-                RdmaWrite::new(*r)
-                    .inline(bytes)
-                    .completion(m)
-                    .build()
-                    .expect("inline write")
-            }),
-            Data::Gather(r, sge) => emit(writer, qpn, at, interval, |m| {
-                RdmaWrite::new(*r)
-                    .sge(*sge)
-                    .completion(m)
-                    .build()
-                    .expect("write")
-            }),
-        };
-        let aligned = |r: &ibgda::wqe::RemoteAddress, result: u64| -> Result<(), DeviceStatus> {
-            if r.addr % 8 != 0 || result % 8 != 0 {
-                Err(DeviceStatus::Misaligned)
-            } else {
-                Ok(())
-            }
-        };
-        let add =
-            |writer: &mut SendRing<'_>, at: &mut u64, r: ibgda::wqe::RemoteAddress, v: u64| {
-                emit(writer, qpn, at, interval, |m| {
-                    Atomic::fetch_add(r, scratch, v)
-                        .completion(m)
-                        .build()
-                        .expect("fetch-add")
-                })
-            };
-        match op {
-            ApiOp::Put => {
-                let d = data_of(c.len)?;
-                emit_data(&mut writer, &mut at, &d);
-            }
-            ApiOp::PutValue => {
-                let r = remote8(dst, c.dst_offset)?;
-                let bytes = c.value.to_ne_bytes();
-                emit(&mut writer, qpn, &mut at, interval, |m| {
-                    RdmaWrite::new(r)
-                        .inline(&bytes)
-                        .completion(m)
-                        .build()
-                        .expect("value")
-                });
-            }
-            ApiOp::Get => {
-                if c.len == 0 || u64::from(c.len) > MAX_SEGMENT_BYTES {
-                    return Err(DeviceStatus::BadLength);
-                }
-                let r = dst
-                    .remote(peer, c.dst_offset, c.len.into())
-                    .map_err(window_status)?;
-                let s = src.local(c.src_offset, c.len).map_err(window_status)?;
-                emit(&mut writer, qpn, &mut at, interval, |m| {
-                    RdmaRead::new(r).sge(s).completion(m).build().expect("read")
-                });
-            }
-            ApiOp::AtomicAdd => {
-                let r = remote8(dst, c.dst_offset)?;
-                aligned(&r, scratch.addr)?;
-                add(&mut writer, &mut at, r, c.value);
-            }
-            ApiOp::FetchAdd | ApiOp::CompareSwap => {
-                let result = src.local_result(c.src_offset).map_err(window_status)?;
-                let r = remote8(dst, c.dst_offset)?;
-                aligned(&r, result.addr)?;
-                emit(&mut writer, qpn, &mut at, interval, |m| {
-                    let a = if op == ApiOp::FetchAdd {
-                        Atomic::fetch_add(r, result, c.value)
-                    } else {
-                        Atomic::compare_swap(r, result, c.compare, c.value)
-                    };
-                    a.completion(m).build().expect("atomic")
-                });
-            }
-            ApiOp::PutWithSignal => {
-                let d = data_of(c.len)?;
-                let s = remote8(sig, c.signal_offset)?;
-                aligned(&s, scratch.addr)?;
-                emit_data(&mut writer, &mut at, &d);
-                add(&mut writer, &mut at, s, c.value);
-            }
-            ApiOp::Signal => {
-                let s = remote8(sig, c.signal_offset)?;
-                aligned(&s, scratch.addr)?;
-                add(&mut writer, &mut at, s, c.value);
-            }
-        }
-    }
-    Ok(Expected {
-        ring,
-        wqebbs: (at - start) as u32,
-    })
+    let payload = |w: u32, off: u64, len: usize| {
+        let source = if w == DATA { &rank.data } else { &rank.signals };
+        source.to_vec()[off as usize..off as usize + len].to_vec()
+    };
+    let at = BuilderRing {
+        ring: &mut ring,
+        qpn: spec.qpn,
+        interval: spec.interval,
+        start: spec.start,
+    };
+    let wqebbs = builder_wqes(at, &windows, scratch, inline_max, c, &payload)?;
+    Ok(Expected { ring, wqebbs })
 }
 
 /// Host-builds `c` and compares with the Rust side.

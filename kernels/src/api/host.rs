@@ -5,9 +5,12 @@
 
 use ibgda::nic::{Backend, DeviceWindow, DeviceWindowPeer, MemoryRegion, Window};
 use ibgda::queue::DeviceQueueDescriptor;
-use ibgda::wqe::{Qpn, RingSize, WQEBB_BYTES};
+use ibgda::wqe::{
+    Atomic, CompletionMode, LocalBuffer, Qpn, RdmaRead, RdmaWrite, RingSize, SendRing, Wqe,
+    WqeIndex, WqeLimits, WqeSpec, MAX_SEGMENT_BYTES, WQEBB_BYTES,
+};
 
-use super::layouts::{ApiCall, DeviceComm, DeviceStatus, PUT_INLINE_MAX};
+use super::layouts::{ApiCall, ApiOp, DeviceComm, DeviceStatus, PUT_INLINE_MAX};
 
 #[cfg(not(ibgda_no_host_engine))]
 extern "C" {
@@ -182,4 +185,224 @@ pub unsafe fn host_build(
         DeviceStatus::Ok => Ok(wqebbs),
         other => Err(other),
     }
+}
+
+/// Whether a WQE of `wqebbs` WQEBBs at counter `at` is signaled: it crosses a multiple of
+/// the signal interval (the rule of the host queues and the device library).
+pub fn must_signal(at: u64, wqebbs: u32, interval: u32) -> bool {
+    let i = u64::from(interval.max(1));
+    (at + u64::from(wqebbs)) / i > at / i
+}
+
+/// The status a window refusal stands for on the device.
+pub fn window_status(e: ibgda::nic::WindowError) -> DeviceStatus {
+    match e {
+        ibgda::nic::WindowError::Peer { .. } => DeviceStatus::BadPeer,
+        ibgda::nic::WindowError::Bounds { .. } => DeviceStatus::WindowBounds,
+        _ => DeviceStatus::BadLength,
+    }
+}
+
+/// Where [`builder_wqes`] builds: the ring (a power of two of WQEBBs), its queue pair's
+/// number, the signal interval, and the WQEBB counter the call starts at.
+#[derive(Debug)]
+pub struct BuilderRing<'a> {
+    /// The ring's bytes.
+    pub ring: &'a mut [u8],
+    /// The queue pair number in every control segment.
+    pub qpn: Qpn,
+    /// A WQE crossing a multiple of this many WQEBBs is signaled.
+    pub interval: u32,
+    /// The counter of the call's first WQEBB.
+    pub start: u64,
+}
+
+/// What a device API call's WQEs must be, from the Rust builders: `call` over `windows`
+/// (addresses and keys resolved with [`Window::remote`], [`Window::local`] and
+/// [`Window::local_result`], independently of the device planning), unfetched results to
+/// `scratch`, puts of at most `inline_max` bytes inline with their payload read by
+/// `payload(window, offset, len)`. Writes the WQEs into `at.ring` and returns their WQEBBs,
+/// or returns the status the device must return (the ring unchanged).
+pub fn builder_wqes(
+    at: BuilderRing<'_>,
+    windows: &[&Window],
+    scratch: LocalBuffer,
+    inline_max: u32,
+    c: &ApiCall,
+    payload: &dyn Fn(u32, u64, usize) -> Vec<u8>,
+) -> Result<u32, DeviceStatus> {
+    let BuilderRing {
+        ring,
+        qpn,
+        interval,
+        start,
+    } = at;
+    let win = |i: u32| {
+        windows
+            .get(i as usize)
+            .copied()
+            .ok_or(DeviceStatus::BadPeer)
+    };
+    let (dst, src, sig) = (
+        win(c.dst_window)?,
+        win(c.src_window)?,
+        win(c.signal_window)?,
+    );
+    let peer = c.peer as usize;
+    let mut at = start;
+    {
+        let mut writer =
+            SendRing::new(ring, WqeLimits::default()).map_err(|_| DeviceStatus::BadLength)?;
+        // Each WQE: built once unsignaled to learn its size, then at `at` with its flag.
+        fn emit<S: WqeSpec>(
+            writer: &mut SendRing<'_>,
+            qpn: Qpn,
+            at: &mut u64,
+            interval: u32,
+            make: impl Fn(CompletionMode) -> Wqe<S>,
+        ) {
+            let probe = make(CompletionMode::OnError);
+            let n = probe.wqebbs();
+            let mode = if must_signal(*at, n, interval) {
+                CompletionMode::Always
+            } else {
+                CompletionMode::OnError
+            };
+            let n2 = writer
+                .write(WqeIndex(*at as u16), qpn, &make(mode))
+                .expect("write");
+            assert_eq!(n, n2);
+            *at += u64::from(n);
+        }
+        let remote8 = |w: &Window, off: u64| -> Result<ibgda::wqe::RemoteAddress, DeviceStatus> {
+            let r = w.remote(peer, off, 8).map_err(window_status)?;
+            Ok(r)
+        };
+        let op = ApiOp::ALL
+            .iter()
+            .find(|(_, o)| *o as u32 == c.op)
+            .map(|(_, o)| *o)
+            .ok_or(DeviceStatus::BadLength)?;
+        // The data WQE of a put (and of put_with_signal): resolved first, emitted later.
+        enum Data {
+            Inline(ibgda::wqe::RemoteAddress, Vec<u8>),
+            Gather(ibgda::wqe::RemoteAddress, ibgda::wqe::Sge),
+        }
+        let data_of = |len: u32| -> Result<Data, DeviceStatus> {
+            if u64::from(len) > MAX_SEGMENT_BYTES {
+                return Err(DeviceStatus::BadLength);
+            }
+            let remote = dst
+                .remote(peer, c.dst_offset, len.into())
+                .map_err(window_status)?;
+            if len <= inline_max {
+                let local = src.local_side();
+                let off = c.src_offset;
+                if !(off <= local.len && u64::from(len) <= local.len - off) {
+                    return Err(DeviceStatus::WindowBounds);
+                }
+                Ok(Data::Inline(
+                    remote,
+                    payload(c.src_window, off, len as usize),
+                ))
+            } else {
+                Ok(Data::Gather(
+                    remote,
+                    src.local(c.src_offset, len).map_err(window_status)?,
+                ))
+            }
+        };
+        let emit_data = |writer: &mut SendRing<'_>, at: &mut u64, d: &Data| match d {
+            Data::Inline(r, bytes) => emit(writer, qpn, at, interval, |m| {
+                RdmaWrite::new(*r)
+                    .inline(bytes)
+                    .completion(m)
+                    .build()
+                    .expect("inline write")
+            }),
+            Data::Gather(r, sge) => emit(writer, qpn, at, interval, |m| {
+                RdmaWrite::new(*r)
+                    .sge(*sge)
+                    .completion(m)
+                    .build()
+                    .expect("write")
+            }),
+        };
+        let aligned = |r: &ibgda::wqe::RemoteAddress, result: u64| -> Result<(), DeviceStatus> {
+            if r.addr % 8 != 0 || result % 8 != 0 {
+                Err(DeviceStatus::Misaligned)
+            } else {
+                Ok(())
+            }
+        };
+        let add =
+            |writer: &mut SendRing<'_>, at: &mut u64, r: ibgda::wqe::RemoteAddress, v: u64| {
+                emit(writer, qpn, at, interval, |m| {
+                    Atomic::fetch_add(r, scratch, v)
+                        .completion(m)
+                        .build()
+                        .expect("fetch-add")
+                })
+            };
+        match op {
+            ApiOp::Put => {
+                let d = data_of(c.len)?;
+                emit_data(&mut writer, &mut at, &d);
+            }
+            ApiOp::PutValue => {
+                let r = remote8(dst, c.dst_offset)?;
+                let bytes = c.value.to_ne_bytes();
+                emit(&mut writer, qpn, &mut at, interval, |m| {
+                    RdmaWrite::new(r)
+                        .inline(&bytes)
+                        .completion(m)
+                        .build()
+                        .expect("value")
+                });
+            }
+            ApiOp::Get => {
+                if c.len == 0 || u64::from(c.len) > MAX_SEGMENT_BYTES {
+                    return Err(DeviceStatus::BadLength);
+                }
+                let r = dst
+                    .remote(peer, c.dst_offset, c.len.into())
+                    .map_err(window_status)?;
+                let s = src.local(c.src_offset, c.len).map_err(window_status)?;
+                emit(&mut writer, qpn, &mut at, interval, |m| {
+                    RdmaRead::new(r).sge(s).completion(m).build().expect("read")
+                });
+            }
+            ApiOp::AtomicAdd => {
+                let r = remote8(dst, c.dst_offset)?;
+                aligned(&r, scratch.addr)?;
+                add(&mut writer, &mut at, r, c.value);
+            }
+            ApiOp::FetchAdd | ApiOp::CompareSwap => {
+                let result = src.local_result(c.src_offset).map_err(window_status)?;
+                let r = remote8(dst, c.dst_offset)?;
+                aligned(&r, result.addr)?;
+                emit(&mut writer, qpn, &mut at, interval, |m| {
+                    let a = if op == ApiOp::FetchAdd {
+                        Atomic::fetch_add(r, result, c.value)
+                    } else {
+                        Atomic::compare_swap(r, result, c.compare, c.value)
+                    };
+                    a.completion(m).build().expect("atomic")
+                });
+            }
+            ApiOp::PutWithSignal => {
+                let d = data_of(c.len)?;
+                let s = remote8(sig, c.signal_offset)?;
+                aligned(&s, scratch.addr)?;
+                emit_data(&mut writer, &mut at, &d);
+                add(&mut writer, &mut at, s, c.value);
+            }
+            ApiOp::Signal => {
+                let s = remote8(sig, c.signal_offset)?;
+                aligned(&s, scratch.addr)?;
+                add(&mut writer, &mut at, s, c.value);
+            }
+        }
+    }
+    Ok((at - start) as u32)
 }

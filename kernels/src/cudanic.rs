@@ -1,0 +1,266 @@
+//! The CUDA software NIC behind the control plane: devices ([`ibgda::nic::SoftGpuNic`],
+//! the software NIC's PRM executor over GPU queue memory) whose queue pairs and
+//! registrations the CUDA software NIC then executes.
+//!
+//! A [`CudaFabric`] is one fabric of such devices on one GPU: [`CudaFabric::open`] gives a
+//! device (a node with a LID) to open with [`ibgda::nic::Device::open`], whose queue pairs
+//! are created with [`CudaFabric::queue_memory`] as their allocator and connected by
+//! their PRM commands, and whose GPU memory is registered with `RegisterMemory::Gpu`.
+//! [`CudaFabric::device_nic`] then builds the CUDA software NIC over what the commands
+//! made: a node per device, every registration with its keys, and the given queue pairs
+//! (each checked to be the one a command created over exactly its memory, in RTS, with
+//! its peer among them), each connected pair served by one engine. This is how the
+//! control-plane suite and the device API run on the CUDA software NIC, with the same
+//! commands as on a ConnectX.
+
+use std::sync::Arc;
+
+use ibgda::memory::DeviceBuffer;
+use ibgda::nic::{GpuDoorbellMemory, GpuObjects, GpuQueuePair, NicError, SoftGpuNic};
+use ibgda::order::{GpuThread, OrderingScope, ScopeKind, ValidFor};
+use ibgda::queue::{Gpu as GpuPlaced, QueuePair};
+use ibgda::softnic::{Fabric, QpState};
+use ibgda::wqe::Rc;
+
+use crate::gpu::{Gpu, GpuError};
+use crate::nic::CudaNicAccess;
+use crate::softnic::device::{DeviceNic, NicMemory};
+use crate::softnic::tables::{
+    cq_mode, state, transport, watch, NicCq, NicNode, NicQueue, NicRegion, NicResponder, NicTables,
+    MAX_SCRATCH_BYTES, NIC_NONE,
+};
+
+/// Doorbells in device memory of one GPU.
+#[derive(Debug)]
+struct Doorbells(Arc<Gpu>);
+
+impl GpuDoorbellMemory for Doorbells {
+    fn doorbell(&self) -> Result<Arc<DeviceBuffer>, NicError> {
+        self.0.device_buffer(8).map_err(|e| NicError::Unsupported {
+            what: format!("a GPU doorbell: {e}"),
+        })
+    }
+}
+
+/// Devices on one GPU whose queues the CUDA software NIC executes (see the [module
+/// documentation](self)).
+#[derive(Debug)]
+pub struct CudaFabric {
+    gpu: Arc<Gpu>,
+    fabric: Fabric,
+    memory: CudaNicAccess,
+}
+
+impl CudaFabric {
+    /// A fabric on `gpu`.
+    pub fn new(gpu: Arc<Gpu>) -> Self {
+        Self {
+            memory: CudaNicAccess::new(gpu.clone()),
+            gpu,
+            fabric: Fabric::new(),
+        }
+    }
+
+    /// A new device: a node reached at `lid`.
+    pub fn open(&self, lid: u16) -> Result<SoftGpuNic, NicError> {
+        SoftGpuNic::open(&self.fabric, lid, Arc::new(Doorbells(self.gpu.clone())))
+    }
+
+    /// The allocator of GPU queue memory (`ProtectionDomain::create_rc_in`).
+    pub fn queue_memory(&self) -> &CudaNicAccess {
+        &self.memory
+    }
+
+    /// The GPU.
+    pub fn gpu(&self) -> &Arc<Gpu> {
+        &self.gpu
+    }
+
+    /// The CUDA software NIC over `devices` (their nodes and registrations) and `queues`
+    /// (queue pairs of those devices, the peer of each among them), messages up to
+    /// `max_message_bytes`, connected pairs spread over `engines` engines (blocks). Not
+    /// started.
+    pub fn device_nic<'q, S>(
+        &self,
+        gpu: &'q Gpu,
+        devices: &[&SoftGpuNic],
+        queues: &[&'q QueuePair<Rc, GpuPlaced, S>],
+        engines: usize,
+        max_message_bytes: u64,
+    ) -> Result<DeviceNic<'q>, GpuError>
+    where
+        S: OrderingScope<Producer = GpuThread> + ValidFor<GpuPlaced>,
+    {
+        let snapshots: Vec<GpuObjects> = devices.iter().map(|d| d.gpu_objects()).collect();
+        let tables = engine_tables(&snapshots, queues, engines, max_message_bytes)?;
+        let mut memory = NicMemory::new();
+        let mut seen: Vec<*const DeviceBuffer> = Vec::new();
+        for r in snapshots.iter().flat_map(|s| &s.regions) {
+            if !seen.contains(&Arc::as_ptr(&r.buffer)) {
+                seen.push(Arc::as_ptr(&r.buffer));
+                memory.register(&r.buffer);
+            }
+        }
+        for qp in queues {
+            memory.queue_pair(qp);
+        }
+        DeviceNic::new(gpu, &tables, memory)
+    }
+}
+
+fn invalid(what: String) -> GpuError {
+    GpuError::Invalid(what)
+}
+
+/// The engines' tables over what the devices' commands made and the queue pairs given.
+fn engine_tables<S>(
+    snapshots: &[GpuObjects],
+    queues: &[&QueuePair<Rc, GpuPlaced, S>],
+    engines: usize,
+    max_message_bytes: u64,
+) -> Result<Vec<NicTables>, GpuError>
+where
+    S: OrderingScope<Producer = GpuThread> + ValidFor<GpuPlaced>,
+{
+    if engines == 0 {
+        return Err(invalid("no engine".into()));
+    }
+    if max_message_bytes == 0 || max_message_bytes > MAX_SCRATCH_BYTES {
+        return Err(invalid(format!(
+            "max_message_bytes {max_message_bytes}: 1 to {MAX_SCRATCH_BYTES}"
+        )));
+    }
+    let nodes: Vec<NicNode> = snapshots
+        .iter()
+        .map(|s| NicNode {
+            lid: s.lid.into(),
+            reserved: 0,
+        })
+        .collect();
+    let mut regions = Vec::new();
+    for (node, s) in snapshots.iter().enumerate() {
+        for r in &s.regions {
+            regions.push(NicRegion {
+                start: r.addr,
+                base: r.addr,
+                len: r.len,
+                node: node as u32,
+                lkey: r.lkey.0,
+                rkey: r.rkey.0,
+                access: r.access.bits(),
+            });
+        }
+    }
+    // Each queue pair as its command made it: on which node, over exactly its memory.
+    let mut found: Vec<(u32, GpuQueuePair, &QueuePair<Rc, GpuPlaced, S>)> = Vec::new();
+    for qp in queues {
+        let qpn = qp.device_qpn().get();
+        let (node, object) = snapshots
+            .iter()
+            .enumerate()
+            .find_map(|(n, s)| s.queue_pairs.iter().find(|o| o.qpn == qpn).map(|o| (n, *o)))
+            .ok_or_else(|| {
+                invalid(format!(
+                    "queue pair {qpn:#x} was made by none of the devices"
+                ))
+            })?;
+        let (sq, cq) = (qp.sq_memory(), qp.cq_memory());
+        if object.ring != sq.ring()
+            || object.dbrec != sq.dbrec()
+            || object.doorbell != sq.doorbell().addr
+            || object.cq.ring != cq.ring()
+            || object.cq.dbrec != cq.dbrec()
+        {
+            return Err(invalid(format!(
+                "queue pair {qpn:#x} is not over the memory its commands named"
+            )));
+        }
+        if object.state != QpState::ReadyToSend {
+            return Err(invalid(format!(
+                "queue pair {qpn:#x} is in {:?}, not RTS",
+                object.state
+            )));
+        }
+        if found.iter().any(|(_, o, _)| o.qpn == qpn) {
+            return Err(invalid(format!("queue pair {qpn:#x} given twice")));
+        }
+        found.push((node as u32, object, qp));
+    }
+    // Connected pairs (a queue pair connected to itself is a pair of one), each on one
+    // engine (a requester finds its responder in its own engine).
+    let mut engine_of: std::collections::HashMap<u32, usize> = std::collections::HashMap::new();
+    let mut pairs = 0usize;
+    for (_, o, _) in &found {
+        let peer = o
+            .peer
+            .ok_or_else(|| invalid(format!("queue pair {:#x} is not connected", o.qpn)))?;
+        if !found.iter().any(|(_, p, _)| p.qpn == peer) {
+            return Err(invalid(format!(
+                "queue pair {:#x}'s peer {peer:#x} is not among the queue pairs given",
+                o.qpn
+            )));
+        }
+        if !engine_of.contains_key(&o.qpn) {
+            let e = pairs % engines;
+            pairs += 1;
+            engine_of.insert(o.qpn, e);
+            engine_of.insert(peer, e);
+        }
+    }
+    let unordered_record = matches!(S::KIND, ScopeKind::GpuFence | ScopeKind::Unordered);
+    let mut tables: Vec<NicTables> = (0..engines.min(pairs.max(1)))
+        .map(|_| NicTables {
+            nodes: nodes.clone(),
+            regions: regions.clone(),
+            cqs: Vec::new(),
+            responders: Vec::new(),
+            queues: Vec::new(),
+        })
+        .collect();
+    for (node, o, qp) in &found {
+        let t = &mut tables[engine_of[&o.qpn]];
+        let mode = match qp.device_queue().raw().cq_mode {
+            1 => cq_mode::COLLAPSED,
+            _ => cq_mode::RING,
+        };
+        t.cqs.push(NicCq {
+            ring: o.cq.ring.addr,
+            dbrec: o.cq.dbrec.addr,
+            entries: o.cq.entries,
+            log2_entries: o.cq.entries.trailing_zeros(),
+            mode,
+            ..Default::default()
+        });
+        t.queues.push(NicQueue {
+            ring: o.ring.addr,
+            dbrec: o.dbrec.addr,
+            doorbell: o.doorbell,
+            max_message_bytes,
+            qpn: o.qpn,
+            node: *node,
+            transport: transport::RC,
+            log_wqebbs: o.log_wqebbs,
+            cq: (t.cqs.len() - 1) as u32,
+            peer: o.peer.unwrap_or(NIC_NONE),
+            state: state::READY,
+            // Scopes that do not order the WQEs before the doorbell record: the record is
+            // read only after a doorbell.
+            watch: if unordered_record {
+                watch::DOORBELL_ONLY
+            } else {
+                watch::POLL_RECORD
+            },
+            ..Default::default()
+        });
+        t.responders.push(NicResponder {
+            number: o.qpn,
+            node: *node,
+            cq: NIC_NONE,
+            ..Default::default()
+        });
+    }
+    for t in &mut tables {
+        t.queues.sort_by_key(|q| q.qpn);
+    }
+    Ok(tables)
+}
