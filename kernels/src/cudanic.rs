@@ -16,9 +16,10 @@
 use std::sync::Arc;
 
 use ibgda::memory::DeviceBuffer;
-use ibgda::nic::{GpuDoorbellMemory, GpuObjects, GpuQueuePair, NicError, SoftGpuNic};
+use ibgda::nic::team::LocalBootstrap;
+use ibgda::nic::{Device, GpuDoorbellMemory, GpuObjects, GpuQueuePair, NicError, SoftGpuNic};
 use ibgda::order::{GpuThread, OrderingScope, ScopeKind, ValidFor};
-use ibgda::queue::{Gpu as GpuPlaced, QueuePair};
+use ibgda::queue::{Gpu as GpuPlaced, ProducerStateMemory, QueuePair};
 use ibgda::softnic::{Fabric, QpState};
 use ibgda::wqe::Rc;
 
@@ -71,9 +72,60 @@ impl CudaFabric {
         &self.memory
     }
 
+    /// The device producer state of one GPU-posted queue pair (64 zeroed bytes of device
+    /// memory), for `PendingRc::connect_device`.
+    pub fn producer_state(&self) -> Result<ProducerStateMemory<GpuPlaced>, NicError> {
+        let gpu_error = |e: GpuError| NicError::Unsupported {
+            what: format!("GPU producer state: {e}"),
+        };
+        let buffer = self.gpu.device_buffer(64).map_err(gpu_error)?;
+        let owned = Arc::try_unwrap(buffer).map_err(|_| NicError::Unsupported {
+            what: "GPU producer state: a fresh buffer with a second owner".into(),
+        })?;
+        ProducerStateMemory::from_device(owned).map_err(|e| NicError::Unsupported {
+            what: format!("GPU producer state: {e}"),
+        })
+    }
+
     /// The GPU.
     pub fn gpu(&self) -> &Arc<Gpu> {
         &self.gpu
+    }
+
+    /// Runs `setup` for `ranks` ranks emulated on this GPU, each on a thread of its own
+    /// with its rank of a [`LocalBootstrap`] group and a fresh device (a node with LID
+    /// 1 + rank); returns what each returned, by rank. The same `setup` takes its ranks
+    /// from processes with another [`Bootstrap`](ibgda::nic::team::Bootstrap) and device.
+    pub fn ranks<T: Send>(
+        &self,
+        ranks: usize,
+        setup: impl Fn(&LocalBootstrap, Device<SoftGpuNic>) -> T + Sync,
+    ) -> Result<Vec<T>, NicError> {
+        let lids: Vec<u16> = (0..ranks)
+            .map(|r| {
+                u16::try_from(r + 1).map_err(|_| NicError::OutOfRange {
+                    what: "ranks (one LID each)",
+                    value: r as u64,
+                    max: u16::MAX.into(),
+                })
+            })
+            .collect::<Result<_, _>>()?;
+        let devices = lids
+            .iter()
+            .map(|&lid| Device::open(self.open(lid)?))
+            .collect::<Result<Vec<_>, _>>()?;
+        let group = LocalBootstrap::group(ranks);
+        let setup = &setup;
+        Ok(std::thread::scope(|s| {
+            let jobs: Vec<_> = group
+                .iter()
+                .zip(devices)
+                .map(|(b, d)| s.spawn(move || setup(b, d)))
+                .collect();
+            jobs.into_iter()
+                .map(|j| j.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
+                .collect()
+        }))
     }
 
     /// The CUDA software NIC over `devices` (their nodes and registrations) and `queues`

@@ -240,3 +240,28 @@ fn wait_signal_is_one_acquire_load_of_system_scope() {
         );
     }
 }
+
+/// The README's "Writing a kernel" example compiles against the device API through NVRTC
+/// and instantiates its kernels for the scope it names.
+#[test]
+#[cfg_attr(
+    not(ibgda_nvrtc),
+    ignore = "NVRTC not installed: run scripts/cuda-wheels.sh"
+)]
+fn the_put_signal_example_compiles_against_the_device_api() {
+    let source = include_str!("../../examples/put_signal/put_signal.cu");
+    let c = ibgda_kernels::nvrtc::compile_source("put_signal.cu", source, &CompileOptions::new())
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(&c.cubin[..4], b"\x7fELF");
+    for k in ["send_GpuReleaseStore", "receive_GpuReleaseStore"] {
+        let inv = ordering_of(&c.ptx, k).unwrap_or_else(|| panic!("{k} missing"));
+        println!("{k}: {inv:?}");
+    }
+    let send = ordering_of(&c.ptx, "send_GpuReleaseStore").expect("send");
+    let seq = parse_sequence(device_sequence(ScopeKind::GpuReleaseStore));
+    for i in &seq.doorbell {
+        assert!(send.contains(i), "send lacks {i}");
+    }
+    let receive = ordering_of(&c.ptx, "receive_GpuReleaseStore").expect("receive");
+    assert_eq!(receive, ["ld.acquire.sys.global.b64"]);
+}

@@ -234,7 +234,9 @@ where
             _borrow: PhantomData,
         })
     }
+}
 
+impl<S> GpuComm<'_, S> {
     /// The descriptor.
     pub fn device(&self) -> &DeviceComm {
         &self.device
@@ -314,7 +316,11 @@ impl fmt::Debug for CommProgram<'_> {
 impl<'g> CommProgram<'g> {
     /// Compiles `source` (named `name`) for `gpu` (its compile options) and loads it.
     pub fn compile(gpu: &'g Gpu, name: &str, source: &str) -> Result<Self, GpuError> {
-        let compiled = compile_source(name, source, gpu.options())?;
+        Self::load(gpu, compile_source(name, source, gpu.options())?)
+    }
+
+    /// Loads a program compiled elsewhere (with more headers or options).
+    pub fn load(gpu: &'g Gpu, compiled: Compiled) -> Result<Self, GpuError> {
         let functions = gpu.load_compiled(&compiled)?;
         Ok(Self {
             functions,
