@@ -34,8 +34,8 @@ fn main() -> Result<(), Failure> {
             let state = || fabric.producer_state();
             let queues = connect_rc(b, &pd, spec, fabric.queue_memory(), state, GpuReleaseStore)?;
             let message: Vec<u8> = (0..2 * LEN).map(|i| (i + 100 * b.rank()) as u8).collect();
-            let data = gpu.device_buffer_from(&message)?;
-            let words = gpu.device_buffer(16)?;
+            let data = Arc::new(gpu.device_buffer_from(&message)?);
+            let words = Arc::new(gpu.device_buffer(16)?);
             let rw = MemoryAccess::LOCAL_WRITE
                 | MemoryAccess::REMOTE_WRITE
                 | MemoryAccess::REMOTE_ATOMIC;

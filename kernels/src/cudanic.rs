@@ -18,18 +18,17 @@ use std::sync::Arc;
 use ibgda::memory::DeviceBuffer;
 use ibgda::nic::team::LocalBootstrap;
 use ibgda::nic::{Device, GpuDoorbellMemory, GpuObjects, GpuQueuePair, NicError, SoftGpuNic};
-use ibgda::order::{GpuThread, OrderingScope, ScopeKind, ValidFor};
+use ibgda::order::{GpuThread, OrderingScope, ValidFor};
 use ibgda::queue::{Gpu as GpuPlaced, ProducerStateMemory, QueuePair};
 use ibgda::softnic::{Fabric, QpState};
 use ibgda::wqe::Rc;
 
+use std::collections::HashMap;
+
 use crate::gpu::{Gpu, GpuError};
 use crate::nic::CudaNicAccess;
-use crate::softnic::device::{DeviceNic, NicMemory};
-use crate::softnic::tables::{
-    cq_mode, state, transport, watch, NicCq, NicNode, NicQueue, NicRegion, NicResponder, NicTables,
-    MAX_SCRATCH_BYTES, NIC_NONE,
-};
+use crate::softnic::builder::{DeviceNicBuilder, EngineId, QueueOptions};
+use crate::softnic::device::DeviceNic;
 
 /// Doorbells in device memory of one GPU.
 #[derive(Debug)]
@@ -37,9 +36,12 @@ struct Doorbells(Arc<Gpu>);
 
 impl GpuDoorbellMemory for Doorbells {
     fn doorbell(&self) -> Result<Arc<DeviceBuffer>, NicError> {
-        self.0.device_buffer(8).map_err(|e| NicError::Unsupported {
-            what: format!("a GPU doorbell: {e}"),
-        })
+        self.0
+            .device_buffer(8)
+            .map(Arc::new)
+            .map_err(|e| NicError::Unsupported {
+                what: format!("a GPU doorbell: {e}"),
+            })
     }
 }
 
@@ -79,10 +81,7 @@ impl CudaFabric {
             what: format!("GPU producer state: {e}"),
         };
         let buffer = self.gpu.device_buffer(64).map_err(gpu_error)?;
-        let owned = Arc::try_unwrap(buffer).map_err(|_| NicError::Unsupported {
-            what: "GPU producer state: a fresh buffer with a second owner".into(),
-        })?;
-        ProducerStateMemory::from_device(owned).map_err(|e| NicError::Unsupported {
+        ProducerStateMemory::from_device(buffer).map_err(|e| NicError::Unsupported {
             what: format!("GPU producer state: {e}"),
         })
     }
@@ -128,10 +127,11 @@ impl CudaFabric {
         }))
     }
 
-    /// The CUDA software NIC over `devices` (their nodes and registrations) and `queues`
-    /// (queue pairs of those devices, the peer of each among them), messages up to
-    /// `max_message_bytes`, connected pairs spread over `engines` engines (blocks). Not
-    /// started.
+    /// The CUDA software NIC over `devices` (their nodes and registrations, under the keys
+    /// the control plane gave them) and `queues` (queue pairs of those devices, the peer of
+    /// each among them), messages up to `max_message_bytes`, connected pairs spread over
+    /// `engines` engines (blocks). Built by [`DeviceNicBuilder`], which claims every queue
+    /// pair for the NIC's executor. Not started.
     pub fn device_nic<'q, S>(
         &self,
         gpu: &'q Gpu,
@@ -143,68 +143,77 @@ impl CudaFabric {
     where
         S: OrderingScope<Producer = GpuThread> + ValidFor<GpuPlaced>,
     {
+        if engines == 0 {
+            return Err(invalid("no engine".into()));
+        }
         let snapshots: Vec<GpuObjects> = devices.iter().map(|d| d.gpu_objects()).collect();
-        let tables = engine_tables(&snapshots, queues, engines, max_message_bytes)?;
-        let mut memory = NicMemory::new();
-        let mut seen: Vec<*const DeviceBuffer> = Vec::new();
-        for r in snapshots.iter().flat_map(|s| &s.regions) {
-            if !seen.contains(&Arc::as_ptr(&r.buffer)) {
-                seen.push(Arc::as_ptr(&r.buffer));
-                memory.register(&r.buffer);
+        let mut nic = DeviceNicBuilder::new();
+        let mut nodes = Vec::with_capacity(snapshots.len());
+        for s in &snapshots {
+            let node = nic.node(s.lid)?;
+            for r in &s.regions {
+                let offset = usize::try_from(r.addr - r.buffer.addr())
+                    .map_err(|_| invalid(format!("region {:#x}", r.addr)))?;
+                nic.region_with_keys(
+                    node,
+                    &r.buffer,
+                    offset,
+                    r.len as usize,
+                    r.access,
+                    (r.lkey, r.rkey),
+                )?;
             }
+            nodes.push(node);
         }
-        for qp in queues {
-            memory.queue_pair(qp);
+        let found = commanded(&snapshots, queues)?;
+        // Connected pairs (a queue pair connected to itself is a pair of one), each on one
+        // engine: a requester finds its responder in its own engine.
+        let mut engine_of: HashMap<u32, EngineId> = HashMap::new();
+        let mut made: Vec<EngineId> = Vec::new();
+        let mut pairs = Vec::new();
+        for (_, o, _) in &found {
+            let peer = o.peer.unwrap_or(o.qpn);
+            if engine_of.contains_key(&o.qpn) {
+                continue;
+            }
+            let k = pairs.len();
+            let engine = if k < engines {
+                let e = nic.engine();
+                made.push(e);
+                e
+            } else {
+                made[k % engines]
+            };
+            engine_of.insert(o.qpn, engine);
+            engine_of.insert(peer, engine);
+            pairs.push((o.qpn, peer));
         }
-        DeviceNic::new(gpu, &tables, memory)
+        let options = QueueOptions {
+            max_message_bytes,
+            ..QueueOptions::default()
+        };
+        let mut slots = HashMap::new();
+        for (node, o, qp) in &found {
+            let slot = nic.rc(engine_of[&o.qpn], nodes[*node], qp, options)?;
+            slots.insert(o.qpn, slot);
+        }
+        for (a, b) in pairs {
+            nic.connect(slots[&a], slots[&b])?;
+        }
+        nic.build(gpu)
     }
 }
 
-fn invalid(what: String) -> GpuError {
-    GpuError::Invalid(what)
-}
-
-/// The engines' tables over what the devices' commands made and the queue pairs given.
-fn engine_tables<S>(
+/// Each queue pair as its command made it: the device (node) it is on, over exactly its
+/// memory, in RTS, its peer among them.
+fn commanded<'a, 'q, S>(
     snapshots: &[GpuObjects],
-    queues: &[&QueuePair<Rc, GpuPlaced, S>],
-    engines: usize,
-    max_message_bytes: u64,
-) -> Result<Vec<NicTables>, GpuError>
+    queues: &'a [&'q QueuePair<Rc, GpuPlaced, S>],
+) -> Result<Vec<(usize, GpuQueuePair, &'q QueuePair<Rc, GpuPlaced, S>)>, GpuError>
 where
     S: OrderingScope<Producer = GpuThread> + ValidFor<GpuPlaced>,
 {
-    if engines == 0 {
-        return Err(invalid("no engine".into()));
-    }
-    if max_message_bytes == 0 || max_message_bytes > MAX_SCRATCH_BYTES {
-        return Err(invalid(format!(
-            "max_message_bytes {max_message_bytes}: 1 to {MAX_SCRATCH_BYTES}"
-        )));
-    }
-    let nodes: Vec<NicNode> = snapshots
-        .iter()
-        .map(|s| NicNode {
-            lid: s.lid.into(),
-            reserved: 0,
-        })
-        .collect();
-    let mut regions = Vec::new();
-    for (node, s) in snapshots.iter().enumerate() {
-        for r in &s.regions {
-            regions.push(NicRegion {
-                start: r.addr,
-                base: r.addr,
-                len: r.len,
-                node: node as u32,
-                lkey: r.lkey.0,
-                rkey: r.rkey.0,
-                access: r.access.bits(),
-            });
-        }
-    }
-    // Each queue pair as its command made it: on which node, over exactly its memory.
-    let mut found: Vec<(u32, GpuQueuePair, &QueuePair<Rc, GpuPlaced, S>)> = Vec::new();
+    let mut found: Vec<(usize, GpuQueuePair, &'q QueuePair<Rc, GpuPlaced, S>)> = Vec::new();
     for qp in queues {
         let qpn = qp.device_qpn().get();
         let (node, object) = snapshots
@@ -236,12 +245,8 @@ where
         if found.iter().any(|(_, o, _)| o.qpn == qpn) {
             return Err(invalid(format!("queue pair {qpn:#x} given twice")));
         }
-        found.push((node as u32, object, qp));
+        found.push((node, object, *qp));
     }
-    // Connected pairs (a queue pair connected to itself is a pair of one), each on one
-    // engine (a requester finds its responder in its own engine).
-    let mut engine_of: std::collections::HashMap<u32, usize> = std::collections::HashMap::new();
-    let mut pairs = 0usize;
     for (_, o, _) in &found {
         let peer = o
             .peer
@@ -252,67 +257,10 @@ where
                 o.qpn
             )));
         }
-        if !engine_of.contains_key(&o.qpn) {
-            let e = pairs % engines;
-            pairs += 1;
-            engine_of.insert(o.qpn, e);
-            engine_of.insert(peer, e);
-        }
     }
-    let unordered_record = matches!(S::KIND, ScopeKind::GpuFence | ScopeKind::Unordered);
-    let mut tables: Vec<NicTables> = (0..engines.min(pairs.max(1)))
-        .map(|_| NicTables {
-            nodes: nodes.clone(),
-            regions: regions.clone(),
-            cqs: Vec::new(),
-            responders: Vec::new(),
-            queues: Vec::new(),
-        })
-        .collect();
-    for (node, o, qp) in &found {
-        let t = &mut tables[engine_of[&o.qpn]];
-        let mode = match qp.device_queue().raw().cq_mode {
-            1 => cq_mode::COLLAPSED,
-            _ => cq_mode::RING,
-        };
-        t.cqs.push(NicCq {
-            ring: o.cq.ring.addr,
-            dbrec: o.cq.dbrec.addr,
-            entries: o.cq.entries,
-            log2_entries: o.cq.entries.trailing_zeros(),
-            mode,
-            ..Default::default()
-        });
-        t.queues.push(NicQueue {
-            ring: o.ring.addr,
-            dbrec: o.dbrec.addr,
-            doorbell: o.doorbell,
-            max_message_bytes,
-            qpn: o.qpn,
-            node: *node,
-            transport: transport::RC,
-            log_wqebbs: o.log_wqebbs,
-            cq: (t.cqs.len() - 1) as u32,
-            peer: o.peer.unwrap_or(NIC_NONE),
-            state: state::READY,
-            // Scopes that do not order the WQEs before the doorbell record: the record is
-            // read only after a doorbell.
-            watch: if unordered_record {
-                watch::DOORBELL_ONLY
-            } else {
-                watch::POLL_RECORD
-            },
-            ..Default::default()
-        });
-        t.responders.push(NicResponder {
-            number: o.qpn,
-            node: *node,
-            cq: NIC_NONE,
-            ..Default::default()
-        });
-    }
-    for t in &mut tables {
-        t.queues.sort_by_key(|q| q.qpn);
-    }
-    Ok(tables)
+    Ok(found)
+}
+
+fn invalid(what: String) -> GpuError {
+    GpuError::Invalid(what)
 }

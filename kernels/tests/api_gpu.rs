@@ -24,7 +24,7 @@ use ibgda::order::{
     GpuFence, GpuFencedDbrec, GpuReleaseStore, GpuThread, OrderingScope, SystemFence,
     SystemReleaseStore, ThreadFence, ValidFor,
 };
-use ibgda::queue::{Gpu as GpuPlaced, ProducerStateMemory, QueuePair};
+use ibgda::queue::{Gpu as GpuPlaced, QueuePair};
 use ibgda::wqe::{LocalBuffer, Rc, RingSize};
 use ibgda_kernels::api::host::{builder_wqes, BuilderRing};
 use ibgda_kernels::api::{
@@ -66,10 +66,6 @@ struct Rank<S: OrderingScope + ValidFor<GpuPlaced>> {
     device: Device<SoftGpuNic>,
 }
 
-fn owned(b: Arc<DeviceBuffer>) -> DeviceBuffer {
-    Arc::try_unwrap(b).unwrap_or_else(|_| panic!("a fresh buffer has one owner"))
-}
-
 /// `ranks` ranks on `fabric`, each with a data window (`DATA_LEN` bytes, a pattern of its
 /// rank), a signal window and a scratch word, and an RC queue pair to every rank.
 fn world<S>(fabric: &CudaFabric, ranks: usize, scope: S) -> Vec<Rank<S>>
@@ -90,22 +86,15 @@ where
                 &pd,
                 spec,
                 fabric.queue_memory(),
-                || {
-                    let state =
-                        gpu.device_buffer(64)
-                            .map_err(|e| ibgda::nic::NicError::Unsupported {
-                                what: e.to_string(),
-                            })?;
-                    Ok(ProducerStateMemory::from_device(owned(state)).expect("state"))
-                },
+                || fabric.producer_state(),
                 scope,
             )
             .expect("connect");
             let pattern: Vec<u8> = (0..DATA_LEN)
                 .map(|i| (i * 7 + b.rank() * 31 + 1) as u8)
                 .collect();
-            let data = gpu.device_buffer_from(&pattern).expect("data");
-            let signals = gpu.device_buffer(SIGNAL_LEN + 64).expect("signals");
+            let data = Arc::new(gpu.device_buffer_from(&pattern).expect("data"));
+            let signals = Arc::new(gpu.device_buffer(SIGNAL_LEN + 64).expect("signals"));
             let gpu_region = |buffer: &Arc<DeviceBuffer>, len: usize, access| {
                 pd.register_memory(
                     RegisterMemory::Gpu {
@@ -265,12 +254,12 @@ struct Launched {
 /// Everything a run of the API test kernel needs in device memory, allocated before any
 /// persistent kernel runs (an allocation or a synchronous copy can wait for one).
 struct Prepared {
-    wins: Arc<DeviceBuffer>,
+    wins: DeviceBuffer,
     n_wins: u32,
-    calls: Arc<DeviceBuffer>,
+    calls: DeviceBuffer,
     n: u32,
-    statuses: Arc<DeviceBuffer>,
-    tickets: Arc<DeviceBuffer>,
+    statuses: DeviceBuffer,
+    tickets: DeviceBuffer,
 }
 
 fn prepare(gpu: &Gpu, windows: &[&GpuWindow<'_>], calls: &[ApiCall]) -> Prepared {
@@ -436,7 +425,9 @@ where
 #[test]
 #[ignore = "needs an NVIDIA GPU: run with --ignored on the GPU machine"]
 fn every_operation_leaves_the_rust_builders_bytes_for_every_scope() {
-    bytes_for_scope(GpuFence);
+    // SAFETY: no NIC runs while these rings are written (they are read after a
+    // synchronize), so nothing can follow a doorbell record ahead of its WQEs.
+    bytes_for_scope(unsafe { GpuFence::new() });
     bytes_for_scope(GpuFencedDbrec);
     bytes_for_scope(GpuReleaseStore);
     bytes_for_scope(ThreadFence);
@@ -669,7 +660,9 @@ where
 #[ignore = "needs an NVIDIA GPU: run with --ignored on the GPU machine"]
 fn every_operation_has_its_memory_effect_on_the_cuda_software_nic() {
     effects_for_scope(GpuReleaseStore);
-    effects_for_scope(GpuFence);
+    // SAFETY: the CUDA software NIC built over these queues reads a GpuFence queue's
+    // doorbell record only after its doorbell (the builder watches it doorbell-only).
+    effects_for_scope(unsafe { GpuFence::new() });
     effects_for_scope(ThreadFence);
 }
 
@@ -693,14 +686,7 @@ where
             &pd,
             QueueSpec::new(RingSize::new(256).expect("ring")),
             fabric.queue_memory(),
-            || {
-                let state =
-                    gpu.device_buffer(64)
-                        .map_err(|e| ibgda::nic::NicError::Unsupported {
-                            what: e.to_string(),
-                        })?;
-                Ok(ProducerStateMemory::from_device(owned(state)).expect("state"))
-            },
+            || fabric.producer_state(),
             scope,
         )
         .expect("second loopback")

@@ -38,6 +38,7 @@ use super::backend::{
 use super::caps::{AtomicEndianness, DeviceCaps, Gid, LinkLayer, Mtu, PortAttributes};
 use super::error::NicError;
 use crate::memory::DmaBuffer;
+use crate::queue::executor::ExecutorClaim;
 use crate::queue::{GpuDoorbell, HostDoorbell};
 use crate::softnic::{Fabric, MemoryRegion, NodeId};
 use crate::wqe::segment::AddressVectorSegment;
@@ -64,13 +65,22 @@ pub const SOFT_NIC_CAPS: DeviceCaps = DeviceCaps {
 #[derive(Debug, Default)]
 struct Tables {
     pds: HashSet<u32>,
-    umems: HashMap<u32, Arc<DmaBuffer>>,
+    umems: HashMap<u32, UmemEntry>,
     uars: HashMap<u32, Arc<DmaBuffer>>,
     next_pd: u32,
     next_umem: u32,
     next_uar: u32,
     /// The opcode of every command executed successfully, in order.
     executed: Vec<u16>,
+}
+
+/// A UMEM registration: the queue buffer, and the fabric's executor claim on the queue it
+/// belongs to (held until the registration is dropped, and again by every queue or CQ the
+/// NIC made over it).
+#[derive(Debug)]
+struct UmemEntry {
+    buffer: Arc<DmaBuffer>,
+    claim: ExecutorClaim,
 }
 
 #[derive(Debug, Default)]
@@ -189,8 +199,11 @@ impl SoftNic {
         }
     }
 
-    pub(super) fn umem(&self, id: u32) -> Option<Arc<DmaBuffer>> {
-        self.tables.lock().umems.get(&id).cloned()
+    /// The buffer of UMEM `id`, and a claim of this NIC's executor on its queue.
+    pub(super) fn umem(&self, id: u32) -> Option<(Arc<DmaBuffer>, ExecutorClaim)> {
+        let tables = self.tables.lock();
+        let entry = tables.umems.get(&id)?;
+        Some((entry.buffer.clone(), entry.claim.again()))
     }
 
     pub(super) fn uar(&self, page: u32) -> Option<Arc<DmaBuffer>> {
@@ -429,9 +442,10 @@ impl Backend for SoftNic {
                 what: "GPU queue memory on the CPU software NIC".into(),
             })?
             .clone();
+        let claim = memory.claim(self.fabric.executor())?;
         let mut tables = self.tables.lock();
         let id = next_id(&mut tables.next_umem)?;
-        tables.umems.insert(id, buffer);
+        tables.umems.insert(id, UmemEntry { buffer, claim });
         Ok(SoftUmem {
             id,
             tables: Arc::downgrade(&self.tables),

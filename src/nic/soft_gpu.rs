@@ -29,7 +29,10 @@ use super::error::NicError;
 use super::prm::{Command, CreateCq, CreateQp, ServiceType};
 use super::soft::{SoftNic, SoftObject, SoftPd, SoftUar, SoftUmem};
 use crate::memory::{DeviceBuffer, DmaBuffer};
-use crate::queue::{GpuDoorbell, HostDoorbell, PlacementKind, QueueBufferSpan, Registered};
+use crate::queue::executor::ExecutorCell;
+use crate::queue::{
+    ClaimTarget, GpuDoorbell, HostDoorbell, PlacementKind, QueueBufferSpan, Registered,
+};
 use crate::softnic::{Fabric, QpState};
 use crate::wqe::segment::AddressVectorSegment;
 use crate::wqe::{LKey, Qpn, RKey};
@@ -285,11 +288,13 @@ fn unsupported(what: &str) -> NicError {
     }
 }
 
-/// A UMEM registration of GPU queue memory: the executor's host shadow and its id.
+/// A UMEM registration of GPU queue memory: the executor's host shadow (with a claim
+/// record of its own, which the fabric's executor claims) and its id.
 #[derive(Debug)]
 pub struct SoftGpuUmem {
     umem: SoftUmem,
     _shadow: Arc<DmaBuffer>,
+    _shadow_claims: Arc<ExecutorCell>,
     tables: Weak<SharedGpuTables>,
 }
 
@@ -352,7 +357,10 @@ pub struct SoftGpuRegion {
     inner: Arc<RegionInner>,
 }
 
-impl Registered for SoftGpuRegion {
+// SAFETY: the region keeps its buffer (an `Arc<DeviceBuffer>`) allocated for as long as it
+// lives, and the GPU engine built over this backend's registrations accepts `lkey` for
+// exactly the bytes `covers` accepts (the region's range, recorded with its keys).
+unsafe impl Registered for SoftGpuRegion {
     fn lkey(&self) -> LKey {
         self.inner.lkey
     }
@@ -476,13 +484,20 @@ impl Backend for SoftGpuNic {
         if memory.placement() != PlacementKind::Gpu {
             return Err(unsupported("host queue memory"));
         }
+        // The GPU queue itself is claimed by the engine that executes it (the GPU NIC
+        // built over these objects); the executor of the commands claims only its shadow.
         let span = memory.span();
         let shadow = Arc::new(DmaBuffer::zeroed(span.len, 64)?);
-        let umem = self.soft.register_umem(QueueMemoryRef::host(&shadow))?;
+        let claims = Arc::new(ExecutorCell::default());
+        let target = ClaimTarget::new(&claims, QueueBufferSpan::of(&shadow));
+        let umem = self
+            .soft
+            .register_umem(QueueMemoryRef::host(&shadow, target))?;
         self.tables.lock().umems.insert(umem.umem_id(), span);
         Ok(SoftGpuUmem {
             umem,
             _shadow: shadow,
+            _shadow_claims: claims,
             tables: Arc::downgrade(&self.tables),
         })
     }

@@ -19,7 +19,7 @@ use super::fabric::{
 use super::region::Access;
 
 /// Why the NIC refused an object command (the control plane turns these into PRM statuses).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) enum ObjectRefusal {
     /// No such object (status BAD_RESOURCE).
     Unknown,

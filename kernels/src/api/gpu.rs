@@ -23,7 +23,7 @@ use crate::nvrtc::{compile_source, Compiled};
 /// A [`Window`]'s peer table in device memory and the descriptor kernels take, borrowing
 /// the window (which keeps the local registration alive).
 pub struct GpuWindow<'w> {
-    _table: Arc<DeviceBuffer>,
+    _table: DeviceBuffer,
     device: DeviceWindow,
     _window: PhantomData<&'w Window>,
 }
@@ -125,9 +125,9 @@ impl Default for CommOptions {
 /// A communicator on a GPU: the RC queue pair to every peer (borrowed for `'q`), the
 /// counters, and the scratch word; its kernel argument is [`GpuComm::arg`].
 pub struct GpuComm<'q, S> {
-    _queues: Arc<DeviceBuffer>,
-    _counters: Arc<DeviceBuffer>,
-    _slots: Arc<DeviceBuffer>,
+    _queues: DeviceBuffer,
+    _counters: DeviceBuffer,
+    _slots: DeviceBuffer,
     _scratch: Arc<dyn Registered>,
     device: DeviceComm,
     _borrow: PhantomData<(&'q (), S)>,

@@ -633,7 +633,10 @@ pub fn run(gpu: Arc<Gpu>, p: MoeParams) -> Result<MoeResult, GpuError> {
                 .sizes
                 .iter()
                 .enumerate()
-                .map(|(w, &len)| gpu.device_buffer(len + if w == W_SIGNAL { 64 } else { 0 }))
+                .map(|(w, &len)| {
+                    gpu.device_buffer(len + if w == W_SIGNAL { 64 } else { 0 })
+                        .map(Arc::new)
+                })
                 .collect::<Result<Vec<_>, _>>()
                 .map_err(|e| {
                     TeamError::Nic(NicError::Unsupported {

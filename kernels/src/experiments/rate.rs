@@ -8,8 +8,6 @@
 //! so the sink's retirement cannot hold the producers back: the same configuration run
 //! both ways shows whether retirement is the limit.
 
-use std::sync::Arc;
-
 use serde::Serialize;
 
 use ibgda::cq::CqMode;
@@ -23,7 +21,7 @@ use super::{
     HOST_WAIT_LIMIT,
 };
 use crate::gpu::{Gpu, GpuError, KernelArg};
-use crate::harness::{descriptor_array, gpu_queue_pair, Sink, SINK_RETIRE};
+use crate::harness::{descriptor_array, gpu_queue_pair, Sink, SinkMode, SINK_CHECK, SINK_RETIRE};
 
 /// How threads publish their WQEs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -152,9 +150,9 @@ struct RateQueues<S: OrderingScope + ValidFor<GpuPlaced>> {
     /// The queue pairs, alive until the launch is synchronized.
     qps: Vec<QueuePair<Rc, GpuPlaced, S>>,
     /// Their descriptors, in device memory.
-    arr: Arc<DeviceBuffer>,
+    arr: DeviceBuffer,
     /// Clocks (4 words, the first start preset to all ones) and the status word.
-    out: Arc<DeviceBuffer>,
+    out: DeviceBuffer,
 }
 
 /// `config.queues` queue pairs of `config.ring_wqebbs` WQEBBs with scope `scope`, their
@@ -196,11 +194,38 @@ pub fn run<S>(
 where
     S: OrderingScope<Producer = GpuThread> + ValidFor<GpuPlaced> + Copy,
 {
+    run_with_sink(gpu, program, scope, config, SINK_RETIRE)
+}
+
+/// Runs one configuration with the sink checking every WQE's control segment (index, QPN,
+/// DS) as it consumes it, instead of one per doorbell: what the stale-WQE soak runs.
+pub fn run_checked<S>(
+    gpu: &Gpu,
+    program: &BenchProgram,
+    scope: S,
+    config: RateConfig,
+) -> Result<RateResult, GpuError>
+where
+    S: OrderingScope<Producer = GpuThread> + ValidFor<GpuPlaced> + Copy,
+{
+    run_with_sink(gpu, program, scope, config, SINK_CHECK)
+}
+
+fn run_with_sink<S>(
+    gpu: &Gpu,
+    program: &BenchProgram,
+    scope: S,
+    config: RateConfig,
+    sink_mode: SinkMode,
+) -> Result<RateResult, GpuError>
+where
+    S: OrderingScope<Producer = GpuThread> + ValidFor<GpuPlaced> + Copy,
+{
     config.check()?;
     let f = program.function(&format!("ibgda_bench_rate_{}", S::NAME))?;
     let RateQueues { qps, arr, out } = rate_queues(gpu, &config, scope)?;
     let refs: Vec<_> = qps.iter().collect();
-    let sink = Sink::start(gpu, &refs, SINK_RETIRE, 0, config.queues, 1)?;
+    let sink = Sink::start(gpu, &refs, sink_mode, 0, config.queues, 1)?;
     let args = [
         KernelArg::U64(arr.addr()),
         KernelArg::U32(config.queues),
@@ -292,7 +317,9 @@ pub fn run_one_launch(
         )));
     }
     let f = program.function("ibgda_bench_rate_selfsink_GpuFence")?;
-    let RateQueues { qps, arr, out } = rate_queues(gpu, &config, GpuFence)?;
+    // SAFETY: the rate experiment's throw-away queues; the self-sink counts stale WQEs as a
+    // finding of the experiment (GpuFence is measured, not trusted).
+    let RateQueues { qps, arr, out } = rate_queues(gpu, &config, unsafe { GpuFence::new() })?;
     let scratch = gpu.device_buffer(16 * config.queues as usize + 8)?;
     let args = [
         KernelArg::U64(arr.addr()),
@@ -376,6 +403,71 @@ pub fn config(
         rounds,
         ring_wqebbs: 4096,
     }
+}
+
+/// The stale-WQE soak of one scope: WQEs checked, and what was found.
+#[derive(Clone, Debug, Serialize)]
+pub struct SoakResult {
+    /// The ordering scope.
+    pub scope: &'static str,
+    /// The configuration of every launch.
+    pub config: RateConfig,
+    /// Launches run.
+    pub launches: u32,
+    /// WQEs posted, every one's control segment checked by the sink as it consumed it.
+    pub wqes_checked: u64,
+    /// Control segments found stale (a WQE fetched before its bytes were visible).
+    pub stale_wqes: u64,
+    /// The rate over the launches' GPU time, millions of WQEs per second.
+    pub mwqe_per_s: f64,
+    /// SM clock over the last launch, MHz.
+    pub sm_mhz: f64,
+}
+
+/// The soak's configuration: 64 single-warp queues on 64 SMs, per-warp publication, a
+/// doorbell per warp (32 WQEBBs), the ring wrapping often (4,096 WQEBBs): the row where
+/// `GpuFence` let the sink, following the doorbell record as an mlx5 NIC may, fetch stale
+/// WQEs. 40,960,000 WQEs a launch.
+pub fn soak_config() -> RateConfig {
+    config(Publication::PerWarp, 64, 32, 64, 1, 32, 20_000)
+}
+
+/// Posts at least `min_wqes` WQEs under `scope` in launches of [`soak_config`], the sink
+/// checking every WQE. A stale WQE under a scope that must never show one is an error of
+/// the launch that saw it ([`run_checked`] refuses it); under `GpuFence` or `Unordered` it
+/// is counted.
+pub fn soak<S>(
+    gpu: &Gpu,
+    program: &BenchProgram,
+    scope: S,
+    min_wqes: u64,
+) -> Result<SoakResult, GpuError>
+where
+    S: OrderingScope<Producer = GpuThread> + ValidFor<GpuPlaced> + Copy,
+{
+    let config = soak_config();
+    let (mut launches, mut wqes, mut stale, mut ns, mut sm_mhz) = (0u32, 0u64, 0u64, 0u64, 0.0);
+    while wqes < min_wqes.max(1) {
+        let r = run_checked(gpu, program, scope, config)?;
+        launches += 1;
+        wqes += r.wqes;
+        stale += r.stale_wqes;
+        ns += r.ns;
+        sm_mhz = r.sm_mhz;
+    }
+    Ok(SoakResult {
+        scope: S::NAME,
+        config,
+        launches,
+        wqes_checked: wqes,
+        stale_wqes: stale,
+        mwqe_per_s: if ns == 0 {
+            0.0
+        } else {
+            wqes as f64 * 1e3 / ns as f64
+        },
+        sm_mhz,
+    })
 }
 
 /// Table 5's rows (and the paper's targets), then the batch sweep of one thread and the
