@@ -143,6 +143,23 @@ impl CudaFabric {
     where
         S: OrderingScope<Producer = GpuThread> + ValidFor<GpuPlaced>,
     {
+        nic_builder(devices, queues, engines, max_message_bytes)?.build(gpu)
+    }
+}
+
+/// What [`CudaFabric::device_nic`] builds, before any GPU memory is allocated: the
+/// builder with every node, registration (under its control-plane keys) and queue pair
+/// added and every pair connected (its [`DeviceNicBuilder::tables`] can be read).
+pub fn nic_builder<'q, S>(
+    devices: &[&SoftGpuNic],
+    queues: &[&'q QueuePair<Rc, GpuPlaced, S>],
+    engines: usize,
+    max_message_bytes: u64,
+) -> Result<DeviceNicBuilder<'q>, GpuError>
+where
+    S: OrderingScope<Producer = GpuThread> + ValidFor<GpuPlaced>,
+{
+    {
         if engines == 0 {
             return Err(invalid("no engine".into()));
         }
@@ -200,20 +217,24 @@ impl CudaFabric {
         for (a, b) in pairs {
             nic.connect(slots[&a], slots[&b])?;
         }
-        nic.build(gpu)
+        Ok(nic)
     }
 }
+
+/// A queue pair given to the NIC: the device (node) whose commands made it, what they
+/// made, and the queue pair.
+type Commanded<'q, S> = (usize, GpuQueuePair, &'q QueuePair<Rc, GpuPlaced, S>);
 
 /// Each queue pair as its command made it: the device (node) it is on, over exactly its
 /// memory, in RTS, its peer among them.
 fn commanded<'a, 'q, S>(
     snapshots: &[GpuObjects],
     queues: &'a [&'q QueuePair<Rc, GpuPlaced, S>],
-) -> Result<Vec<(usize, GpuQueuePair, &'q QueuePair<Rc, GpuPlaced, S>)>, GpuError>
+) -> Result<Vec<Commanded<'q, S>>, GpuError>
 where
     S: OrderingScope<Producer = GpuThread> + ValidFor<GpuPlaced>,
 {
-    let mut found: Vec<(usize, GpuQueuePair, &'q QueuePair<Rc, GpuPlaced, S>)> = Vec::new();
+    let mut found: Vec<Commanded<'q, S>> = Vec::new();
     for qp in queues {
         let qpn = qp.device_qpn().get();
         let (node, object) = snapshots
