@@ -26,7 +26,9 @@ use ibgda::order::{
 };
 use ibgda::queue::{Gpu as GpuPlaced, QueuePair};
 use ibgda::wqe::{LocalBuffer, Rc, RingSize};
-use ibgda_kernels::api::host::{builder_wqes, BuilderRing};
+use ibgda_kernels::api::host::{
+    builder_wqes, check_effects, effect_calls, BuilderRing, EFFECT_COUNTED, EFFECT_WORDS,
+};
 use ibgda_kernels::api::{
     ApiCall, ApiOp, CommArg, CommOptions, CommProgram, DeviceStatus, GpuComm, GpuWindow, SignalCmp,
     NO_COUNTER,
@@ -438,10 +440,6 @@ fn every_operation_leaves_the_rust_builders_bytes_for_every_scope() {
     bytes_for_scope(unsafe { ibgda::order::Unordered::new() });
 }
 
-fn word_be(bytes: &[u8], off: usize) -> u64 {
-    u64::from_be_bytes(bytes[off..off + 8].try_into().expect("8 bytes"))
-}
-
 fn effects_for_scope<S>(scope: S)
 where
     S: OrderingScope<Producer = GpuThread> + ValidFor<GpuPlaced>,
@@ -468,88 +466,12 @@ where
     let before0 = gpu.read_device(&r.data).expect("data");
     let before1 = gpu.read_device(&ranks[1].data).expect("data");
     let mut words = vec![0u8; SIGNAL_LEN];
-    words[64..72].copy_from_slice(&40u64.to_be_bytes());
-    words[72..80].copy_from_slice(&7u64.to_be_bytes());
+    for (off, v) in EFFECT_WORDS {
+        words[off..off + 8].copy_from_slice(&v.to_be_bytes());
+    }
     gpu.write_device(&ranks[1].signals, 0, &words)
         .expect("words");
-    let calls = [
-        ApiCall {
-            peer: 1,
-            len: 20,
-            dst_offset: 100,
-            src_offset: 0,
-            counter: 0,
-            ..call(ApiOp::Put)
-        },
-        ApiCall {
-            peer: 1,
-            len: 600,
-            dst_offset: 1000,
-            src_offset: 2000,
-            counter: 0,
-            ..call(ApiOp::Put)
-        },
-        ApiCall {
-            peer: 1,
-            dst_offset: 3000,
-            value: 0x1122_3344_5566_7788,
-            ..call(ApiOp::PutValue)
-        },
-        ApiCall {
-            peer: 1,
-            len: 64,
-            dst_offset: 256,
-            src_offset: 3500,
-            counter: 0,
-            ..call(ApiOp::Get)
-        },
-        ApiCall {
-            peer: 1,
-            dst_window: SIGNALS,
-            dst_offset: 64,
-            value: 2,
-            ..call(ApiOp::AtomicAdd)
-        },
-        ApiCall {
-            peer: 1,
-            dst_window: SIGNALS,
-            dst_offset: 64,
-            src_offset: 3600,
-            value: 5,
-            ..call(ApiOp::FetchAdd)
-        },
-        ApiCall {
-            peer: 1,
-            dst_window: SIGNALS,
-            dst_offset: 72,
-            src_offset: 3608,
-            compare: 7,
-            value: 99,
-            ..call(ApiOp::CompareSwap)
-        },
-        ApiCall {
-            peer: 1,
-            len: 300,
-            dst_offset: 1700,
-            src_offset: 10,
-            signal_offset: 0,
-            value: 1,
-            ..call(ApiOp::PutWithSignal)
-        },
-        ApiCall {
-            peer: 1,
-            signal_offset: 8,
-            value: 9,
-            ..call(ApiOp::Signal)
-        },
-        ApiCall {
-            peer: 0,
-            len: 16,
-            dst_offset: 3800,
-            src_offset: 50,
-            ..call(ApiOp::Put)
-        },
-    ];
+    let calls = effect_calls(0);
     let all: Vec<&QueuePair<Rc, GpuPlaced, S>> =
         ranks.iter().flat_map(|r| r.queues.iter()).collect();
     let devices: Vec<&SoftGpuNic> = ranks.iter().map(|r| r.device.backend()).collect();
@@ -616,7 +538,10 @@ where
         "wait_counter: {}",
         DeviceStatus::from_code(counter_status)
     );
-    assert!(u64::from_ne_bytes(gpu.read_device(&seen).expect("seen").try_into().unwrap()) >= 3);
+    assert!(
+        u64::from_ne_bytes(gpu.read_device(&seen).expect("seen").try_into().unwrap())
+            >= EFFECT_COUNTED
+    );
     assert_eq!(
         flush_status,
         0,
@@ -626,30 +551,8 @@ where
     let got0 = gpu.read_device(&r.data).expect("data");
     let got1 = gpu.read_device(&ranks[1].data).expect("data");
     let sig1 = gpu.read_device(&ranks[1].signals).expect("signals");
-    assert_eq!(got1[100..120], before0[0..20], "inline put");
-    assert_eq!(got1[1000..1600], before0[2000..2600], "gathered put");
-    assert_eq!(
-        got1[3000..3008],
-        0x1122_3344_5566_7788u64.to_ne_bytes(),
-        "put_value"
-    );
-    assert_eq!(got0[3500..3564], before1[256..320], "get");
-    assert_eq!(word_be(&sig1, 64), 40 + 2 + 5, "atomic_add then fetch_add");
-    assert_eq!(word_be(&got0, 3600), 42, "fetch_add's original value");
-    assert_eq!(word_be(&sig1, 72), 99, "compare_swap swapped");
-    assert_eq!(word_be(&got0, 3608), 7, "compare_swap's original value");
-    assert_eq!(got1[1700..2000], before0[10..310], "put_with_signal's data");
-    assert_eq!(word_be(&sig1, 0), 1, "put_with_signal's signal");
-    assert_eq!(word_be(&sig1, 8), 9, "signal");
-    assert_eq!(got0[3800..3816], before0[50..66], "loopback put");
-    let mut touched = vec![false; DATA_LEN];
-    for (a, b) in [(100, 120), (1000, 1600), (3000, 3008), (1700, 2000)] {
-        touched[a..b].iter_mut().for_each(|t| *t = true);
-    }
-    let changed = (0..DATA_LEN)
-        .filter(|&i| !touched[i] && got1[i] != before1[i])
-        .count();
-    assert_eq!(changed, 0, "bytes of rank 1 no operation names changed");
+    check_effects(&before0, &before1, &got0, &got1, &sig1)
+        .unwrap_or_else(|e| panic!("{}: {e}", S::NAME));
     println!(
         "{}: every operation's memory effect on the CUDA software NIC, counter and flush",
         S::NAME

@@ -25,7 +25,10 @@ use ibgda::nic::{Device, MemoryAccess, MemoryRegion, SoftNic, Window};
 use ibgda::queue::{CompletionQueueMemory, SendQueueMemory};
 use ibgda::softnic::{Fabric, QpConfig};
 use ibgda::wqe::{LocalBuffer, Qpn, RingSize, TransportKind};
-use ibgda_kernels::api::host::{builder_wqes, host_build, BuilderRing, HostComm, HostRing};
+use ibgda_kernels::api::host::{
+    builder_wqes, check_effects, effect_calls, host_build, BuilderRing, HostComm, HostRing,
+    EFFECT_WORDS,
+};
 use ibgda_kernels::api::{ApiCall, ApiOp, DeviceStatus, NO_COUNTER, PUT_INLINE_MAX};
 
 use softnic_support::{Consumer, Producer};
@@ -448,142 +451,23 @@ fn every_operation_has_its_memory_effect_on_the_cpu_software_nic() {
     let mut qs = queues(&fabric, &ranks, &[0, 1]);
     let before0 = ranks[0].data.to_vec();
     let before1 = ranks[1].data.to_vec();
-    ranks[1]
-        .signals
-        .write(64, &40u64.to_be_bytes())
-        .expect("word");
-    ranks[1]
-        .signals
-        .write(72, &7u64.to_be_bytes())
-        .expect("word");
-    let calls = [
-        // Inline and gathered puts to peer 1.
-        ApiCall {
-            peer: 1,
-            len: 20,
-            dst_offset: 100,
-            src_offset: 0,
-            ..call(ApiOp::Put)
-        },
-        ApiCall {
-            peer: 1,
-            len: 600,
-            dst_offset: 1000,
-            src_offset: 2000,
-            ..call(ApiOp::Put)
-        },
-        ApiCall {
-            peer: 1,
-            dst_offset: 3000,
-            value: 0x1122_3344_5566_7788,
-            ..call(ApiOp::PutValue)
-        },
-        // A get of peer 1's bytes 256..320 (the remote side) into rank 0's 3500..3564.
-        ApiCall {
-            peer: 1,
-            len: 64,
-            dst_offset: 256,
-            src_offset: 3500,
-            ..call(ApiOp::Get)
-        },
-        ApiCall {
-            peer: 1,
-            dst_window: SIGNALS,
-            dst_offset: 64,
-            value: 2,
-            ..call(ApiOp::AtomicAdd)
-        },
-        ApiCall {
-            peer: 1,
-            dst_window: SIGNALS,
-            dst_offset: 64,
-            src_offset: 3600,
-            value: 5,
-            ..call(ApiOp::FetchAdd)
-        },
-        ApiCall {
-            peer: 1,
-            dst_window: SIGNALS,
-            dst_offset: 72,
-            src_offset: 3608,
-            compare: 7,
-            value: 99,
-            ..call(ApiOp::CompareSwap)
-        },
-        ApiCall {
-            peer: 1,
-            len: 300,
-            dst_offset: 1700,
-            src_offset: 10,
-            signal_offset: 0,
-            value: 1,
-            ..call(ApiOp::PutWithSignal)
-        },
-        ApiCall {
-            peer: 1,
-            signal_offset: 8,
-            value: 9,
-            ..call(ApiOp::Signal)
-        },
-        // Loopback: to rank 0 itself.
-        ApiCall {
-            peer: 0,
-            len: 16,
-            dst_offset: 3800,
-            src_offset: 50,
-            ..call(ApiOp::Put)
-        },
-    ];
-    for c in &calls {
+    for (off, v) in EFFECT_WORDS {
+        ranks[1].signals.write(off, &v.to_be_bytes()).expect("word");
+    }
+    for c in &effect_calls(NO_COUNTER) {
         let q = if c.peer == 0 { 0 } else { 1 };
         post(&ranks, &mut qs, q, c);
         fabric.run_until_idle();
     }
     no_error_completions(&mut qs);
-    let got0 = ranks[0].data.to_vec();
-    let got1 = ranks[1].data.to_vec();
-    assert_eq!(got1[100..120], before0[0..20], "inline put");
-    assert_eq!(got1[1000..1600], before0[2000..2600], "gathered put");
-    assert_eq!(
-        got1[3000..3008],
-        0x1122_3344_5566_7788u64.to_ne_bytes(),
-        "put_value"
-    );
-    assert_eq!(
-        got0[3500..3564],
-        before1[256..320],
-        "get (the remote side is dst)"
-    );
-    assert_eq!(
-        word_be(&ranks[1].signals, 64),
-        40 + 2 + 5,
-        "atomic_add then fetch_add"
-    );
-    assert_eq!(
-        word_be(&ranks[0].data, 3600),
-        42,
-        "fetch_add's original value"
-    );
-    assert_eq!(word_be(&ranks[1].signals, 72), 99, "compare_swap swapped");
-    assert_eq!(
-        word_be(&ranks[0].data, 3608),
-        7,
-        "compare_swap's original value"
-    );
-    assert_eq!(got1[1700..2000], before0[10..310], "put_with_signal's data");
-    assert_eq!(word_be(&ranks[1].signals, 0), 1, "put_with_signal's signal");
-    assert_eq!(word_be(&ranks[1].signals, 8), 9, "signal");
-    assert_eq!(got0[3800..3816], before0[50..66], "loopback put");
-    // Nothing else changed on rank 1.
-    let mut touched = vec![false; DATA_LEN];
-    for (a, b) in [(100, 120), (1000, 1600), (3000, 3008), (1700, 2000)] {
-        touched[a..b].iter_mut().for_each(|t| *t = true);
-    }
-    for i in 0..DATA_LEN {
-        if !touched[i] {
-            assert_eq!(got1[i], before1[i], "rank 1 byte {i} changed");
-        }
-    }
+    check_effects(
+        &before0,
+        &before1,
+        &ranks[0].data.to_vec(),
+        &ranks[1].data.to_vec(),
+        &ranks[1].signals.to_vec(),
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
     let _ = &ranks[0].scratch;
 }
 

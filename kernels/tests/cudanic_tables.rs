@@ -188,3 +188,37 @@ fn queue_pairs_the_commands_did_not_make_or_without_their_peer_are_refused() {
     assert!(nic_builder(&devices, &twice, 1, 4096).is_err());
     assert!(nic_builder(&devices, &[&ranks[0].queues[0]], 0, 4096).is_err());
 }
+
+/// A region under the control plane's keys keeps them; a key of 0, two equal keys, or a
+/// key another region has are refused.
+#[test]
+fn regions_under_given_keys_are_checked() {
+    use ibgda::wqe::{LKey, RKey};
+    use ibgda_kernels::softnic::builder::DeviceNicBuilder;
+    let mut nic = DeviceNicBuilder::new();
+    let node = nic.node(1).expect("node");
+    let buffer = Arc::new(stand_in(4096));
+    let rw = Access::LOCAL_WRITE | Access::REMOTE_WRITE;
+    let k = nic
+        .region_with_keys(node, &buffer, 0, 1024, rw, (LKey(0x500), RKey(0x501)))
+        .expect("region");
+    assert_eq!(
+        (k.lkey, k.rkey, k.addr),
+        (LKey(0x500), RKey(0x501), buffer.addr())
+    );
+    for keys in [
+        (LKey(0), RKey(0x601)),
+        (LKey(0x700), RKey(0x700)),
+        (LKey(0x501), RKey(0x800)),
+        (LKey(0x900), RKey(0x500)),
+    ] {
+        assert!(
+            nic.region_with_keys(node, &buffer, 1024, 1024, rw, keys)
+                .is_err(),
+            "{keys:?}"
+        );
+    }
+    // The builder's own keys never collide with given ones.
+    let own = nic.region(node, &buffer, 2048, 1024, rw).expect("region");
+    assert!(![0x500, 0x501].contains(&own.lkey.0) && ![0x500, 0x501].contains(&own.rkey.0));
+}

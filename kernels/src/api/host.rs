@@ -406,3 +406,173 @@ pub fn builder_wqes(
     }
     Ok((at - start) as u32)
 }
+
+/// The calls of the memory-effect checks (the same on the CPU software NIC and on the
+/// GPU): rank 0 to rank 1 (peer 1) and to itself (peer 0), window 0 the data, window 1
+/// the signal words, each call's counter `counter` on the calls marked so. Rank 1's
+/// signal words 64 and 72 hold 40 and 7 (big-endian) before ([`EFFECT_WORDS`]).
+pub fn effect_calls(counter: u32) -> Vec<ApiCall> {
+    let (data, signals) = (0, 1);
+    let call = |op: ApiOp| ApiCall {
+        op: op as u32,
+        dst_window: data,
+        src_window: data,
+        signal_window: signals,
+        counter: super::NO_COUNTER,
+        ..ApiCall::default()
+    };
+    vec![
+        // Inline and gathered puts to peer 1, counted.
+        ApiCall {
+            peer: 1,
+            len: 20,
+            dst_offset: 100,
+            src_offset: 0,
+            counter,
+            ..call(ApiOp::Put)
+        },
+        ApiCall {
+            peer: 1,
+            len: 600,
+            dst_offset: 1000,
+            src_offset: 2000,
+            counter,
+            ..call(ApiOp::Put)
+        },
+        ApiCall {
+            peer: 1,
+            dst_offset: 3000,
+            value: 0x1122_3344_5566_7788,
+            ..call(ApiOp::PutValue)
+        },
+        // A get of peer 1's bytes 256..320 (the remote side) into rank 0's 3500..3564.
+        ApiCall {
+            peer: 1,
+            len: 64,
+            dst_offset: 256,
+            src_offset: 3500,
+            counter,
+            ..call(ApiOp::Get)
+        },
+        ApiCall {
+            peer: 1,
+            dst_window: signals,
+            dst_offset: 64,
+            value: 2,
+            ..call(ApiOp::AtomicAdd)
+        },
+        ApiCall {
+            peer: 1,
+            dst_window: signals,
+            dst_offset: 64,
+            src_offset: 3600,
+            value: 5,
+            ..call(ApiOp::FetchAdd)
+        },
+        ApiCall {
+            peer: 1,
+            dst_window: signals,
+            dst_offset: 72,
+            src_offset: 3608,
+            compare: 7,
+            value: 99,
+            ..call(ApiOp::CompareSwap)
+        },
+        ApiCall {
+            peer: 1,
+            len: 300,
+            dst_offset: 1700,
+            src_offset: 10,
+            signal_offset: 0,
+            value: 1,
+            ..call(ApiOp::PutWithSignal)
+        },
+        ApiCall {
+            peer: 1,
+            signal_offset: 8,
+            value: 9,
+            ..call(ApiOp::Signal)
+        },
+        // Loopback: to rank 0 itself.
+        ApiCall {
+            peer: 0,
+            len: 16,
+            dst_offset: 3800,
+            src_offset: 50,
+            ..call(ApiOp::Put)
+        },
+    ]
+}
+
+/// Rank 1's signal words (offset, value) before [`effect_calls`], stored big-endian.
+pub const EFFECT_WORDS: [(usize, u64); 2] = [(64, 40), (72, 7)];
+
+/// How many of [`effect_calls`] name their counter.
+pub const EFFECT_COUNTED: u64 = 3;
+
+fn word_be(bytes: &[u8], off: usize) -> u64 {
+    u64::from_be_bytes(bytes[off..off + 8].try_into().expect("8 bytes"))
+}
+
+/// Whether [`effect_calls`] had exactly their memory effects: rank 0's data before and
+/// after (`before0`, `got0`), rank 1's (`before1`, `got1`) and rank 1's signal words
+/// after (`signals1`); the first difference otherwise.
+pub fn check_effects(
+    before0: &[u8],
+    before1: &[u8],
+    got0: &[u8],
+    got1: &[u8],
+    signals1: &[u8],
+) -> Result<(), String> {
+    let same = |what: &str, a: &[u8], b: &[u8]| {
+        if a == b {
+            Ok(())
+        } else {
+            Err(format!("{what}: {a:02x?} instead of {b:02x?}"))
+        }
+    };
+    let word = |what: &str, got: u64, want: u64| {
+        if got == want {
+            Ok(())
+        } else {
+            Err(format!("{what}: {got} instead of {want}"))
+        }
+    };
+    same("inline put", &got1[100..120], &before0[0..20])?;
+    same("gathered put", &got1[1000..1600], &before0[2000..2600])?;
+    same(
+        "put_value",
+        &got1[3000..3008],
+        &0x1122_3344_5566_7788u64.to_ne_bytes(),
+    )?;
+    same(
+        "get (the remote side is dst)",
+        &got0[3500..3564],
+        &before1[256..320],
+    )?;
+    word(
+        "atomic_add then fetch_add",
+        word_be(signals1, 64),
+        40 + 2 + 5,
+    )?;
+    word("fetch_add's original value", word_be(got0, 3600), 42)?;
+    word("compare_swap swapped", word_be(signals1, 72), 99)?;
+    word("compare_swap's original value", word_be(got0, 3608), 7)?;
+    same(
+        "put_with_signal's data",
+        &got1[1700..2000],
+        &before0[10..310],
+    )?;
+    word("put_with_signal's signal", word_be(signals1, 0), 1)?;
+    word("signal", word_be(signals1, 8), 9)?;
+    same("loopback put", &got0[3800..3816], &before0[50..66])?;
+    let touched = |i: usize| {
+        [(100, 120), (1000, 1600), (3000, 3008), (1700, 2000)]
+            .iter()
+            .any(|&(a, b)| (a..b).contains(&i))
+    };
+    match (0..got1.len()).find(|&i| !touched(i) && got1[i] != before1[i]) {
+        Some(i) => Err(format!("rank 1's byte {i}, which no call names, changed")),
+        None => Ok(()),
+    }
+}

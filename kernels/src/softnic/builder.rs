@@ -214,16 +214,18 @@ impl<'q> DeviceNicBuilder<'q> {
             .ok_or_else(|| invalid(format!("no engine {}", engine.0)))
     }
 
+    /// Whether a region of the NIC has `key` as its local or remote key.
+    fn key_taken(&self, key: u32) -> bool {
+        self.regions.iter().any(|r| r.lkey == key || r.rkey == key)
+    }
+
     fn next_keys(&mut self) -> (u32, u32) {
-        let taken =
-            |regions: &[NicRegion], k: u32| regions.iter().any(|r| r.lkey == k || r.rkey == k);
         loop {
             let lkey = self.next_key;
             let rkey = self.next_key.wrapping_add(1);
             self.next_key = self.next_key.wrapping_add(2);
             // 0 is never a key; keys of live regions never repeat.
-            if lkey != 0 && rkey != 0 && !taken(&self.regions, lkey) && !taken(&self.regions, rkey)
-            {
+            if lkey != 0 && rkey != 0 && !self.key_taken(lkey) && !self.key_taken(rkey) {
                 return (lkey, rkey);
             }
         }
@@ -287,8 +289,8 @@ impl<'q> DeviceNicBuilder<'q> {
         self.check_not_queue_memory(addr, len as u64)?;
         let (lkey, rkey) = match keys {
             Some((l, r)) => {
-                let taken = |k: u32| self.regions.iter().any(|x| x.lkey == k || x.rkey == k);
-                if l.0 == 0 || r.0 == 0 || l == LKey(r.0) || taken(l.0) || taken(r.0) {
+                if l.0 == 0 || r.0 == 0 || l.0 == r.0 || self.key_taken(l.0) || self.key_taken(r.0)
+                {
                     return Err(invalid(format!(
                         "keys {:#x}/{:#x}: zero, equal or another region's",
                         l.0, r.0
