@@ -22,9 +22,19 @@ for crate in ibgda ibgda-kernels; do
 done
 
 echo "==> cargo publish --dry-run -p ibgda -p ibgda-kernels"
+# The dry run verifies ibgda-kernels against the packaged ibgda, served by a local registry
+# and unpacked into registry/src/-<hash>/. Cargo takes a registry crate of a version it
+# has unpacked or built before as unchanged, so an earlier run's copy and build of
+# ibgda 0.1.0 would stand in for this checkout's: the verification builds in a target
+# directory of its own, whose ibgda artifacts are removed first with the unpacked copies.
+verify="$root/target/package-verify"
+cargo_home="${CARGO_HOME:-$HOME/.cargo}"
+rm -rf "$root/target/package" "$cargo_home"/registry/src/-*/ibgda-[0-9]* \
+    "$cargo_home"/registry/src/-*/ibgda-kernels-[0-9]* \
+    "$verify"/debug/.fingerprint/ibgda-* "$verify"/debug/deps/libibgda-* "$verify"/debug/deps/ibgda-*
 # The packaged crates have no tests: the test requirements of scripts/test do not apply.
 env -u IBGDA_REQUIRE_NVRTC -u IBGDA_REQUIRE_PEERS -u IBGDA_REQUIRE_ORACLE \
-    cargo publish --dry-run --allow-dirty -p ibgda -p ibgda-kernels
+    CARGO_TARGET_DIR="$verify" cargo publish --dry-run --allow-dirty -p ibgda -p ibgda-kernels
 
 echo "==> documentation, every feature, warnings denied"
 RUSTDOCFLAGS="-D warnings" cargo doc --no-deps -p ibgda -p ibgda-kernels --all-features

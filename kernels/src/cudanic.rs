@@ -46,7 +46,7 @@ impl GpuDoorbellMemory for Doorbells {
 }
 
 /// Devices on one GPU whose queues the CUDA software NIC executes (see the [module
-/// documentation](self)).
+/// documentation](crate::cudanic)).
 #[derive(Debug)]
 pub struct CudaFabric {
     gpu: Arc<Gpu>,

@@ -135,9 +135,18 @@ impl SharedGpuTables {
     }
 }
 
-/// A software mlx5 device whose queues, doorbells and data live in GPU memory: the PRM
-/// executor of [`SoftNic`] over host shadows of the queue memory (see the [module
-/// documentation](self)).
+/// A software mlx5 device whose queues, doorbells and data live in GPU memory, for a NIC
+/// that executes WQEs on the GPU (the kernels crate's CUDA software NIC).
+///
+/// It runs the PRM executor, object tables and QP state machine of the [`SoftNic`] it
+/// wraps: each GPU queue buffer registered as UMEM gets a host *shadow* of its exact
+/// length, registered with the wrapped NIC, so that CREATE_CQ and CREATE_QP are decoded,
+/// checked and refused with the same rules and syndromes, and their objects (numbers,
+/// RESET -> INIT -> RTR -> RTS, peers) live in the same fabric; the shadows are never
+/// executed. [`SoftGpuNic::gpu_objects`] reads back what the commands made, with the GPU
+/// memory each UMEM stands for, for the GPU engine's tables. The GPU queue itself is
+/// claimed by the engine built over it. Data registrations are GPU memory only, with this
+/// backend's own keys.
 #[derive(Debug)]
 pub struct SoftGpuNic {
     soft: SoftNic,

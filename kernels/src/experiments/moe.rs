@@ -9,7 +9,7 @@
 //! threads of one process ([`CudaFabric::ranks`]); with a `TcpBootstrap` and the mlx5
 //! backend the same function sets up a process per GPU.
 //!
-//! [`run`] checks dispatch and combine against a CPU reference ([`reference`]) for a
+//! [`run`] checks dispatch and combine against a CPU reference ([`mod@reference`]) for a
 //! random routing (BF16 payloads, or FP8 E4M3 with one scale per 128 values), both with
 //! the device API and with the builders, then times each phase of both in the same run.
 //! The figures are the CUDA software NIC's (one engine thread per connected pair copying
@@ -153,17 +153,17 @@ impl MoeParams {
 /// Where everything lies in a rank's windows (byte offsets), and the windows' sizes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 pub struct MoeLayout {
-    /// x, BF16 [tokens][hidden].
+    /// x, BF16 `[tokens][hidden]`.
     pub x: usize,
-    /// The FP8 messages [tokens].
+    /// The FP8 messages `[tokens]`.
     pub staging: usize,
-    /// Top-k expert ids, i32 [tokens][topk].
+    /// Top-k expert ids, i32 `[tokens][topk]`.
     pub topk: usize,
-    /// Top-k weights, f32 [tokens][topk].
+    /// Top-k weights, f32 `[tokens][topk]`.
     pub weights: usize,
-    /// The combined output, BF16 [tokens][hidden].
+    /// The combined output, BF16 `[tokens][hidden]`.
     pub out: usize,
-    /// Phase stamps, u64 [MAX_ITERS][STAMPS].
+    /// Phase stamps, u64 `[MAX_ITERS][STAMPS]`.
     pub stamps: usize,
     /// Meta words in the receive window.
     pub meta: usize,
@@ -368,11 +368,11 @@ pub mod reference {
     /// One rank's inputs: tokens, their top-k distinct experts and weights.
     #[derive(Clone, Debug, PartialEq)]
     pub struct Inputs {
-        /// BF16 [tokens][hidden].
+        /// BF16 `[tokens][hidden]`.
         pub x: Vec<u16>,
-        /// [tokens][topk].
+        /// `[tokens][topk]`.
         pub topk: Vec<i32>,
-        /// [tokens][topk].
+        /// `[tokens][topk]`.
         pub weights: Vec<f32>,
     }
 
@@ -603,7 +603,7 @@ pub fn compile_for(p: &MoeParams, options: &CompileOptions) -> Result<Compiled, 
     compile_source_with("moe.cu", MOE_CU, options, &[("moe_layout.h", &header)], &[])
 }
 
-/// Runs the experiment on GPU `gpu` (see the [module documentation](self)).
+/// Runs the experiment on GPU `gpu` (see the [module documentation](crate::experiments::moe)).
 pub fn run(gpu: Arc<Gpu>, p: MoeParams) -> Result<MoeResult, GpuError> {
     p.check()?;
     let layout = MoeLayout::of(&p);
