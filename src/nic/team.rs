@@ -47,8 +47,6 @@ pub enum BootstrapError {
     },
     /// A peer sent something that is not the protocol's.
     Protocol(String),
-    /// A rank of the local group panicked or left.
-    Abandoned,
 }
 
 impl fmt::Display for BootstrapError {
@@ -56,7 +54,6 @@ impl fmt::Display for BootstrapError {
         match self {
             Self::Io { operation, kind } => write!(f, "bootstrap: {operation} failed: {kind}"),
             Self::Protocol(what) => write!(f, "bootstrap: {what}"),
-            Self::Abandoned => f.write_str("bootstrap: a rank of the group left"),
         }
     }
 }
@@ -80,7 +77,9 @@ struct LocalShared {
     slots: Mutex<Vec<Vec<u8>>>,
 }
 
-/// The ranks of a group of threads of one process (R ranks emulated on one machine).
+/// The ranks of a group of threads of one process (R ranks emulated on one machine). A
+/// collective waits for every rank of the group: a thread that never calls it (it
+/// panicked) leaves the others waiting, as a rank of a job that dies does.
 pub struct LocalBootstrap {
     rank: usize,
     shared: Arc<LocalShared>,
@@ -202,8 +201,25 @@ impl TcpBootstrap {
             let listener = listener.ok_or_else(|| {
                 BootstrapError::Protocol("rank 0 needs the listener the others connect to".into())
             })?;
+            // Every rank joins within `timeout` of this call, or this fails.
+            listener
+                .set_nonblocking(true)
+                .map_err(io("set the listener non-blocking"))?;
+            let start = std::time::Instant::now();
+            let accept = || loop {
+                match listener.accept() {
+                    Ok((s, _)) => return s.set_nonblocking(false).map(|()| s),
+                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                        if start.elapsed() >= timeout {
+                            return Err(std::io::Error::from(std::io::ErrorKind::TimedOut));
+                        }
+                        std::thread::sleep(Duration::from_millis(1));
+                    }
+                    Err(e) => return Err(e),
+                }
+            };
             for _ in 1..size {
-                let (mut s, _) = listener.accept().map_err(io("accept"))?;
+                let mut s = accept().map_err(io("accept"))?;
                 s.set_read_timeout(Some(timeout))
                     .map_err(io("set a timeout"))?;
                 let hello = receive_frame(&mut s)?;
@@ -425,6 +441,21 @@ mod tests {
             assert_eq!(first, vec![vec![0; 3], vec![1; 3], vec![2; 3]]);
             assert_eq!(second, vec![vec![], vec![7], vec![7, 7]]);
         }
+    }
+
+    #[test]
+    fn a_rank_that_never_joins_is_a_timeout() {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+        let root = listener.local_addr().expect("addr");
+        let e = TcpBootstrap::new(0, 2, root, Some(listener), Duration::from_millis(50))
+            .expect_err("nobody joins");
+        assert_eq!(
+            e,
+            BootstrapError::Io {
+                operation: "accept",
+                kind: std::io::ErrorKind::TimedOut
+            }
+        );
     }
 
     #[test]
