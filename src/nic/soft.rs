@@ -147,6 +147,49 @@ impl SoftNic {
         self
     }
 
+    /// The same device with its port at `mtu` (INIT2RTR and CREATE_DCT are refused above
+    /// it).
+    pub fn with_mtu(mut self, mtu: Mtu) -> Self {
+        self.port.mtu = mtu;
+        self
+    }
+
+    /// Registers `memory` as UMEM: the device owns it from now on (CREATE_CQ and
+    /// CREATE_QP name it by the id). This is how a device reached through a C ABI (the
+    /// emulated ConnectX) registers the memory its caller hands it; the control plane's
+    /// own queue memory goes through [`Backend::register_umem`].
+    pub fn register_umem_buffer(&self, memory: DmaBuffer) -> Result<SoftUmem, NicError> {
+        let buffer = Arc::new(memory);
+        let mut tables = self.tables.lock();
+        let id = next_id(&mut tables.next_umem)?;
+        tables.umems.insert(id, buffer);
+        Ok(SoftUmem {
+            id,
+            tables: Arc::downgrade(&self.tables),
+        })
+    }
+
+    /// A UAR page whose 8-byte doorbell is `doorbell` (which the device only reads): for a
+    /// device that lays out its own UAR pages (the emulated ConnectX's doorbell sits at
+    /// offset 0x800 of a 4 KiB page, as on a ConnectX).
+    pub fn register_uar(&self, doorbell: Arc<DmaBuffer>) -> Result<SoftUar, NicError> {
+        if doorbell.len() != 8 {
+            return Err(NicError::OutOfRange {
+                what: "UAR doorbell length (bytes)",
+                value: doorbell.len() as u64,
+                max: 8,
+            });
+        }
+        let mut tables = self.tables.lock();
+        let page = next_id(&mut tables.next_uar)?;
+        tables.uars.insert(page, doorbell.clone());
+        Ok(SoftUar {
+            page,
+            doorbell,
+            tables: Arc::downgrade(&self.tables),
+        })
+    }
+
     /// The fabric the device is on.
     pub fn fabric(&self) -> &Fabric {
         &self.fabric
@@ -247,6 +290,22 @@ impl UmemId for SoftUmem {
     }
 }
 
+/// Whether anything but the device's own table holds `buffer` (an object made over it).
+fn shared(buffer: Option<&Arc<DmaBuffer>>) -> bool {
+    buffer.is_some_and(|b| Arc::strong_count(b) > 1)
+}
+
+impl SoftUmem {
+    /// Whether an object (a CQ or a queue pair) still uses the memory: a deregistration
+    /// now would leave the NIC with memory its owner may reuse (a ConnectX's kernel driver
+    /// refuses it with `EBUSY`).
+    pub fn is_in_use(&self) -> bool {
+        self.tables
+            .upgrade()
+            .is_some_and(|tables| shared(tables.lock().umems.get(&self.id)))
+    }
+}
+
 impl Drop for SoftUmem {
     fn drop(&mut self) {
         if let Some(tables) = self.tables.upgrade() {
@@ -275,6 +334,14 @@ impl UarPage for SoftUar {
             what: "GPU-placed queues on the CPU software NIC (its doorbells are host memory)"
                 .into(),
         })
+    }
+}
+
+impl SoftUar {
+    /// Whether a queue pair still rings this page.
+    pub fn is_in_use(&self) -> bool {
+        // The device's table and this handle hold the doorbell; a queue pair holds more.
+        Arc::strong_count(&self.doorbell) > 2
     }
 }
 

@@ -5,10 +5,7 @@ use core::fmt;
 
 use crate::cq::{ErrorCompletion, Syndrome};
 use crate::nic::gpu_access::{DmaBufExportError, IoMapError};
-use crate::nic::prm::{
-    check_status, opcode, AllocUar, Command, CreateCq, CreateDct, CreateQp, DeallocUar, DestroyCq,
-    DestroyDct, DestroyQp, Init2RtrQp, PrmError, QueryHcaCap, Rst2InitQp, Rtr2RtsQp,
-};
+use crate::nic::prm::{check_status, PrmError};
 
 /// `EREMOTEIO`: a DEVX call whose command reached the firmware and failed there; the
 /// command's output then holds the firmware's status and syndrome.
@@ -27,30 +24,10 @@ pub const CUDA_ERROR_NOT_PERMITTED: i32 = 800;
 /// CUDA's `CUDA_ERROR_NOT_SUPPORTED` (801).
 pub const CUDA_ERROR_NOT_SUPPORTED: i32 = 801;
 
-/// The PRM name of a command opcode the control plane sends (`"unknown"` otherwise).
+/// The PRM name of a command opcode the control plane sends (`"unknown command"`
+/// otherwise).
 pub fn command_name(opcode: u16) -> &'static str {
-    match opcode {
-        opcode::QUERY_HCA_CAP => QueryHcaCap::NAME,
-        opcode::CREATE_CQ => CreateCq::NAME,
-        opcode::DESTROY_CQ => DestroyCq::NAME,
-        opcode::CREATE_QP => CreateQp::NAME,
-        opcode::DESTROY_QP => DestroyQp::NAME,
-        opcode::RST2INIT_QP => Rst2InitQp::NAME,
-        opcode::INIT2RTR_QP => Init2RtrQp::NAME,
-        opcode::RTR2RTS_QP => Rtr2RtsQp::NAME,
-        opcode::CREATE_DCT => CreateDct::NAME,
-        opcode::DESTROY_DCT => DestroyDct::NAME,
-        opcode::ALLOC_UAR => AllocUar::NAME,
-        opcode::DEALLOC_UAR => DeallocUar::NAME,
-        0x505 => "RTS2RTS_QP",
-        0x506 => "SQERR2RTS_QP",
-        0x507 => "2ERR_QP",
-        0x50a => "2RST_QP",
-        0x50b => "QUERY_QP",
-        0x50e => "INIT2INIT_QP",
-        0x713 => "QUERY_DCT",
-        _ => "unknown command",
-    }
+    crate::nic::prm::opcode::name(opcode)
 }
 
 /// The name of an errno value the backend meets, for messages.

@@ -1,0 +1,47 @@
+//! # The emulated ConnectX
+//!
+//! `libibverbs.so.1` and `libmlx5.so.1` whose verbs, mlx5dv and DEVX entry points drive
+//! ibgda's software NIC, so that a program written for a ConnectX (ibgda's own mlx5
+//! backend, rdma-core's `ibv_devinfo`, NVSHMEM's IBGDA transport) runs on a machine
+//! without one: `scripts/with-emulated-nic CMD...` runs a command with them first on the
+//! loader path.
+//!
+//! - **One library, two names.** `scripts/build-emulated-nic` links this crate's static
+//!   library into one shared object with `emu/exports.map` (every symbol at the version
+//!   rdma-core 56.1 gives it, so `dlvsym` finds it) and installs it as
+//!   `target/emu/lib/libibverbs.so.1`, with `libmlx5.so.1` a symbolic link to it. The
+//!   loader maps a file once, whatever name opens it, so both names share one state (as
+//!   rdma-core's libmlx5 shares libibverbs' contexts).
+//! - **Commands.** Every DEVX command is executed by the PRM executor of
+//!   [`ibgda::nic::SoftNic`], the one the control plane's software backend runs: the same
+//!   decoders, table checks, state machine and output encoders.
+//! - **Queues.** UMEMs are the caller's memory, seen through [`ibgda::memory::DmaBuffer`]
+//!   views; UAR pages are 4 KiB pages whose doorbell (offset 0x800) the CPU software NIC's
+//!   engine watches; one engine thread executes every host-placed queue.
+//! - **Configuration and faults**: [`config`]; the command log (`IBGDA_EMU_LOG=<file>`):
+//!   [`ibgda::nic::prm::log`].
+//!
+//! `emu/README.md` has the design (and the GPU-placed queues' path through the CUDA
+//! software NIC, not built yet), what is implemented, and where each default comes from.
+
+#![deny(unsafe_op_in_unsafe_fn)]
+
+mod abi;
+pub mod config;
+mod dv;
+mod emulator;
+mod entry;
+mod stubs;
+mod verbs;
+
+pub use dv::{RETRY_EXCEEDED_VENDOR_SYNDROME, UNDECODABLE_SYNDROME};
+pub use emulator::LOG_ENV;
+
+/// The emulator's identity (`ibgda-emu <version>`): a program can `dlsym` it to tell the
+/// emulated libraries from rdma-core's.
+#[no_mangle]
+pub extern "C" fn ibgda_emu_version() -> *const core::ffi::c_char {
+    concat!("ibgda-emu ", env!("CARGO_PKG_VERSION"), "\0")
+        .as_ptr()
+        .cast()
+}
