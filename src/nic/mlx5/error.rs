@@ -6,6 +6,7 @@ use core::fmt;
 use crate::cq::{ErrorCompletion, Syndrome};
 use crate::nic::gpu_access::{DmaBufExportError, IoMapError};
 use crate::nic::prm::{check_status, PrmError};
+use crate::queue::CompletionError;
 
 /// `EREMOTEIO`: a DEVX call whose command reached the firmware and failed there; the
 /// command's output then holds the firmware's status and syndrome.
@@ -241,6 +242,22 @@ impl Mlx5Error {
         })
     }
 
+    /// [`first_wqe_failure`](Self::first_wqe_failure) for the error a host queue pair's
+    /// poll or wait reports ([`PollError::Completion`](crate::queue::PollError)).
+    pub fn first_wqe_failed(error: &CompletionError) -> Option<Self> {
+        Self::first_wqe_failure(&ErrorCompletion {
+            requester: true,
+            qpn: error.qpn,
+            wqe_counter: error.wqe_index,
+            syndrome_byte: error.syndrome_byte,
+            syndrome: error.syndrome,
+            vendor_syndrome: error.vendor_syndrome,
+            hw_syndrome: 0,
+            hw_syndrome_type: 0,
+            send_opcode: 0,
+        })
+    }
+
     /// Whether this is the "no device" error (no RDMA device at all, or not the one asked
     /// for): what a machine without a NIC reports, where hardware tests are skipped.
     pub fn is_no_device(&self) -> bool {
@@ -343,13 +360,23 @@ impl fmt::Display for Mlx5Error {
                 "the device lacks {missing}: post no atomic WQEs on it, or use a ConnectX \
                  with the atomic capabilities (`ibv_devinfo -v`: atomic_cap)"
             ),
-            Self::UarAllocation { errno } => write!(
-                f,
-                "no UAR doorbell page could be allocated (non-cached dedicated, \
-                 non-cached and BlueFlame all failed; last {} ({errno})): too many open \
-                 contexts or queues on the device",
-                errno_name(*errno)
-            ),
+            Self::UarAllocation { errno } => {
+                write!(
+                    f,
+                    "no UAR doorbell page could be allocated (non-cached dedicated, \
+                     non-cached and BlueFlame all failed; last {} ({errno}))",
+                    errno_name(*errno)
+                )?;
+                if *errno == EPERM || *errno == 13 {
+                    f.write_str(
+                        ": the kernel refused DEVX to this process, as in an unprivileged \
+                         container: run privileged (or with CAP_NET_RAW and the \
+                         /dev/infiniband devices passed through)",
+                    )
+                } else {
+                    f.write_str(": too many open contexts or queues on the device")
+                }
+            }
             Self::UarMappingRefused {
                 cuda_error,
                 message,
