@@ -1,15 +1,22 @@
-//! Bring-up failures on demand: the mlx5 backend on the emulated ConnectX (`emu/`), each
-//! case in a process of its own with the emulator configured to reproduce one failure that
-//! users of NVSHMEM, DeepEP and NCCL GIN report, checking the typed error and the message
-//! the backend promises; and the command log of a queue pair's life decoded with
-//! `nic::prm`.
+//! The emulated ConnectX (`emu/`) under its clients, each case in a process of its own
+//! with the emulator configured for it:
+//!
+//! - bring-up failures on demand: the mlx5 backend meets each failure users of NVSHMEM,
+//!   DeepEP and NCCL GIN report, and the case checks the typed error and the message the
+//!   backend promises;
+//! - the command log of a queue pair's life, decoded with `nic::prm`;
+//! - rdma-core's own `ibv_devinfo -v` (Debian's ibverbs-utils: a client nobody here wrote)
+//!   listing the configured devices, every field checked;
+//! - every entry point at the symbol version rdma-core 56.1 gives it (`dlvsym`), and every
+//!   entry point the clients look up present.
 //!
 //! The emulator is found at `<target>/emu/lib` (`scripts/build-emulated-nic` builds it) or
-//! `$IBGDA_EMU_LIB_DIR`. Without it every case is reported ignored, unless
-//! `IBGDA_REQUIRE_EMU=1` (CI), which fails the run.
+//! `$IBGDA_EMU_LIB_DIR`. Without it (or without `ibv_devinfo`, or rdma-core's source for the
+//! version maps) a case is reported ignored, unless `IBGDA_REQUIRE_EMU=1` (CI), which fails
+//! it.
 
 use std::os::fd::OwnedFd;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -27,106 +34,126 @@ use ibgda::queue::{PollError, WaitError};
 use ibgda::wqe::{RdmaWrite, RingSize};
 
 /// Set in a child process: the case it runs.
-const CHILD_ENV: &str = "IBGDA_EMU_FAULT_CASE";
+const CHILD_ENV: &str = "IBGDA_EMULATED_NIC_CASE";
 /// How long a child may run.
 const CHILD_TIMEOUT: Duration = Duration::from_secs(60);
 
 type Outcome = Result<(), String>;
 
+/// What a case runs.
+enum Run {
+    /// In a child process on the emulator configured with `config`
+    /// (`IBGDA_EMU_CONFIG_TEXT`); `check` then reads the command log it left, in the parent.
+    Child {
+        config: &'static str,
+        run: fn() -> Outcome,
+        check: Option<fn(&Path) -> Outcome>,
+    },
+    /// In the parent, given the emulator's directory: `Ok(None)` when what it needs is
+    /// missing (the reason).
+    Host(fn(&Path) -> Result<Option<String>, String>),
+}
+
 struct Case {
     name: &'static str,
-    /// The emulator's configuration for the child (`IBGDA_EMU_CONFIG_TEXT`).
-    config: &'static str,
-    /// Runs in the child.
-    run: fn() -> Outcome,
-    /// Checks what the child left (its command log), in the parent.
-    check: Option<fn(&std::path::Path) -> Outcome>,
+    run: Run,
 }
 
 const DEFAULT_DEVICE: &str = "[device mlx5_0]\n";
 
+fn child_case(name: &'static str, config: &'static str, run: fn() -> Outcome) -> Case {
+    Case {
+        name,
+        run: Run::Child {
+            config,
+            run,
+            check: None,
+        },
+    }
+}
+
 fn cases() -> Vec<Case> {
     vec![
-        Case {
-            name: "no_device",
-            config: "# no device section: no device\n",
-            run: no_device,
-            check: None,
-        },
-        Case {
-            name: "a_device_that_is_not_mlx5",
-            config: "[device erdma_0]\nprovider = erdma\nlink_layer = ethernet\n",
-            run: not_mlx5,
-            check: None,
-        },
-        Case {
-            name: "devx_context_refused",
-            config: "[device mlx5_0]\nfault.open_devx = EPERM\n",
-            run: devx_context_refused,
-            check: None,
-        },
-        Case {
-            name: "uar_allocation_refused_in_an_unprivileged_container",
-            config: "[device mlx5_0]\nfault.alloc_uar = EPERM\n",
-            run: uar_allocation_refused,
-            check: None,
-        },
-        Case {
-            name: "gpu_memory_without_dmabuf_or_peer_memory",
-            config: DEFAULT_DEVICE,
-            run: no_dmabuf_no_peer_memory,
-            check: None,
-        },
-        Case {
-            name: "dmabuf_umem_efault_falls_back_to_peer_memory",
-            config: "[device mlx5_0]\nfault.umem_reg_dmabuf = EFAULT\n",
-            run: dmabuf_umem_efault_falls_back,
-            check: None,
-        },
-        Case {
-            name: "cqe_version_0",
-            config: "[device mlx5_0]\ncap.cqe_version = 0\n",
-            run: cqe_version_0,
-            check: None,
-        },
-        Case {
-            name: "missing_atomic_capabilities",
-            config: "[device mlx5_0]\ncap.atomic = 0\n[device mlx5_1]\ncap.atomic_sizes = 0x4\n",
-            run: missing_atomics,
-            check: None,
-        },
-        Case {
-            name: "firmware_status_and_syndrome_on_chosen_commands",
-            config: "[device mlx5_0]\nfault.command = CREATE_CQ status=0x03 syndrome=0x0badc0de\n\
-                     [device mlx5_1]\nfault.command = CREATE_QP status=0x0f syndrome=0x12345678\n\
-                     [device mlx5_2]\nfault.command = RTR2RTS_QP status=0x10 syndrome=0x00c0ffee\n\
-                     [device mlx5_3]\nfault.command = QUERY_HCA_CAP status=0x01 syndrome=0x7 nth=2\n",
-            run: firmware_failures,
-            check: None,
-        },
-        Case {
-            name: "empty_gid_table_on_roce",
-            config: "[device mlx5_0]\nlink_layer = ethernet\ngids = none\n",
-            run: empty_gid_table,
-            check: None,
-        },
-        Case {
-            name: "first_wqe_fails_with_local_qp_operation_error_0x68",
-            config: "[device mlx5_0]\nfault.first_wqe = 0x68\n",
-            run: first_wqe_fails,
-            check: None,
-        },
-        Case {
-            name: "transport_retry_exceeded_arrives_later",
-            config: "[device mlx5_0]\nfault.transport_retry_exceeded_at = 2\n",
-            run: retry_exceeded_later,
-            check: None,
-        },
+        child_case("no_device", "# no device section: no device\n", no_device),
+        child_case(
+            "a_device_that_is_not_mlx5",
+            "[device erdma_0]\nprovider = erdma\nlink_layer = ethernet\n",
+            not_mlx5,
+        ),
+        child_case(
+            "devx_context_refused",
+            "[device mlx5_0]\nfault.open_devx = EPERM\n",
+            devx_context_refused,
+        ),
+        child_case(
+            "uar_allocation_refused_in_an_unprivileged_container",
+            "[device mlx5_0]\nfault.alloc_uar = EPERM\n",
+            uar_allocation_refused,
+        ),
+        child_case(
+            "gpu_memory_without_dmabuf_or_peer_memory",
+            DEFAULT_DEVICE,
+            no_dmabuf_no_peer_memory,
+        ),
+        child_case(
+            "dmabuf_umem_efault_falls_back_to_peer_memory",
+            "[device mlx5_0]\nfault.umem_reg_dmabuf = EFAULT\n",
+            dmabuf_umem_efault_falls_back,
+        ),
+        child_case(
+            "cqe_version_0",
+            "[device mlx5_0]\ncap.cqe_version = 0\n",
+            cqe_version_0,
+        ),
+        child_case(
+            "missing_atomic_capabilities",
+            "[device mlx5_0]\ncap.atomic = 0\n[device mlx5_1]\ncap.atomic_sizes = 0x4\n",
+            missing_atomics,
+        ),
+        child_case(
+            "firmware_status_and_syndrome_on_chosen_commands",
+            "[device mlx5_0]\nfault.command = CREATE_CQ status=0x03 syndrome=0x0badc0de\n\
+             [device mlx5_1]\nfault.command = CREATE_QP status=0x0f syndrome=0x12345678\n\
+             [device mlx5_2]\nfault.command = RTR2RTS_QP status=0x10 syndrome=0x00c0ffee\n\
+             [device mlx5_3]\nfault.command = CREATE_QP status=0x08 syndrome=0x5 nth=2\n\
+             [device mlx5_4]\nfault.command = QUERY_HCA_CAP status=0x01 syndrome=0x7\n",
+            firmware_failures,
+        ),
+        child_case(
+            "empty_gid_table_on_roce",
+            "[device mlx5_0]\nlink_layer = ethernet\ngids = none\n",
+            empty_gid_table,
+        ),
+        child_case(
+            "first_wqe_fails_with_local_qp_operation_error_0x68",
+            "[device mlx5_0]\nfault.first_wqe = 0x68\n",
+            first_wqe_fails,
+        ),
+        child_case(
+            "transport_retry_exceeded_arrives_later",
+            "[device mlx5_0]\nfault.transport_retry_exceeded_at = 2\n",
+            retry_exceeded_later,
+        ),
         Case {
             name: "command_log_of_a_queue_pair_decodes",
-            config: DEFAULT_DEVICE,
-            run: queue_pair_life,
-            check: Some(check_command_log),
+            run: Run::Child {
+                config: DEFAULT_DEVICE,
+                run: queue_pair_life,
+                check: Some(check_command_log),
+            },
+        },
+        Case {
+            name: "ibv_devinfo_lists_the_configured_devices",
+            run: Run::Host(ibv_devinfo),
+        },
+        child_case(
+            "every_entry_point_at_rdma_cores_symbol_version",
+            DEFAULT_DEVICE,
+            symbol_versions,
+        ),
+        Case {
+            name: "the_exported_versions_are_rdma_cores",
+            run: Run::Host(versions_match_rdma_core),
         },
     ]
 }
@@ -475,8 +502,17 @@ fn firmware_failures() -> Outcome {
     let e = expect_err(pending.connect(&endpoint), "RTR2RTS_QP")?;
     expect_command_error(&e, "RTR2RTS_QP", CommandStatus::BadQpState, 0x00c0_ffee)?;
 
-    // The second QUERY_HCA_CAP (the atomic page) fails: the device does not open.
-    let e = expect_err(open("mlx5_3"), "the second QUERY_HCA_CAP")?;
+    // Only the second CREATE_QP fails.
+    let second = open("mlx5_3").map_err(fail)?;
+    let pd = second.alloc_pd().map_err(fail)?;
+    let _first = pd
+        .create_rc(spec())
+        .map_err(|e| format!("the first CREATE_QP: {e}"))?;
+    let e = expect_err(pd.create_rc(spec()), "the second CREATE_QP")?;
+    expect_command_error(&e, "CREATE_QP", CommandStatus::LimitExceeded, 5)?;
+
+    // QUERY_HCA_CAP fails: the device does not open.
+    let e = expect_err(open("mlx5_4"), "QUERY_HCA_CAP")?;
     expect_command_error(&e, "QUERY_HCA_CAP", CommandStatus::InternalError, 7)
 }
 
@@ -602,7 +638,7 @@ fn queue_pair_life() -> Outcome {
     Ok(())
 }
 
-fn check_command_log(path: &std::path::Path) -> Outcome {
+fn check_command_log(path: &Path) -> Outcome {
     let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
     let records = log::parse(&text).map_err(fail)?;
     let opcodes: Vec<u16> = records.iter().map(|r| r.opcode()).collect();
@@ -666,12 +702,397 @@ fn check_command_log(path: &std::path::Path) -> Outcome {
     Ok(())
 }
 
+/// The configuration `ibv_devinfo` lists; the expected output below is derived from it by
+/// hand (the emulator's computed limits: `max_qp_wr` = 2^cap.log_max_qp_size, `max_cqe` =
+/// 2^cap.log_max_cq_size - 1).
+const DEVINFO_CONFIG: &str = "[device mlx5_4]\n\
+    lid = 0x2a\n\
+    mtu = 2048\n\
+    fw_ver = 28.42.1000\n\
+    node_guid = 0x1122334455667788\n\
+    sys_image_guid = 0x1122334455667700\n\
+    board_id = MT_0000000999\n\
+    max_qp = 4096\n\
+    cap.log_max_qp_size = 13\n\
+    cap.log_max_cq_size = 20\n\
+    gids = fe80::1122:3344:5566:7788\n\
+    [device mlx5_5]\n\
+    link_layer = ethernet\n\
+    port_state = down\n\
+    cap.atomic = 0\n\
+    gids = fe80::a, ::ffff:192.168.1.7\n";
+
+/// The `key: value` lines of one `hca_id` block of `ibv_devinfo -v`, and its GID lines.
+struct DevinfoBlock {
+    fields: Vec<(String, String)>,
+    gids: Vec<String>,
+}
+
+impl DevinfoBlock {
+    fn field(&self, key: &str) -> Result<&str, String> {
+        self.fields
+            .iter()
+            .find(|(k, _)| k == key)
+            .map(|(_, v)| v.as_str())
+            .ok_or_else(|| format!("ibv_devinfo printed no `{key}`"))
+    }
+}
+
+fn parse_devinfo(text: &str) -> Vec<DevinfoBlock> {
+    let mut blocks: Vec<DevinfoBlock> = Vec::new();
+    for line in text.lines() {
+        let trimmed = line.trim();
+        if trimmed.starts_with("hca_id:") {
+            blocks.push(DevinfoBlock {
+                fields: Vec::new(),
+                gids: Vec::new(),
+            });
+        }
+        let Some(block) = blocks.last_mut() else {
+            continue;
+        };
+        if let Some(rest) = trimmed.strip_prefix("GID[") {
+            if let Some((_, gid)) = rest.split_once(':') {
+                block.gids.push(gid.trim().to_owned());
+            }
+        } else if let Some((key, value)) = trimmed.split_once(':') {
+            block
+                .fields
+                .push((key.trim().to_owned(), value.trim().to_owned()));
+        }
+    }
+    blocks
+}
+
+fn ibv_devinfo(dir: &Path) -> Result<Option<String>, String> {
+    let Some(tool) = ["/usr/bin/ibv_devinfo", "/usr/local/bin/ibv_devinfo"]
+        .into_iter()
+        .map(Path::new)
+        .find(|p| p.is_file())
+    else {
+        return Ok(Some(
+            "rdma-core's ibv_devinfo is not installed (Debian: ibverbs-utils; scripts/mlx5-deps.sh installs it)"
+                .into(),
+        ));
+    };
+    let child = Command::new(tool)
+        .arg("-v")
+        .env("LD_LIBRARY_PATH", library_path(dir))
+        .env("IBGDA_EMU_CONFIG_TEXT", DEVINFO_CONFIG)
+        .env_remove("IBGDA_EMU_CONFIG")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(fail)?;
+    let output = finish(child)?;
+    let text = String::from_utf8_lossy(&output.stdout);
+    if !output.status.success() {
+        return Err(format!(
+            "ibv_devinfo -v: {}\n{text}\n{}",
+            output.status,
+            String::from_utf8_lossy(&output.stderr)
+        ));
+    }
+    let blocks = parse_devinfo(&text);
+    if blocks.len() != 2 {
+        return Err(format!(
+            "{} devices listed, expected 2:\n{text}",
+            blocks.len()
+        ));
+    }
+    let expect = |block: &DevinfoBlock, key: &str, value: &str| -> Outcome {
+        let found = block.field(key)?;
+        if found == value {
+            Ok(())
+        } else {
+            Err(format!(
+                "`{key}`: ibv_devinfo printed {found:?}, expected {value:?}"
+            ))
+        }
+    };
+    let (ib, roce) = (&blocks[0], &blocks[1]);
+    for (key, value) in [
+        ("hca_id", "mlx5_4"),
+        ("transport", "InfiniBand (0)"),
+        ("fw_ver", "28.42.1000"),
+        ("node_guid", "1122:3344:5566:7788"),
+        ("sys_image_guid", "1122:3344:5566:7700"),
+        ("vendor_id", "0x02c9"),
+        ("vendor_part_id", "4129"),
+        ("hw_ver", "0x0"),
+        ("board_id", "MT_0000000999"),
+        ("phys_port_cnt", "1"),
+        ("max_qp", "4096"),
+        ("max_qp_wr", "8192"),
+        ("max_cqe", "1048575"),
+        ("atomic_cap", "ATOMIC_HCA (1)"),
+        ("num_comp_vectors", "1"),
+        ("state", "PORT_ACTIVE (4)"),
+        ("max_mtu", "2048 (4)"),
+        ("active_mtu", "2048 (4)"),
+        ("port_lid", "42"),
+        ("link_layer", "InfiniBand"),
+        ("gid_tbl_len", "1"),
+    ] {
+        expect(ib, key, value)?;
+    }
+    if ib.gids != ["fe80:0000:0000:0000:1122:3344:5566:7788"] {
+        return Err(format!("InfiniBand GIDs {:?}", ib.gids));
+    }
+    for (key, value) in [
+        ("hca_id", "mlx5_5"),
+        ("atomic_cap", "ATOMIC_NONE (0)"),
+        ("state", "PORT_DOWN (1)"),
+        ("max_mtu", "4096 (5)"),
+        ("port_lid", "0"),
+        ("link_layer", "Ethernet"),
+        ("gid_tbl_len", "2"),
+    ] {
+        expect(roce, key, value)?;
+    }
+    if roce.gids != ["fe80::a, RoCE v2", "::ffff:192.168.1.7, RoCE v2"] {
+        return Err(format!("RoCE GIDs {:?}", roce.gids));
+    }
+    Ok(None)
+}
+
+/// `(version node, symbol)` of every entry of a linker version script (comments and
+/// `local: *` aside), in file order.
+fn version_script(text: &str) -> Vec<(String, String)> {
+    let mut clean = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(start) = rest.find("/*") {
+        clean.push_str(&rest[..start]);
+        rest = rest[start..]
+            .find("*/")
+            .map_or("", |end| &rest[start + end + 2..]);
+    }
+    clean.push_str(rest);
+    let mut entries = Vec::new();
+    let mut node: Option<String> = None;
+    let mut previous = String::new();
+    for token in clean
+        .replace('{', " { ")
+        .replace('}', " } ")
+        .replace(';', " ; ")
+        .split_whitespace()
+    {
+        match token {
+            "{" => node = Some(previous.clone()),
+            "}" => node = None,
+            ";" | "global:" | "local:" | "*" => {}
+            word => {
+                if let Some(node) = &node {
+                    entries.push((node.clone(), word.to_owned()));
+                }
+            }
+        }
+        previous = token.to_owned();
+    }
+    entries
+}
+
+fn exports() -> Vec<(String, String)> {
+    version_script(include_str!("../emu/exports.map"))
+}
+
+/// What the clients look up (plain `dlsym` unless a version is given): ibgda's mlx5
+/// backend (src/nic/mlx5/dv.rs), rdma-mummy-sys 0.2.6's loader shim, NVSHMEM 3.8.0's IBGDA
+/// transport (the strings of `nvshmem_transport_ibgda.so.7`) and `ibv_devinfo`.
+const CLIENT_SYMBOLS: &[(&str, Option<&str>)] = &[
+    ("mlx5dv_open_device", None),
+    ("mlx5dv_is_supported", None),
+    ("mlx5dv_init_obj", Some("MLX5_1.2")),
+    ("mlx5dv_create_qp", Some("MLX5_1.3")),
+    ("mlx5dv_devx_alloc_uar", Some("MLX5_1.7")),
+    ("mlx5dv_devx_free_uar", Some("MLX5_1.7")),
+    ("mlx5dv_devx_general_cmd", Some("MLX5_1.7")),
+    ("mlx5dv_devx_obj_create", Some("MLX5_1.7")),
+    ("mlx5dv_devx_obj_destroy", Some("MLX5_1.7")),
+    ("mlx5dv_devx_obj_modify", Some("MLX5_1.7")),
+    ("mlx5dv_devx_obj_query", None),
+    ("mlx5dv_devx_query_eqn", Some("MLX5_1.7")),
+    ("mlx5dv_devx_umem_reg", Some("MLX5_1.7")),
+    ("mlx5dv_devx_umem_dereg", Some("MLX5_1.7")),
+    ("mlx5dv_devx_umem_reg_ex", Some("MLX5_1.19")),
+    ("mlx5dv_reg_dmabuf_mr", None),
+    ("mlx5dv_get_data_direct_sysfs_path", None),
+    ("mlx5dv_query_device", None),
+    ("mlx5dv_qp_ex_from_ibv_qp_ex", None),
+    ("mlx5dv_set_context_attr", None),
+    ("mlx5dv_query_qp_lag_port", None),
+    ("mlx5dv_modify_qp_lag_port", None),
+    ("mlx5dv_modify_qp_udp_sport", None),
+    ("mlx5dv_get_clock_info", None),
+    ("ibv_wc_status_str", None),
+    ("ibv_qp_to_qp_ex", None),
+    ("ibv_get_device_list", Some("IBVERBS_1.1")),
+    ("ibv_free_device_list", Some("IBVERBS_1.1")),
+    ("ibv_get_device_name", Some("IBVERBS_1.1")),
+    ("ibv_get_device_guid", None),
+    ("ibv_open_device", Some("IBVERBS_1.1")),
+    ("ibv_close_device", Some("IBVERBS_1.1")),
+    ("ibv_get_async_event", None),
+    ("ibv_ack_async_event", None),
+    ("ibv_query_device", Some("IBVERBS_1.1")),
+    ("ibv_query_port", Some("IBVERBS_1.1")),
+    ("ibv_query_gid", Some("IBVERBS_1.1")),
+    ("_ibv_query_gid_ex", None),
+    ("_ibv_query_gid_table", None),
+    ("ibv_query_pkey", None),
+    ("ibv_alloc_pd", None),
+    ("ibv_dealloc_pd", None),
+    ("ibv_reg_mr", None),
+    ("ibv_reg_mr_iova", None),
+    ("ibv_reg_mr_iova2", None),
+    ("ibv_reg_dmabuf_mr", None),
+    ("ibv_dereg_mr", None),
+    ("ibv_create_comp_channel", None),
+    ("ibv_destroy_comp_channel", None),
+    ("ibv_create_cq", None),
+    ("ibv_resize_cq", None),
+    ("ibv_destroy_cq", None),
+    ("ibv_get_cq_event", None),
+    ("ibv_ack_cq_events", None),
+    ("ibv_create_srq", None),
+    ("ibv_destroy_srq", None),
+    ("ibv_modify_srq", None),
+    ("ibv_query_srq", None),
+    ("ibv_create_qp", None),
+    ("ibv_modify_qp", None),
+    ("ibv_query_qp", None),
+    ("ibv_destroy_qp", None),
+    ("ibv_create_ah", None),
+    ("ibv_init_ah_from_wc", None),
+    ("ibv_create_ah_from_wc", None),
+    ("ibv_destroy_ah", None),
+    ("ibv_attach_mcast", None),
+    ("ibv_detach_mcast", None),
+    ("ibv_fork_init", None),
+    ("ibv_is_fork_initialized", None),
+    ("ibv_node_type_str", None),
+    ("ibv_port_state_str", None),
+    ("ibv_event_type_str", None),
+    ("ibv_resolve_eth_l2_from_gid", None),
+    ("ibv_set_ece", None),
+    ("ibv_query_ece", None),
+    ("ibv_get_sysfs_path", None),
+    ("ibv_read_sysfs_file", Some("IBVERBS_1.0")),
+    ("ibv_query_gid_type", Some("IBVERBS_PRIVATE_34")),
+];
+
+fn symbol_versions() -> Outcome {
+    let open = |name: &core::ffi::CStr| {
+        // SAFETY: loading the emulated library (already loaded by this process).
+        let handle = unsafe { libc::dlopen(name.as_ptr(), libc::RTLD_LAZY | libc::RTLD_LOCAL) };
+        if handle.is_null() {
+            Err(format!("dlopen({name:?}) failed"))
+        } else {
+            Ok(handle)
+        }
+    };
+    let (verbs, mlx5) = (open(c"libibverbs.so.1")?, open(c"libmlx5.so.1")?);
+    if verbs != mlx5 {
+        return Err(
+            "libibverbs.so.1 and libmlx5.so.1 are two objects: their states would differ".into(),
+        );
+    }
+    let lookup = |symbol: &str, version: Option<&str>| -> bool {
+        let symbol = std::ffi::CString::new(symbol).expect("no NUL");
+        // SAFETY: lookups in a loaded library's symbol table.
+        let found = unsafe {
+            match version {
+                Some(v) => {
+                    let v = std::ffi::CString::new(v).expect("no NUL");
+                    libc::dlvsym(verbs, symbol.as_ptr(), v.as_ptr())
+                }
+                None => libc::dlsym(verbs, symbol.as_ptr()),
+            }
+        };
+        !found.is_null()
+    };
+    let entries = exports();
+    if entries.len() < 100 {
+        return Err(format!(
+            "only {} exports parsed from emu/exports.map",
+            entries.len()
+        ));
+    }
+    for (version, symbol) in &entries {
+        if !lookup(symbol, Some(version)) {
+            return Err(format!("dlvsym({symbol}, {version}) found nothing"));
+        }
+        if lookup(symbol, Some("IBVERBS_0.9")) {
+            return Err(format!("{symbol} found at a version that does not exist"));
+        }
+    }
+    for (symbol, version) in CLIENT_SYMBOLS {
+        if !lookup(symbol, *version) {
+            return Err(format!(
+                "a client looks up {symbol} ({version:?}): not exported"
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// rdma-core 56.1's source as scripts/rdma-core.sh leaves it.
+fn rdma_core_source() -> Option<PathBuf> {
+    if let Some(dir) = std::env::var_os("IBGDA_RDMA_CORE_DIR") {
+        return Some(PathBuf::from(dir).join("src"));
+    }
+    let exe = std::env::current_exe().ok()?;
+    Some(exe.parent()?.parent()?.parent()?.join("rdma-core/56.1/src"))
+}
+
+fn versions_match_rdma_core(_: &Path) -> Result<Option<String>, String> {
+    let Some(src) = rdma_core_source().filter(|s| s.join("libibverbs/libibverbs.map.in").is_file())
+    else {
+        return Ok(Some(
+            "rdma-core 56.1's source is not unpacked (bash scripts/rdma-core.sh)".into(),
+        ));
+    };
+    let read =
+        |path: &str| std::fs::read_to_string(src.join(path)).map_err(|e| format!("{path}: {e}"));
+    let cmake = read("CMakeLists.txt")?;
+    let pabi = cmake
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("set(IBVERBS_PABI_VERSION \""))
+        .and_then(|rest| rest.strip_suffix("\")"))
+        .ok_or("IBVERBS_PABI_VERSION not found in CMakeLists.txt")?;
+    let verbs = read("libibverbs/libibverbs.map.in")?.replace("@IBVERBS_PABI_VERSION@", pabi);
+    let mlx5 = read("providers/mlx5/libmlx5.map")?;
+    // A symbol listed in several nodes is exported at the last (the default version).
+    let mut newest = std::collections::HashMap::new();
+    for (node, symbol) in version_script(&verbs)
+        .into_iter()
+        .chain(version_script(&mlx5))
+    {
+        newest.insert(symbol, node);
+    }
+    for (version, symbol) in exports() {
+        if version == "IBGDA_EMU_1" {
+            continue;
+        }
+        match newest.get(&symbol) {
+            Some(theirs) if *theirs == version => {}
+            Some(theirs) => {
+                return Err(format!(
+                    "{symbol}: exported at {version}, rdma-core 56.1 exports it at {theirs}"
+                ))
+            }
+            None => return Err(format!("{symbol}: not an rdma-core 56.1 entry point")),
+        }
+    }
+    Ok(None)
+}
+
 /// Where the emulated libraries are.
 fn emulator_dir() -> Option<PathBuf> {
     if let Some(dir) = std::env::var_os("IBGDA_EMU_LIB_DIR") {
         return Some(PathBuf::from(dir));
     }
-    // <target>/release/deps/emu_faults-*: the libraries are at <target>/emu/lib.
+    // <target>/release/deps/emulated_nic-*: the libraries are at <target>/emu/lib.
     let exe = std::env::current_exe().ok()?;
     Some(exe.parent()?.parent()?.parent()?.join("emu/lib"))
 }
@@ -691,9 +1112,9 @@ fn child(name: &str) -> ExitCode {
     let outcome = if !emulated {
         Err("libibverbs.so.1 is not the emulated ConnectX".to_owned())
     } else {
-        match cases().into_iter().find(|c| c.name == name) {
-            Some(case) => (case.run)(),
-            None => Err(format!("no case {name}")),
+        match cases().into_iter().find(|c| c.name == name).map(|c| c.run) {
+            Some(Run::Child { run, .. }) => run(),
+            _ => Err(format!("no child case {name}")),
         }
     };
     match outcome {
@@ -705,32 +1126,22 @@ fn child(name: &str) -> ExitCode {
     }
 }
 
-fn run_child(case: &Case, dir: &std::path::Path, log_path: &std::path::Path) -> Outcome {
-    let exe = std::env::current_exe().map_err(fail)?;
-    let mut library_path = dir.as_os_str().to_owned();
+/// `dir` first on the loader path.
+fn library_path(dir: &Path) -> std::ffi::OsString {
+    let mut path = dir.as_os_str().to_owned();
     if let Some(old) = std::env::var_os("LD_LIBRARY_PATH").filter(|p| !p.is_empty()) {
-        library_path.push(":");
-        library_path.push(old);
+        path.push(":");
+        path.push(old);
     }
-    let mut command = Command::new(exe);
-    command
-        .env(CHILD_ENV, case.name)
-        .env("LD_LIBRARY_PATH", library_path)
-        .env("IBGDA_EMU_CONFIG_TEXT", case.config)
-        .env_remove("IBGDA_EMU_CONFIG")
-        .env_remove("IBGDA_NIC")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    if case.check.is_some() {
-        command.env("IBGDA_EMU_LOG", log_path);
-    } else {
-        command.env_remove("IBGDA_EMU_LOG");
-    }
-    let mut child = command.spawn().map_err(fail)?;
+    path
+}
+
+/// Waits for `child`, killing it after [`CHILD_TIMEOUT`].
+fn finish(mut child: std::process::Child) -> Result<std::process::Output, String> {
     let start = Instant::now();
-    let status = loop {
-        if let Some(status) = child.try_wait().map_err(fail)? {
-            break status;
+    loop {
+        if child.try_wait().map_err(fail)?.is_some() {
+            return child.wait_with_output().map_err(fail);
         }
         if start.elapsed() > CHILD_TIMEOUT {
             let _ = child.kill();
@@ -738,18 +1149,53 @@ fn run_child(case: &Case, dir: &std::path::Path, log_path: &std::path::Path) -> 
             return Err(format!("timed out after {CHILD_TIMEOUT:?}"));
         }
         std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn run_child(name: &str, config: &str, dir: &Path, log_path: Option<&Path>) -> Outcome {
+    let exe = std::env::current_exe().map_err(fail)?;
+    let mut command = Command::new(exe);
+    command
+        .env(CHILD_ENV, name)
+        .env("LD_LIBRARY_PATH", library_path(dir))
+        .env("IBGDA_EMU_CONFIG_TEXT", config)
+        .env_remove("IBGDA_EMU_CONFIG")
+        .env_remove("IBGDA_NIC")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    match log_path {
+        Some(path) => command.env("IBGDA_EMU_LOG", path),
+        None => command.env_remove("IBGDA_EMU_LOG"),
     };
-    let output = child.wait_with_output().map_err(fail)?;
-    if !status.success() {
+    // The child writes little: reading its pipes after it exits cannot block it.
+    let output = finish(command.spawn().map_err(fail)?)?;
+    if !output.status.success() {
         return Err(format!(
-            "{status}\n--- stdout\n{}--- stderr\n{}",
+            "{}\n--- stdout\n{}--- stderr\n{}",
+            output.status,
             String::from_utf8_lossy(&output.stdout),
             String::from_utf8_lossy(&output.stderr)
         ));
     }
-    match case.check {
-        Some(check) => check(log_path),
-        None => Ok(()),
+    Ok(())
+}
+
+/// Runs `case`: `Ok(None)` with the reason when it cannot run here.
+fn run_case(case: &Case, dir: Option<&Path>, scratch: &Path) -> Result<Option<String>, String> {
+    let Some(dir) = dir else {
+        return Ok(Some(
+            "the emulated ConnectX is not built (scripts/build-emulated-nic)".into(),
+        ));
+    };
+    match &case.run {
+        Run::Child { config, check, .. } => {
+            let log_path = scratch.with_extension(format!("{}.log", case.name));
+            let result = run_child(case.name, config, dir, check.map(|_| log_path.as_path()))
+                .and_then(|()| check.map_or(Ok(()), |check| check(&log_path)));
+            let _ = std::fs::remove_file(&log_path);
+            result.map(|()| None)
+        }
+        Run::Host(run) => run(dir),
     }
 }
 
@@ -770,35 +1216,26 @@ fn main() -> ExitCode {
         .iter()
         .filter(|c| filters.is_empty() || filters.iter().any(|f| c.name.contains(f.as_str())))
         .collect();
-    println!("emu_faults: the mlx5 backend on the emulated ConnectX");
+    println!("emulated_nic: the mlx5 backend and rdma-core's tools on the emulated ConnectX");
     println!("\nrunning {} tests", selected.len());
     let dir = emulator_dir().filter(|d| d.join("libibverbs.so.1").is_file());
     let required = std::env::var("IBGDA_REQUIRE_EMU").is_ok_and(|v| v == "1");
     let (mut passed, mut failed, mut ignored) = (0, 0, 0);
-    let scratch = std::env::temp_dir().join(format!("ibgda-emu-faults-{}", std::process::id()));
+    let scratch = std::env::temp_dir().join(format!("ibgda-emulated-nic-{}", std::process::id()));
     for case in selected {
-        let outcome = match &dir {
-            Some(dir) => {
-                let log_path = scratch.with_extension(format!("{}.log", case.name));
-                let r = run_child(case, dir, &log_path).map(Some);
-                let _ = std::fs::remove_file(&log_path);
-                r
-            }
-            None if required => Err(
-                "IBGDA_REQUIRE_EMU=1 but the emulated ConnectX is not built (run scripts/build-emulated-nic)"
-                    .into(),
-            ),
-            None => Ok(None),
-        };
-        match outcome {
-            Ok(Some(())) => {
+        match run_case(case, dir.as_deref(), &scratch) {
+            Ok(None) => {
                 passed += 1;
                 println!("test {} ... ok", case.name);
             }
-            Ok(None) => {
+            Ok(Some(reason)) if !required => {
                 ignored += 1;
+                println!("test {} ... ignored, {reason}", case.name);
+            }
+            Ok(Some(reason)) => {
+                failed += 1;
                 println!(
-                    "test {} ... ignored, the emulated ConnectX is not built (scripts/build-emulated-nic)",
+                    "test {} ... FAILED\n    IBGDA_REQUIRE_EMU=1 but {reason}",
                     case.name
                 );
             }
