@@ -671,32 +671,25 @@ fn check_command_log(path: &Path) -> Outcome {
         let output = decoded
             .output
             .map_err(|e| format!("record {} output: {e}", record.seq))?;
-        match (input, output) {
+        // 64 CQ entries and 64 WQEBBs (log2 6); connected to itself; destroyed.
+        let wrong = match (input, output) {
             (DecodedCommand::CreateCq(c), DecodedOutput::CreateCq(_)) => {
-                // 64 CQ entries: log2 6.
-                if c.cqc.log_cq_size != 6 || !c.cq_umem_valid {
-                    return Err(format!("CREATE_CQ {c:?}"));
-                }
+                (c.cqc.log_cq_size != 6 || !c.cq_umem_valid).then(|| format!("CREATE_CQ {c:?}"))
             }
             (DecodedCommand::CreateQp(c), DecodedOutput::CreateQp(o)) => {
-                // 64 WQEBBs: log2 6.
-                if c.qpc.log_sq_size != 6 || c.qpc.service_type != ServiceType::Rc {
-                    return Err(format!("CREATE_QP {c:?}"));
-                }
                 qpn = Some(o.qpn);
+                (c.qpc.log_sq_size != 6 || c.qpc.service_type != ServiceType::Rc)
+                    .then(|| format!("CREATE_QP {c:?}"))
             }
-            (DecodedCommand::Init2RtrQp(c), _) => {
-                // Connected to itself.
-                if Some(c.remote_qpn) != qpn || Some(c.qpn) != qpn {
-                    return Err(format!("INIT2RTR_QP {c:?} for QP {qpn:?}"));
-                }
-            }
+            (DecodedCommand::Init2RtrQp(c), _) => (Some(c.remote_qpn) != qpn || Some(c.qpn) != qpn)
+                .then(|| format!("INIT2RTR_QP {c:?} for QP {qpn:?}")),
             (DecodedCommand::DestroyQp(c), _) => {
-                if Some(c.qpn) != qpn {
-                    return Err(format!("DESTROY_QP {c:?} for QP {qpn:?}"));
-                }
+                (Some(c.qpn) != qpn).then(|| format!("DESTROY_QP {c:?} for QP {qpn:?}"))
             }
-            _ => {}
+            _ => None,
+        };
+        if let Some(wrong) = wrong {
+            return Err(wrong);
         }
     }
     Ok(())

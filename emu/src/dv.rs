@@ -369,10 +369,7 @@ fn inject_faults(emulator: &Emulator, device: usize, qpn: u32) {
     }
 }
 
-fn devx_object<'a>(
-    objects: &'a crate::emulator::Objects,
-    obj: *mut c_void,
-) -> Outcome<&'a DevxObject> {
+fn devx_object(objects: &crate::emulator::Objects, obj: *mut c_void) -> Outcome<&DevxObject> {
     objects
         .devx
         .get(&(obj as usize))

@@ -74,7 +74,7 @@ pub(crate) fn run<T>(
     body: impl FnOnce(&'static Emulator) -> Outcome<T>,
 ) -> T {
     let result = catch_unwind(AssertUnwindSafe(|| {
-        let emulator = Emulator::get().map_err(|e| Failure::invalid(e))?;
+        let emulator = Emulator::get().map_err(Failure::invalid)?;
         body(emulator)
     }));
     let failure = match result {
