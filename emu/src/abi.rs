@@ -4,6 +4,7 @@
 //! `tests/rdma-core/tests/emu_abi.rs` compares every size and offset with the real headers.
 
 #![allow(non_camel_case_types, missing_docs)]
+#![allow(clippy::missing_docs_in_private_items)]
 
 use core::ffi::{c_char, c_int, c_void};
 
@@ -333,10 +334,15 @@ pub struct ibv_port_attr {
 /// `_compat_ibv_port_attr`: up to `flags`).
 pub const COMPAT_PORT_ATTR_BYTES: usize = core::mem::offset_of!(ibv_port_attr, flags) + 1;
 
+/// `union ibv_gid`: 16 bytes, aligned as its `global` view (two 64-bit words).
+#[repr(C, align(8))]
+#[derive(Clone, Copy, Default, PartialEq, Eq, Debug)]
+pub struct ibv_gid(pub [u8; 16]);
+
 #[repr(C)]
 #[derive(Clone, Copy, Default)]
 pub struct ibv_gid_entry {
-    pub gid: [u8; 16],
+    pub gid: ibv_gid,
     pub gid_index: u32,
     pub port_num: u32,
     pub gid_type: u32,
@@ -363,7 +369,7 @@ pub struct ibv_mr {
 #[repr(C)]
 #[derive(Clone, Copy)]
 pub struct ibv_global_route {
-    pub dgid: [u8; 16],
+    pub dgid: ibv_gid,
     pub flow_label: u32,
     pub sgid_index: u8,
     pub hop_limit: u8,

@@ -26,7 +26,7 @@
 
 #![deny(unsafe_op_in_unsafe_fn)]
 
-mod abi;
+pub mod abi;
 pub mod config;
 mod dv;
 mod emulator;

@@ -522,7 +522,7 @@ pub unsafe extern "C" fn _ibv_query_gid_ex(
             return Err(Failure::invalid("a null entry"));
         }
         let entry = ibv_gid_entry {
-            gid: value,
+            gid: ibv_gid(value),
             gid_index: index,
             port_num: port,
             gid_type: kind,
@@ -562,7 +562,7 @@ pub unsafe extern "C" fn _ibv_query_gid_table(
             for index in 0..table.len() as u32 {
                 let (value, kind) = gid(emulator, device, 1, index)?;
                 let entry = ibv_gid_entry {
-                    gid: value,
+                    gid: ibv_gid(value),
                     gid_index: index,
                     port_num: 1,
                     gid_type: kind,
@@ -873,7 +873,7 @@ fn address_vector(attr: &ibv_ah_attr, link_layer: LinkLayer) -> Outcome<AddressV
         av.grh_gid_fl = U32::new(
             grh << 30 | u32::from(attr.grh.sgid_index) << 20 | (attr.grh.flow_label & 0xf_ffff),
         );
-        av.rgid = attr.grh.dgid;
+        av.rgid = attr.grh.dgid.0;
     }
     Ok(av)
 }

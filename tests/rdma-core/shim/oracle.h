@@ -36,6 +36,8 @@ struct ibgda_oracle_constant {
 
 /* Static tables; the pointers stay valid for the life of the process. */
 size_t ibgda_oracle_layouts(const struct ibgda_oracle_layout **out);
+/* The public verbs and mlx5dv structures the emulated ConnectX uses (verbs_abi.c). */
+size_t ibgda_oracle_verbs_layouts(const struct ibgda_oracle_layout **out);
 size_t ibgda_oracle_constants(const struct ibgda_oracle_constant **out);
 
 /*
