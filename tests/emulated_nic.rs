@@ -142,6 +142,11 @@ fn cases() -> Vec<Case> {
                 check: Some(check_command_log),
             },
         },
+        child_case(
+            "dc_target_made_with_verbs_as_nvshmem_makes_it",
+            DEFAULT_DEVICE,
+            verbs_dc_target,
+        ),
         Case {
             name: "ibv_devinfo_lists_the_configured_devices",
             run: Run::Host(ibv_devinfo),
@@ -691,6 +696,213 @@ fn check_command_log(path: &Path) -> Outcome {
         if let Some(wrong) = wrong {
             return Err(wrong);
         }
+    }
+    Ok(())
+}
+
+/// The DC target NVSHMEM's IBGDA transport makes with plain verbs (its
+/// `ibgda_create_dct_shared_objects` and `ibgda_create_dct`): a parent domain, a host SRQ and
+/// host CQs, an address handle read back through `mlx5dv_init_obj`, `mlx5dv_create_qp` for
+/// the DCT and `ibv_modify_qp` to INIT and RTR; then a DCI of ibgda's control plane writes
+/// into memory registered in that PD through it, and everything is torn down. The calls go
+/// through rdma-mummy-sys's bindings (rdma-core 65's headers) and the static-inline
+/// `ibv_alloc_parent_domain`'s own lookup of the operation in the context.
+fn verbs_dc_target() -> Outcome {
+    use rdma_mummy_sys as sys;
+    use zerocopy::FromBytes;
+
+    type InitObj = unsafe extern "C" fn(*mut sys::mlx5dv_obj, u64) -> libc::c_int;
+    // SAFETY: the emulated library (loaded by this process); the type is
+    // `mlx5dv_init_obj`'s prototype.
+    let lib = unsafe { libloading::Library::new("libmlx5.so.1") }.map_err(fail)?;
+    // SAFETY: as above.
+    let init_obj: InitObj = *unsafe { lib.get::<InitObj>(b"mlx5dv_init_obj\0") }.map_err(fail)?;
+    let check = |what: &str, ok: bool| {
+        if ok {
+            Ok(())
+        } else {
+            Err(format!("{what} failed"))
+        }
+    };
+
+    // SAFETY (every call below): rdma-core's documented contracts, with objects made here
+    // and attribute blocks initialised as the man pages ask; the buffers outlive their
+    // registrations.
+    unsafe {
+        let mut n = 0;
+        let list = sys::ibv_get_device_list(&mut n);
+        check("ibv_get_device_list", !list.is_null() && n == 1)?;
+        let ctx = sys::ibv_open_device(*list);
+        sys::ibv_free_device_list(list);
+        check("ibv_open_device", !ctx.is_null())?;
+        let pd = sys::ibv_alloc_pd(ctx);
+        check("ibv_alloc_pd", !pd.is_null())?;
+
+        // ibv_alloc_parent_domain is static inline: it finds the operation in the
+        // verbs_context around the context, if the context is large enough to hold it.
+        let vctx = ctx
+            .cast::<u8>()
+            .sub(core::mem::offset_of!(sys::verbs_context, context))
+            .cast::<sys::verbs_context>();
+        let reach = core::mem::size_of::<sys::verbs_context>()
+            - core::mem::offset_of!(sys::verbs_context, alloc_parent_domain);
+        check("the context's size", (*vctx).sz >= reach)?;
+        let alloc_parent_domain = (*vctx)
+            .alloc_parent_domain
+            .ok_or("no alloc_parent_domain")?;
+        let mut pd_attr: sys::ibv_parent_domain_init_attr = core::mem::zeroed();
+        pd_attr.pd = pd;
+        let parent = alloc_parent_domain(ctx, &mut pd_attr);
+        check("ibv_alloc_parent_domain", !parent.is_null())?;
+
+        let mut srq_attr: sys::ibv_srq_init_attr = core::mem::zeroed();
+        srq_attr.attr.max_wr = 100;
+        srq_attr.attr.max_sge = 1;
+        let srq = sys::ibv_create_srq(parent, &mut srq_attr);
+        check(
+            "ibv_create_srq",
+            !srq.is_null() && srq_attr.attr.max_wr >= 100,
+        )?;
+        let mut dv_srq: sys::mlx5dv_srq = core::mem::zeroed();
+        dv_srq.comp_mask = 1; // MLX5DV_SRQ_MASK_SRQN
+        let mut obj: sys::mlx5dv_obj = core::mem::zeroed();
+        obj.srq.in_ = srq;
+        obj.srq.out = &mut dv_srq;
+        check("mlx5dv_init_obj(SRQ)", init_obj(&mut obj, 1 << 2) == 0)?;
+        check("the SRQ number", dv_srq.srqn != 0 && dv_srq.comp_mask == 1)?;
+
+        let send_cq = sys::ibv_create_cq(ctx, 100, core::ptr::null_mut(), core::ptr::null_mut(), 0);
+        let recv_cq = sys::ibv_create_cq(ctx, 100, core::ptr::null_mut(), core::ptr::null_mut(), 0);
+        check("ibv_create_cq", !send_cq.is_null() && !recv_cq.is_null())?;
+        check("the CQ size", (*recv_cq).cqe == 127)?;
+        let mut dv_cq: sys::mlx5dv_cq = core::mem::zeroed();
+        let mut obj: sys::mlx5dv_obj = core::mem::zeroed();
+        obj.cq.in_ = recv_cq;
+        obj.cq.out = &mut dv_cq;
+        check("mlx5dv_init_obj(CQ)", init_obj(&mut obj, 1 << 1) == 0)?;
+        check(
+            "the CQ's ring",
+            dv_cq.cqe_cnt == 128 && dv_cq.cqe_size == 64 && !dv_cq.buf.is_null(),
+        )?;
+
+        let mut port: sys::ibv_port_attr = core::mem::zeroed();
+        check(
+            "ibv_query_port",
+            sys::ibv_query_port(ctx, 1, &mut port as *mut _ as *mut _) == 0,
+        )?;
+        let mut ah_attr: sys::ibv_ah_attr = core::mem::zeroed();
+        ah_attr.dlid = port.lid;
+        ah_attr.port_num = 1;
+        let ah = sys::ibv_create_ah(pd, &mut ah_attr);
+        check("ibv_create_ah", !ah.is_null())?;
+        let mut dv_ah: sys::mlx5dv_ah = core::mem::zeroed();
+        let mut obj: sys::mlx5dv_obj = core::mem::zeroed();
+        obj.ah.in_ = ah;
+        obj.ah.out = &mut dv_ah;
+        check(
+            "mlx5dv_init_obj(AH)",
+            init_obj(&mut obj, 1 << 5) == 0 && !dv_ah.av.is_null(),
+        )?;
+        let av = ibgda::wqe::segment::AddressVectorSegment::read_from_bytes(
+            core::slice::from_raw_parts(dv_ah.av.cast::<u8>(), 48),
+        )
+        .map_err(|_| "the AH's address vector")?;
+
+        const KEY: u64 = 0x0102_0304_0506_0708;
+        let mut qp_attr: sys::ibv_qp_init_attr_ex = core::mem::zeroed();
+        qp_attr.pd = parent;
+        qp_attr.comp_mask = 1; // IBV_QP_INIT_ATTR_PD
+        qp_attr.qp_type = 0xff; // IBV_QPT_DRIVER
+        qp_attr.srq = srq;
+        qp_attr.send_cq = send_cq;
+        qp_attr.recv_cq = recv_cq;
+        let mut dv_attr: sys::mlx5dv_qp_init_attr = core::mem::zeroed();
+        dv_attr.comp_mask = 1 << 1; // MLX5DV_QP_INIT_ATTR_MASK_DC
+        dv_attr.dc_init_attr.dc_type = sys::MLX5DV_DCTYPE_DCT;
+        *dv_attr
+            .dc_init_attr
+            .__bindgen_anon_1
+            .dct_access_key
+            .as_mut() = KEY;
+        let dct = sys::mlx5dv_create_qp(ctx, &mut qp_attr, &mut dv_attr);
+        check("mlx5dv_create_qp(DCT)", !dct.is_null())?;
+        let mut attr: sys::ibv_qp_attr = core::mem::zeroed();
+        attr.qp_state = sys::ibv_qp_state::IBV_QPS_INIT;
+        attr.port_num = 1;
+        attr.qp_access_flags = 0xf; // local write, remote write, read, atomic
+        let mask = 1 | (1 << 4) | (1 << 5) | (1 << 3);
+        check(
+            "RST2INIT of the DCT",
+            sys::ibv_modify_qp(dct, &mut attr, mask) == 0,
+        )?;
+        let mut attr: sys::ibv_qp_attr = core::mem::zeroed();
+        attr.qp_state = sys::ibv_qp_state::IBV_QPS_RTR;
+        attr.path_mtu = port.active_mtu;
+        attr.min_rnr_timer = 12;
+        attr.ah_attr = ah_attr;
+        let mask = 1 | (1 << 7) | (1 << 8) | (1 << 15);
+        check(
+            "INIT2RTR of the DCT",
+            sys::ibv_modify_qp(dct, &mut attr, mask) == 0,
+        )?;
+        let dct_number = (*dct).qp_num;
+        check("the DCT number", dct_number != 0)?;
+        // A CQ a DCT completes to cannot go.
+        check(
+            "destroying a CQ in use is refused",
+            sys::ibv_destroy_cq(recv_cq) == libc::EBUSY,
+        )?;
+
+        let target = DmaBuffer::zeroed(64, 4096).map_err(fail)?;
+        let mr = sys::ibv_reg_mr(pd, target.as_ptr().cast(), 64, 0xf);
+        check("ibv_reg_mr", !mr.is_null())?;
+
+        let device = open("mlx5_0").map_err(fail)?;
+        let endpoint = ibgda::nic::DcEndpoint {
+            dct: dct_number,
+            access_key: KEY,
+            lid: port.lid,
+            mtu: device.port().mtu,
+            link_layer: device.port().link_layer,
+            gid: ibgda::nic::Gid::default(),
+            address_vector: av,
+        };
+        let mut dci = device
+            .alloc_pd()
+            .map_err(fail)?
+            .create_dci::<ibgda::wqe::Full>(spec())
+            .map_err(fail)?
+            .activate()
+            .map_err(fail)?;
+        let remote = ibgda::wqe::RemoteAddress::new(target.addr(), ibgda::wqe::RKey((*mr).rkey));
+        let wqe = RdmaWrite::new(endpoint.full_target().map_err(fail)?.at(remote))
+            .inline(b"via a verbs DCT")
+            .signaled()
+            .build()
+            .map_err(fail)?;
+        let ticket = dci.post(&wqe, &[]).map_err(fail)?;
+        dci.wait(ticket, Duration::from_secs(10)).map_err(fail)?;
+        let written = target.to_vec();
+        if &written[..15] != b"via a verbs DCT" {
+            return Err(format!("the target holds {:?}", &written[..15]));
+        }
+        drop(dci);
+        drop(device);
+
+        check("ibv_dereg_mr", sys::ibv_dereg_mr(mr) == 0)?;
+        check("ibv_destroy_qp", sys::ibv_destroy_qp(dct) == 0)?;
+        check("ibv_destroy_ah", sys::ibv_destroy_ah(ah) == 0)?;
+        check(
+            "ibv_destroy_cq",
+            sys::ibv_destroy_cq(recv_cq) == 0 && sys::ibv_destroy_cq(send_cq) == 0,
+        )?;
+        check("ibv_destroy_srq", sys::ibv_destroy_srq(srq) == 0)?;
+        check(
+            "dealloc of the parent domain",
+            sys::ibv_dealloc_pd(parent) == 0,
+        )?;
+        check("ibv_dealloc_pd", sys::ibv_dealloc_pd(pd) == 0)?;
+        check("ibv_close_device", sys::ibv_close_device(ctx) == 0)?;
     }
     Ok(())
 }

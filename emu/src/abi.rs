@@ -124,6 +124,8 @@ pub struct ibv_context {
     pub abi_compat: *mut c_void,
 }
 
+pub type AllocParentDomainOp =
+    unsafe extern "C" fn(*mut ibv_context, *mut ibv_parent_domain_init_attr) -> *mut ibv_pd;
 pub type QueryPortOp =
     unsafe extern "C" fn(*mut ibv_context, u8, *mut ibv_port_attr, usize) -> c_int;
 pub type QueryDeviceExOp =
@@ -147,7 +149,7 @@ pub struct verbs_context {
     pub destroy_flow_action: OpaqueOp,
     pub create_flow_action_esp: OpaqueOp,
     pub modify_qp_rate_limit: OpaqueOp,
-    pub alloc_parent_domain: OpaqueOp,
+    pub alloc_parent_domain: Option<AllocParentDomainOp>,
     pub dealloc_td: OpaqueOp,
     pub alloc_td: OpaqueOp,
     pub modify_cq: OpaqueOp,
@@ -437,6 +439,114 @@ pub struct ibv_qp {
 }
 
 #[repr(C)]
+pub struct ibv_parent_domain_init_attr {
+    pub pd: *mut ibv_pd,
+    pub td: *mut c_void,
+    pub comp_mask: u32,
+    pub alloc: OpaqueOp,
+    pub free: OpaqueOp,
+    pub pd_context: *mut c_void,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct ibv_qp_cap {
+    pub max_send_wr: u32,
+    pub max_recv_wr: u32,
+    pub max_send_sge: u32,
+    pub max_recv_sge: u32,
+    pub max_inline_data: u32,
+}
+
+#[repr(C)]
+pub struct ibv_srq_attr {
+    pub max_wr: u32,
+    pub max_sge: u32,
+    pub srq_limit: u32,
+}
+
+#[repr(C)]
+pub struct ibv_srq_init_attr {
+    pub srq_context: *mut c_void,
+    pub attr: ibv_srq_attr,
+}
+
+#[repr(C)]
+pub struct ibv_rx_hash_conf {
+    pub rx_hash_function: u8,
+    pub rx_hash_key_len: u8,
+    pub rx_hash_key: *mut u8,
+    pub rx_hash_fields_mask: u64,
+}
+
+#[repr(C)]
+pub struct ibv_qp_init_attr_ex {
+    pub qp_context: *mut c_void,
+    pub send_cq: *mut ibv_cq,
+    pub recv_cq: *mut ibv_cq,
+    pub srq: *mut ibv_srq,
+    pub cap: ibv_qp_cap,
+    pub qp_type: u32,
+    pub sq_sig_all: c_int,
+    pub comp_mask: u32,
+    pub pd: *mut ibv_pd,
+    pub xrcd: *mut c_void,
+    pub create_flags: u32,
+    pub max_tso_header: u16,
+    pub rwq_ind_tbl: *mut c_void,
+    pub rx_hash_conf: ibv_rx_hash_conf,
+    pub source_qpn: u32,
+    pub send_ops_flags: u64,
+}
+
+/// `IBV_QPT_DRIVER`: the QP type of mlx5dv's DC queues.
+pub const IBV_QPT_DRIVER: u32 = 0xff;
+/// `IBV_QP_INIT_ATTR_PD`.
+pub const IBV_QP_INIT_ATTR_PD: u32 = 1 << 0;
+/// `ibv_qp_attr_mask` bits.
+pub const IBV_QP_STATE: c_int = 1 << 0;
+pub const IBV_QP_ACCESS_FLAGS: c_int = 1 << 3;
+pub const IBV_QP_PKEY_INDEX: c_int = 1 << 4;
+pub const IBV_QP_PORT: c_int = 1 << 5;
+pub const IBV_QP_AV: c_int = 1 << 7;
+pub const IBV_QP_PATH_MTU: c_int = 1 << 8;
+pub const IBV_QP_MIN_RNR_TIMER: c_int = 1 << 15;
+/// `IBV_QPS_RESET`, `IBV_QPS_INIT`, `IBV_QPS_RTR`.
+pub const IBV_QPS_RESET: u32 = 0;
+pub const IBV_QPS_INIT: u32 = 1;
+pub const IBV_QPS_RTR: u32 = 2;
+
+#[repr(C)]
+pub struct ibv_qp_attr {
+    pub qp_state: u32,
+    pub cur_qp_state: u32,
+    pub path_mtu: u32,
+    pub path_mig_state: u32,
+    pub qkey: u32,
+    pub rq_psn: u32,
+    pub sq_psn: u32,
+    pub dest_qp_num: u32,
+    pub qp_access_flags: u32,
+    pub cap: ibv_qp_cap,
+    pub ah_attr: ibv_ah_attr,
+    pub alt_ah_attr: ibv_ah_attr,
+    pub pkey_index: u16,
+    pub alt_pkey_index: u16,
+    pub en_sqd_async_notify: u8,
+    pub sq_draining: u8,
+    pub max_rd_atomic: u8,
+    pub max_dest_rd_atomic: u8,
+    pub min_rnr_timer: u8,
+    pub port_num: u8,
+    pub timeout: u8,
+    pub retry_cnt: u8,
+    pub rnr_retry: u8,
+    pub alt_port_num: u8,
+    pub alt_timeout: u8,
+    pub rate_limit: u32,
+}
+
+#[repr(C)]
 pub struct ibv_sge {
     pub addr: u64,
     pub length: u32,
@@ -491,6 +601,50 @@ pub struct mlx5dv_obj {
     pub ah: mlx5dv_obj_pair,
     pub pd: mlx5dv_obj_pair,
     pub devx: mlx5dv_obj_pair,
+}
+
+/// `MLX5DV_QP_INIT_ATTR_MASK_DC`, `MLX5DV_DCTYPE_DCT`, `MLX5DV_SRQ_MASK_SRQN`.
+pub const MLX5DV_QP_INIT_ATTR_MASK_DC: u64 = 1 << 1;
+pub const MLX5DV_DCTYPE_DCT: u32 = 1;
+pub const MLX5DV_SRQ_MASK_SRQN: u64 = 1 << 0;
+pub const MLX5DV_OBJ_CQ: u64 = 1 << 1;
+pub const MLX5DV_OBJ_SRQ: u64 = 1 << 2;
+
+#[repr(C)]
+pub struct mlx5dv_dc_init_attr {
+    pub dc_type: u32,
+    /// `dct_access_key`, or the DCI streams (two bytes) in the union's first bytes.
+    pub dct_access_key: u64,
+}
+
+#[repr(C)]
+pub struct mlx5dv_qp_init_attr {
+    pub comp_mask: u64,
+    pub create_flags: u32,
+    pub dc_init_attr: mlx5dv_dc_init_attr,
+    pub send_ops_flags: u64,
+}
+
+#[repr(C)]
+pub struct mlx5dv_cq {
+    pub buf: *mut c_void,
+    pub dbrec: *mut u32,
+    pub cqe_cnt: u32,
+    pub cqe_size: u32,
+    pub cq_uar: *mut c_void,
+    pub cqn: u32,
+    pub comp_mask: u64,
+}
+
+#[repr(C)]
+pub struct mlx5dv_srq {
+    pub buf: *mut c_void,
+    pub dbrec: *mut u32,
+    pub stride: u32,
+    pub head: u32,
+    pub tail: u32,
+    pub comp_mask: u64,
+    pub srqn: u32,
 }
 
 #[repr(C)]

@@ -124,13 +124,13 @@ pub unsafe extern "C" fn mlx5dv_init_obj(obj: *mut mlx5dv_obj, obj_type: u64) ->
         if obj.is_null() {
             return Err(Failure::invalid("a null object block"));
         }
-        let supported = MLX5DV_OBJ_PD | MLX5DV_OBJ_AH;
+        let supported = MLX5DV_OBJ_PD | MLX5DV_OBJ_AH | MLX5DV_OBJ_CQ | MLX5DV_OBJ_SRQ;
         if obj_type & !supported != 0 {
             return Err(Failure::new(
                 libc::EOPNOTSUPP,
                 format!(
-                    "object types {obj_type:#x}: the emulator answers for PDs and AHs only \
-                     (QPs, CQs and SRQs of plain verbs are not implemented)"
+                    "object types {obj_type:#x}: the emulator answers for PDs, AHs, CQs and \
+                     SRQs (verbs QPs, WQs and device memory are not implemented)"
                 ),
             ));
         }
@@ -147,9 +147,15 @@ pub unsafe extern "C" fn mlx5dv_init_obj(obj: *mut mlx5dv_obj, obj_type: u64) ->
             }
             // SAFETY: a non-null `struct mlx5dv_pd *`.
             unsafe {
-                (*out).pdn = ibgda::nic::ProtectionDomainId::pdn(&pd.soft);
+                (*out).pdn = pd.pdn;
                 (*out).comp_mask = 0;
             }
+        }
+        if obj_type & MLX5DV_OBJ_CQ != 0 {
+            crate::queues::cq_obj(&objects, &obj.cq)?;
+        }
+        if obj_type & MLX5DV_OBJ_SRQ != 0 {
+            crate::queues::srq_obj(&objects, &obj.srq)?;
         }
         if obj_type & MLX5DV_OBJ_AH != 0 {
             let ah = objects.ahs.get(&(obj.ah.in_ as usize)).ok_or_else(|| {
@@ -249,7 +255,7 @@ fn command_failure(error: NicError, output: &mut [u8], opcode: u16) -> Failure {
 
 /// Runs a command on device `device` through `execute`, after the configured command
 /// faults, and logs it.
-fn command<T>(
+pub(crate) fn command<T>(
     emulator: &Emulator,
     call: &'static str,
     device: usize,
@@ -446,32 +452,37 @@ pub(crate) fn destroy_command(object: SoftObject) -> (Vec<u8>, usize) {
     (encoded.unwrap_or_default(), 16)
 }
 
+/// Destroys `object` of device `device` with its DESTROY command `input`, as `call`
+/// (logged, after the configured command faults).
+pub(crate) fn destroy(
+    emulator: &Emulator,
+    call: &'static str,
+    device: usize,
+    object: SoftObject,
+    input: &[u8],
+) -> Outcome<()> {
+    let mut output = vec![0u8; 16];
+    let nic = &emulator.devices[device].nic;
+    command(emulator, call, device, input, &mut output, |i, o| {
+        nic.destroy_object(object, i).inspect_err(|e| {
+            if let NicError::Command(PrmError::CommandError {
+                status, syndrome, ..
+            }) = e
+            {
+                write_failure(o, *status, *syndrome);
+            }
+        })
+    })
+}
+
 #[no_mangle]
 pub unsafe extern "C" fn mlx5dv_devx_obj_destroy(obj: *mut c_void) -> c_int {
     entry::status("mlx5dv_devx_obj_destroy", |emulator| {
         let mut objects = emulator.objects();
         let o = devx_object(&objects, obj)?;
         let (object, device) = (o.object, objects.contexts[&o.context].device);
-        let (input, out_len) = destroy_command(object);
-        let mut output = vec![0u8; out_len];
-        let nic = &emulator.devices[device].nic;
-        command(
-            emulator,
-            "mlx5dv_devx_obj_destroy",
-            device,
-            &input,
-            &mut output,
-            |i, o| {
-                nic.destroy_object(object, i).inspect_err(|e| {
-                    if let NicError::Command(PrmError::CommandError {
-                        status, syndrome, ..
-                    }) = e
-                    {
-                        write_failure(o, *status, *syndrome);
-                    }
-                })
-            },
-        )?;
+        let (input, _) = destroy_command(object);
+        destroy(emulator, "mlx5dv_devx_obj_destroy", device, object, &input)?;
         objects.devx.remove(&(obj as usize));
         Ok(())
     })
@@ -640,6 +651,26 @@ const DOORBELL_OFFSET: usize = 0x800;
 /// A UAR page.
 const UAR_PAGE_BYTES: usize = 4096;
 
+/// A new UAR page of `nic`: the page, the device's handle of it, and its doorbell register
+/// (offset 0x800), which the engine watches.
+pub(crate) fn new_uar_page(
+    nic: &ibgda::nic::SoftNic,
+) -> Outcome<(Arc<DmaBuffer>, ibgda::nic::SoftUar, *mut u8)> {
+    let nomem = |e: &dyn std::fmt::Display| Failure::new(libc::ENOMEM, e.to_string());
+    let page = Arc::new(DmaBuffer::zeroed(UAR_PAGE_BYTES, UAR_PAGE_BYTES).map_err(|e| nomem(&e))?);
+    let at = NonNull::new(page.as_ptr().wrapping_add(DOORBELL_OFFSET))
+        .ok_or_else(|| Failure::new(libc::ENOMEM, "a null page"))?;
+    // SAFETY: the 8 bytes at 0x800 lie inside the page (4096 bytes, 4096-aligned), which
+    // the view's owner (a clone of the page's `Arc`) keeps allocated; the page is
+    // accessed only atomically (by this view and by producers' 64-bit stores).
+    let doorbell =
+        unsafe { DmaBuffer::from_raw(at, 8, Box::new(page.clone())) }.map_err(|e| nomem(&e))?;
+    let soft = nic
+        .register_uar(Arc::new(doorbell))
+        .map_err(|e| nomem(&e))?;
+    Ok((page, soft, at.as_ptr()))
+}
+
 #[no_mangle]
 pub unsafe extern "C" fn mlx5dv_devx_alloc_uar(
     context: *mut ibv_context,
@@ -666,23 +697,9 @@ pub unsafe extern "C" fn mlx5dv_devx_alloc_uar(
         {
             return Err(Failure::invalid(format!("UAR type {flags:#x}")));
         }
-        let page = Arc::new(
-            DmaBuffer::zeroed(UAR_PAGE_BYTES, UAR_PAGE_BYTES)
-                .map_err(|e| Failure::new(libc::ENOMEM, e.to_string()))?,
-        );
-        let at = NonNull::new(page.as_ptr().wrapping_add(DOORBELL_OFFSET))
-            .ok_or_else(|| Failure::new(libc::ENOMEM, "a null page"))?;
-        // SAFETY: the 8 bytes at 0x800 lie inside the page (4096 bytes, 4096-aligned), which
-        // the view's owner (a clone of the page's `Arc`) keeps allocated; the page is
-        // accessed only atomically (by this view and by producers' 64-bit stores).
-        let doorbell = unsafe { DmaBuffer::from_raw(at, 8, Box::new(page.clone())) }
-            .map_err(|e| Failure::new(libc::ENOMEM, e.to_string()))?;
-        let soft = emulator.devices[device]
-            .nic
-            .register_uar(Arc::new(doorbell))
-            .map_err(|e| Failure::new(libc::ENOMEM, e.to_string()))?;
+        let (page, soft, at) = new_uar_page(&emulator.devices[device].nic)?;
         let block = Owned::new(mlx5dv_devx_uar {
-            reg_addr: at.as_ptr().cast(),
+            reg_addr: at.cast(),
             base_addr: page.as_ptr().cast(),
             page_id: soft.page_id(),
             mmap_off: 0,

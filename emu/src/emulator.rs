@@ -11,7 +11,7 @@ use std::collections::HashMap;
 use std::fs::File;
 use std::io::Write;
 use std::ptr::NonNull;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
 
 use ibgda::memory::DmaBuffer;
@@ -75,6 +75,8 @@ pub(crate) struct Device {
     pub(crate) nic: SoftNic,
     /// How many commands of each opcode it has received (for `fault.command nth=`).
     pub(crate) command_counts: Mutex<HashMap<u16, u32>>,
+    /// The next SRQ number.
+    pub(crate) next_srqn: AtomicU32,
 }
 
 /// An open device context.
@@ -89,7 +91,56 @@ pub(crate) struct Context {
 pub(crate) struct Pd {
     /// The C block (freed with this).
     pub(crate) _block: Owned<abi::ibv_pd>,
-    pub(crate) soft: SoftPd,
+    /// The device's PD (`None` for a parent domain, which stands for its parent's).
+    pub(crate) _soft: Option<SoftPd>,
+    pub(crate) pdn: u32,
+    /// The PD a parent domain stands for.
+    pub(crate) parent: Option<usize>,
+    pub(crate) context: usize,
+}
+
+/// A verbs CQ: CREATE_CQ over memory the emulator allocated.
+pub(crate) struct Cq {
+    /// The C block (freed with this).
+    pub(crate) _block: Owned<abi::ibv_cq>,
+    pub(crate) cqn: u32,
+    pub(crate) entries: u32,
+    /// Where the ring and the doorbell record are (for `mlx5dv_init_obj`).
+    pub(crate) ring: usize,
+    pub(crate) dbrec: usize,
+    pub(crate) uar_register: usize,
+    /// The ring and record, owned by the device as UMEMs.
+    pub(crate) _umems: [SoftUmem; 2],
+    pub(crate) _uar: SoftUar,
+    pub(crate) _page: Arc<DmaBuffer>,
+    pub(crate) context: usize,
+}
+
+/// A shared receive queue (the emulator's own object: the executor has none).
+pub(crate) struct Srq {
+    /// The C block (freed with this).
+    pub(crate) _block: Owned<abi::ibv_srq>,
+    pub(crate) srqn: u32,
+    pub(crate) max_wr: u32,
+    /// The WQE buffer and record `mlx5dv_init_obj` reports.
+    pub(crate) buffer: DmaBuffer,
+    pub(crate) dbrec: DmaBuffer,
+    pub(crate) pd: usize,
+    pub(crate) context: usize,
+}
+
+/// A verbs queue pair: a DC target (`mlx5dv_create_qp`), created on the device at RTR.
+pub(crate) struct Qp {
+    pub(crate) block: Owned<abi::ibv_qp>,
+    pub(crate) pd: usize,
+    pub(crate) srq: usize,
+    pub(crate) recv_cq: usize,
+    pub(crate) send_cq: usize,
+    pub(crate) access_key: u64,
+    /// The verbs access flags RST2INIT gave.
+    pub(crate) access: u32,
+    /// The DCT number, once CREATE_DCT ran.
+    pub(crate) dct: Option<u32>,
     pub(crate) context: usize,
 }
 
@@ -156,6 +207,9 @@ pub(crate) struct Objects {
     pub(crate) umems: HashMap<usize, Umem>,
     pub(crate) uars: HashMap<usize, Uar>,
     pub(crate) devx: HashMap<usize, DevxObject>,
+    pub(crate) cqs: HashMap<usize, Cq>,
+    pub(crate) srqs: HashMap<usize, Srq>,
+    pub(crate) qps: HashMap<usize, Qp>,
     pub(crate) lists: HashMap<usize, DeviceList>,
 }
 
@@ -253,6 +307,7 @@ impl Emulator {
                 ibv: Owned::new(ibv),
                 nic,
                 command_counts: Mutex::new(HashMap::new()),
+                next_srqn: AtomicU32::new(1),
             });
         }
         let log = match std::env::var_os(LOG_ENV).filter(|p| !p.is_empty()) {
@@ -321,29 +376,65 @@ impl Objects {
     /// protection domains), as the kernel does when a context closes.
     pub(crate) fn release_context(&mut self, emulator: &Emulator, context: usize, device: usize) {
         let nic = &emulator.devices[device].nic;
+        let release = |object: SoftObject| {
+            let (input, _) = crate::dv::destroy_command(object);
+            if let Err(e) = nic.destroy_object(object, &input) {
+                eprintln!(
+                    "ibgda-emu: ibv_close_device: destroying {object:?} left by the context failed: {e}"
+                );
+            }
+        };
+        // Queue pairs and DCTs (DEVX and verbs) before the CQs they complete to.
         let mut objects: Vec<usize> = self
             .devx
             .iter()
             .filter(|(_, o)| o.context == context)
             .map(|(k, _)| *k)
             .collect();
-        // Queue pairs and DCTs before the CQs they complete to.
         objects.sort_by_key(|k| matches!(self.devx[k].object, SoftObject::Cq(_)));
-        for key in objects {
+        let (queues, cqs): (Vec<usize>, Vec<usize>) = objects
+            .into_iter()
+            .partition(|k| !matches!(self.devx[k].object, SoftObject::Cq(_)));
+        for key in queues {
             if let Some(object) = self.devx.remove(&key) {
-                let (input, _) = crate::dv::destroy_command(object.object);
-                if let Err(e) = nic.destroy_object(object.object, &input) {
-                    eprintln!(
-                        "ibgda-emu: ibv_close_device: destroying {:?} left by the context failed: {e}",
-                        object.object
-                    );
-                }
+                release(object.object);
             }
         }
+        let verbs_qps: Vec<usize> = self
+            .qps
+            .iter()
+            .filter(|(_, q)| q.context == context)
+            .map(|(k, _)| *k)
+            .collect();
+        for key in verbs_qps {
+            if let Some(dct) = self.qps.remove(&key).and_then(|q| q.dct) {
+                release(SoftObject::Dct(dct));
+            }
+        }
+        for key in cqs {
+            if let Some(object) = self.devx.remove(&key) {
+                release(object.object);
+            }
+        }
+        let verbs_cqs: Vec<usize> = self
+            .cqs
+            .iter()
+            .filter(|(_, c)| c.context == context)
+            .map(|(k, _)| *k)
+            .collect();
+        for key in verbs_cqs {
+            if let Some(cq) = self.cqs.remove(&key) {
+                release(SoftObject::Cq(cq.cqn));
+            }
+        }
+        self.srqs.retain(|_, s| s.context != context);
         self.umems.retain(|_, u| u.context != context);
         self.uars.retain(|_, u| u.context != context);
         self.ahs.retain(|_, a| a.context != context);
         self.mrs.retain(|_, m| m.context != context);
+        // Parent domains before the PDs they stand for.
+        self.pds
+            .retain(|_, p| p.context != context || p.parent.is_none());
         self.pds.retain(|_, p| p.context != context);
     }
 }

@@ -31,6 +31,7 @@ pub mod config;
 mod dv;
 mod emulator;
 mod entry;
+mod queues;
 mod stubs;
 mod verbs;
 

@@ -53,14 +53,11 @@ macro_rules! returning_nothing {
 
 returning_null!(
     ibv_create_comp_channel,
-    ibv_create_cq,
-    ibv_create_srq,
     ibv_create_qp,
     ibv_create_ah_from_wc,
     ibv_qp_to_qp_ex,
     ibv_import_device,
     mlx5dv_create_cq,
-    mlx5dv_create_qp,
     mlx5dv_create_wq,
     mlx5dv_create_flow_action_esp,
     mlx5dv_create_flow_matcher,
@@ -84,13 +81,9 @@ returning_null!(
 returning_errno!(
     ibv_destroy_comp_channel,
     ibv_resize_cq,
-    ibv_destroy_cq,
     ibv_modify_srq,
     ibv_query_srq,
-    ibv_destroy_srq,
     ibv_query_qp,
-    ibv_modify_qp,
-    ibv_destroy_qp,
     ibv_attach_mcast,
     ibv_detach_mcast,
     ibv_init_ah_from_wc,
@@ -128,8 +121,8 @@ returning_nothing!(ibv_ack_async_event, ibv_ack_cq_events);
 
 // The data-path operations of `struct ibv_context_ops`, which the static-inline
 // `ibv_poll_cq`, `ibv_req_notify_cq`, `ibv_post_send`, `ibv_post_recv` and
-// `ibv_post_srq_recv` call. No verbs CQ, QP or SRQ can be made on the emulator (those
-// entry points are stubs above), so no valid object reaches these.
+// `ibv_post_srq_recv` call: verbs CQs, SRQs and DC targets exist (`queues`), but polling
+// them, posting receives to them and sending on verbs queue pairs are not implemented.
 
 pub(crate) unsafe extern "C" fn op_poll_cq(_: *mut ibv_cq, _: c_int, _: *mut c_void) -> c_int {
     entry::minus_one("ibv_poll_cq", |_| Err(not_implemented()))

@@ -158,7 +158,7 @@ pub(crate) fn open_context(emulator: &Emulator, index: usize, devx: bool) -> *mu
         destroy_flow_action: None,
         create_flow_action_esp: None,
         modify_qp_rate_limit: None,
-        alloc_parent_domain: None,
+        alloc_parent_domain: Some(crate::queues::op_alloc_parent_domain),
         dealloc_td: None,
         alloc_td: None,
         modify_cq: None,
@@ -631,16 +631,19 @@ pub unsafe extern "C" fn ibv_alloc_pd(context: *mut ibv_context) -> *mut ibv_pd 
             .nic
             .alloc_pd()
             .map_err(|e| Failure::new(libc::ENOMEM, e.to_string()))?;
+        let pdn = ibgda::nic::ProtectionDomainId::pdn(&soft);
         let block = Owned::new(ibv_pd {
             context,
-            handle: ibgda::nic::ProtectionDomainId::pdn(&soft),
+            handle: pdn,
         });
         let ptr = block.ptr();
         objects.pds.insert(
             block.key(),
             Pd {
                 _block: block,
-                soft,
+                _soft: Some(soft),
+                pdn,
+                parent: None,
                 context: context as usize,
             },
         );
@@ -659,11 +662,21 @@ pub unsafe extern "C" fn ibv_dealloc_pd(pd: *mut ibv_pd) -> c_int {
             )));
         }
         let users = objects.mrs.values().filter(|m| m.pd == key).count()
-            + objects.ahs.values().filter(|a| a.pd == key).count();
+            + objects.ahs.values().filter(|a| a.pd == key).count()
+            + objects.srqs.values().filter(|s| s.pd == key).count()
+            + objects.qps.values().filter(|q| q.pd == key).count()
+            + objects
+                .pds
+                .values()
+                .filter(|p| p.parent == Some(key))
+                .count();
         if users > 0 {
             return Err(Failure::new(
                 libc::EBUSY,
-                format!("the PD still has {users} memory regions or address handles"),
+                format!(
+                    "the PD still has {users} memory regions, address handles, SRQs, queue \
+                     pairs or parent domains"
+                ),
             ));
         }
         objects.pds.remove(&key);
