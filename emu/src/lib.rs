@@ -26,7 +26,7 @@
 
 #![deny(unsafe_op_in_unsafe_fn)]
 
-pub mod abi;
+mod abi;
 pub mod config;
 mod dv;
 mod emulator;

@@ -301,6 +301,108 @@ static const struct ibgda_oracle_field dv_uar_fields[] = {
 	FIELD(struct mlx5dv_devx_uar, comp_mask),
 };
 
+static const struct ibgda_oracle_field parent_domain_fields[] = {
+	FIELD(struct ibv_parent_domain_init_attr, pd),
+	FIELD(struct ibv_parent_domain_init_attr, td),
+	FIELD(struct ibv_parent_domain_init_attr, comp_mask),
+	FIELD(struct ibv_parent_domain_init_attr, alloc),
+	FIELD(struct ibv_parent_domain_init_attr, free),
+	FIELD(struct ibv_parent_domain_init_attr, pd_context),
+};
+
+static const struct ibgda_oracle_field qp_cap_fields[] = {
+	FIELD(struct ibv_qp_cap, max_send_wr),
+	FIELD(struct ibv_qp_cap, max_recv_wr),
+	FIELD(struct ibv_qp_cap, max_send_sge),
+	FIELD(struct ibv_qp_cap, max_recv_sge),
+	FIELD(struct ibv_qp_cap, max_inline_data),
+};
+
+static const struct ibgda_oracle_field srq_init_attr_fields[] = {
+	FIELD(struct ibv_srq_init_attr, srq_context),
+	FIELD(struct ibv_srq_init_attr, attr),
+	FIELD(struct ibv_srq_init_attr, attr.max_wr),
+	FIELD(struct ibv_srq_init_attr, attr.max_sge),
+	FIELD(struct ibv_srq_init_attr, attr.srq_limit),
+};
+
+static const struct ibgda_oracle_field qp_init_attr_ex_fields[] = {
+	FIELD(struct ibv_qp_init_attr_ex, qp_context),
+	FIELD(struct ibv_qp_init_attr_ex, send_cq),
+	FIELD(struct ibv_qp_init_attr_ex, recv_cq),
+	FIELD(struct ibv_qp_init_attr_ex, srq),
+	FIELD(struct ibv_qp_init_attr_ex, cap),
+	FIELD(struct ibv_qp_init_attr_ex, qp_type),
+	FIELD(struct ibv_qp_init_attr_ex, sq_sig_all),
+	FIELD(struct ibv_qp_init_attr_ex, comp_mask),
+	FIELD(struct ibv_qp_init_attr_ex, pd),
+	FIELD(struct ibv_qp_init_attr_ex, xrcd),
+	FIELD(struct ibv_qp_init_attr_ex, create_flags),
+	FIELD(struct ibv_qp_init_attr_ex, max_tso_header),
+	FIELD(struct ibv_qp_init_attr_ex, rwq_ind_tbl),
+	FIELD(struct ibv_qp_init_attr_ex, rx_hash_conf),
+	FIELD(struct ibv_qp_init_attr_ex, source_qpn),
+	FIELD(struct ibv_qp_init_attr_ex, send_ops_flags),
+};
+
+static const struct ibgda_oracle_field qp_attr_fields[] = {
+	FIELD(struct ibv_qp_attr, qp_state),
+	FIELD(struct ibv_qp_attr, cur_qp_state),
+	FIELD(struct ibv_qp_attr, path_mtu),
+	FIELD(struct ibv_qp_attr, path_mig_state),
+	FIELD(struct ibv_qp_attr, qkey),
+	FIELD(struct ibv_qp_attr, rq_psn),
+	FIELD(struct ibv_qp_attr, sq_psn),
+	FIELD(struct ibv_qp_attr, dest_qp_num),
+	FIELD(struct ibv_qp_attr, qp_access_flags),
+	FIELD(struct ibv_qp_attr, cap),
+	FIELD(struct ibv_qp_attr, ah_attr),
+	FIELD(struct ibv_qp_attr, alt_ah_attr),
+	FIELD(struct ibv_qp_attr, pkey_index),
+	FIELD(struct ibv_qp_attr, alt_pkey_index),
+	FIELD(struct ibv_qp_attr, en_sqd_async_notify),
+	FIELD(struct ibv_qp_attr, sq_draining),
+	FIELD(struct ibv_qp_attr, max_rd_atomic),
+	FIELD(struct ibv_qp_attr, max_dest_rd_atomic),
+	FIELD(struct ibv_qp_attr, min_rnr_timer),
+	FIELD(struct ibv_qp_attr, port_num),
+	FIELD(struct ibv_qp_attr, timeout),
+	FIELD(struct ibv_qp_attr, retry_cnt),
+	FIELD(struct ibv_qp_attr, rnr_retry),
+	FIELD(struct ibv_qp_attr, alt_port_num),
+	FIELD(struct ibv_qp_attr, alt_timeout),
+	FIELD(struct ibv_qp_attr, rate_limit),
+};
+
+static const struct ibgda_oracle_field dv_qp_init_attr_fields[] = {
+	FIELD(struct mlx5dv_qp_init_attr, comp_mask),
+	FIELD(struct mlx5dv_qp_init_attr, create_flags),
+	FIELD(struct mlx5dv_qp_init_attr, dc_init_attr),
+	FIELD(struct mlx5dv_qp_init_attr, dc_init_attr.dc_type),
+	FIELD(struct mlx5dv_qp_init_attr, dc_init_attr.dct_access_key),
+	FIELD(struct mlx5dv_qp_init_attr, send_ops_flags),
+};
+
+static const struct ibgda_oracle_field dv_cq_fields[] = {
+	FIELD(struct mlx5dv_cq, buf),
+	FIELD(struct mlx5dv_cq, dbrec),
+	FIELD(struct mlx5dv_cq, cqe_cnt),
+	FIELD(struct mlx5dv_cq, cqe_size),
+	FIELD(struct mlx5dv_cq, cq_uar),
+	FIELD(struct mlx5dv_cq, cqn),
+	FIELD(struct mlx5dv_cq, comp_mask),
+};
+
+static const struct ibgda_oracle_field dv_srq_fields[] = {
+	FIELD(struct mlx5dv_srq, buf),
+	FIELD(struct mlx5dv_srq, dbrec),
+	FIELD(struct mlx5dv_srq, stride),
+	FIELD(struct mlx5dv_srq, head),
+	FIELD(struct mlx5dv_srq, tail),
+	FIELD(struct mlx5dv_srq, comp_mask),
+	FIELD(struct mlx5dv_srq, srqn),
+};
+
 static const struct ibgda_oracle_layout verbs_layouts[] = {
 	LAYOUT(struct ibv_device, device_fields),
 	LAYOUT(struct ibv_context_ops, context_ops_fields),
@@ -328,6 +430,14 @@ static const struct ibgda_oracle_layout verbs_layouts[] = {
 	LAYOUT(struct mlx5dv_devx_umem, dv_umem_fields),
 	LAYOUT(struct mlx5dv_devx_umem_in, dv_umem_in_fields),
 	LAYOUT(struct mlx5dv_devx_uar, dv_uar_fields),
+	LAYOUT(struct ibv_parent_domain_init_attr, parent_domain_fields),
+	LAYOUT(struct ibv_qp_cap, qp_cap_fields),
+	LAYOUT(struct ibv_srq_init_attr, srq_init_attr_fields),
+	LAYOUT(struct ibv_qp_init_attr_ex, qp_init_attr_ex_fields),
+	LAYOUT(struct ibv_qp_attr, qp_attr_fields),
+	LAYOUT(struct mlx5dv_qp_init_attr, dv_qp_init_attr_fields),
+	LAYOUT(struct mlx5dv_cq, dv_cq_fields),
+	LAYOUT(struct mlx5dv_srq, dv_srq_fields),
 };
 
 size_t ibgda_oracle_verbs_layouts(const struct ibgda_oracle_layout **out)

@@ -1,4 +1,4 @@
-//! The emulated ConnectX's C structures (`ibgda_emu::abi`) against rdma-core 56.1's
+//! The emulated ConnectX's C structures (`emu/src/abi.rs`) against rdma-core 56.1's
 //! installed `verbs.h` and `mlx5dv.h` as the C compiler lays them out: every structure's
 //! size and alignment, and the offset and size of every member the shim lists (for
 //! `ibv_context_ops`, `verbs_context` and `mlx5dv_context`, the members the emulator sets).
@@ -15,11 +15,18 @@ fn emulator_structures_match_rdma_core() {
     checks::emulator_structures_match_rdma_core();
 }
 
+/// The emulator's definitions, compiled here as they are there (the crate itself is a
+/// library of C entry points that would clash with rdma-core's, linked into this test).
+#[cfg(ibgda_oracle)]
+#[allow(dead_code)]
+#[path = "../../../emu/src/abi.rs"]
+mod abi;
+
 #[cfg(ibgda_oracle)]
 mod checks {
     use core::mem::{align_of, size_of, MaybeUninit};
 
-    use ibgda_emu::abi::*;
+    use super::abi::*;
     use ibgda_rdma_core_oracle::verbs_layouts;
 
     /// `size_of` the pointee of a raw pointer to a member.
@@ -55,6 +62,25 @@ mod checks {
         }};
         (@name $field:ident) => { stringify!($field) };
         (@name $field:ident $cname:literal) => { $cname };
+    }
+
+    /// `outer` with the members of its member structures `inner` (each named by the member
+    /// it is) as dotted members at their offsets in `outer`.
+    fn nested<const N: usize>(mut outer: Rust, inner: [Rust; N]) -> Rust {
+        for member in inner {
+            let base = outer
+                .fields
+                .iter()
+                .find(|(name, _, _)| *name == member.name)
+                .map(|(_, offset, _)| *offset)
+                .expect("the nested member is a member of the outer structure");
+            for (name, offset, size) in member.fields {
+                let dotted: &'static str =
+                    Box::leak(format!("{}.{name}", member.name).into_boxed_str());
+                outer.fields.push((dotted, base + offset, size));
+            }
+        }
+        outer
     }
 
     pub fn emulator_structures_match_rdma_core() {
@@ -310,6 +336,102 @@ mod checks {
                 mlx5dv_devx_uar,
                 "mlx5dv_devx_uar",
                 [reg_addr, base_addr, page_id, mmap_off, comp_mask]
+            ),
+            rust!(
+                ibv_parent_domain_init_attr,
+                "ibv_parent_domain_init_attr",
+                [pd, td, comp_mask, alloc, free, pd_context]
+            ),
+            rust!(
+                ibv_qp_cap,
+                "ibv_qp_cap",
+                [
+                    max_send_wr,
+                    max_recv_wr,
+                    max_send_sge,
+                    max_recv_sge,
+                    max_inline_data
+                ]
+            ),
+            nested(
+                rust!(ibv_srq_init_attr, "ibv_srq_init_attr", [srq_context, attr]),
+                [rust!(ibv_srq_attr, "attr", [max_wr, max_sge, srq_limit])],
+            ),
+            rust!(
+                ibv_qp_init_attr_ex,
+                "ibv_qp_init_attr_ex",
+                [
+                    qp_context,
+                    send_cq,
+                    recv_cq,
+                    srq,
+                    cap,
+                    qp_type,
+                    sq_sig_all,
+                    comp_mask,
+                    pd,
+                    xrcd,
+                    create_flags,
+                    max_tso_header,
+                    rwq_ind_tbl,
+                    rx_hash_conf,
+                    source_qpn,
+                    send_ops_flags,
+                ]
+            ),
+            rust!(
+                ibv_qp_attr,
+                "ibv_qp_attr",
+                [
+                    qp_state,
+                    cur_qp_state,
+                    path_mtu,
+                    path_mig_state,
+                    qkey,
+                    rq_psn,
+                    sq_psn,
+                    dest_qp_num,
+                    qp_access_flags,
+                    cap,
+                    ah_attr,
+                    alt_ah_attr,
+                    pkey_index,
+                    alt_pkey_index,
+                    en_sqd_async_notify,
+                    sq_draining,
+                    max_rd_atomic,
+                    max_dest_rd_atomic,
+                    min_rnr_timer,
+                    port_num,
+                    timeout,
+                    retry_cnt,
+                    rnr_retry,
+                    alt_port_num,
+                    alt_timeout,
+                    rate_limit,
+                ]
+            ),
+            nested(
+                rust!(
+                    mlx5dv_qp_init_attr,
+                    "mlx5dv_qp_init_attr",
+                    [comp_mask, create_flags, dc_init_attr, send_ops_flags]
+                ),
+                [rust!(
+                    mlx5dv_dc_init_attr,
+                    "dc_init_attr",
+                    [dc_type, dct_access_key]
+                )],
+            ),
+            rust!(
+                mlx5dv_cq,
+                "mlx5dv_cq",
+                [buf, dbrec, cqe_cnt, cqe_size, cq_uar, cqn, comp_mask]
+            ),
+            rust!(
+                mlx5dv_srq,
+                "mlx5dv_srq",
+                [buf, dbrec, stride, head, tail, comp_mask, srqn]
             ),
         ];
         // `mlx5dv_context_head` is the prefix of `struct mlx5dv_context` the emulator
