@@ -15,6 +15,8 @@
 //! version maps) a case is reported ignored, unless `IBGDA_REQUIRE_EMU=1` (CI), which fails
 //! it.
 
+mod case_report;
+
 use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode, Stdio};
@@ -1450,13 +1452,5 @@ fn main() -> ExitCode {
             }
         }
     }
-    let verdict = if failed == 0 { "ok" } else { "FAILED" };
-    println!(
-        "\ntest result: {verdict}. {passed} passed; {failed} failed; {ignored} ignored; 0 measured; 0 filtered out\n"
-    );
-    if failed == 0 {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::FAILURE
-    }
+    case_report::summary(passed, failed, ignored)
 }

@@ -24,7 +24,9 @@ use ibgda::nic::{Backend, NicError, SoftObject, UarPage, UmemId};
 
 use crate::abi::*;
 use crate::emulator::{DevxObject, Emulator, Owned, Uar, Umem};
-use crate::entry::{self, caller_memory, input, output, Failure, Outcome};
+use crate::entry::{
+    self, caller_memory, find, input, not_ours, out_block, output, Failure, Outcome,
+};
 use crate::verbs::{context_of, open_context};
 
 /// The vendor syndrome of an injected transport-retry-exceeded error CQE (this emulator's
@@ -42,9 +44,9 @@ pub unsafe extern "C" fn mlx5dv_is_supported(device: *mut ibv_device) -> bool {
         "mlx5dv_is_supported",
         |_| false,
         |emulator| {
-            let index = emulator.device_at(device).ok_or_else(|| {
-                Failure::invalid(format!("{device:p} is not a device of this library"))
-            })?;
+            let index = emulator
+                .device_at(device)
+                .ok_or_else(|| not_ours(device, "a device"))?;
             Ok(emulator.devices[index].config.mlx5)
         },
     )
@@ -56,9 +58,9 @@ pub unsafe extern "C" fn mlx5dv_open_device(
     attr: *mut mlx5dv_context_attr,
 ) -> *mut ibv_context {
     entry::pointer("mlx5dv_open_device", |emulator| {
-        let index = emulator.device_at(device).ok_or_else(|| {
-            Failure::invalid(format!("{device:p} is not a device of this library"))
-        })?;
+        let index = emulator
+            .device_at(device)
+            .ok_or_else(|| not_ours(device, "a device"))?;
         let config = &emulator.devices[index].config;
         if !config.mlx5 {
             return Err(Failure::new(
@@ -138,13 +140,8 @@ pub unsafe extern "C" fn mlx5dv_init_obj(obj: *mut mlx5dv_obj, obj_type: u64) ->
         let obj = unsafe { &mut *obj };
         let objects = emulator.objects();
         if obj_type & MLX5DV_OBJ_PD != 0 {
-            let pd = objects.pds.get(&(obj.pd.in_ as usize)).ok_or_else(|| {
-                Failure::invalid(format!("{:p} is not a PD of this library", obj.pd.in_))
-            })?;
-            let out = obj.pd.out.cast::<mlx5dv_pd>();
-            if out.is_null() {
-                return Err(Failure::invalid("a null mlx5dv_pd"));
-            }
+            let pd = find(&objects.pds, obj.pd.in_, "a PD")?;
+            let out = out_block::<mlx5dv_pd>(obj.pd.out, "mlx5dv_pd")?;
             // SAFETY: a non-null `struct mlx5dv_pd *`.
             unsafe {
                 (*out).pdn = pd.pdn;
@@ -158,13 +155,8 @@ pub unsafe extern "C" fn mlx5dv_init_obj(obj: *mut mlx5dv_obj, obj_type: u64) ->
             crate::queues::srq_obj(&objects, &obj.srq)?;
         }
         if obj_type & MLX5DV_OBJ_AH != 0 {
-            let ah = objects.ahs.get(&(obj.ah.in_ as usize)).ok_or_else(|| {
-                Failure::invalid(format!("{:p} is not an AH of this library", obj.ah.in_))
-            })?;
-            let out = obj.ah.out.cast::<mlx5dv_ah>();
-            if out.is_null() {
-                return Err(Failure::invalid("a null mlx5dv_ah"));
-            }
+            let ah = find(&objects.ahs, obj.ah.in_, "an AH")?;
+            let out = out_block::<mlx5dv_ah>(obj.ah.out, "mlx5dv_ah")?;
             // SAFETY: a non-null `struct mlx5dv_ah *`; the vector lives as long as the AH.
             unsafe {
                 (*out).av = core::ptr::addr_of!(ah.block.get().av).cast_mut().cast();
@@ -376,10 +368,7 @@ fn inject_faults(emulator: &Emulator, device: usize, qpn: u32) {
 }
 
 fn devx_object(objects: &crate::emulator::Objects, obj: *mut c_void) -> Outcome<&DevxObject> {
-    objects
-        .devx
-        .get(&(obj as usize))
-        .ok_or_else(|| Failure::invalid(format!("{obj:p} is not a DEVX object of this library")))
+    find(&objects.devx, obj, "a DEVX object")
 }
 
 #[no_mangle]
@@ -628,10 +617,7 @@ pub unsafe extern "C" fn mlx5dv_devx_umem_reg_ex(
 pub unsafe extern "C" fn mlx5dv_devx_umem_dereg(umem: *mut mlx5dv_devx_umem) -> c_int {
     entry::status("mlx5dv_devx_umem_dereg", |emulator| {
         let mut objects = emulator.objects();
-        let u = objects
-            .umems
-            .get(&(umem as usize))
-            .ok_or_else(|| Failure::invalid(format!("{umem:p} is not a UMEM of this library")))?;
+        let u = find(&objects.umems, umem, "a UMEM")?;
         if u.soft.is_in_use() {
             return Err(Failure::new(
                 libc::EBUSY,
@@ -726,10 +712,7 @@ pub unsafe extern "C" fn mlx5dv_devx_free_uar(uar: *mut mlx5dv_devx_uar) {
         |_| (),
         |emulator| {
             let mut objects = emulator.objects();
-            let u = objects
-                .uars
-                .get(&(uar as usize))
-                .ok_or_else(|| Failure::invalid(format!("{uar:p} is not a UAR of this library")))?;
+            let u = find(&objects.uars, uar, "a UAR")?;
             if u.soft.is_in_use() {
                 // A queue still rings it: keep the page (and its doorbell) alive.
                 return Err(Failure::new(

@@ -30,6 +30,43 @@ impl Failure {
 
 pub(crate) type Outcome<T> = Result<T, Failure>;
 
+/// The failure for a pointer that is not a live object of this library (`what`: "a PD").
+pub(crate) fn not_ours<P>(ptr: *const P, what: &str) -> Failure {
+    Failure::invalid(format!("{ptr:p} is not {what} of this library"))
+}
+
+/// The object of `table` C holds as `ptr` (`what`: "a PD").
+pub(crate) fn find<'a, T, P>(
+    table: &'a std::collections::HashMap<usize, T>,
+    ptr: *const P,
+    what: &str,
+) -> Outcome<&'a T> {
+    table
+        .get(&(ptr as usize))
+        .ok_or_else(|| not_ours(ptr, what))
+}
+
+/// Removes (and so releases) the object of `table` C holds as `ptr`.
+pub(crate) fn release<T, P>(
+    table: &mut std::collections::HashMap<usize, T>,
+    ptr: *const P,
+    what: &str,
+) -> Outcome<()> {
+    table
+        .remove(&(ptr as usize))
+        .map(drop)
+        .ok_or_else(|| not_ours(ptr, what))
+}
+
+/// The non-null output block `ptr` of an attribute query (`what`: its C type).
+pub(crate) fn out_block<T>(ptr: *mut core::ffi::c_void, what: &str) -> Outcome<*mut T> {
+    if ptr.is_null() {
+        Err(Failure::invalid(format!("a null {what}")))
+    } else {
+        Ok(ptr.cast())
+    }
+}
+
 /// Sets the calling thread's `errno`.
 pub(crate) fn set_errno(errno: i32) {
     // SAFETY: `__errno_location` returns the calling thread's errno slot, valid for the

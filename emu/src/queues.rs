@@ -31,7 +31,7 @@ use ibgda::queue::CQE_INIT_OP_OWN;
 use crate::abi::*;
 use crate::dv::{command, destroy, new_uar_page};
 use crate::emulator::{Cq, Owned, Pd, Qp, Srq};
-use crate::entry::{self, Failure, Outcome};
+use crate::entry::{self, find, not_ours, out_block, Failure, Outcome};
 use crate::verbs::context_of;
 
 /// A CQE.
@@ -150,10 +150,7 @@ pub unsafe extern "C" fn ibv_create_cq(
 pub unsafe extern "C" fn ibv_destroy_cq(cq: *mut ibv_cq) -> c_int {
     entry::status("ibv_destroy_cq", |emulator| {
         let mut objects = emulator.objects();
-        let c = objects
-            .cqs
-            .get(&(cq as usize))
-            .ok_or_else(|| Failure::invalid(format!("{cq:p} is not a CQ of this library")))?;
+        let c = find(&objects.cqs, cq, "a CQ")?;
         let device = objects.contexts[&c.context].device;
         let key = cq as usize;
         if objects
@@ -180,10 +177,7 @@ pub unsafe extern "C" fn ibv_destroy_cq(cq: *mut ibv_cq) -> c_int {
 
 /// The PD (or parent domain) `pd` points at, and its context.
 fn pd_of(objects: &crate::emulator::Objects, pd: *mut ibv_pd) -> Outcome<&Pd> {
-    objects
-        .pds
-        .get(&(pd as usize))
-        .ok_or_else(|| Failure::invalid(format!("{pd:p} is not a PD of this library")))
+    find(&objects.pds, pd, "a PD")
 }
 
 /// The `alloc_parent_domain` operation of the context (the static-inline
@@ -293,9 +287,7 @@ pub unsafe extern "C" fn ibv_destroy_srq(srq: *mut ibv_srq) -> c_int {
     entry::status("ibv_destroy_srq", |emulator| {
         let mut objects = emulator.objects();
         if !objects.srqs.contains_key(&(srq as usize)) {
-            return Err(Failure::invalid(format!(
-                "{srq:p} is not an SRQ of this library"
-            )));
+            return Err(not_ours(srq, "an SRQ"));
         }
         if objects.qps.values().any(|q| q.srq == srq as usize) {
             return Err(Failure::new(libc::EBUSY, "a DC target still uses the SRQ"));
@@ -347,9 +339,7 @@ pub unsafe extern "C" fn mlx5dv_create_qp(
             .ok_or_else(|| Failure::invalid("a DC target needs an SRQ of this library"))?;
         for cq in [attr.send_cq, attr.recv_cq] {
             if !objects.cqs.contains_key(&(cq as usize)) {
-                return Err(Failure::invalid(format!(
-                    "{cq:p} is not a CQ of this library"
-                )));
+                return Err(not_ours(cq, "a CQ"));
             }
         }
         if pd.context != context as usize || srq.context != context as usize {
@@ -403,9 +393,7 @@ pub unsafe extern "C" fn ibv_modify_qp(
 ) -> c_int {
     entry::status("ibv_modify_qp", |emulator| {
         let mut objects = emulator.objects();
-        let q = objects.qps.get(&(qp as usize)).ok_or_else(|| {
-            Failure::invalid(format!("{qp:p} is not a queue pair of this library"))
-        })?;
+        let q = find(&objects.qps, qp, "a queue pair")?;
         if attr.is_null() {
             return Err(Failure::invalid("a null attribute block"));
         }
@@ -518,9 +506,7 @@ pub unsafe extern "C" fn ibv_modify_qp(
 pub unsafe extern "C" fn ibv_destroy_qp(qp: *mut ibv_qp) -> c_int {
     entry::status("ibv_destroy_qp", |emulator| {
         let mut objects = emulator.objects();
-        let q = objects.qps.get(&(qp as usize)).ok_or_else(|| {
-            Failure::invalid(format!("{qp:p} is not a queue pair of this library"))
-        })?;
+        let q = find(&objects.qps, qp, "a queue pair")?;
         if let Some(dctn) = q.dct {
             let device = objects.contexts[&q.context].device;
             let input = DestroyDct { uid: 0, dctn }
@@ -541,14 +527,8 @@ pub unsafe extern "C" fn ibv_destroy_qp(qp: *mut ibv_qp) -> c_int {
 
 /// `mlx5dv_init_obj` for a verbs CQ: its ring, record, size, UAR and number.
 pub(crate) fn cq_obj(objects: &crate::emulator::Objects, pair: &mlx5dv_obj_pair) -> Outcome<()> {
-    let cq = objects
-        .cqs
-        .get(&(pair.in_ as usize))
-        .ok_or_else(|| Failure::invalid(format!("{:p} is not a CQ of this library", pair.in_)))?;
-    let out = pair.out.cast::<mlx5dv_cq>();
-    if out.is_null() {
-        return Err(Failure::invalid("a null mlx5dv_cq"));
-    }
+    let cq = find(&objects.cqs, pair.in_, "a CQ")?;
+    let out = out_block::<mlx5dv_cq>(pair.out, "mlx5dv_cq")?;
     // SAFETY: a non-null `struct mlx5dv_cq *`; the ring and record live as long as the CQ.
     unsafe {
         out.write(mlx5dv_cq {
@@ -566,14 +546,8 @@ pub(crate) fn cq_obj(objects: &crate::emulator::Objects, pair: &mlx5dv_obj_pair)
 
 /// `mlx5dv_init_obj` for an SRQ: its buffer, record, stride, and (when asked) number.
 pub(crate) fn srq_obj(objects: &crate::emulator::Objects, pair: &mlx5dv_obj_pair) -> Outcome<()> {
-    let srq = objects
-        .srqs
-        .get(&(pair.in_ as usize))
-        .ok_or_else(|| Failure::invalid(format!("{:p} is not an SRQ of this library", pair.in_)))?;
-    let out = pair.out.cast::<mlx5dv_srq>();
-    if out.is_null() {
-        return Err(Failure::invalid("a null mlx5dv_srq"));
-    }
+    let srq = find(&objects.srqs, pair.in_, "an SRQ")?;
+    let out = out_block::<mlx5dv_srq>(pair.out, "mlx5dv_srq")?;
     // SAFETY: a non-null `struct mlx5dv_srq *`; `comp_mask` is its input (what is asked).
     unsafe {
         let asked = (*out).comp_mask;

@@ -20,7 +20,7 @@ use zerocopy::byteorder::{U16, U32};
 
 use crate::abi::*;
 use crate::emulator::{Ah, AhBlock, Context, DeviceList, Emulator, Mr, Objects, Owned, Pd};
-use crate::entry::{self, caller_memory, Failure, Outcome};
+use crate::entry::{self, caller_memory, find, not_ours, release, Failure, Outcome};
 
 /// The context `ctx` points at, and its device.
 pub(crate) fn context_of(objects: &Objects, ctx: *mut ibv_context) -> Outcome<(usize, &Context)> {
@@ -28,13 +28,13 @@ pub(crate) fn context_of(objects: &Objects, ctx: *mut ibv_context) -> Outcome<(u
         .contexts
         .get(&(ctx as usize))
         .map(|c| (c.device, c))
-        .ok_or_else(|| Failure::invalid(format!("{ctx:p} is not an open context of this library")))
+        .ok_or_else(|| not_ours(ctx, "an open context"))
 }
 
 fn device_index(emulator: &Emulator, dev: *mut ibv_device) -> Outcome<usize> {
     emulator
         .device_at(dev)
-        .ok_or_else(|| Failure::invalid(format!("{dev:p} is not a device of this library")))
+        .ok_or_else(|| not_ours(dev, "a device"))
 }
 
 #[no_mangle]
@@ -69,9 +69,7 @@ pub unsafe extern "C" fn ibv_free_device_list(list: *mut *mut ibv_device) {
                 .lists
                 .remove(&(list as usize))
                 .map(|l| drop(l.entries))
-                .ok_or_else(|| {
-                    Failure::invalid(format!("{list:p} is not a device list of this library"))
-                })
+                .ok_or_else(|| not_ours(list, "a device list"))
         },
     )
 }
@@ -401,11 +399,16 @@ fn port_attr(emulator: &Emulator, device: usize, port: u8) -> Outcome<ibv_port_a
     })
 }
 
-#[no_mangle]
-pub unsafe extern "C" fn ibv_query_port(
+/// Writes port `port`'s attributes, `len` bytes of them, to `attr`.
+///
+/// # Safety
+///
+/// `attr` must be null or valid for writes of `len` bytes.
+unsafe fn query_port(
     context: *mut ibv_context,
     port: u8,
     attr: *mut ibv_port_attr,
+    len: usize,
 ) -> c_int {
     entry::status("ibv_query_port", |emulator| {
         let device = context_of(&emulator.objects(), context)?.0;
@@ -413,11 +416,21 @@ pub unsafe extern "C" fn ibv_query_port(
         if attr.is_null() {
             return Err(Failure::invalid("a null attribute block"));
         }
-        // SAFETY: the exported ibv_query_port takes rdma-core's `_compat_ibv_port_attr`,
-        // which is the block up to `flags`.
-        unsafe { write_prefix(attr, &value, COMPAT_PORT_ATTR_BYTES) };
+        // SAFETY: the caller's contract.
+        unsafe { write_prefix(attr, &value, len) };
         Ok(())
     })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn ibv_query_port(
+    context: *mut ibv_context,
+    port: u8,
+    attr: *mut ibv_port_attr,
+) -> c_int {
+    // SAFETY: the exported ibv_query_port takes rdma-core's `_compat_ibv_port_attr`, the
+    // block up to `flags`.
+    unsafe { query_port(context, port, attr, COMPAT_PORT_ATTR_BYTES) }
 }
 
 unsafe extern "C" fn op_query_port(
@@ -426,16 +439,8 @@ unsafe extern "C" fn op_query_port(
     attr: *mut ibv_port_attr,
     attr_len: usize,
 ) -> c_int {
-    entry::status("ibv_query_port", |emulator| {
-        let device = context_of(&emulator.objects(), context)?.0;
-        let value = port_attr(emulator, device, port)?;
-        if attr.is_null() {
-            return Err(Failure::invalid("a null attribute block"));
-        }
-        // SAFETY: the static-inline ibv_query_port passes the size of the caller's block.
-        unsafe { write_prefix(attr, &value, attr_len) };
-        Ok(())
-    })
+    // SAFETY: the static-inline ibv_query_port passes the size of the caller's block.
+    unsafe { query_port(context, port, attr, attr_len) }
 }
 
 /// GID `index` of device `device`'s port `port`, and its type.
@@ -657,9 +662,7 @@ pub unsafe extern "C" fn ibv_dealloc_pd(pd: *mut ibv_pd) -> c_int {
         let mut objects = emulator.objects();
         let key = pd as usize;
         if !objects.pds.contains_key(&key) {
-            return Err(Failure::invalid(format!(
-                "{pd:p} is not a PD of this library"
-            )));
+            return Err(not_ours(pd, "a PD"));
         }
         let users = objects.mrs.values().filter(|m| m.pd == key).count()
             + objects.ahs.values().filter(|a| a.pd == key).count()
@@ -712,10 +715,7 @@ fn register(
     access: u32,
 ) -> Outcome<*mut ibv_mr> {
     let mut objects = emulator.objects();
-    let p = objects
-        .pds
-        .get(&(pd as usize))
-        .ok_or_else(|| Failure::invalid(format!("{pd:p} is not a PD of this library")))?;
+    let p = find(&objects.pds, pd, "a PD")?;
     let context = p.context;
     let device = objects.contexts[&context].device;
     let rights = access_rights(access)?;
@@ -815,10 +815,7 @@ pub unsafe extern "C" fn ibv_reg_dmabuf_mr(
     entry::pointer("ibv_reg_dmabuf_mr", |emulator| {
         let device = {
             let objects = emulator.objects();
-            let p = objects
-                .pds
-                .get(&(pd as usize))
-                .ok_or_else(|| Failure::invalid(format!("{pd:p} is not a PD of this library")))?;
+            let p = find(&objects.pds, pd, "a PD")?;
             objects.contexts[&p.context].device
         };
         if let Some(errno) = emulator.devices[device].config.faults.reg_dmabuf_mr {
@@ -838,14 +835,7 @@ pub unsafe extern "C" fn ibv_reg_dmabuf_mr(
 #[no_mangle]
 pub unsafe extern "C" fn ibv_dereg_mr(mr: *mut ibv_mr) -> c_int {
     entry::status("ibv_dereg_mr", |emulator| {
-        emulator
-            .objects()
-            .mrs
-            .remove(&(mr as usize))
-            .map(drop)
-            .ok_or_else(|| {
-                Failure::invalid(format!("{mr:p} is not a memory region of this library"))
-            })
+        release(&mut emulator.objects().mrs, mr, "a memory region")
     })
 }
 
@@ -895,10 +885,7 @@ fn address_vector(attr: &ibv_ah_attr, link_layer: LinkLayer) -> Outcome<AddressV
 pub unsafe extern "C" fn ibv_create_ah(pd: *mut ibv_pd, attr: *mut ibv_ah_attr) -> *mut ibv_ah {
     entry::pointer("ibv_create_ah", |emulator| {
         let mut objects = emulator.objects();
-        let p = objects
-            .pds
-            .get(&(pd as usize))
-            .ok_or_else(|| Failure::invalid(format!("{pd:p} is not a PD of this library")))?;
+        let p = find(&objects.pds, pd, "a PD")?;
         let context = p.context;
         let device = objects.contexts[&context].device;
         if attr.is_null() {
@@ -937,14 +924,7 @@ pub unsafe extern "C" fn ibv_create_ah(pd: *mut ibv_pd, attr: *mut ibv_ah_attr) 
 #[no_mangle]
 pub unsafe extern "C" fn ibv_destroy_ah(ah: *mut ibv_ah) -> c_int {
     entry::status("ibv_destroy_ah", |emulator| {
-        emulator
-            .objects()
-            .ahs
-            .remove(&(ah as usize))
-            .map(drop)
-            .ok_or_else(|| {
-                Failure::invalid(format!("{ah:p} is not an address handle of this library"))
-            })
+        release(&mut emulator.objects().ahs, ah, "an address handle")
     })
 }
 

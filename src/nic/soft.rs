@@ -159,7 +159,10 @@ impl SoftNic {
     /// emulated ConnectX) registers the memory its caller hands it; the control plane's
     /// own queue memory goes through [`Backend::register_umem`].
     pub fn register_umem_buffer(&self, memory: DmaBuffer) -> Result<SoftUmem, NicError> {
-        let buffer = Arc::new(memory);
+        self.insert_umem(Arc::new(memory))
+    }
+
+    fn insert_umem(&self, buffer: Arc<DmaBuffer>) -> Result<SoftUmem, NicError> {
         let mut tables = self.tables.lock();
         let id = next_id(&mut tables.next_umem)?;
         tables.umems.insert(id, buffer);
@@ -180,6 +183,10 @@ impl SoftNic {
                 max: 8,
             });
         }
+        self.insert_uar(doorbell)
+    }
+
+    fn insert_uar(&self, doorbell: Arc<DmaBuffer>) -> Result<SoftUar, NicError> {
         let mut tables = self.tables.lock();
         let page = next_id(&mut tables.next_uar)?;
         tables.uars.insert(page, doorbell.clone());
@@ -478,15 +485,7 @@ impl Backend for SoftNic {
     }
 
     fn alloc_uar(&self) -> Result<SoftUar, NicError> {
-        let doorbell = Arc::new(DmaBuffer::zeroed(8, 64)?);
-        let mut tables = self.tables.lock();
-        let page = next_id(&mut tables.next_uar)?;
-        tables.uars.insert(page, doorbell.clone());
-        Ok(SoftUar {
-            page,
-            doorbell,
-            tables: Arc::downgrade(&self.tables),
-        })
+        self.insert_uar(Arc::new(DmaBuffer::zeroed(8, 64)?))
     }
 
     fn register_umem(&self, memory: QueueMemoryRef<'_>) -> Result<SoftUmem, NicError> {
@@ -496,13 +495,7 @@ impl Backend for SoftNic {
                 what: "GPU queue memory on the CPU software NIC".into(),
             })?
             .clone();
-        let mut tables = self.tables.lock();
-        let id = next_id(&mut tables.next_umem)?;
-        tables.umems.insert(id, buffer);
-        Ok(SoftUmem {
-            id,
-            tables: Arc::downgrade(&self.tables),
-        })
+        self.insert_umem(buffer)
     }
 
     fn address_vector(

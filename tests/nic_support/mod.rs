@@ -281,15 +281,7 @@ pub fn run_suite<H: Harness>(
             }
         }
     }
-    let verdict = if failed == 0 { "ok" } else { "FAILED" };
-    println!(
-        "\ntest result: {verdict}. {passed} passed; {failed} failed; {ignored} ignored; 0 measured; 0 filtered out\n"
-    );
-    if failed == 0 {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::FAILURE
-    }
+    crate::case_report::summary(passed, failed, ignored)
 }
 
 /// Which backend `IBGDA_NIC` selects.

@@ -13,14 +13,6 @@
 
 #include "oracle.h"
 
-#define FIELD(type, member)                                                   \
-	{ #member, (uint32_t)offsetof(type, member),                          \
-	  (uint32_t)sizeof(((type *)0)->member) }
-
-#define LAYOUT(type, table)                                                   \
-	{ #type, (uint32_t)sizeof(type), (uint32_t)_Alignof(type),            \
-	  (uint32_t)(sizeof(table) / sizeof((table)[0])), (table) }
-
 static const struct ibgda_oracle_field device_fields[] = {
 	FIELD(struct ibv_device, _ops),
 	FIELD(struct ibv_device, node_type),
