@@ -46,3 +46,50 @@ pub extern "C" fn ibgda_emu_version() -> *const core::ffi::c_char {
         .as_ptr()
         .cast()
 }
+
+/// What is still allocated, over every context of every emulated device: writes
+/// `pds=N mrs=N ahs=N umems=N uars=N devx=N cqs=N srqs=N qps=N` (NUL-terminated, cut to
+/// `len`) to `buf` and returns the total, so that a test can check that a teardown released
+/// everything (contexts themselves are not counted). -1 when the emulator is unusable.
+///
+/// # Safety
+///
+/// `buf` must be null or valid for writes of `len` bytes.
+#[no_mangle]
+pub unsafe extern "C" fn ibgda_emu_outstanding(
+    buf: *mut core::ffi::c_char,
+    len: usize,
+) -> core::ffi::c_int {
+    entry::run(
+        "ibgda_emu_outstanding",
+        |_| -1,
+        |emulator| {
+            let o = emulator.objects();
+            let counts = [
+                ("pds", o.pds.len()),
+                ("mrs", o.mrs.len()),
+                ("ahs", o.ahs.len()),
+                ("umems", o.umems.len()),
+                ("uars", o.uars.len()),
+                ("devx", o.devx.len()),
+                ("cqs", o.cqs.len()),
+                ("srqs", o.srqs.len()),
+                ("qps", o.qps.len()),
+            ];
+            let text = counts
+                .iter()
+                .map(|(name, n)| format!("{name}={n}"))
+                .collect::<Vec<_>>()
+                .join(" ");
+            if !buf.is_null() && len > 0 {
+                let n = text.len().min(len - 1);
+                // SAFETY: `buf` holds `len` bytes (the caller's contract); `n + 1 <= len`.
+                unsafe {
+                    core::ptr::copy_nonoverlapping(text.as_ptr(), buf.cast::<u8>(), n);
+                    *buf.add(n) = 0;
+                }
+            }
+            Ok(counts.iter().map(|(_, n)| n).sum::<usize>() as core::ffi::c_int)
+        },
+    )
+}
