@@ -889,8 +889,9 @@ mod tests {
         // No machine has a device of this name, with or without RDMA devices.
         let o = parse(&["--nic", "mlx5_ibgda_absent"]).unwrap();
         let e = hardware(&o, "mlx5_ibgda_absent").unwrap_err().to_string();
+        // Through the control plane: the backend's typed "no device" error, as NicError.
         assert!(
-            e.starts_with("no RDMA device named `mlx5_ibgda_absent`"),
+            e.starts_with("no RDMA device: no RDMA device named `mlx5_ibgda_absent`"),
             "{e}"
         );
     }

@@ -152,7 +152,7 @@ fn umem_exactly(
     id: u32,
     offset: u64,
     len: usize,
-) -> Result<(Arc<DmaBuffer>, ExecutorClaim), Refusal> {
+) -> Result<(Arc<DmaBuffer>, Option<ExecutorClaim>), Refusal> {
     let (buffer, claim) = nic.umem(id).ok_or(bad_param(syndrome::UNKNOWN_UMEM))?;
     if offset != 0 || buffer.len() != len {
         return Err(bad_param(syndrome::UMEM_MISMATCH));
@@ -201,7 +201,7 @@ fn execute_create_cq(nic: &SoftNic, command: CreateCq) -> Result<(u32, CreateCqO
     } else {
         CqMode::Ring
     };
-    let memory = CompletionQueueNicAccess::from_registered(entries, ring, dbrec, Some(claim))
+    let memory = CompletionQueueNicAccess::from_registered(entries, ring, dbrec, claim)
         .map_err(|_| bad_param(syndrome::UMEM_MISMATCH))?;
     let cqn = nic.fabric().create_cq_object(memory, mode)?;
     Ok((cqn, CreateCqOutput { cqn }))
@@ -246,7 +246,7 @@ fn execute_create_qp(nic: &SoftNic, command: CreateQp) -> Result<(u32, CreateQpO
     let qpn = fabric.create_commanded_qp(CommandedQp {
         node: nic.node(),
         transport,
-        sq: SendQueueNicAccess::from_registered(size, ring, dbrec, doorbell, Some(claim))
+        sq: SendQueueNicAccess::from_registered(size, ring, dbrec, doorbell, claim)
             .map_err(|_| bad_param(syndrome::UMEM_MISMATCH))?,
         send_cq: qpc.cqn_snd,
         // Receive credits stand in for an SRQ's receive WQEs (see the backend's notes).

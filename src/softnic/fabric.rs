@@ -335,6 +335,8 @@ pub(crate) struct SendQueueState {
     pub(crate) armed_limit: Option<u16>,
     pub(crate) in_flight: VecDeque<InFlight>,
     pub(crate) waiting_cqes: VecDeque<WaitingCqe>,
+    /// A fault to raise on the WQE of this sequence number ([`Fabric::inject_fault`]).
+    pub(crate) injected: Option<(u64, Fault)>,
 }
 
 /// The receive side of an RC queue pair or a DC target.
@@ -633,6 +635,7 @@ impl Fabric {
                 armed_limit: None,
                 in_flight: VecDeque::new(),
                 waiting_cqes: VecDeque::new(),
+                injected: None,
             },
         );
         if rc {
