@@ -68,6 +68,26 @@ struct Rank<S: OrderingScope + ValidFor<GpuPlaced>> {
     device: Device<SoftGpuNic>,
 }
 
+impl<S> Rank<S>
+where
+    S: OrderingScope<Producer = GpuThread> + ValidFor<GpuPlaced>,
+{
+    /// The communicator over this rank's queue pairs, as rank 0 (the only rank whose
+    /// kernels the tests launch).
+    fn comm(&self, gpu: &Gpu, options: CommOptions) -> GpuComm<'_, S> {
+        let queues: Vec<_> = self.queues.iter().collect();
+        GpuComm::new(gpu, 0, &queues, &self.regions[2], options).expect("comm")
+    }
+
+    /// The data and signal windows' device tables.
+    fn gpu_windows(&self, gpu: &Gpu) -> (GpuWindow<'_>, GpuWindow<'_>) {
+        (
+            GpuWindow::new(gpu, &self.windows[0]).expect("window"),
+            GpuWindow::new(gpu, &self.windows[1]).expect("window"),
+        )
+    }
+}
+
 /// `ranks` ranks on `fabric`, each with a data window (`DATA_LEN` bytes, a pattern of its
 /// rank), a signal window and a scratch word, and an RC queue pair to every rank.
 fn world<S>(fabric: &CudaFabric, ranks: usize, scope: S) -> Vec<Rank<S>>
@@ -354,22 +374,14 @@ where
         let fabric = CudaFabric::new(gpu.clone());
         let ranks = world(&fabric, 2, scope);
         let r = &ranks[0];
-        let queues: Vec<_> = r.queues.iter().collect();
-        let comm = GpuComm::new(
+        let comm = r.comm(
             &gpu,
-            0,
-            &queues,
-            &r.regions[2],
             CommOptions {
                 counters: 1,
                 ..CommOptions::default()
             },
-        )
-        .expect("comm");
-        let (data_w, sig_w) = (
-            GpuWindow::new(&gpu, &r.windows[0]).expect("window"),
-            GpuWindow::new(&gpu, &r.windows[1]).expect("window"),
         );
+        let (data_w, sig_w) = r.gpu_windows(&gpu);
         let calls = byte_calls();
         let got = perform(&gpu, &program, &comm, &[&data_w, &sig_w], &calls, warp);
         // The Rust side: each call in order into its peer's ring at that ring's counter.
@@ -449,20 +461,14 @@ where
     let fabric = CudaFabric::new(gpu.clone());
     let ranks = world(&fabric, 2, scope);
     let r = &ranks[0];
-    let queues: Vec<_> = r.queues.iter().collect();
-    let comm = GpuComm::new(
+    let comm = r.comm(
         &gpu,
-        0,
-        &queues,
-        &r.regions[2],
         CommOptions {
             counters: 1,
             ..CommOptions::default()
         },
-    )
-    .expect("comm");
-    let data_w = GpuWindow::new(&gpu, &r.windows[0]).expect("window");
-    let sig_w = GpuWindow::new(&gpu, &r.windows[1]).expect("window");
+    );
+    let (data_w, sig_w) = r.gpu_windows(&gpu);
     let before0 = gpu.read_device(&r.data).expect("data");
     let before1 = gpu.read_device(&ranks[1].data).expect("data");
     let mut words = vec![0u8; SIGNAL_LEN];
@@ -601,8 +607,7 @@ where
     };
     let data_w2 = twice(&r.windows[0], &r.regions[0]);
     let sig_w2 = twice(&r.windows[1], &r.regions[1]);
-    let queues: Vec<_> = r.queues.iter().collect();
-    let comm = GpuComm::new(&gpu, 0, &queues, &r.regions[2], CommOptions::default()).expect("comm");
+    let comm = r.comm(&gpu, CommOptions::default());
     let data = GpuWindow::new(&gpu, &data_w2).expect("window");
     let sig = GpuWindow::new(&gpu, &sig_w2).expect("window");
     // The source: its own registration of the upper half of the data buffer (the
@@ -697,19 +702,14 @@ fn a_wait_nothing_ends_returns_the_deadline_status() {
     let fabric = CudaFabric::new(gpu.clone());
     let ranks = world(&fabric, 1, GpuReleaseStore);
     let r = &ranks[0];
-    let queues: Vec<_> = r.queues.iter().collect();
-    let comm = GpuComm::new(
+    let comm = r.comm(
         &gpu,
-        0,
-        &queues,
-        &r.regions[2],
         CommOptions {
             wait: Duration::from_millis(20),
             ..CommOptions::default()
         },
-    )
-    .expect("comm");
-    let sig = GpuWindow::new(&gpu, &r.windows[1]).expect("window");
+    );
+    let (_, sig) = r.gpu_windows(&gpu);
     let status = gpu.device_buffer(4).expect("status");
     let seen = gpu.device_buffer(8).expect("seen");
     let t0 = Instant::now();
