@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs the prebuilt GPU test and benchmark binaries on the GPU machine (no cargo there).
 # Build here first (see kernels/README.md), copy into .gpu/, then through the device tool:
-#   bash kernels/gpu-run.sh [tests|user|sanitize|bench|profile|softnic|proxy|all]   (carry: .gpu)
+#   bash kernels/gpu-run.sh [tests|user|sanitize|bench|profile|softnic|proxy|api|all]   (carry: .gpu)
 # user: every kernel loaded at open under lazy loading, the user-kernel example
 # (examples/user_kernel) on the CUDA software NIC, and a kernel posting with another
 # scope than its descriptor's trapping (in a process of its own: the trap kills the context).
