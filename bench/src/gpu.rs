@@ -167,6 +167,12 @@ pub struct DormantRow {
     pub caller: String,
     /// "Plain", "Inlined" or "Call".
     pub build: String,
+    /// Blocks launched (528, or eight per SM for the streaming caller's wide launch).
+    #[serde(default)]
+    pub blocks: u32,
+    /// ptxas registers per thread of the build that ran (the run's compile options).
+    #[serde(default)]
+    pub registers: u32,
     /// Messages per block.
     pub messages: u32,
     /// Whether the kernel waits for its messages.
@@ -537,6 +543,8 @@ pub fn run(
                 Ok(DormantRow {
                     caller: format!("{:?}", p.caller),
                     build: format!("{:?}", p.build),
+                    blocks: p.blocks,
+                    registers: p.registers,
                     messages: p.messages,
                     wait: p.wait,
                     ns: summary(&p.ns)?,

@@ -437,13 +437,18 @@ fn table(report: &Report) -> String {
                 r.caller, r.build, r.registers, r.stack_bytes, r.spill_stores, r.blocks_per_sm
             );
         }
-        let _ = writeln!(t, "Dormant cost: kernel time against the plain kernel");
+        let _ = writeln!(
+            t,
+            "Dormant cost: kernel time against the plain kernel of the same launch"
+        );
         for d in &g.dormant {
             let _ = writeln!(
                 t,
-                "  {:<10} {:<8} {:>3} messages/block{} p50 {:>10.0} ns  loss {:>6.2} %",
+                "  {:<10} {:<8} {:>4} blocks {:>3} regs {:>3} messages/block{} p50 {:>10.0} ns  loss {:>6.2} %",
                 d.caller,
                 d.build,
+                d.blocks,
+                d.registers,
                 d.messages,
                 if d.wait { ", waiting" } else { "         " },
                 d.ns.p50,

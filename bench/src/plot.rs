@@ -346,10 +346,11 @@ pub fn render_report(report: &Report, dir: &Path) -> Result<Vec<PathBuf>, BenchE
                     .map(|d| {
                         (
                             format!(
-                                "{} {}{}",
+                                "{} {}{}{}",
                                 d.build,
                                 d.messages,
-                                if d.wait { " w" } else { "" }
+                                if d.wait { " w" } else { "" },
+                                if d.blocks > 528 { " 8/SM" } else { "" }
                             ),
                             vec![Some(d.loss * 100.0)],
                         )

@@ -497,6 +497,29 @@ __device__ __forceinline__ u32 build_dump(const WqeSlots& s, const Ctrl& c, u64 
  * Queue access: the descriptor the host made (by value), its memory, the doorbell value.
  * ----------------------------------------------------------------------------------- */
 
+/* Whether [from, to) crosses a multiple of `interval` (to > from): a bit test when the
+ * interval is a power of two (the host's default and every queue of the experiments), a
+ * 64-bit division (a subroutine call of some 20 dependent instructions, twice) only
+ * otherwise. It sits on the dependency chain of every WQE a shared-protocol lane builds. */
+__device__ __forceinline__ bool crosses_multiple(u64 from, u64 to, u64 interval) {
+    if ((interval & (interval - 1)) == 0) return (from ^ to) >= interval;
+    return to / interval > from / interval;
+}
+/* The last multiple of `interval` at or below `v` (power of two: a mask). */
+__device__ __forceinline__ u64 round_down(u64 v, u64 interval) {
+    if ((interval & (interval - 1)) == 0) return v & ~(interval - 1);
+    return v / interval * interval;
+}
+
+/* The 8-byte doorbell announcing everything before `next` on queue `qpn`, and the
+ * doorbell record's send counter (Queue::doorbell_value, Queue::dbrec_value). */
+__device__ __forceinline__ u64 doorbell_word(u64 next, u32 qpn) {
+    const u64 lo = bswap32(((u32)next & 0xffffu) << 8);
+    const u64 hi = bswap32(qpn << 8);
+    return lo | (hi << 32);
+}
+__device__ __forceinline__ u32 dbrec_word(u64 next) { return bswap32((u32)next & 0xffffu); }
+
 struct Queue {
     DeviceQueueDescriptor d;
 
@@ -508,18 +531,13 @@ struct Queue {
     /* The 8-byte doorbell announcing everything before `next`: bytes 0..8 of a control
      * segment with index = next free WQEBB, opcode 0, ds 0 (as NVSHMEM, DOCA and the host
      * shared queue ring). */
-    __device__ __forceinline__ u64 doorbell_value(u64 next) const {
-        const u64 lo = bswap32(((u32)next & 0xffffu) << 8);
-        const u64 hi = bswap32(d.qpn << 8);
-        return lo | (hi << 32);
-    }
+    __device__ __forceinline__ u64 doorbell_value(u64 next) const { return doorbell_word(next, d.qpn); }
     /* The send counter of the doorbell record: big-endian next free WQEBB & 0xffff. */
-    __device__ __forceinline__ u32 dbrec_value(u64 next) const { return bswap32((u32)next & 0xffffu); }
+    __device__ __forceinline__ u32 dbrec_value(u64 next) const { return dbrec_word(next); }
     /* Whether a WQE occupying [at, at + wqebbs) must be signaled: it crosses a multiple of
      * the signal interval (the host queues' rule), so a full ring always holds one. */
     __device__ __forceinline__ bool must_signal(u64 at, u32 wqebbs) const {
-        const u64 i = d.signal_interval;
-        return (at + wqebbs) / i > at / i;
+        return crosses_multiple(at, at + wqebbs, d.signal_interval);
     }
     /* The size in WQEBBs of the WQE starting at `at`, from its control segment's DS. */
     __device__ __forceinline__ u32 wqebbs_at(u64 at) const {
@@ -681,6 +699,177 @@ template <class S> struct Exclusive {
 };
 
 /* -------------------------------------------------------------------------------------
+ * The occasional sender: a warp of a kernel that does other work (a compute or a
+ * streaming caller) posts now and then on a queue it owns, as the exclusive producer,
+ * with the queue's counters left in its producer state in memory between posts. Built
+ * so that the code costs the enclosing kernel next to nothing where it does not run
+ * (ptxas, sm_90: the compute caller of the dormant-cost experiment 29 -> 32 registers,
+ * the streaming caller 44 -> 44, where Exclusive<S> inlined cost 56 and 64):
+ *  - the whole warp enters and every branch inside is on a warp vote, so the caller's
+ *    code stays convergent: a branch into the send taken by one thread makes the
+ *    compiler move the caller's loop-invariant uniform registers into ordinary ones
+ *    (the streaming caller: +4 registers for an empty branch);
+ *  - nothing of the queue is held in registers across the caller's code: the descriptor
+ *    is read where each field is used, the counters are read and written in memory, and
+ *    the inputs pass through on_branch(), so the compiler cannot compute any of it ahead
+ *    of the branch (into registers live across the caller's loops);
+ *  - the CQ poll loop (room, completion) is out of line, in 32-bit wrap-safe counter
+ *    differences (a ring holds at most 2^16 WQEBBs).
+ * Every lane performs the same loads and stores with the same values (the sending
+ * lane's, broadcast), so a send is one WQE, one doorbell record and one doorbell value
+ * whichever lanes' stores land, ordered by the scope's sequence in every lane. The
+ * queue must not be held by an Exclusive<S> (its counters in registers) meanwhile.
+ * ----------------------------------------------------------------------------------- */
+namespace occasional {
+
+/* `v`, computed where this is: the empty volatile asm cannot be moved, so neither can
+ * what depends on its result (the compiler would otherwise compute loop-invariant
+ * arguments before the caller's loop and hold them in registers throughout). */
+__device__ __forceinline__ u32 on_branch(u32 v) {
+    asm volatile("" : "+r"(v));
+    return v;
+}
+__device__ __forceinline__ u64 on_branch(u64 v) {
+    asm volatile("" : "+l"(v));
+    return v;
+}
+template <class T> __device__ __forceinline__ T* on_branch(T* p) { return (T*)on_branch((u64)p); }
+
+/* Loads and stores that the compiler keeps where they are written (not hoisted, merged
+ * or kept in a register): plain (weak) global accesses, no ordering. */
+__device__ __forceinline__ u32 ld32(const void* p) {
+    u32 v;
+    asm volatile("ld.global.b32 %0, [%1];" : "=r"(v) : "l"(gaddr(p)) : "memory");
+    return v;
+}
+__device__ __forceinline__ u64 ld64(const void* p) {
+    u64 v;
+    asm volatile("ld.global.b64 %0, [%1];" : "=l"(v) : "l"(gaddr(p)) : "memory");
+    return v;
+}
+__device__ __forceinline__ void st32(void* p, u32 v) {
+    asm volatile("st.global.b32 [%0], %1;" ::"l"(gaddr(p)), "r"(v) : "memory");
+}
+__device__ __forceinline__ void st64(void* p, u64 v) {
+    asm volatile("st.global.b64 [%0], %1;" ::"l"(gaddr(p)), "l"(v) : "memory");
+}
+
+/* Whether any lane of the (converged) warp has `c`: a warp-uniform branch condition. */
+__device__ __forceinline__ bool any(bool c) { return __any_sync(0xffffffffu, c); }
+
+__device__ __forceinline__ DeviceProducerState* state(const DeviceQueueDescriptor* d) {
+    return (DeviceProducerState*)ld64(&d->state);
+}
+
+/* One poll of the CQ with the counters in memory: Exclusive<S>::poll's rules (ring mode:
+ * owner bit of this lap; collapsed mode: a WQE counter not yet seen; stray CQEs; error
+ * syndromes). Returns 1 (a CQE consumed), 0 (none) or < 0. */
+template <class S> __device__ __forceinline__ int poll(const DeviceQueueDescriptor* d) {
+    const u32 consumer = ld32(&state(d)->cq_consumer);
+    const u32 collapsed = ld32(&d->cq_mode);
+    const u32 slot = collapsed ? 0u : consumer & ((1u << ld32(&d->log_cq_entries)) - 1u);
+    const u64 tail = S::cq_load((const u64*)(ld64(&d->cq_ring) + (u64)slot * layout::CQE_BYTES +
+                                             layout::CQE_SOP_DROP_QPN));
+    const u32 counter = cqe_counter(tail);
+    const u32 opcode = (u32)(tail >> 60);
+    if (any(opcode == layout::CQE_OPCODE_INVALID)) return 0;
+    if (any(collapsed ? counter + 1 == ld32(&state(d)->collapsed_seen)
+                      : ((u32)(tail >> 56) & 1u) != ((consumer >> ld32(&d->log_cq_entries)) & 1u)))
+        return 0;
+    S::cq_acquire();
+    st64(&state(d)->cq_consumer, ld64(&state(d)->cq_consumer) + 1);
+    if (any(collapsed != 0)) {
+        st32(&state(d)->collapsed_seen, counter + 1);
+    } else {
+        ptx::st_relaxed_sys_b32((void*)ld64(&d->cq_dbrec), bswap32((consumer + 1) & 0xffffffu));
+    }
+    /* The WQE the CQE names, as an offset from `retired` (Exclusive::poll's `start`). */
+    const u32 ahead = (u16)(counter - ld32(&state(d)->retired));
+    if (any(cqe_qpn(tail) != ld32(&d->qpn) ||
+            (u32)(ld32(&state(d)->reserved) - ld32(&state(d)->retired)) <= ahead))
+        return POLL_STRAY;
+    const u32 start = ld32(&state(d)->retired) + ahead;
+    const u8* ds_byte = (const u8*)ld64(&d->sq_ring) + ((start & ((1u << ld32(&d->log_sq_wqebbs)) - 1u)) << 6) +
+                        layout::CTRL_QPN_DS + 3;
+    const u32 ds = *ds_byte & layout::MAX_DS;
+    st64(&state(d)->retired, ld64(&state(d)->retired) + ahead + (ds == 0 ? 1u : wqebbs_for_ds(ds)));
+    if (any(opcode == layout::CQE_OPCODE_REQ_ERR)) {
+        const u8* e = (const u8*)(ld64(&d->cq_ring) + (u64)slot * layout::CQE_BYTES);
+        return -(int)e[layout::ERR_CQE_SYNDROME];
+    }
+    return 1;
+}
+
+/* Polls until `retired` reaches `ticket` (low 32 bits, within 2^31 of it); the first
+ * error wins. Out of line: the loop's registers are not the caller's. */
+template <class S> __device__ __noinline__ int wait_retired(const DeviceQueueDescriptor* d, u32 ticket) {
+    Spin spin;
+    while (any((int)(ld32(&state(d)->retired) - ticket) < 0)) {
+        const int s = poll<S>(d);
+        if (any(s < 0)) return s;
+        if (any(spin.expired())) return SPIN_TIMEOUT;
+    }
+    return 0;
+}
+
+/* WQEBBs the ring may hold unretired: every occasional WQE is signaled, so in ring mode
+ * also no more than the CQ has entries (the CQ cannot overrun). */
+__device__ __forceinline__ u32 room(const DeviceQueueDescriptor* d) {
+    const u32 sq = 1u << ld32(&d->log_sq_wqebbs);
+    const u32 cq = 1u << ld32(&d->log_cq_entries);
+    return ld32(&d->cq_mode) != 0 || sq < cq ? sq : cq;
+}
+
+/* The body of warp_send_write_inline8 for one send, every lane with the same inputs. */
+template <class S>
+__device__ __forceinline__ int post_write_inline8(const DeviceQueueDescriptor* d, u64 raddr, u32 rkey, u64 value,
+                                                  bool wait) {
+    if (any(ld32(&d->scope) != S::KIND)) __trap();
+    constexpr u32 W = wqebbs_for_ds(layout::DS_RC_WRITE_SGE);
+    static_assert(W == 1, "one WQEBB");
+    if (any((u32)(ld32(&state(d)->reserved) + W - ld32(&state(d)->retired)) > room(d))) {
+        const int s = wait_retired<S>(d, ld32(&state(d)->reserved) + W - room(d));
+        if (any(s < 0)) return s;
+    }
+    const u32 at = ld32(&state(d)->reserved);
+    const WqeSlots slots{(u8*)ld64(&d->sq_ring), (1u << ld32(&d->log_sq_wqebbs)) - 1u, at};
+    build_write_inline8<transport::Rc>(slots, ctrl(ld32(&d->qpn), layout::FM_CE_SE_CQ_UPDATE), Target{nullptr}, raddr,
+                                       rkey, value);
+    const u64 next = ld64(&state(d)->reserved) + W;
+    st64(&state(d)->reserved, next);
+    st64(&state(d)->ready, next);
+    st64(&state(d)->posted, next);
+    S::ring((u32*)ld64(&d->sq_dbrec), dbrec_word(next), (u64*)ld64(&d->doorbell), doorbell_word(next, ld32(&d->qpn)));
+    if (any(wait)) return wait_retired<S>(d, (u32)next);
+    return 0;
+}
+
+} // namespace occasional
+
+/* One signaled 8-byte inline RC WRITE on `d` (exclusively owned by the calling warp) for
+ * every lane with `mine`, with that lane's arguments, one after another; with `wait`,
+ * until each completes. All 32 lanes of the warp call it together (a warp without `mine`
+ * returns at once, on a warp-uniform branch). Returns 0 or the first negative status
+ * (error completion, SPIN_TIMEOUT), to every lane. */
+template <class S>
+__device__ __forceinline__ int warp_send_write_inline8(bool mine, const DeviceQueueDescriptor* d, u64 raddr,
+                                                       u32 rkey, u64 value, bool wait) {
+    int status = 0;
+    for (u32 asking = __ballot_sync(0xffffffffu, mine); asking != 0; asking &= asking - 1) {
+        const int lane = __ffs(asking) - 1;
+        const DeviceQueueDescriptor* q =
+            occasional::on_branch((const DeviceQueueDescriptor*)__shfl_sync(0xffffffffu, (u64)d, lane));
+        const u64 a = occasional::on_branch((u64)__shfl_sync(0xffffffffu, raddr, lane));
+        const u32 k = occasional::on_branch((u32)__shfl_sync(0xffffffffu, rkey, lane));
+        const u64 v = occasional::on_branch((u64)__shfl_sync(0xffffffffu, value, lane));
+        const bool w = __shfl_sync(0xffffffffu, wait ? 1 : 0, lane) != 0;
+        const int s = occasional::post_write_inline8<S>(q, a, k, v, w);
+        if (s < 0 && status == 0) status = s;
+    }
+    return status;
+}
+
+/* -------------------------------------------------------------------------------------
  * The shared producer protocol (the device form of ibgda::queue::SharedSendQueue):
  *  1. reserve: atomicAdd on `reserved` (one per thread, or one per warp);
  *  2. wait until the ring has room (retired + capacity >= end), polling the CQ under the
@@ -716,8 +905,10 @@ constexpr u32 POLL_AHEAD = 4;
  * for POLL_AHEAD: it finds several CQEs ready at once (one per signal interval), and each
  * poll is a chain of dependent round trips, so consuming them in one poll removes whole
  * chains (one warp on one QP: +4% WQE/s on the H200). A wait for one ticket asks for 1:
- * there the extra loads only delay the CQE it waits for (+0.6 us put+completion). */
-template <class S> __device__ __noinline__ Polled shared_poll(const Queue& q, u32 ahead) {
+ * there the extra loads only delay the CQE it waits for (+0.6 us put+completion).
+ * The queue comes by value: a reference would put the caller's descriptor on its stack
+ * (80 bytes of local memory that every posting path then read its fields from). */
+template <class S> __device__ __noinline__ Polled shared_poll(const Queue q, u32 ahead) {
     check_scope<S>(q.d);
     DeviceProducerState* st = q.state();
     if (!try_lock(&st->poll_lock)) return Polled{0, ptx::ld_acquire_gpu_b64(&st->retired)};
@@ -905,7 +1096,7 @@ __device__ __forceinline__ u64 post_write_inline8_warp(const Queue& q, u64 raddr
 template <class S> __device__ __forceinline__ int ensure_signaled(const Queue& q, u64 ticket, u32 batch) {
     DeviceProducerState* st = q.state();
     const u64 i = q.d.signal_interval;
-    const u64 boundary = (ticket + i - 1) / i * i;
+    const u64 boundary = round_down(ticket + i - 1, i);
     if (ptx::ld_relaxed_gpu_b64(&st->reserved) >= boundary) return 0;
     const u64 start = atomicAdd(&st->reserved, 1ull);
     const int s = wait_for_room<S>(q, start + 1);

@@ -9,6 +9,8 @@
  *   ibgda_post_batch_S     one thread, `batch` WQEs per doorbell, exclusive producer
  *   ibgda_post_thread_S    every thread posts through the shared protocol (per thread)
  *   ibgda_post_warp_S      every warp posts cooperatively (one reservation per warp)
+ *   ibgda_occasional_send_S  the warp-entered occasional send (warp_send_write_inline8),
+ *                          thread 0 asking, the block's threads calling together
  * and, scope-free:
  *   ibgda_build_requests   builds WqeRequests into rings (the byte-equality test)
  *   ibgda_sink             a persistent stand-in for the NIC: consumes doorbells, checks
@@ -207,6 +209,22 @@ __device__ __forceinline__ void post_warp(const DeviceQueueDescriptor* qs, u32 n
     if (err < 0) atomicMin(status, err);
 }
 
+/* Every thread of the block calls the warp-entered occasional send `n` times together;
+ * thread 0 asks each time (payload: 0 << 32 | sequence, so the sink's producer 0 sees its
+ * sequence in order), waiting for the completion every `wait_every` sends (0: never), so
+ * the ring and the CQ fill and the send waits for room. */
+template <class S>
+__device__ __forceinline__ void occasional_send(const DeviceQueueDescriptor* d, u32 n, u32 wait_every, u64 raddr,
+                                                u32 rkey, int* status) {
+    int err = 0;
+    for (u32 k = 0; k < n; k++) {
+        const bool wait = wait_every != 0 && (k + 1) % wait_every == 0;
+        const int s = warp_send_write_inline8<S>(threadIdx.x == 0, d, raddr, rkey, (u64)k, wait);
+        if (s < 0 && err == 0) err = s;
+    }
+    if (threadIdx.x == 0) *status = err;
+}
+
 #define IBGDA_SCOPE_KERNELS(S)                                                                                         \
     extern "C" __global__ void ibgda_doorbell_path_##S(DeviceQueueDescriptor d, u64 raddr, u32 rkey, u64 value) {     \
         doorbell_path<scope::S>(d, raddr, rkey, value);                                                                \
@@ -228,6 +246,10 @@ __device__ __forceinline__ void post_warp(const DeviceQueueDescriptor* qs, u32 n
     extern "C" __global__ void ibgda_post_warp_##S(const DeviceQueueDescriptor* qs, u32 nq, u32 iters, u32 batch,      \
                                                    u64 raddr, u32 rkey, int* status) {                                 \
         post_warp<scope::S>(qs, nq, iters, batch, raddr, rkey, status);                                                \
+    }                                                                                                                  \
+    extern "C" __global__ void ibgda_occasional_send_##S(const DeviceQueueDescriptor* d, u32 n, u32 wait_every,        \
+                                                         u64 raddr, u32 rkey, int* status) {                           \
+        occasional_send<scope::S>(d, n, wait_every, raddr, rkey, status);                                              \
     }
 
 IBGDA_SCOPE_KERNELS(Unordered)

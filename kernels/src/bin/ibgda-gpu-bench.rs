@@ -343,9 +343,10 @@ fn table(r: &Report) -> String {
         let best = d.ns.iter().copied().min().unwrap_or(0);
         let _ = writeln!(
             t,
-            "  {:<10} {:<8} {:>2} msgs {:<5} {:>9.3} ms  loss {:>6.1} %  {:.0} MHz",
+            "  {:<10} {:<8} {:>4} blocks {:>2} msgs {:<5} {:>9.3} ms  loss {:>6.1} %  {:.0} MHz",
             format!("{:?}", d.caller),
             format!("{:?}", d.build),
+            d.blocks,
             d.messages,
             if d.wait { "wait" } else { "" },
             best as f64 / 1e6,
