@@ -14,6 +14,7 @@ use ibgda_kernels::experiments::peers;
 use ibgda_kernels::experiments::rate::{self, Publication, RateResult};
 use ibgda_kernels::experiments::{bench_options, gpu_hung, progress, BenchProgram};
 use ibgda_kernels::gpu::{Gpu, GpuError};
+use ibgda_kernels::harness::{SinkMode, SINK_RETIRE, SINK_RETIRE_BEFORE};
 use serde::{Deserialize, Serialize};
 
 use crate::stats::{Durations, Percentiles};
@@ -139,6 +140,48 @@ pub struct RateRow {
     /// `Unordered` and `GpuFence` only: stale WQEs the sink saw.
     #[serde(default)]
     pub stale_wqes: Option<StaleWqes>,
+    /// Doorbells the sink acted on.
+    #[serde(default)]
+    pub sink_doorbells: u64,
+    /// The sink mode the row ran against ("Retire", or "RetireBefore" for the same-run
+    /// comparison with the sink as it was).
+    #[serde(default)]
+    pub sink_mode: String,
+    /// The most M WQE/s that sink mode lets this row reach: its measured capacity
+    /// (doorbells per second per queue, the sink capacity row) times the row's queues
+    /// and WQEs per doorbell. `None` when not measured.
+    #[serde(default)]
+    pub sink_bound_mwqe_per_s: Option<f64>,
+}
+
+impl RateRow {
+    /// The fraction of the sink's capacity the row used (`mwqe_per_s` over the bound).
+    pub fn sink_share(&self) -> Option<f64> {
+        self.sink_bound_mwqe_per_s
+            .filter(|b| *b > 0.0)
+            .map(|b| self.mwqe_per_s / b)
+    }
+}
+
+/// A row is taken as bounded by the sink when it reaches this fraction of the sink's
+/// capacity for its shape.
+pub const SINK_BOUND_SHARE: f64 = 0.8;
+
+/// The sink alone over pre-built WQEs and doorbells, no producer.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct SinkCapacityRow {
+    /// "Retire" or "RetireBefore".
+    pub mode: String,
+    /// Queues, one sink thread each (as the rate rows launch it).
+    pub queues: u32,
+    /// Doorbells per queue.
+    pub doorbells: u32,
+    /// Doorbells per second of the slowest queue's thread.
+    pub doorbells_per_s_per_queue: f64,
+    /// Doorbells per second over all queues.
+    pub doorbells_per_s: f64,
+    /// ns per doorbell of the slowest queue's thread.
+    pub ns_per_doorbell: f64,
 }
 
 /// ptxas's report for one dormant-cost variant.
@@ -196,6 +239,9 @@ pub struct GpuResult {
     pub completion: Vec<CompletionRow>,
     /// Table 5 and the sweeps.
     pub rates: Vec<RateRow>,
+    /// The sink's own capacity (no producer), as the rate rows run it and as it was.
+    #[serde(default)]
+    pub sink_capacity: Vec<SinkCapacityRow>,
     /// ptxas registers of the dormant-cost variants.
     pub dormant_registers: Vec<RegisterRow>,
     /// Dormant cost.
@@ -321,9 +367,18 @@ fn issue_row(r: &IssueResult) -> Result<IssueRow, BenchError> {
     })
 }
 
-fn rate_row(label: String, r: &RateResult) -> RateRow {
+fn rate_row(
+    label: String,
+    r: &RateResult,
+    sink_mode: SinkMode,
+    capacity: &[rate::SinkCapacityRow],
+) -> RateRow {
     let c = &r.config;
+    let mode = format!("{sink_mode:?}");
     RateRow {
+        sink_doorbells: r.sink_doorbells,
+        sink_bound_mwqe_per_s: rate::sink_bound_mwqe_per_s(r, capacity, &mode),
+        sink_mode: mode,
         label,
         scope: r.scope.into(),
         publication: format!("{:?}", c.publication),
@@ -400,6 +455,16 @@ impl Rows {
     }
 }
 
+/// The rate rows (label starts) also run against the sink as it was before its
+/// per-doorbell cost was cut, in the same run.
+const SINK_BEFORE_ROWS: [&str; 5] = [
+    "1 thread, 1 QP, batch 16",
+    "32 threads, 1 QP, per-warp, batch 32 (paper 21.6)",
+    "64 threads, 64 QPs, 64 SMs, batch 16",
+    "64 warps, 64 QPs, 64 SMs, per-warp, batch 32 (target 1500)",
+    "placement: 128 warps, 128 QPs, 64 SMs x 2 warps",
+];
+
 /// Runs every GPU experiment on GPU 0; returns the rows (a failing row is listed in
 /// `failed` and the others still run) and the library's raw results. Only opening the
 /// GPU and compiling the benchmark program fail the whole run.
@@ -437,8 +502,18 @@ pub fn run(
     }
     progress_bar.inc(1);
 
+    progress_bar.set_message("GPU: sink capacity (no producer)");
+    let capacity = rows
+        .run(
+            "sink capacity",
+            "every queue count, both sink modes",
+            || rate::sink_capacity_rows(&gpu, rate::SINK_CAPACITY_DOORBELLS),
+        )
+        .unwrap_or_default();
+    progress_bar.inc(1);
+
     progress_bar.set_message("GPU: message rate (Table 5, sweeps)");
-    let mut rates: Vec<(String, RateResult)> = Vec::new();
+    let mut rates: Vec<(String, RateResult, SinkMode)> = Vec::new();
     for (label, c) in configs {
         let label = if label.starts_with("batch sweep") {
             format!("{label}, batch {}", c.batch)
@@ -447,7 +522,17 @@ pub fn run(
         };
         let row = format!("{label} [GpuFence]");
         if let Some(r) = rows.run("rate", &row, || rate::run(&gpu, &program, GpuFence, c)) {
-            rates.push((label, r));
+            rates.push((label.clone(), r, SINK_RETIRE));
+        }
+        // The same row against the sink as it was: what the sink's own cost took.
+        if SINK_BEFORE_ROWS.iter().any(|p| label.starts_with(p)) {
+            let label = format!("{label} (sink as before)");
+            let row = format!("{label} [GpuFence]");
+            if let Some(r) = rows.run("rate", &row, || {
+                rate::run_with_sink(&gpu, &program, GpuFence, c, SINK_RETIRE_BEFORE)
+            }) {
+                rates.push((label, r, SINK_RETIRE_BEFORE));
+            }
         }
         progress_bar.inc(1);
     }
@@ -459,7 +544,7 @@ pub fn run(
         let label = format!("one launch: {what}, per-warp, batch 32");
         let row = format!("{label} [GpuFence]");
         if let Some(r) = rows.run("rate", &row, || rate::run_one_launch(&gpu, &program, c)) {
-            rates.push((label, r));
+            rates.push((label, r, SINK_RETIRE));
         }
         progress_bar.inc(1);
     }
@@ -470,14 +555,14 @@ pub fn run(
         if let Some(r) = rows.run("rate", &row, || {
             rate::run(&gpu, &program, GpuReleaseStore, c)
         }) {
-            rates.push((label.clone(), r));
+            rates.push((label.clone(), r, SINK_RETIRE));
         }
         progress_bar.inc(1);
         let row = format!("{label} [Unordered]");
         // SAFETY: benchmark queues on throw-away device memory read only by the sink.
         let unordered = unsafe { Unordered::new() };
         if let Some(r) = rows.run("rate", &row, || rate::run(&gpu, &program, unordered, c)) {
-            rates.push((label, r));
+            rates.push((label, r, SINK_RETIRE));
         }
         progress_bar.inc(1);
     }
@@ -498,7 +583,8 @@ pub fn run(
     let raw = serde_json::json!({
         "issue": to_json(&issue)?,
         "completion": to_json(&completion)?,
-        "rates": to_json(&rates)?,
+        "rates": to_json(&rates.iter().map(|(l, r, _)| (l, r)).collect::<Vec<_>>())?,
+        "sink_capacity": to_json(&capacity)?,
         "dormant_registers": to_json(&registers)?,
         "dormant": to_json(&dormant)?,
         "failed": to_json(&rows.failed)?,
@@ -524,7 +610,21 @@ pub fn run(
                 })
             })
             .collect::<Result<_, BenchError>>()?,
-        rates: rates.iter().map(|(l, r)| rate_row(l.clone(), r)).collect(),
+        rates: rates
+            .iter()
+            .map(|(l, r, m)| rate_row(l.clone(), r, *m, &capacity))
+            .collect(),
+        sink_capacity: capacity
+            .iter()
+            .map(|c| SinkCapacityRow {
+                mode: c.mode.clone(),
+                queues: c.queues,
+                doorbells: c.doorbells,
+                doorbells_per_s_per_queue: c.doorbells_per_s_per_queue,
+                doorbells_per_s: c.doorbells_per_s,
+                ns_per_doorbell: c.ns_per_doorbell,
+            })
+            .collect(),
         dormant_registers: registers
             .iter()
             .map(|r| RegisterRow {
@@ -782,7 +882,7 @@ mod tests {
             never_wraps: false,
             stale_wqes,
         };
-        let row = rate_row("x".into(), &result(Unordered::NAME, 2));
+        let row = rate_row("x".into(), &result(Unordered::NAME, 2), SINK_RETIRE, &[]);
         assert_eq!(
             row.stale_wqes,
             Some(StaleWqes {
@@ -791,14 +891,20 @@ mod tests {
             })
         );
         assert_eq!(
-            rate_row("x".into(), &result(GpuFence::NAME, 3)).stale_wqes,
+            rate_row("x".into(), &result(GpuFence::NAME, 3), SINK_RETIRE, &[]).stale_wqes,
             Some(StaleWqes {
                 seen: 3,
                 of: 40_960_000
             })
         );
         assert_eq!(
-            rate_row("x".into(), &result(ibgda::order::GpuFencedDbrec::NAME, 0)).stale_wqes,
+            rate_row(
+                "x".into(),
+                &result(ibgda::order::GpuFencedDbrec::NAME, 0),
+                SINK_RETIRE,
+                &[]
+            )
+            .stale_wqes,
             None
         );
     }

@@ -20,6 +20,7 @@ mod proxy;
 mod record;
 mod softnic;
 mod stats;
+mod targets;
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -422,11 +423,44 @@ fn table(report: &Report) -> String {
             if let Some(st) = r.stale_wqes {
                 let _ = write!(notes, "  stale WQEs seen: {} of {}", st.seen, st.of);
             }
+            match (r.sink_bound_mwqe_per_s, r.sink_share()) {
+                (Some(bound), Some(share)) => {
+                    let _ = write!(
+                        notes,
+                        "  sink bound {bound:.1} ({:.0} %{})",
+                        share * 100.0,
+                        if share >= gpu::SINK_BOUND_SHARE {
+                            ": BOUNDED BY THE SINK"
+                        } else {
+                            ""
+                        }
+                    );
+                }
+                _ if !r.label.starts_with("one launch") => {
+                    let _ = write!(notes, "  sink bound not measured");
+                }
+                _ => {}
+            }
             let _ = writeln!(
                 t,
                 "  {:<66} {:>9.2} M WQE/s{notes}",
                 format!("{} [{}]", r.label, r.scope),
                 r.mwqe_per_s
+            );
+        }
+        let _ = writeln!(
+            t,
+            "Sink capacity: the sink alone over pre-built WQEs and doorbells (no producer), one thread per queue"
+        );
+        for c in &g.sink_capacity {
+            let _ = writeln!(
+                t,
+                "  {:<13} {:>4} queues  {:>7.1} ns/doorbell  {:>7.2} M doorbells/s per queue  {:>8.2} M doorbells/s in all",
+                c.mode,
+                c.queues,
+                c.ns_per_doorbell,
+                c.doorbells_per_s_per_queue / 1e6,
+                c.doorbells_per_s / 1e6
             );
         }
         let _ = writeln!(t, "Dormant cost: registers per thread (ptxas)");
@@ -460,6 +494,16 @@ fn table(report: &Report) -> String {
         for f in &g.failed {
             let _ = writeln!(t, "FAILED {} {}: {}", f.experiment, f.row, f.error);
         }
+    }
+    let goals = targets::all(report);
+    if !goals.is_empty() {
+        let _ = writeln!(
+            t,
+            "\nTargets of the GPU path (the paper's figure or better in every row; dormant code free): {} of {} reached",
+            goals.iter().filter(|x| x.reached).count(),
+            goals.len()
+        );
+        t.push_str(&targets::table(&goals));
     }
     if let Some(p) = &report.peers {
         let _ = writeln!(

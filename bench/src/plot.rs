@@ -551,6 +551,9 @@ pub(crate) mod tests {
             mwqe_per_s,
             sm_clock_mhz: 1980.0,
             stale_wqes: None,
+            sink_doorbells: 20_000,
+            sink_mode: "Retire".into(),
+            sink_bound_mwqe_per_s: Some(30.0),
         };
         let p = Percentiles {
             count: 1,
@@ -589,6 +592,7 @@ pub(crate) mod tests {
                     rate("32 threads, 1 QP, per-warp, batch 32 (paper 21.6)", 12.8),
                     rate("batch sweep: 1 thread, 1 QP, batch 4", 3.0),
                 ],
+                sink_capacity: Vec::new(),
                 dormant_registers: vec![RegisterRow {
                     caller: "Compute".into(),
                     build: "Plain".into(),
@@ -601,6 +605,8 @@ pub(crate) mod tests {
                 dormant: vec![DormantRow {
                     caller: "Compute".into(),
                     build: "Inlined".into(),
+                    blocks: 528,
+                    registers: 32,
                     messages: 4,
                     wait: true,
                     ns: p,

@@ -1091,6 +1091,47 @@ __device__ __forceinline__ u64 post_write_inline8_warp(const Queue& q, u64 raddr
     return end;
 }
 
+/* Per warp, cooperatively, as post_write_inline8_warp, with the warp's next reservation
+ * made one call ahead: `ahead` (lane 0's; ~0ull before the first call) carries it from
+ * call to call. With `more`, lane 0 reserves for the next call right after this call's
+ * reservation, so the atomic's round trip runs under this call's WQE stores, fence and
+ * doorbell instead of in front of the next call's. The warp's last call passes
+ * more = false: a reservation held and never published would stop the queue (every later
+ * reservation is published after it). Any number of warps may share the queue: each
+ * publishes its reservations in order, and the earliest one not yet published is always
+ * the one a warp is publishing now, so the queue never waits on a held reservation. */
+template <class S>
+__device__ __forceinline__ u64 post_write_inline8_warp_ahead(const Queue& q, u64 raddr, u32 rkey, u64 value, u32 batch,
+                                                             bool more, u64& ahead, int* status) {
+    constexpr u32 W = wqebbs_for_ds(layout::DS_RC_WRITE_SGE);
+    static_assert(W == 1, "one WQEBB per lane");
+    DeviceProducerState* st = q.state();
+    const u32 lane = threadIdx.x & 31u;
+    u64 start = 0, ready_seen = 0;
+    if (lane == 0) {
+        const u64 retired_seen = ptx::ld_acquire_gpu_b64(&st->retired);
+        start = ahead != ~0ull ? ahead : atomicAdd(&st->reserved, 32ull * W);
+        ahead = more ? atomicAdd(&st->reserved, 32ull * W) : ~0ull;
+        ready_seen = frontier_load<S>(st);
+        if (retired_seen + q.capacity() < start + 32ull * W) {
+            const int s = wait_for_room<S>(q, start + 32ull * W);
+            if (s < 0) *status = s;
+        }
+    }
+    start = __shfl_sync(0xffffffffu, start, 0);
+    const u64 mine = start + lane * W;
+    const u32 flags = q.must_signal(mine, W) ? layout::FM_CE_SE_CQ_UPDATE : 0u;
+    build_write_inline8<transport::Rc>(q.slots(mine), ctrl(q.d.qpn, flags), Target{nullptr}, raddr, rkey, value);
+    __syncwarp();
+    const u64 end = start + 32ull * W;
+    if (lane == 0) {
+        const int p = shared_publish_seen<S>(q, start, end, batch, ready_seen);
+        if (p < 0) *status = p;
+    }
+    __syncwarp();
+    return end;
+}
+
 /* Posts a signaled NOP if no signaled WQE at or after `ticket` has been reserved, so that
  * a wait on `ticket` can finish (one signaled CQE retires everything before it). */
 template <class S> __device__ __forceinline__ int ensure_signaled(const Queue& q, u64 ticket, u32 batch) {

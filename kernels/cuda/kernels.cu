@@ -9,6 +9,7 @@
  *   ibgda_post_batch_S     one thread, `batch` WQEs per doorbell, exclusive producer
  *   ibgda_post_thread_S    every thread posts through the shared protocol (per thread)
  *   ibgda_post_warp_S      every warp posts cooperatively (one reservation per warp)
+ *   ibgda_post_warp_ahead_S  the same, each reservation made one round ahead
  *   ibgda_occasional_send_S  the warp-entered occasional send (warp_send_write_inline8),
  *                          thread 0 asking, the block's threads calling together
  * and, scope-free:
@@ -225,6 +226,25 @@ __device__ __forceinline__ void occasional_send(const DeviceQueueDescriptor* d, 
     if (threadIdx.x == 0) *status = err;
 }
 
+/* As post_warp, each round's reservation made one round ahead. */
+template <class S>
+__device__ __forceinline__ void post_warp_ahead(const DeviceQueueDescriptor* qs, u32 nq, u32 iters, u32 batch, u64 raddr,
+                                                u32 rkey, int* status) {
+    const Queue q{qs[blockIdx.x % nq]};
+    const u32 tid = blockIdx.x * blockDim.x + threadIdx.x;
+    int err = 0;
+    u64 ticket = 0, ahead = ~0ull;
+    for (u32 k = 0; k < iters; k++) {
+        ticket = post_write_inline8_warp_ahead<S>(q, raddr + 8ull * tid, rkey, ((u64)tid << 32) | k, batch, k + 1 < iters,
+                                                  ahead, &err);
+    }
+    if ((threadIdx.x & 31u) == 0) {
+        const int w = wait_ticket<S>(q, ticket, batch);
+        if (w < 0) err = w;
+    }
+    if (err < 0) atomicMin(status, err);
+}
+
 #define IBGDA_SCOPE_KERNELS(S)                                                                                         \
     extern "C" __global__ void ibgda_doorbell_path_##S(DeviceQueueDescriptor d, u64 raddr, u32 rkey, u64 value) {     \
         doorbell_path<scope::S>(d, raddr, rkey, value);                                                                \
@@ -247,6 +267,10 @@ __device__ __forceinline__ void occasional_send(const DeviceQueueDescriptor* d, 
                                                    u64 raddr, u32 rkey, int* status) {                                 \
         post_warp<scope::S>(qs, nq, iters, batch, raddr, rkey, status);                                                \
     }                                                                                                                  \
+    extern "C" __global__ void ibgda_post_warp_ahead_##S(const DeviceQueueDescriptor* qs, u32 nq, u32 iters,          \
+                                                         u32 batch, u64 raddr, u32 rkey, int* status) {                \
+        post_warp_ahead<scope::S>(qs, nq, iters, batch, raddr, rkey, status);                                          \
+    }                                                                                                                  \
     extern "C" __global__ void ibgda_occasional_send_##S(const DeviceQueueDescriptor* d, u32 n, u32 wait_every,        \
                                                          u64 raddr, u32 rkey, int* status) {                           \
         occasional_send<scope::S>(d, n, wait_every, raddr, rkey, status);                                              \
@@ -262,13 +286,28 @@ IBGDA_SCOPE_KERNELS(SystemFence)
 
 /* ---------------------------------------------------------------------------------------
  * The sink: a persistent stand-in for the NIC on GPU-placed (or host-mapped) queues.
- * Doorbell-driven, as a NIC is: a changed doorbell value (acquire) makes it read the
- * doorbell record and consume the WQEs up to it. Mode 0 checks every WQE's control
- * segment and, for 8-byte inline WRITEs whose payload is (producer << 32 | sequence),
- * that each producer's sequence arrives complete and in order; it writes a CQE for every
- * signaled WQE. Mode 1 ("only retires", for rate runs of one-WQEBB WQEs) reads one control
- * segment per doorbell and writes one CQE for the last signaled WQE announced.
+ * Doorbell-driven, as a NIC is: a changed doorbell value makes it read the doorbell record
+ * and consume the WQEs up to it. Mode 0 checks every WQE's control segment and, for 8-byte
+ * inline WRITEs whose payload is (producer << 32 | sequence), that each producer's
+ * sequence arrives complete and in order; it writes a CQE for every signaled WQE. Mode 1
+ * ("only retires", for rate runs of one-WQEBB WQEs) reads one control segment per doorbell
+ * and writes one CQE for the last signaled WQE announced.
+ *
+ * Its own cost per doorbell bounds every rate measured against it (ibgda-bench's sink
+ * capacity row measures it): the doorbell is polled with a relaxed load and acquired with
+ * a fence only when it changed (an acquire load on every idle pass invalidated the SM's
+ * L1, the co-resident producers' included); a thread serving one queue keeps its
+ * descriptor and state in registers; the loads of a doorbell's work that do not depend on
+ * each other (the two control segments mode 1 may need, the CQ's consumer index) are in
+ * flight together; CQEs are released at GPU scope (their readers are the GPU's producers,
+ * the CQ is device memory). Mode 2 is mode 1 as it was before (state reloaded every pass,
+ * acquire load per poll, dependent loads one after another, CQEs released at system
+ * scope), for a same-run comparison.
  * ------------------------------------------------------------------------------------- */
+
+constexpr u32 SINK_MODE_CHECK = 0;
+constexpr u32 SINK_MODE_RETIRE = 1;
+constexpr u32 SINK_MODE_RETIRE_BEFORE = 2;
 
 struct SinkQueue {
     u64 consumed;
@@ -281,16 +320,19 @@ struct SinkQueue {
     u64 record_behind;
 };
 
-__device__ void sink_write_cqe(const Queue& q, SinkQueue& sq, u32 counter, u32 opcode) {
+__device__ __forceinline__ void fence_acquire_sys() { asm volatile("fence.acquire.sys;" ::: "memory"); }
+
+/* Writes the CQE for WQE `counter` (`opcode`); `ci` is the CQ's consumer index as loaded
+ * (ring mode; the loop reloads it while the CQ is full). */
+__device__ void sink_write_cqe(const Queue& q, SinkQueue& sq, u32 counter, u32 opcode, u32 ci, bool before) {
     const u32 n = 1u << q.d.log_cq_entries;
     const u64 p = sq.cq_produced;
     if (!q.d.cq_mode) {
         /* Never overrun: wait for the consumer index (CQ doorbell record) to free a slot. */
         Spin spin;
-        for (;;) {
-            const u32 ci = bswap32((u32)ptx::ld_relaxed_sys_b64((const void*)q.d.cq_dbrec)) & 0xffffffu;
-            if ((((u32)p - ci) & 0xffffffu) < n) break;
+        while ((((u32)p - ci) & 0xffffffu) >= n) {
             if (spin.expired()) return; /* the CQE is dropped; the test sees a missing completion */
+            ci = bswap32((u32)ptx::ld_relaxed_sys_b64((const void*)q.d.cq_dbrec)) & 0xffffffu;
         }
     }
     const u32 slot = q.d.cq_mode ? 0u : (u32)p & (n - 1);
@@ -301,19 +343,32 @@ __device__ void sink_write_cqe(const Queue& q, SinkQueue& sq, u32 counter, u32 o
     const u64 sop = bswap32((opcode << 24) | q.d.qpn);
     const u64 ctr = bswap16((u16)counter);
     const u64 last = sop | (ctr << 32) | ((u64)((layout::CQE_OPCODE_REQ << 4) | owner) << 56);
-    ptx::st_release_sys_b64(&cqe[layout::CQE_SOP_DROP_QPN / 8], last);
+    if (before) {
+        ptx::st_release_sys_b64(&cqe[layout::CQE_SOP_DROP_QPN / 8], last);
+    } else {
+        ptx::st_release_gpu_b64(&cqe[layout::CQE_SOP_DROP_QPN / 8], last);
+    }
     sq.cq_produced = p + 1;
 }
 
+__device__ __forceinline__ u32 sink_cq_consumer(const Queue& q) {
+    return q.d.cq_mode ? 0u : bswap32((u32)ptx::ld_relaxed_sys_b64((const void*)q.d.cq_dbrec)) & 0xffffffu;
+}
+
 __device__ void sink_queue(const Queue& q, SinkQueue& sq, u32 mode, u32* expect_seq, u32 max_producers, SinkStats& acc) {
-    const u64 db = ptx::ld_acquire_sys_b64((const void*)q.d.doorbell);
+    const bool before = mode == SINK_MODE_RETIRE_BEFORE;
+    const u64 db = before ? ptx::ld_acquire_sys_b64((const void*)q.d.doorbell)
+                          : ptx::ld_relaxed_sys_b64((const void*)q.d.doorbell);
     const bool rung = db != sq.last_doorbell;
     if (!rung && sq.record_behind == 0) return;
+    /* What the doorbell (or, behind it, the record) announces is read after this. */
+    if (!before) fence_acquire_sys();
     sq.last_doorbell = db;
     if (rung) acc.doorbells++;
     const u32 db_qpn = bswap32((u32)(db >> 32)) >> 8;
     const u32 db_idx = (bswap32((u32)db) >> 8) & 0xffffu;
     const u64 record = ptx::ld_relaxed_sys_b64((const void*)(q.d.sq_dbrec - layout::SEND_DBREC_OFFSET));
+    if (!before && sq.record_behind != 0) fence_acquire_sys(); /* the record itself announces */
     const u32 rec = bswap32((u32)(record >> 32)) & 0xffffu;
     const u32 cap = q.capacity();
     /* The doorbell at or behind the record (rdma-core and ibgda: the last WQE's index;
@@ -328,29 +383,52 @@ __device__ void sink_queue(const Queue& q, SinkQueue& sq, u32 mode, u32* expect_
         acc.bad_doorbells++;
         return;
     }
-    if (mode == 1 && target > sq.consumed) {
+    if (mode != SINK_MODE_CHECK && target > sq.consumed) {
         /* Only retire: the last WQE if signaled, else the last one crossing a multiple of
          * the signal interval (one-WQEBB WQEs). */
-        const u64 i = q.d.signal_interval;
+        const u64 m = round_down(target, q.d.signal_interval);
         u64 at = target - 1;
-        const u64* c = (const u64*)q.slots(at).octo(0);
-        u64 w1 = *(const volatile u64*)&c[1];
-        if ((((u32)(w1 >> 24)) & layout::FM_CE_SE_CQ_UPDATE) == 0) {
-            const u64 m = target / i * i;
-            if (m > sq.consumed && m >= 1) {
+        u64 w0, w1;
+        u32 ci;
+        if (before) {
+            const u64* c = (const u64*)q.slots(at).octo(0);
+            w1 = *(const volatile u64*)&c[1];
+            if ((((u32)(w1 >> 24)) & layout::FM_CE_SE_CQ_UPDATE) == 0) {
+                if (m > sq.consumed && m >= 1) {
+                    at = m - 1;
+                    c = (const u64*)q.slots(at).octo(0);
+                    w1 = *(const volatile u64*)&c[1];
+                } else {
+                    at = ~0ull;
+                }
+            }
+            w0 = at != ~0ull ? *(const volatile u64*)&c[0] : 0ull;
+            ci = at != ~0ull ? sink_cq_consumer(q) : 0u;
+        } else {
+            /* Both candidates and the consumer index in flight together. */
+            const bool crossing = m > sq.consumed && m >= 1;
+            const u64* c = (const u64*)q.slots(at).octo(0);
+            const u64* cm = (const u64*)q.slots(crossing ? m - 1 : at).octo(0);
+            const u64 a0 = *(const volatile u64*)&c[0], a1 = *(const volatile u64*)&c[1];
+            const u64 b0 = *(const volatile u64*)&cm[0], b1 = *(const volatile u64*)&cm[1];
+            ci = sink_cq_consumer(q);
+            if ((((u32)(a1 >> 24)) & layout::FM_CE_SE_CQ_UPDATE) != 0) {
+                w0 = a0;
+                w1 = a1;
+            } else if (crossing) {
                 at = m - 1;
-                c = (const u64*)q.slots(at).octo(0);
-                w1 = *(const volatile u64*)&c[1];
+                w0 = b0;
+                w1 = b1;
             } else {
                 at = ~0ull;
+                w0 = w1 = 0ull;
             }
         }
         if (at != ~0ull) {
-            const u64 w0 = *(const volatile u64*)&c[0];
             const u32 word0 = bswap32((u32)w0);
             if (((word0 >> 8) & 0xffffu) != ((u32)at & 0xffffu) || (((u32)(w1 >> 24)) & layout::FM_CE_SE_CQ_UPDATE) == 0)
                 acc.bad_wqes++;
-            sink_write_cqe(q, sq, (u32)at & 0xffffu, word0 & 0xffu);
+            sink_write_cqe(q, sq, (u32)at & 0xffffu, word0 & 0xffu, ci, before);
             acc.cqes++;
         }
         acc.wqes += target - sq.consumed;
@@ -386,7 +464,7 @@ __device__ void sink_queue(const Queue& q, SinkQueue& sq, u32 mode, u32* expect_
             }
         }
         if ((((u32)(w1 >> 24)) & layout::FM_CE_SE_CQ_UPDATE) != 0) {
-            sink_write_cqe(q, sq, (u32)at & 0xffffu, opcode);
+            sink_write_cqe(q, sq, (u32)at & 0xffffu, opcode, sink_cq_consumer(q), false);
             acc.cqes++;
         }
         acc.wqes++;
@@ -394,14 +472,39 @@ __device__ void sink_queue(const Queue& q, SinkQueue& sq, u32 mode, u32* expect_
     }
 }
 
+__device__ void sink_add_stats(SinkStats* stats, const SinkStats& acc) {
+    atomicAdd(&stats->doorbells, acc.doorbells);
+    atomicAdd(&stats->wqes, acc.wqes);
+    atomicAdd(&stats->cqes, acc.cqes);
+    atomicAdd(&stats->bad_wqes, acc.bad_wqes);
+    atomicAdd(&stats->bad_payloads, acc.bad_payloads);
+    atomicAdd(&stats->bad_doorbells, acc.bad_doorbells);
+}
+
 /* Thread t serves queues t, t + threads, ...; runs until *stop (host-mapped) is set, then
- * adds its counts to *stats. */
+ * adds its counts to *stats. A thread with one queue (and not mode 2) keeps its descriptor
+ * and state in registers across passes. */
 extern "C" __global__ void ibgda_sink(const DeviceQueueDescriptor* qs, u32 nq, SinkQueue* sqs, u32 mode, u32* expect_seq,
                                       u32 max_producers, const volatile u32* stop, SinkStats* stats) {
     const u32 t = blockIdx.x * blockDim.x + threadIdx.x;
     const u32 threads = gridDim.x * blockDim.x;
     SinkStats acc = {};
     u32 spins = 0;
+    if (nq <= threads && mode != SINK_MODE_RETIRE_BEFORE) {
+        if (t < nq) {
+            const Queue q{qs[t]};
+            SinkQueue sq = sqs[t];
+            for (;;) {
+                sink_queue(q, sq, mode, expect_seq, max_producers, acc);
+                if ((++spins & 255u) == 0 && *stop) break;
+            }
+            /* A last pass, so nothing rung before the stop is missed. */
+            sink_queue(q, sq, mode, expect_seq, max_producers, acc);
+            sqs[t] = sq;
+        }
+        sink_add_stats(stats, acc);
+        return;
+    }
     for (;;) {
         for (u32 i = t; i < nq; i += threads) {
             const Queue q{qs[i]};
@@ -418,12 +521,38 @@ extern "C" __global__ void ibgda_sink(const DeviceQueueDescriptor* qs, u32 nq, S
         sink_queue(q, sq, mode, expect_seq, max_producers, acc);
         sqs[i] = sq;
     }
-    atomicAdd(&stats->doorbells, acc.doorbells);
-    atomicAdd(&stats->wqes, acc.wqes);
-    atomicAdd(&stats->cqes, acc.cqes);
-    atomicAdd(&stats->bad_wqes, acc.bad_wqes);
-    atomicAdd(&stats->bad_payloads, acc.bad_payloads);
-    atomicAdd(&stats->bad_doorbells, acc.bad_doorbells);
+    sink_add_stats(stats, acc);
+}
+
+/* The sink's own capacity, no producer: thread t owns queue t (nq <= threads) and, for
+ * each of `doorbells` rounds, plays the producer's last stores of a doorbell of `batch`
+ * one-WQEBB WQEs (the control segment of the batch's last WQE, signaled; the doorbell
+ * record; the doorbell) and the consumer's (the CQ doorbell record, freeing every CQE),
+ * then runs one sink pass in `mode` (1 or 2) over it. clocks[t] = ns over its rounds;
+ * stats gets the sink's counts (doorbells must equal rounds). The ring holds the host's
+ * zeros elsewhere: mode 1 reads only the last WQE (signaled) of each doorbell. */
+extern "C" __global__ void ibgda_sink_capacity(const DeviceQueueDescriptor* qs, u32 nq, SinkQueue* sqs, u32 mode,
+                                               u32 batch, u32 doorbells, u64* clocks, SinkStats* stats) {
+    const u32 t = blockIdx.x * blockDim.x + threadIdx.x;
+    if (t >= nq) return;
+    const Queue q{qs[t]};
+    SinkQueue sq = sqs[t];
+    SinkStats acc = {};
+    u64 next = sq.consumed;
+    const u64 t0 = ptx::globaltimer();
+    for (u32 r = 0; r < doorbells; r++) {
+        next += batch;
+        build_nop(q.slots(next - 1), ctrl(q.d.qpn, layout::FM_CE_SE_CQ_UPDATE));
+        /* The record, then the doorbell: this thread's own stores, which its loads after
+         * them see (no fence: the time is the sink's, not a producer's ordering). */
+        ptx::st_relaxed_sys_b32((void*)q.d.sq_dbrec, q.dbrec_value(next));
+        ptx::st_relaxed_gpu_b64((void*)q.d.doorbell, q.doorbell_value(next));
+        if (!q.d.cq_mode) ptx::st_relaxed_sys_b32((void*)q.d.cq_dbrec, bswap32((u32)sq.cq_produced & 0xffffffu));
+        sink_queue(q, sq, mode, nullptr, 0, acc);
+    }
+    clocks[t] = ptx::globaltimer() - t0;
+    sqs[t] = sq;
+    sink_add_stats(stats, acc);
 }
 
 /* ---------------------------------------------------------------------------------------

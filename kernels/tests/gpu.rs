@@ -114,6 +114,13 @@ fn publication<S>(gpu: &Gpu, scope: S, warp: bool)
 where
     S: OrderingScope<Producer = GpuThread> + ValidFor<GpuPlaced>,
 {
+    publication_kernel(gpu, scope, if warp { "warp" } else { "thread" })
+}
+
+fn publication_kernel<S>(gpu: &Gpu, scope: S, kind: &str)
+where
+    S: OrderingScope<Producer = GpuThread> + ValidFor<GpuPlaced>,
+{
     let (blocks, threads, iters) = if small() { (2, 64, 8) } else { (8, 128, 64) };
     let qp = gpu_queue_pair(gpu, 0x42, 256, 256, 64, CqMode::Ring, scope).expect("queue");
     let q = qp.device_queue();
@@ -123,11 +130,7 @@ where
     let descs = ibgda_kernels::harness::descriptor_array(gpu, &[*q.raw()]).expect("descs");
     let status = gpu.device_buffer(4).expect("status");
     let sink = Sink::start(gpu, &[&qp], SINK_CHECK, producers, 1, 1).expect("sink");
-    let name = format!(
-        "ibgda_post_{}_{}",
-        if warp { "warp" } else { "thread" },
-        S::NAME
-    );
+    let name = format!("ibgda_post_{kind}_{}", S::NAME);
     let args = [
         KernelArg::U64(descs.addr()),
         KernelArg::U32(1),
@@ -192,6 +195,10 @@ fn cooperative_and_per_thread_publication_deliver_every_payload() {
     publication(&gpu, SystemFence, true);
     publication(&gpu, GpuFence, false);
     publication(&gpu, GpuReleaseStore, false);
+    // Reservations one round ahead, 4 or 32 warps sharing the queue.
+    publication_kernel(&gpu, GpuFence, "warp_ahead");
+    publication_kernel(&gpu, GpuReleaseStore, "warp_ahead");
+    publication_kernel(&gpu, SystemFence, "warp_ahead");
 }
 
 /// The warp-entered occasional send (`warp_send_write_inline8`) on a small queue (64
@@ -245,9 +252,17 @@ where
     );
     assert_eq!(expect[0], sends, "{name}: payloads missing");
     assert_eq!(stats.wqes, u64::from(sends), "{name}: WQEs consumed");
-    assert_eq!(stats.cqes, u64::from(sends), "{name}: every send is signaled");
+    assert_eq!(
+        stats.cqes,
+        u64::from(sends),
+        "{name}: every send is signaled"
+    );
     assert_eq!(word(0), u64::from(sends), "{name}: reserved");
-    assert_eq!((word(1), word(2)), (word(0), word(0)), "{name}: ready, posted");
+    assert_eq!(
+        (word(1), word(2)),
+        (word(0), word(0)),
+        "{name}: ready, posted"
+    );
     if wait_every == 1 {
         assert_eq!(word(3), word(0), "{name}: every wait retired its send");
     }

@@ -178,7 +178,10 @@ impl Work {
     /// callers' 32-bit arithmetic (`iters * (messages + 1)` must stay below 2^32).
     pub fn check(&self) -> Result<(), GpuError> {
         let segments = u64::from(MESSAGES.iter().copied().max().unwrap_or(0)) + 1;
-        for (what, iters) in [("fma_iters", self.fma_iters), ("stream_iters", self.stream_iters)] {
+        for (what, iters) in [
+            ("fma_iters", self.fma_iters),
+            ("stream_iters", self.stream_iters),
+        ] {
             if iters == 0 || u64::from(iters) * segments > u64::from(u32::MAX) {
                 return Err(GpuError::Invalid(format!(
                     "dormant: {what} = {iters} (1..={} with {segments} segments)",
