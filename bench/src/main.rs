@@ -348,12 +348,14 @@ fn table(report: &Report) -> String {
         for r in &s.rows {
             let _ = writeln!(
                 t,
-                "  {:<20} p50 {:>7.1} ns/WQE  p99 {:>7.1}  {:>7.2} M WQE/s ({})",
+                "  {:<20} p50 {:>7.1} ns/WQE  p99 {:>7.1}  {:>7.2} M WQE/s ({})  same-run copy of its bytes {:>6.1} ns/WQE: {:.1} copies per WQE",
                 r.kind.label(),
                 r.ns_per_wqe.p50,
                 r.ns_per_wqe.p99,
                 r.wqes_per_s_p50 / 1e6,
-                verdict(r.wqes_per_s_p50 >= s.target_wqes_per_s)
+                verdict(r.wqes_per_s_p50 >= s.target_wqes_per_s),
+                r.copy_ns_per_wqe.p50,
+                r.copies_per_wqe_p50
             );
         }
         let _ = writeln!(
