@@ -9,7 +9,7 @@
 use ibgda::order::{GpuFence, GpuReleaseStore, Unordered};
 use ibgda_kernels::experiments::completion;
 use ibgda_kernels::experiments::dormant;
-use ibgda_kernels::experiments::issue::{self, IssueResult, IssueRun};
+use ibgda_kernels::experiments::issue::{self, IssueResult, IssueRun, IssueShape, ShapeResult};
 use ibgda_kernels::experiments::peers;
 use ibgda_kernels::experiments::rate::{self, Publication, RateResult};
 use ibgda_kernels::experiments::{bench_options, gpu_hung, progress, BenchProgram};
@@ -29,6 +29,9 @@ pub struct GpuParams {
     pub completion_iters: u32,
     /// Multiplier of the rate rows' WQE counts.
     pub rate_scale: u32,
+    /// Issue iterations per shape and variant (Table 3, Figure 3).
+    #[serde(default)]
+    pub shape_iters: u32,
 }
 
 impl Default for GpuParams {
@@ -37,6 +40,7 @@ impl Default for GpuParams {
             issue_iters: 20_000,
             completion_iters: 2_000,
             rate_scale: 1,
+            shape_iters: 5_000,
         }
     }
 }
@@ -93,6 +97,24 @@ pub struct IssueRow {
     /// `Unordered` and `GpuFence` only: stale WQEs the sink saw, typed and raw together.
     #[serde(default)]
     pub stale_wqes: Option<StaleWqes>,
+}
+
+/// One operation's shape (Table 3's pointer WRITE, Figure 3's inline sweep, DC), GpuFence,
+/// typed and raw.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct ShapeRow {
+    /// The shape's label.
+    pub label: String,
+    /// "Inline", "Pointer", "DcCompact" or "DcFull".
+    pub kind: String,
+    /// Payload bytes.
+    pub bytes: u32,
+    /// Through the device library.
+    pub typed: IssueSide,
+    /// Hand-written.
+    pub raw: IssueSide,
+    /// Typed over raw p50 cycles (target 1.00 +- 0.02).
+    pub typed_over_raw: f64,
 }
 
 /// One completion-scope point.
@@ -235,6 +257,9 @@ pub struct GpuResult {
     pub sm_clock_mhz: f64,
     /// Table 4.
     pub issue: Vec<IssueRow>,
+    /// Table 3's pointer WRITE, Figure 3's inline sweep, DC beside RC.
+    #[serde(default)]
+    pub shapes: Vec<ShapeRow>,
     /// Completion scope.
     pub completion: Vec<CompletionRow>,
     /// Table 5 and the sweeps.
@@ -477,7 +502,7 @@ pub fn run(
     progress("GPU: compiling bench_experiments.cu");
     let program = BenchProgram::load(&gpu)?;
     let configs = rate::table5(params.rate_scale);
-    progress_bar.set_length(4 + configs.len() as u64 + 6);
+    progress_bar.set_length(6 + configs.len() as u64 + 6);
     let mut rows = Rows {
         failed: Vec::new(),
         hung: false,
@@ -486,6 +511,17 @@ pub fn run(
     let mut issue: Vec<IssueResult> = Vec::new();
     for (scope, result) in issue::run_all(&gpu, params.issue_iters) {
         issue.extend(rows.outcome("issue", scope, result));
+    }
+    progress_bar.inc(1);
+    progress_bar.set_message("GPU: one operation's shapes (Table 3, Figure 3)");
+    let mut shapes: Vec<ShapeResult> = Vec::new();
+    for shape in issue::shapes() {
+        let label = shape.label();
+        if let Some(r) = rows.run("shape", &label, || {
+            issue::run_shape(&gpu, shape, params.shape_iters)
+        }) {
+            shapes.push(r);
+        }
     }
     progress_bar.inc(1);
     progress_bar.set_message("GPU: completion scope");
@@ -583,6 +619,7 @@ pub fn run(
     let raw = serde_json::json!({
         "issue": to_json(&issue)?,
         "completion": to_json(&completion)?,
+        "shapes": to_json(&shapes)?,
         "rates": to_json(&rates.iter().map(|(l, r, _)| (l, r)).collect::<Vec<_>>())?,
         "sink_capacity": to_json(&capacity)?,
         "dormant_registers": to_json(&registers)?,
@@ -590,6 +627,26 @@ pub fn run(
         "failed": to_json(&rows.failed)?,
     });
     let issue: Vec<IssueRow> = issue.iter().map(issue_row).collect::<Result<_, _>>()?;
+    let shapes: Vec<ShapeRow> = shapes
+        .iter()
+        .map(|r| {
+            let (typed, raw) = (side(&r.typed)?, side(&r.raw)?);
+            let (kind, bytes) = match r.shape {
+                IssueShape::Inline(n) => ("Inline", n),
+                IssueShape::Pointer(n) => ("Pointer", n),
+                IssueShape::DcCompact => ("DcCompact", 8),
+                IssueShape::DcFull => ("DcFull", 8),
+            };
+            Ok(ShapeRow {
+                label: r.shape.label(),
+                kind: kind.into(),
+                bytes,
+                typed_over_raw: typed.issue_cycles.p50 / raw.issue_cycles.p50.max(1.0),
+                typed,
+                raw,
+            })
+        })
+        .collect::<Result<_, BenchError>>()?;
     let clocks: Vec<f64> = issue
         .iter()
         .flat_map(|r| [r.typed.sm_clock_mhz, r.raw.sm_clock_mhz])
@@ -598,6 +655,7 @@ pub fn run(
         params,
         sm_clock_mhz: clocks.iter().sum::<f64>() / clocks.len().max(1) as f64,
         issue,
+        shapes,
         completion: completion
             .iter()
             .map(|c| {

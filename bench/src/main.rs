@@ -400,6 +400,34 @@ fn table(report: &Report) -> String {
                 let _ = writeln!(t, "    stale WQEs seen: {} of {}", st.seen, st.of);
             }
         }
+        if !g.shapes.is_empty() {
+            let _ = writeln!(
+                t,
+                "Table 3 / Figure 3: one operation's shape [GpuFence], issue p50 typed and raw, put+c (sink)"
+            );
+            for r in &g.shapes {
+                let paper = match (r.kind.as_str(), r.bytes) {
+                    ("Inline", b) if b <= paper::FIG3_INLINE_GAIN_ENDS_BYTES => {
+                        format!("paper issue ~{:.2} us", paper::fig3_inline_issue_us(b))
+                    }
+                    ("Pointer", 8) => format!(
+                        "paper issue {:.2} us, put+c {:.2} us",
+                        paper::TABLE3_MINI_GDA_POINTER.0,
+                        paper::TABLE3_MINI_GDA_POINTER.1
+                    ),
+                    _ => String::new(),
+                };
+                let _ = writeln!(
+                    t,
+                    "  {:<36} typed {:>6.0} ns  raw {:>6.0} ns  typed/raw {:.3}  put+c {:>6.0} ns  {paper}",
+                    r.label,
+                    r.typed.issue_ns.p50,
+                    r.raw.issue_ns.p50,
+                    r.typed_over_raw,
+                    r.typed.put_c_ns.p50
+                );
+            }
+        }
         let _ = writeln!(
             t,
             "Completion scope [GpuFence]: put+c p50, wait for one queue vs quiet over all"

@@ -3,7 +3,7 @@
 //! measured and whether it is reached. A target whose row did not run is missed, with
 //! why: nothing is reached by absence.
 
-use crate::gpu::{DormantRow, GpuResult, RateRow, RegisterRow, SINK_BOUND_SHARE};
+use crate::gpu::{DormantRow, GpuResult, RateRow, RegisterRow, ShapeRow, SINK_BOUND_SHARE};
 use crate::paper;
 use crate::record::Report;
 
@@ -292,12 +292,115 @@ pub fn dormant_targets(g: &GpuResult) -> Vec<Target> {
     out
 }
 
-/// Every target of the report that has a GPU part (none without one).
+/// Typed over raw issue cycles within this of 1 (Table 4's rule).
+pub const TYPED_OVER_RAW: f64 = 0.02;
+
+fn shape<'a>(g: &'a GpuResult, kind: &str, bytes: u32) -> Option<&'a ShapeRow> {
+    g.shapes.iter().find(|s| s.kind == kind && s.bytes == bytes)
+}
+
+/// The inline sweep's issue slope, ns per 16 B (least squares over the typed p50s).
+pub fn inline_slope_ns_per_16b(g: &GpuResult) -> Option<f64> {
+    let pts: Vec<(f64, f64)> = g
+        .shapes
+        .iter()
+        .filter(|s| s.kind == "Inline")
+        .map(|s| (f64::from(s.bytes), s.typed.issue_ns.p50))
+        .collect();
+    if pts.len() < 2 {
+        return None;
+    }
+    let n = pts.len() as f64;
+    let (mx, my) = (
+        pts.iter().map(|p| p.0).sum::<f64>() / n,
+        pts.iter().map(|p| p.1).sum::<f64>() / n,
+    );
+    let sxx: f64 = pts.iter().map(|p| (p.0 - mx) * (p.0 - mx)).sum();
+    let sxy: f64 = pts.iter().map(|p| (p.0 - mx) * (p.1 - my)).sum();
+    (sxx > 0.0).then(|| 16.0 * sxy / sxx)
+}
+
+/// Table 3's and Figure 3's rows: every shape typed within 2 % of raw; the 8 B inline and
+/// pointer WRITEs at or under the paper's issue time; the inline slope at or under the
+/// paper's 0.1 µs per 16 B; DC's issue cost over RC at or under the paper's 0.45 µs (its
+/// figure through completion).
+pub fn shape_targets(g: &GpuResult) -> Vec<Target> {
+    let mut out = Vec::new();
+    let what = "Table 3 / Figure 3 shapes: typed over raw issue cycles";
+    out.push(if g.shapes.is_empty() {
+        missing(what, "1.00 +- 0.02".into(), "the shape rows did not run")
+    } else {
+        let worst = g
+            .shapes
+            .iter()
+            .max_by(|a, b| {
+                (a.typed_over_raw - 1.0)
+                    .abs()
+                    .total_cmp(&(b.typed_over_raw - 1.0).abs())
+            })
+            .expect("not empty");
+        target(
+            what,
+            format!("worst {:.3} ({})", worst.typed_over_raw, worst.label),
+            format!("1.00 +- {TYPED_OVER_RAW:.2}"),
+            (worst.typed_over_raw - 1.0).abs() <= TYPED_OVER_RAW,
+        )
+    });
+    for (kind, paper_us) in [
+        ("Inline", paper::TABLE3_MINI_GDA_INLINE.0),
+        ("Pointer", paper::TABLE3_MINI_GDA_POINTER.0),
+    ] {
+        let what = format!("Table 3: 8 B {kind} WRITE issue, typed p50 [GpuFence]");
+        out.push(match shape(g, kind, 8) {
+            Some(s) => target(
+                what,
+                format!("{:.0} ns", s.typed.issue_ns.p50),
+                format!("<= paper {:.0} ns", paper_us * 1e3),
+                s.typed.issue_ns.p50 <= paper_us * 1e3,
+            ),
+            None => missing(what, format!("<= {paper_us} us"), "no such row"),
+        });
+    }
+    let what = "Figure 3: inline issue slope";
+    let goal = format!(
+        "<= paper {:.0} ns per 16 B",
+        paper::FIG3_INLINE_US_PER_16B * 1e3
+    );
+    out.push(match inline_slope_ns_per_16b(g) {
+        Some(slope) => target(
+            what,
+            format!("{slope:.1} ns per 16 B"),
+            goal,
+            slope <= paper::FIG3_INLINE_US_PER_16B * 1e3,
+        ),
+        None => missing(what, goal, "fewer than two inline rows"),
+    });
+    for kind in ["DcCompact", "DcFull"] {
+        let what = format!("DC ({kind}) issue over RC 8 B inline, typed p50");
+        let goal = format!("<= paper's DC cost {:.0} ns", paper::DC_OVER_RC_US * 1e3);
+        out.push(match (shape(g, kind, 8), shape(g, "Inline", 8)) {
+            (Some(dc), Some(rc)) => {
+                let d = dc.typed.issue_ns.p50 - rc.typed.issue_ns.p50;
+                target(
+                    what,
+                    format!("{d:+.0} ns"),
+                    goal,
+                    d <= paper::DC_OVER_RC_US * 1e3,
+                )
+            }
+            _ => missing(what, goal, "a row is missing"),
+        });
+    }
+    out
+}
+
+/// Every target of the report that has a GPU part (none without one)./// Every target of the report that has a GPU part (none without one).
 pub fn all(report: &Report) -> Vec<Target> {
     let Some(g) = &report.gpu_sink else {
         return Vec::new();
     };
     let mut out = rate_targets(g);
+    out.extend(shape_targets(g));
     out.extend(sink_targets(g));
     out.extend(dormant_targets(g));
     out
@@ -350,6 +453,7 @@ mod tests {
             params: GpuParams::default(),
             sm_clock_mhz: 1980.0,
             issue: vec![],
+            shapes: vec![],
             completion: vec![],
             rates,
             sink_capacity: vec![],
@@ -390,6 +494,47 @@ mod tests {
         // "batch 1" is not "batch 16".
         let g = result(vec![rate("1 thread, 1 QP, batch 16", 9.0)]);
         assert!(!find(&rate_targets(&g), "Table 5: 1 thread, 1 QP, batch 1 ").reached);
+    }
+
+    #[test]
+    fn the_inline_slope_is_fitted_over_the_sweep_and_dc_compared_with_rc() {
+        let side = |ns: f64| crate::gpu::IssueSide {
+            issue_ns: Percentiles {
+                p50: ns,
+                ..Percentiles::default()
+            },
+            issue_cycles: Percentiles {
+                p50: ns * 2.0,
+                ..Percentiles::default()
+            },
+            put_c_ns: Percentiles::default(),
+            sm_clock_mhz: 1980.0,
+        };
+        let row = |kind: &str, bytes: u32, ns: f64| ShapeRow {
+            label: format!("{kind} {bytes}"),
+            kind: kind.into(),
+            bytes,
+            typed: side(ns),
+            raw: side(ns),
+            typed_over_raw: 1.0,
+        };
+        let mut g = result(vec![]);
+        // 300 ns at 8 B, +20 ns per 16 B.
+        g.shapes = [8u32, 24, 56, 120, 248]
+            .iter()
+            .map(|&b| row("Inline", b, 300.0 + 20.0 * f64::from(b - 8) / 16.0))
+            .collect();
+        g.shapes.push(row("Pointer", 8, 320.0));
+        g.shapes.push(row("DcCompact", 8, 330.0));
+        let slope = inline_slope_ns_per_16b(&g).unwrap();
+        assert!((slope - 20.0).abs() < 1e-9, "{slope}");
+        let t = shape_targets(&g);
+        assert!(find(&t, "Figure 3: inline issue slope").reached);
+        assert!(find(&t, "Table 3: 8 B Pointer").reached);
+        assert!(find(&t, "DC (DcCompact)").value.starts_with("+30 ns"));
+        assert!(!find(&t, "DC (DcFull)").reached, "a missing row is missed");
+        g.shapes[0].typed_over_raw = 1.05;
+        assert!(!find(&shape_targets(&g), "Table 3 / Figure 3 shapes").reached);
     }
 
     #[test]

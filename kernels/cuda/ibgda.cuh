@@ -390,7 +390,9 @@ __device__ __forceinline__ u32 build_write_inline8(const WqeSlots& s, const Ctrl
 }
 
 /* RDMA WRITE (WRITE_IMM when `with_imm`) of an inline payload of `len` bytes read from
- * `payload` (any alignment), zero-padded to the octoword. */
+ * `payload` (any alignment), zero-padded to the octoword. A 4-byte aligned payload is read
+ * a word at a time (the WQE's byte 4 + i is payload byte i, so WQE word 1 + j is payload
+ * word j), only its last partial word byte by byte: never a byte past `len`. */
 template <class T>
 __device__ __forceinline__ u32 build_write_inline(const WqeSlots& s, const Ctrl& c, const Target& t, u64 raddr,
                                                   u32 rkey, const u8* payload, u32 len, bool with_imm) {
@@ -399,6 +401,29 @@ __device__ __forceinline__ u32 build_write_inline(const WqeSlots& s, const Ctrl&
     s.put(0, ctrl_segment(0, s.start, with_imm ? layout::OPCODE_RDMA_WRITE_IMM : layout::OPCODE_RDMA_WRITE, ds, c));
     put_target<T>(s, t);
     s.put(1 + T::AV_DS, raddr_segment(raddr, rkey));
+    static_assert(layout::INLINE_HEADER_BYTES == 4, "one header word");
+    if (((u64)payload & 3u) == 0) {
+        const u32* words = (const u32*)payload;
+        const u32 whole = len / 4;
+        for (u32 k = 0; k < n; k++) {
+            Oct o;
+#pragma unroll
+            for (u32 j = 0; j < 4; j++) {
+                const int w = (int)(4 * k + j) - 1;
+                u32 v = 0u;
+                if (w < 0) {
+                    v = bswap32(len | layout::INLINE_SEGMENT_FLAG);
+                } else if ((u32)w < whole) {
+                    v = words[w];
+                } else if ((u32)w == whole) {
+                    for (u32 b = 0; b < (len & 3u); b++) v |= (u32)payload[4 * whole + b] << (8 * b);
+                }
+                o.w[j] = v;
+            }
+            s.put(2 + T::AV_DS + k, o);
+        }
+        return ds;
+    }
     for (u32 k = 0; k < n; k++) {
         Oct o = oct_zero();
         for (u32 j = 0; j < 16; j++) {

@@ -7,6 +7,8 @@
  *   ibgda_issue_bench_S    one thread, `iters` inline writes, each timed from reserve to
  *                          doorbell (%globaltimer and clock64), then waited for
  *   ibgda_post_batch_S     one thread, `batch` WQEs per doorbell, exclusive producer
+ *   ibgda_issue_shape_GpuFence  issue_bench for the shapes of Table 3 and Figure 3 (inline
+ *                          of any length, pointer WRITE, DC compact and full)
  *   ibgda_post_thread_S    every thread posts through the shared protocol (per thread)
  *   ibgda_post_warp_S      every warp posts cooperatively (one reservation per warp)
  *   ibgda_post_warp_ahead_S  the same, each reservation made one round ahead
@@ -171,6 +173,81 @@ __device__ __forceinline__ void post_batch(const DeviceQueueDescriptor& d, u32 r
     clocks[0] = ptx::globaltimer() - t0;
     e.store();
     *status = err;
+}
+
+/* Table 3 and Figure 3's shapes of one operation, issued as issue_bench does (one thread,
+ * exclusive producer, every WQE signaled and waited for): */
+constexpr u32 ISSUE_SHAPE_INLINE = 0;     /* RC WRITE of `len` inline bytes (1..256) read from `payload` */
+constexpr u32 ISSUE_SHAPE_POINTER = 1;    /* RC WRITE of `len` bytes from one gather entry (laddr, lkey) */
+constexpr u32 ISSUE_SHAPE_DC_COMPACT = 2; /* DC WRITE of 8 inline bytes, compact address vector `av` */
+constexpr u32 ISSUE_SHAPE_DC_FULL = 3;    /* DC WRITE of 8 inline bytes, full address vector `av` */
+
+/* The WQEBBs of one WQE of `shape`. */
+__device__ __forceinline__ u32 issue_shape_wqebbs(u32 shape, u32 len) {
+    switch (shape) {
+    case ISSUE_SHAPE_INLINE: return wqebbs_for_ds(1 + 1 + inline_octowords(len));
+    case ISSUE_SHAPE_POINTER: return wqebbs_for_ds(layout::DS_RC_WRITE_SGE);
+    case ISSUE_SHAPE_DC_COMPACT: return wqebbs_for_ds(1 + transport::DcCompact::AV_DS + 2);
+    default: return wqebbs_for_ds(1 + transport::DcFull::AV_DS + 2);
+    }
+}
+
+template <class S>
+__device__ __forceinline__ void issue_shape(const DeviceQueueDescriptor& d, u32 shape, u32 len, u32 warmup, u32 iters,
+                                            u64 raddr, u32 rkey, u64 laddr, u32 lkey, const u8* payload, const Oct* av,
+                                            u64* issue_ns, u64* issue_cycles, u64* total_ns, u64* clocks, int* status) {
+    Exclusive<S> e = Exclusive<S>::load(d);
+    const u32 w = issue_shape_wqebbs(shape, len);
+    int err = 0;
+    u64 g_start = 0, c_start = 0;
+    for (u32 i = 0; i < warmup + iters; i++) {
+        if (i == warmup) {
+            g_start = ptx::globaltimer();
+            c_start = clock64();
+        }
+        const u64 t0 = ptx::globaltimer();
+        const long long c0 = clock64();
+        WqeSlots s;
+        if (!e.reserve(w, s)) { /* never: one WQE outstanding at a time */
+            err = -0x200;
+            break;
+        }
+        const Ctrl c = ctrl(d.qpn, layout::FM_CE_SE_CQ_UPDATE);
+        const u64 value = 0x0123456789abcdefull ^ i;
+        switch (shape) {
+        case ISSUE_SHAPE_INLINE: build_write_inline<transport::Rc>(s, c, Target{nullptr}, raddr, rkey, payload, len, false); break;
+        case ISSUE_SHAPE_POINTER: build_write<transport::Rc>(s, c, Target{nullptr}, raddr, rkey, laddr, len, lkey, false); break;
+        case ISSUE_SHAPE_DC_COMPACT: build_write_inline8<transport::DcCompact>(s, c, Target{av}, raddr, rkey, value); break;
+        default: build_write_inline8<transport::DcFull>(s, c, Target{av}, raddr, rkey, value); break;
+        }
+        const u64 ticket = e.commit(w);
+        e.ring();
+        const long long c1 = clock64();
+        const u64 t1 = ptx::globaltimer();
+        const int r = e.wait(ticket);
+        if (r < 0) {
+            err = r;
+            break;
+        }
+        const u64 t2 = ptx::globaltimer();
+        if (i >= warmup) {
+            issue_ns[i - warmup] = t1 - t0;
+            issue_cycles[i - warmup] = (u64)(c1 - c0);
+            total_ns[i - warmup] = t2 - t0;
+        }
+    }
+    clocks[0] = (u64)(clock64() - c_start);
+    clocks[1] = ptx::globaltimer() - g_start;
+    e.store();
+    *status = err;
+}
+
+extern "C" __global__ void ibgda_issue_shape_GpuFence(DeviceQueueDescriptor d, u32 shape, u32 len, u32 warmup, u32 iters,
+                                                      u64 raddr, u32 rkey, u64 laddr, u32 lkey, const u8* payload,
+                                                      const Oct* av, u64* issue_ns, u64* issue_cycles, u64* total_ns,
+                                                      u64* clocks, int* status) {
+    issue_shape<scope::GpuFence>(d, shape, len, warmup, iters, raddr, rkey, laddr, lkey, payload, av, issue_ns,
+                                 issue_cycles, total_ns, clocks, status);
 }
 
 /* Every thread posts `per_thread` inline writes (payload: thread id << 32 | sequence) to

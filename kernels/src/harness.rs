@@ -411,7 +411,8 @@ pub fn test_requests() -> Vec<WqeRequest> {
     out
 }
 
-fn compact_target(n: usize) -> ibgda::wqe::DcTarget<Compact> {
+/// A compact DC target (address vector) for test or benchmark request `n`.
+pub fn compact_target(n: usize) -> ibgda::wqe::DcTarget<Compact> {
     CompactAddressVector {
         dct: 0x00ab_cd00 | (n as u32 & 0xff),
         dc_key: 0x1234_5678_9abc_def0 ^ n as u64,
@@ -425,7 +426,8 @@ fn compact_target(n: usize) -> ibgda::wqe::DcTarget<Compact> {
     .expect("valid compact AV")
 }
 
-fn full_target(n: usize) -> ibgda::wqe::DcTarget<Full> {
+/// A full DC target (address vector) for test or benchmark request `n`.
+pub fn full_target(n: usize) -> ibgda::wqe::DcTarget<Full> {
     FullAddressVector {
         dct: 0x00ef_0100 | (n as u32 & 0xff),
         dc_key: 0x0fed_cba9_8765_4321 ^ n as u64,
