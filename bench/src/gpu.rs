@@ -490,6 +490,17 @@ const SINK_BEFORE_ROWS: [&str; 5] = [
     "placement: 128 warps, 128 QPs, 64 SMs x 2 warps",
 ];
 
+/// The pause of the frontier-backoff variant (ns).
+const FRONTIER_BACKOFF_NS: u32 = 64;
+
+/// The rate rows (label starts) run again with the frontier wait backing off.
+const FRONTIER_BACKOFF_ROWS: [&str; 4] = [
+    "32 threads, 1 QP, per-thread, batch 1",
+    "256 threads, 1 QP, per-thread, batch 32",
+    "256 threads, 1 QP, per-warp, batch 32",
+    "4096 threads, 16 QPs, 16 SMs, per-warp, batch 32",
+];
+
 /// Runs every GPU experiment on GPU 0; returns the rows (a failing row is listed in
 /// `failed` and the others still run) and the library's raw results. Only opening the
 /// GPU and compiling the benchmark program fail the whole run.
@@ -571,6 +582,24 @@ pub fn run(
             }
         }
         progress_bar.inc(1);
+    }
+    // The shared rows whose threads wait for each other's publication, again with the
+    // frontier wait pausing between polls (a program compiled with the pause).
+    if let Some(backoff) = rows.outcome(
+        "rate",
+        "frontier backoff program",
+        BenchProgram::load_with_frontier_backoff(&gpu, FRONTIER_BACKOFF_NS),
+    ) {
+        for (label, c) in rate::table5(params.rate_scale) {
+            if !FRONTIER_BACKOFF_ROWS.iter().any(|p| label.starts_with(p)) {
+                continue;
+            }
+            let label = format!("{label} (frontier backoff {FRONTIER_BACKOFF_NS} ns)");
+            let row = format!("{label} [GpuFence]");
+            if let Some(r) = rows.run("rate", &row, || rate::run(&gpu, &backoff, GpuFence, c)) {
+                rates.push((label, r, SINK_RETIRE));
+            }
+        }
     }
     let rounds = 20_000 * params.rate_scale.max(1);
     let coop_one = rate::config(Publication::PerWarp, 1, 32, 1, 1, 32, rounds);

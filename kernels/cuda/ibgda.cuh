@@ -1024,6 +1024,14 @@ template <class S> __device__ __forceinline__ u64 frontier_load(const DeviceProd
     }
 }
 
+/* A pause between two polls of the publication frontier (IBGDA_FRONTIER_BACKOFF_NS, a
+ * compile option; 0, the default: none). Many threads waiting for their turn on one queue
+ * all poll the same word; a pause thins that traffic at the cost of up to the pause per
+ * hand-off. The benchmark measures both. */
+#ifndef IBGDA_FRONTIER_BACKOFF_NS
+#define IBGDA_FRONTIER_BACKOFF_NS 0u
+#endif
+
 /* Publishes [start, end) after every earlier reservation, and rings if the WQEs cross a
  * multiple of `batch` WQEBBs or nobody reserved after them. `ready_seen` is a value of
  * `ready` the caller loaded with frontier_load after its reservation (loading it early
@@ -1035,6 +1043,7 @@ __device__ __forceinline__ int shared_publish_seen(const Queue& q, u64 start, u6
     Spin spin;
     while (ready_seen != start) {
         if (spin.expired()) return SPIN_TIMEOUT;
+        if constexpr (IBGDA_FRONTIER_BACKOFF_NS != 0) __nanosleep(IBGDA_FRONTIER_BACKOFF_NS);
         ready_seen = frontier_load<S>(st);
     }
     /* This thread holds the frontier until it stores ready = end. */
