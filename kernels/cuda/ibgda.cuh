@@ -1090,6 +1090,82 @@ __device__ __forceinline__ u64 post_write_inline8_thread(const Queue& q, u64 rad
     return end;
 }
 
+/* Per thread, with the lanes of a warp that call it together grouped: the lanes posting
+ * to the same queue at the same moment (__match_any_sync on the queue) take one
+ * reservation for all of them (the group's lowest lane reserves), each builds its own
+ * 8-byte inline RC WRITE in its own slot, and the lowest lane publishes the group's WQEs
+ * in one hand-off of the frontier, ringing a doorbell at every multiple of `batch` the
+ * group crosses (with batch 1: one per WQE, in order) or, crossing none, for the group's
+ * end when nobody reserved after it. Callable from any thread at any time, as
+ * post_write_inline8_thread (a lane alone is a group of one); each lane gets its own
+ * ticket; a status error reaches every lane of the group. */
+template <class S>
+__device__ __forceinline__ u64 post_write_inline8_thread_grouped(const Queue& q, u64 raddr, u32 rkey, u64 value,
+                                                                 u32 batch, int* status) {
+    constexpr u32 W = wqebbs_for_ds(layout::DS_RC_WRITE_SGE);
+    DeviceProducerState* st = q.state();
+    const u32 active = __activemask();
+    const u32 group = __match_any_sync(active, (u64)st);
+    const u32 lane = threadIdx.x & 31u;
+    const u32 leader = (u32)__ffs(group) - 1u;
+    const u32 rank = __popc(group & ((1u << lane) - 1u));
+    const u32 n = __popc(group);
+    u64 base = 0, ready_seen = 0;
+    int err = 0;
+    if (lane == leader) {
+        const u64 retired_seen = ptx::ld_acquire_gpu_b64(&st->retired);
+        base = atomicAdd(&st->reserved, (u64)n * W);
+        ready_seen = frontier_load<S>(st);
+        if (retired_seen + q.capacity() < base + (u64)n * W) {
+            const int s = wait_for_room<S>(q, base + (u64)n * W);
+            if (s < 0) err = s;
+        }
+    }
+    base = __shfl_sync(group, base, leader);
+    const u64 start = base + (u64)rank * W;
+    const u32 flags = q.must_signal(start, W) ? layout::FM_CE_SE_CQ_UPDATE : 0u;
+    build_write_inline8<transport::Rc>(q.slots(start), ctrl(q.d.qpn, flags), Target{nullptr}, raddr, rkey, value);
+    __syncwarp(group);
+    const u64 end = base + (u64)n * W;
+    if (lane == leader) {
+        check_scope<S>(q.d);
+        Spin spin;
+        while (ready_seen != base) {
+            if (spin.expired()) {
+                err = SPIN_TIMEOUT;
+                break;
+            }
+            if constexpr (IBGDA_FRONTIER_BACKOFF_NS != 0) __nanosleep(IBGDA_FRONTIER_BACKOFF_NS);
+            ready_seen = frontier_load<S>(st);
+        }
+        if (err == 0) {
+            /* This lane holds the frontier until it stores ready = end. A doorbell at each
+             * multiple of the batch crossed, and for the end when nobody reserved after
+             * the group (so no published WQE waits for a doorbell that nobody rings). */
+            u64 rung = 0;
+            for (u64 m = round_down(base, batch) + batch; m <= end; m += batch) {
+                q.template ring<S>(m);
+                rung = m;
+            }
+            if (rung != end && ptx::ld_relaxed_gpu_b64(&st->reserved) == end) {
+                q.template ring<S>(end);
+                rung = end;
+            }
+            if (rung != 0) {
+                ptx::st_relaxed_gpu_b64(&st->posted, rung);
+                /* Hands the frontier on after the doorbells: the next ringer's follow. */
+                ptx::st_release_gpu_b64(&st->ready, end);
+            } else {
+                S::publish_release();
+                ptx::st_relaxed_gpu_b64(&st->ready, end);
+            }
+        }
+    }
+    err = __shfl_sync(group, err, leader);
+    if (err < 0) *status = err;
+    return start + W;
+}
+
 /* Per warp, cooperatively: lane 0 reserves one WQEBB per active lane, every lane builds
  * its 8-byte inline RC WRITE in lockstep, lane 0 publishes the warp's WQEs and rings. All
  * 32 lanes must call it together. Returns the warp's ticket. */

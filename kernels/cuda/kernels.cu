@@ -12,6 +12,7 @@
  *   ibgda_post_thread_S    every thread posts through the shared protocol (per thread)
  *   ibgda_post_warp_S      every warp posts cooperatively (one reservation per warp)
  *   ibgda_post_warp_ahead_S  the same, each reservation made one round ahead
+ *   ibgda_post_thread_grouped_S  per thread, the lanes calling together grouped
  *   ibgda_occasional_send_S  the warp-entered occasional send (warp_send_write_inline8),
  *                          thread 0 asking, the block's threads calling together
  * and, scope-free:
@@ -303,6 +304,22 @@ __device__ __forceinline__ void occasional_send(const DeviceQueueDescriptor* d, 
     if (threadIdx.x == 0) *status = err;
 }
 
+/* As post_thread, through the grouped per-thread path. */
+template <class S>
+__device__ __forceinline__ void post_thread_grouped(const DeviceQueueDescriptor* qs, u32 nq, u32 per_thread, u32 batch,
+                                                    u64 raddr, u32 rkey, int* status) {
+    const Queue q{qs[blockIdx.x % nq]};
+    const u32 tid = blockIdx.x * blockDim.x + threadIdx.x;
+    int err = 0;
+    u64 ticket = 0;
+    for (u32 k = 0; k < per_thread; k++) {
+        ticket = post_write_inline8_thread_grouped<S>(q, raddr + 8ull * tid, rkey, ((u64)tid << 32) | k, batch, &err);
+    }
+    const int w = wait_ticket<S>(q, ticket, batch);
+    if (w < 0) err = w;
+    if (err < 0) atomicMin(status, err);
+}
+
 /* As post_warp, each round's reservation made one round ahead. */
 template <class S>
 __device__ __forceinline__ void post_warp_ahead(const DeviceQueueDescriptor* qs, u32 nq, u32 iters, u32 batch, u64 raddr,
@@ -343,6 +360,10 @@ __device__ __forceinline__ void post_warp_ahead(const DeviceQueueDescriptor* qs,
     extern "C" __global__ void ibgda_post_warp_##S(const DeviceQueueDescriptor* qs, u32 nq, u32 iters, u32 batch,      \
                                                    u64 raddr, u32 rkey, int* status) {                                 \
         post_warp<scope::S>(qs, nq, iters, batch, raddr, rkey, status);                                                \
+    }                                                                                                                  \
+    extern "C" __global__ void ibgda_post_thread_grouped_##S(const DeviceQueueDescriptor* qs, u32 nq, u32 per_thread, \
+                                                             u32 batch, u64 raddr, u32 rkey, int* status) {            \
+        post_thread_grouped<scope::S>(qs, nq, per_thread, batch, raddr, rkey, status);                                 \
     }                                                                                                                  \
     extern "C" __global__ void ibgda_post_warp_ahead_##S(const DeviceQueueDescriptor* qs, u32 nq, u32 iters,          \
                                                          u32 batch, u64 raddr, u32 rkey, int* status) {                \

@@ -195,6 +195,10 @@ fn cooperative_and_per_thread_publication_deliver_every_payload() {
     publication(&gpu, SystemFence, true);
     publication(&gpu, GpuFence, false);
     publication(&gpu, GpuReleaseStore, false);
+    // The grouped per-thread path (the lanes of a warp publishing together).
+    publication_kernel(&gpu, GpuFence, "thread_grouped");
+    publication_kernel(&gpu, GpuReleaseStore, "thread_grouped");
+    publication_kernel(&gpu, ThreadFence, "thread_grouped");
     // Reservations one round ahead, 4 or 32 warps sharing the queue.
     publication_kernel(&gpu, GpuFence, "warp_ahead");
     publication_kernel(&gpu, GpuReleaseStore, "warp_ahead");

@@ -184,7 +184,13 @@ fn each_scope_compiles_to_exactly_its_documented_ptx() {
             "{name}: typed and raw issue loops differ in ordering"
         );
         // Shared paths: the scope's doorbell instructions appear (inventory printed).
-        for k in ["post_thread", "post_warp", "post_warp_ahead", "post_batch"] {
+        for k in [
+            "post_thread",
+            "post_thread_grouped",
+            "post_warp",
+            "post_warp_ahead",
+            "post_batch",
+        ] {
             let inv = ordering_of(ptx, &format!("ibgda_{k}_{name}")).expect("shared kernel");
             let mut counts: BTreeMap<&str, usize> = BTreeMap::new();
             for i in &inv {
@@ -319,6 +325,7 @@ fn every_posting_kernel_traps_on_a_descriptor_of_another_scope() {
             "post_thread",
             "post_warp",
             "post_warp_ahead",
+            "post_thread_grouped",
             "occasional_send",
         ] {
             let name = format!("ibgda_{base}_{scope}");

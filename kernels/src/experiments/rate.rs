@@ -36,6 +36,10 @@ pub enum Publication {
     PerThread,
     /// The shared protocol, one reservation and publication per warp of 32 WQEs.
     PerWarp,
+    /// As [`Publication::PerThread`], the lanes of a warp calling together grouped
+    /// (`post_write_inline8_thread_grouped`: one reservation and one hand-off per group, a
+    /// doorbell at every multiple of the batch crossed).
+    PerThreadGrouped,
     /// As [`Publication::PerWarp`], each round's reservation made one round ahead
     /// (`post_write_inline8_warp_ahead`: the atomic's round trip under the previous
     /// round's stores and doorbell).
@@ -49,6 +53,7 @@ impl Publication {
             Self::PerThread => 1,
             Self::PerWarp => 2,
             Self::PerWarpAhead => 3,
+            Self::PerThreadGrouped => 4,
         }
     }
 
@@ -84,7 +89,10 @@ impl RateConfig {
     pub fn total_wqes(&self) -> u64 {
         match self.publication {
             Publication::Exclusive => u64::from(self.queues) * u64::from(self.rounds),
-            Publication::PerThread | Publication::PerWarp | Publication::PerWarpAhead => {
+            Publication::PerThread
+            | Publication::PerThreadGrouped
+            | Publication::PerWarp
+            | Publication::PerWarpAhead => {
                 u64::from(self.blocks) * u64::from(self.threads) * u64::from(self.rounds)
             }
         }
@@ -566,6 +574,17 @@ pub fn table5(scale: u32) -> Vec<(&'static str, RateConfig)> {
             config(W, 64, 32, 64, 1, 32, 20_000 * s),
         ),
     ];
+    // Per thread, the lanes calling together grouped (a doorbell at every multiple of the
+    // batch: with batch 1, one per WQE).
+    use Publication::PerThreadGrouped as G;
+    v.push((
+        "32 threads, 1 QP, per-thread, batch 1, grouped",
+        config(G, 1, 32, 1, 1, 1, 1_000 * s),
+    ));
+    v.push((
+        "256 threads, 1 QP, per-thread, batch 32, grouped",
+        config(G, 1, 256, 1, 8, 32, 500 * s),
+    ));
     // Each round's reservation one round ahead (the atomic under the previous round).
     use Publication::PerWarpAhead as A;
     v.push((
