@@ -1166,6 +1166,29 @@ __device__ __forceinline__ u64 post_write_inline8_thread_grouped(const Queue& q,
     return start + W;
 }
 
+/* The part of a cooperative warp post after lane 0's reservation of 32 WQEBBs at `start`
+ * (lane 0's; `ready_seen` its early frontier load): every lane builds its WQE in lockstep,
+ * lane 0 publishes the warp's WQEs and rings. Returns the warp's ticket. */
+template <class S>
+__device__ __forceinline__ u64 warp_build_publish(const Queue& q, u64 start, u64 ready_seen, u64 raddr, u32 rkey,
+                                                  u64 value, u32 batch, int* status) {
+    constexpr u32 W = wqebbs_for_ds(layout::DS_RC_WRITE_SGE);
+    static_assert(W == 1, "one WQEBB per lane");
+    const u32 lane = threadIdx.x & 31u;
+    start = __shfl_sync(0xffffffffu, start, 0);
+    const u64 mine = start + lane * W;
+    const u32 flags = q.must_signal(mine, W) ? layout::FM_CE_SE_CQ_UPDATE : 0u;
+    build_write_inline8<transport::Rc>(q.slots(mine), ctrl(q.d.qpn, flags), Target{nullptr}, raddr, rkey, value);
+    __syncwarp();
+    const u64 end = start + 32ull * W;
+    if (lane == 0) {
+        const int p = shared_publish_seen<S>(q, start, end, batch, ready_seen);
+        if (p < 0) *status = p;
+    }
+    __syncwarp();
+    return end;
+}
+
 /* Per warp, cooperatively: lane 0 reserves one WQEBB per active lane, every lane builds
  * its 8-byte inline RC WRITE in lockstep, lane 0 publishes the warp's WQEs and rings. All
  * 32 lanes must call it together. Returns the warp's ticket. */
@@ -1187,18 +1210,7 @@ __device__ __forceinline__ u64 post_write_inline8_warp(const Queue& q, u64 raddr
             if (s < 0) *status = s;
         }
     }
-    start = __shfl_sync(0xffffffffu, start, 0);
-    const u64 mine = start + lane * W;
-    const u32 flags = q.must_signal(mine, W) ? layout::FM_CE_SE_CQ_UPDATE : 0u;
-    build_write_inline8<transport::Rc>(q.slots(mine), ctrl(q.d.qpn, flags), Target{nullptr}, raddr, rkey, value);
-    __syncwarp();
-    const u64 end = start + 32ull * W;
-    if (lane == 0) {
-        const int p = shared_publish_seen<S>(q, start, end, batch, ready_seen);
-        if (p < 0) *status = p;
-    }
-    __syncwarp();
-    return end;
+    return warp_build_publish<S>(q, start, ready_seen, raddr, rkey, value, batch, status);
 }
 
 /* Per warp, cooperatively, as post_write_inline8_warp, with the warp's next reservation
@@ -1228,18 +1240,7 @@ __device__ __forceinline__ u64 post_write_inline8_warp_ahead(const Queue& q, u64
             if (s < 0) *status = s;
         }
     }
-    start = __shfl_sync(0xffffffffu, start, 0);
-    const u64 mine = start + lane * W;
-    const u32 flags = q.must_signal(mine, W) ? layout::FM_CE_SE_CQ_UPDATE : 0u;
-    build_write_inline8<transport::Rc>(q.slots(mine), ctrl(q.d.qpn, flags), Target{nullptr}, raddr, rkey, value);
-    __syncwarp();
-    const u64 end = start + 32ull * W;
-    if (lane == 0) {
-        const int p = shared_publish_seen<S>(q, start, end, batch, ready_seen);
-        if (p < 0) *status = p;
-    }
-    __syncwarp();
-    return end;
+    return warp_build_publish<S>(q, start, ready_seen, raddr, rkey, value, batch, status);
 }
 
 /* Posts a signaled NOP if no signaled WQE at or after `ticket` has been reserved, so that

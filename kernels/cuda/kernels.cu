@@ -252,8 +252,9 @@ extern "C" __global__ void ibgda_issue_shape_GpuFence(DeviceQueueDescriptor d, u
 }
 
 /* Every thread posts `per_thread` inline writes (payload: thread id << 32 | sequence) to
- * queue blockIdx.x % nq through the per-thread shared protocol, then waits for its last. */
-template <class S>
+ * queue blockIdx.x % nq through the per-thread shared protocol (GROUPED: its grouped
+ * form), then waits for its last. */
+template <class S, bool GROUPED = false>
 __device__ __forceinline__ void post_thread(const DeviceQueueDescriptor* qs, u32 nq, u32 per_thread, u32 batch, u64 raddr,
                                             u32 rkey, int* status) {
     const Queue q{qs[blockIdx.x % nq]};
@@ -261,7 +262,12 @@ __device__ __forceinline__ void post_thread(const DeviceQueueDescriptor* qs, u32
     int err = 0;
     u64 ticket = 0;
     for (u32 k = 0; k < per_thread; k++) {
-        ticket = post_write_inline8_thread<S>(q, raddr + 8ull * tid, rkey, ((u64)tid << 32) | k, batch, &err);
+        const u64 value = ((u64)tid << 32) | k;
+        if constexpr (GROUPED) {
+            ticket = post_write_inline8_thread_grouped<S>(q, raddr + 8ull * tid, rkey, value, batch, &err);
+        } else {
+            ticket = post_write_inline8_thread<S>(q, raddr + 8ull * tid, rkey, value, batch, &err);
+        }
     }
     const int w = wait_ticket<S>(q, ticket, batch);
     if (w < 0) err = w;
@@ -269,17 +275,22 @@ __device__ __forceinline__ void post_thread(const DeviceQueueDescriptor* qs, u32
 }
 
 /* Every warp posts `iters` rounds of 32 inline writes (one per lane; payload: thread id <<
- * 32 | round) to queue blockIdx.x % nq cooperatively, then lane 0 waits for the warp's
- * last ticket. */
-template <class S>
+ * 32 | round) to queue blockIdx.x % nq cooperatively (AHEAD: each reservation made one
+ * round ahead), then lane 0 waits for the warp's last ticket. */
+template <class S, bool AHEAD = false>
 __device__ __forceinline__ void post_warp(const DeviceQueueDescriptor* qs, u32 nq, u32 iters, u32 batch, u64 raddr, u32 rkey,
                                           int* status) {
     const Queue q{qs[blockIdx.x % nq]};
     const u32 tid = blockIdx.x * blockDim.x + threadIdx.x;
     int err = 0;
-    u64 ticket = 0;
+    u64 ticket = 0, ahead = ~0ull;
     for (u32 k = 0; k < iters; k++) {
-        ticket = post_write_inline8_warp<S>(q, raddr + 8ull * tid, rkey, ((u64)tid << 32) | k, batch, &err);
+        const u64 value = ((u64)tid << 32) | k;
+        if constexpr (AHEAD) {
+            ticket = post_write_inline8_warp_ahead<S>(q, raddr + 8ull * tid, rkey, value, batch, k + 1 < iters, ahead, &err);
+        } else {
+            ticket = post_write_inline8_warp<S>(q, raddr + 8ull * tid, rkey, value, batch, &err);
+        }
     }
     if ((threadIdx.x & 31u) == 0) {
         const int w = wait_ticket<S>(q, ticket, batch);
@@ -302,41 +313,6 @@ __device__ __forceinline__ void occasional_send(const DeviceQueueDescriptor* d, 
         if (s < 0 && err == 0) err = s;
     }
     if (threadIdx.x == 0) *status = err;
-}
-
-/* As post_thread, through the grouped per-thread path. */
-template <class S>
-__device__ __forceinline__ void post_thread_grouped(const DeviceQueueDescriptor* qs, u32 nq, u32 per_thread, u32 batch,
-                                                    u64 raddr, u32 rkey, int* status) {
-    const Queue q{qs[blockIdx.x % nq]};
-    const u32 tid = blockIdx.x * blockDim.x + threadIdx.x;
-    int err = 0;
-    u64 ticket = 0;
-    for (u32 k = 0; k < per_thread; k++) {
-        ticket = post_write_inline8_thread_grouped<S>(q, raddr + 8ull * tid, rkey, ((u64)tid << 32) | k, batch, &err);
-    }
-    const int w = wait_ticket<S>(q, ticket, batch);
-    if (w < 0) err = w;
-    if (err < 0) atomicMin(status, err);
-}
-
-/* As post_warp, each round's reservation made one round ahead. */
-template <class S>
-__device__ __forceinline__ void post_warp_ahead(const DeviceQueueDescriptor* qs, u32 nq, u32 iters, u32 batch, u64 raddr,
-                                                u32 rkey, int* status) {
-    const Queue q{qs[blockIdx.x % nq]};
-    const u32 tid = blockIdx.x * blockDim.x + threadIdx.x;
-    int err = 0;
-    u64 ticket = 0, ahead = ~0ull;
-    for (u32 k = 0; k < iters; k++) {
-        ticket = post_write_inline8_warp_ahead<S>(q, raddr + 8ull * tid, rkey, ((u64)tid << 32) | k, batch, k + 1 < iters,
-                                                  ahead, &err);
-    }
-    if ((threadIdx.x & 31u) == 0) {
-        const int w = wait_ticket<S>(q, ticket, batch);
-        if (w < 0) err = w;
-    }
-    if (err < 0) atomicMin(status, err);
 }
 
 #define IBGDA_SCOPE_KERNELS(S)                                                                                         \
@@ -363,11 +339,11 @@ __device__ __forceinline__ void post_warp_ahead(const DeviceQueueDescriptor* qs,
     }                                                                                                                  \
     extern "C" __global__ void ibgda_post_thread_grouped_##S(const DeviceQueueDescriptor* qs, u32 nq, u32 per_thread, \
                                                              u32 batch, u64 raddr, u32 rkey, int* status) {            \
-        post_thread_grouped<scope::S>(qs, nq, per_thread, batch, raddr, rkey, status);                                 \
+        post_thread<scope::S, true>(qs, nq, per_thread, batch, raddr, rkey, status);                                   \
     }                                                                                                                  \
     extern "C" __global__ void ibgda_post_warp_ahead_##S(const DeviceQueueDescriptor* qs, u32 nq, u32 iters,          \
                                                          u32 batch, u64 raddr, u32 rkey, int* status) {                \
-        post_warp_ahead<scope::S>(qs, nq, iters, batch, raddr, rkey, status);                                          \
+        post_warp<scope::S, true>(qs, nq, iters, batch, raddr, rkey, status);                                          \
     }                                                                                                                  \
     extern "C" __global__ void ibgda_occasional_send_##S(const DeviceQueueDescriptor* d, u32 n, u32 wait_every,        \
                                                          u64 raddr, u32 rkey, int* status) {                           \

@@ -22,13 +22,53 @@ __device__ __forceinline__ u64 raw_gt() {
     return t;
 }
 
+/* Polls the CQ ring (owner bit) until everything before `next` is retired, WQEs of
+ * `wqebbs` WQEBBs each, with scope K's loads and acquire; sets err to -0x300 (the CQE never
+ * came, bounded waits only) or to the error syndrome. */
+template <int K>
+__device__ __forceinline__ void raw_wait(const ibgda::DeviceQueueDescriptor& d, u64 next, u32 wqebbs, u64 t1, u64& retired,
+                                         u64& consumer, int& err) {
+    const u32 ncqe = 1u << d.log_cq_entries;
+    while (retired < next) {
+        if constexpr (IBGDA_SPIN_LIMIT_NS != 0) {
+            if (raw_gt() - t1 > IBGDA_SPIN_LIMIT_NS) {
+                err = -0x300; /* the CQE never came */
+                break;
+            }
+        }
+        const u32 slot = (u32)consumer & (ncqe - 1);
+        const u64 tail_addr = __cvta_generic_to_global((void*)(d.cq_ring + slot * 64u + 56u));
+        u64 tail;
+        if constexpr (K == 0 || K == 4 || K == 6) {
+            asm volatile("ld.volatile.global.b64 %0, [%1];" : "=l"(tail) : "l"(tail_addr) : "memory");
+        } else if constexpr (K == 1 || K == 2) {
+            asm volatile("ld.relaxed.sys.global.b64 %0, [%1];" : "=l"(tail) : "l"(tail_addr) : "memory");
+        } else if constexpr (K == 3) {
+            asm volatile("ld.acquire.gpu.global.b64 %0, [%1];" : "=l"(tail) : "l"(tail_addr) : "memory");
+        } else {
+            asm volatile("ld.acquire.sys.global.b64 %0, [%1];" : "=l"(tail) : "l"(tail_addr) : "memory");
+        }
+        const u32 op_own = (u32)(tail >> 56);
+        if ((op_own >> 4) == 0xfu || (op_own & 1u) != ((u32)(consumer / ncqe) & 1u)) continue;
+        if constexpr (K == 1 || K == 2) asm volatile("fence.acquire.gpu;" ::: "memory");
+        if constexpr (K == 4) asm volatile("membar.gl;" ::: "memory");
+        if constexpr (K == 6) asm volatile("membar.sys;" ::: "memory");
+        consumer += 1;
+        const u64 cidb = __cvta_generic_to_global((void*)d.cq_dbrec);
+        asm volatile("st.relaxed.sys.global.b32 [%0], %1;" ::"l"(cidb), "r"(RAW_BSWAP32((u32)consumer & 0xffffffu)) : "memory");
+        const u32 counter = ((u32)(tail >> 32) & 0xffu) << 8 | ((u32)(tail >> 40) & 0xffu);
+        retired = retired + (unsigned short)(counter - (unsigned short)retired) + wqebbs;
+        if ((op_own >> 4) == 13u) err = -(int)((const unsigned char*)(d.cq_ring + slot * 64u))[55];
+    }
+}
+
 /* K: the scope's number (ibgda::layout::SCOPE_*). */
 template <int K>
 __device__ __forceinline__ void raw_issue(const ibgda::DeviceQueueDescriptor& d, u32 warmup, u32 iters, u64 raddr, u32 rkey,
                                           u64* issue_ns, u64* issue_cycles, u64* total_ns, u64* clocks, int* status) {
     u64* st = (u64*)d.state;
     u64 next = st[0], retired = st[3], consumer = st[4];
-    const u32 cap = 1u << d.log_sq_wqebbs, ncqe = 1u << d.log_cq_entries;
+    const u32 cap = 1u << d.log_sq_wqebbs;
     int err = 0;
     u64 g_start = 0, c_start = 0;
     for (u32 i = 0; i < warmup + iters; i++) {
@@ -85,37 +125,7 @@ __device__ __forceinline__ void raw_issue(const ibgda::DeviceQueueDescriptor& d,
         const long long c1 = clock64();
         const u64 t1 = raw_gt();
         /* wait: poll the CQ ring (owner bit) until the CQE for this WQE */
-        while (retired < next) {
-            if constexpr (IBGDA_SPIN_LIMIT_NS != 0) {
-                if (raw_gt() - t1 > IBGDA_SPIN_LIMIT_NS) {
-                    err = -0x300; /* the CQE never came */
-                    break;
-                }
-            }
-            const u32 slot = (u32)consumer & (ncqe - 1);
-            const u64 tail_addr = __cvta_generic_to_global((void*)(d.cq_ring + slot * 64u + 56u));
-            u64 tail;
-            if constexpr (K == 0 || K == 4 || K == 6) {
-                asm volatile("ld.volatile.global.b64 %0, [%1];" : "=l"(tail) : "l"(tail_addr) : "memory");
-            } else if constexpr (K == 1 || K == 2) {
-                asm volatile("ld.relaxed.sys.global.b64 %0, [%1];" : "=l"(tail) : "l"(tail_addr) : "memory");
-            } else if constexpr (K == 3) {
-                asm volatile("ld.acquire.gpu.global.b64 %0, [%1];" : "=l"(tail) : "l"(tail_addr) : "memory");
-            } else {
-                asm volatile("ld.acquire.sys.global.b64 %0, [%1];" : "=l"(tail) : "l"(tail_addr) : "memory");
-            }
-            const u32 op_own = (u32)(tail >> 56);
-            if ((op_own >> 4) == 0xfu || (op_own & 1u) != ((u32)(consumer / ncqe) & 1u)) continue;
-            if constexpr (K == 1 || K == 2) asm volatile("fence.acquire.gpu;" ::: "memory");
-            if constexpr (K == 4) asm volatile("membar.gl;" ::: "memory");
-            if constexpr (K == 6) asm volatile("membar.sys;" ::: "memory");
-            consumer += 1;
-            const u64 cidb = __cvta_generic_to_global((void*)d.cq_dbrec);
-            asm volatile("st.relaxed.sys.global.b32 [%0], %1;" ::"l"(cidb), "r"(RAW_BSWAP32((u32)consumer & 0xffffffu)) : "memory");
-            const u32 counter = ((u32)(tail >> 32) & 0xffu) << 8 | ((u32)(tail >> 40) & 0xffu);
-            retired = retired + (unsigned short)(counter - (unsigned short)retired) + 1; /* one-WQEBB WQEs */
-            if ((op_own >> 4) == 13u) err = -(int)((const unsigned char*)(d.cq_ring + slot * 64u))[55];
-        }
+        raw_wait<K>(d, next, 1, t1, retired, consumer, err);
         if (err == -0x300) break;
         const u64 t2 = raw_gt();
         if (i >= warmup) {
@@ -160,7 +170,7 @@ extern "C" __global__ void ibgda_raw_issue_shape_GpuFence(ibgda::DeviceQueueDesc
                                                           u64* issue_cycles, u64* total_ns, u64* clocks, int* status) {
     u64* st = (u64*)d.state;
     u64 next = st[0], retired = st[3], consumer = st[4];
-    const u32 cap = 1u << d.log_sq_wqebbs, ncqe = 1u << d.log_cq_entries;
+    const u32 cap = 1u << d.log_sq_wqebbs;
     const u32 inline_octs = len == 0 ? 0u : (4u + len + 15u) / 16u;
     const u32 avn = shape == 2 ? 1u : (shape == 3 ? 3u : 0u);
     const u32 ds = shape == 0 ? 2u + inline_octs : (shape == 1 ? 3u : 3u + avn);
@@ -218,27 +228,7 @@ extern "C" __global__ void ibgda_raw_issue_shape_GpuFence(ibgda::DeviceQueueDesc
         asm volatile("st.mmio.relaxed.sys.global.b64 [%0], %1;" ::"l"(bell), "l"(db) : "memory");
         const long long c1 = clock64();
         const u64 t1 = raw_gt();
-        while (retired < next) {
-            if constexpr (IBGDA_SPIN_LIMIT_NS != 0) {
-                if (raw_gt() - t1 > IBGDA_SPIN_LIMIT_NS) {
-                    err = -0x300; /* the CQE never came */
-                    break;
-                }
-            }
-            const u32 slot = (u32)consumer & (ncqe - 1);
-            const u64 tail_addr = __cvta_generic_to_global((void*)(d.cq_ring + slot * 64u + 56u));
-            u64 tail;
-            asm volatile("ld.relaxed.sys.global.b64 %0, [%1];" : "=l"(tail) : "l"(tail_addr) : "memory");
-            const u32 op_own = (u32)(tail >> 56);
-            if ((op_own >> 4) == 0xfu || (op_own & 1u) != ((u32)(consumer / ncqe) & 1u)) continue;
-            asm volatile("fence.acquire.gpu;" ::: "memory");
-            consumer += 1;
-            const u64 cidb = __cvta_generic_to_global((void*)d.cq_dbrec);
-            asm volatile("st.relaxed.sys.global.b32 [%0], %1;" ::"l"(cidb), "r"(RAW_BSWAP32((u32)consumer & 0xffffffu)) : "memory");
-            const u32 counter = ((u32)(tail >> 32) & 0xffu) << 8 | ((u32)(tail >> 40) & 0xffu);
-            retired = retired + (unsigned short)(counter - (unsigned short)retired) + wqebbs;
-            if ((op_own >> 4) == 13u) err = -(int)((const unsigned char*)(d.cq_ring + slot * 64u))[55];
-        }
+        raw_wait<1>(d, next, wqebbs, t1, retired, consumer, err);
         if (err == -0x300) break;
         const u64 t2 = raw_gt();
         if (i >= warmup) {

@@ -174,23 +174,32 @@ where
         .chunks(8)
         .map(|w| u64::from_ne_bytes(w.try_into().expect("8 bytes")))
         .collect();
-    let s = gpu.read_device(&stats)?;
-    let w = |i: usize| u64::from_ne_bytes(s[i * 8..i * 8 + 8].try_into().expect("8 bytes"));
     Ok(SinkCapacity {
         mode,
         doorbells,
         batch,
         ns,
-        stats: SinkStats {
-            doorbells: w(0),
-            wqes: w(1),
-            cqes: w(2),
-            bad_wqes: w(3),
-            bad_payloads: w(4),
-            bad_doorbells: w(5),
-            ..Default::default()
-        },
+        stats: sink_stats(&gpu.read_device(&stats)?),
     })
+}
+
+/// The sink's counts from its stats words (doorbells, WQEs, CQEs, bad WQEs, payloads,
+/// doorbells).
+fn sink_stats(s: &[u8]) -> SinkStats {
+    let w = |i: usize| {
+        s.get(i * 8..i * 8 + 8)
+            .and_then(|b| b.try_into().ok())
+            .map_or(0, u64::from_ne_bytes)
+    };
+    SinkStats {
+        doorbells: w(0),
+        wqes: w(1),
+        cqes: w(2),
+        bad_wqes: w(3),
+        bad_payloads: w(4),
+        bad_doorbells: w(5),
+        ..Default::default()
+    }
 }
 
 /// The sink's launch shape, checked before anything reaches the device.
@@ -292,17 +301,7 @@ impl<'q> Sink<'q> {
     /// counts and the per-producer next expected sequence numbers.
     pub fn stop(mut self) -> Result<(SinkStats, Vec<u32>), GpuError> {
         self.halt()?;
-        let s = self.gpu.read_device(&self.stats)?;
-        let w = |i: usize| u64::from_ne_bytes(s[i * 8..i * 8 + 8].try_into().expect("8 bytes"));
-        let stats = SinkStats {
-            doorbells: w(0),
-            wqes: w(1),
-            cqes: w(2),
-            bad_wqes: w(3),
-            bad_payloads: w(4),
-            bad_doorbells: w(5),
-            ..Default::default()
-        };
+        let stats = sink_stats(&self.gpu.read_device(&self.stats)?);
         let e = self.gpu.read_device(&self.expect)?;
         let expect = e
             .chunks(4)
