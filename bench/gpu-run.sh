@@ -80,7 +80,7 @@ if [[ $what == one ]]; then
     timeout 300 .gpu/ibgda-bench --no-progress --out "$out" all 2>&1 | tee "$out/ibgda-bench.log"
     e=${PIPESTATUS[0]}; [[ $e == 0 ]] || rc=1
     echo "== ibgda-bench all: exit $e (2: an experiment failed, 124: timed out)"
-    grep -E ' (reached|missed)$' "$out/ibgda-bench.log" | sed 's/^/  /' > "$out/targets.txt" || true
+    grep -E ' goal .* (reached|missed)$' "$out/ibgda-bench.log" > "$out/targets.txt" || true
     echo "== targets: $(grep -c ' reached$' "$out/targets.txt") reached, $(grep -c ' missed$' "$out/targets.txt") missed (in $out/targets.txt)"
     ls -l "$out"
     exit "$rc"
