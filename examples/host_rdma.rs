@@ -1,28 +1,42 @@
-//! RDMA WRITE, READ and fetch-and-add from the host through a typed RC queue pair, executed
-//! by the software NIC (`cargo run --example host_rdma`).
+//! RDMA WRITE, READ and fetch-and-add from the host through a typed RC queue pair made by
+//! the control plane (`nic::Device`: PRM commands, UMEM, UAR), here on the software NIC
+//! (`cargo run --example host_rdma`). The same code runs on a ConnectX: open the device
+//! with the mlx5 backend instead of `SoftNic` (see `ibgda-demo --nic mlx5_0`).
 
 use std::{error::Error, sync::Arc, time::Duration};
 
 use ibgda::memory::DmaBuffer;
-use ibgda::softnic::{Access, Fabric, QueuePairSpec};
-use ibgda::wqe::{Atomic, Rc, RdmaRead, RdmaWrite, RingSize};
+use ibgda::nic::{Device, MemoryAccess, QueueSpec, SoftNic};
+use ibgda::softnic::Fabric;
+use ibgda::wqe::{Atomic, RdmaRead, RdmaWrite, RingSize};
 
 /// Runs the three operations and checks every byte they move.
 pub fn main() -> Result<(), Box<dyn Error>> {
+    // Two software NICs (hosts a and b) on one fabric, and the engine thread that executes
+    // their WQEs until dropped (a ConnectX needs none).
     let fabric = Fabric::new();
-    let (a, b) = (fabric.add_node(1)?, fabric.add_node(2)?);
-    // The requester's local buffer on node a, the target on node b.
+    let (a, b) = (
+        Device::open(SoftNic::open(&fabric, 1)?)?,
+        Device::open(SoftNic::open(&fabric, 2)?)?,
+    );
+    let engine = fabric.spawn_engine();
+    let (pd_a, pd_b) = (a.alloc_pd()?, b.alloc_pd()?);
+
+    // The requester's local buffer on host a, the target on host b.
     let local = Arc::new(DmaBuffer::zeroed(4096, 64)?);
     let remote = Arc::new(DmaBuffer::zeroed(4096, 64)?);
-    remote.write(0, b"hello from node b")?;
+    remote.write(0, b"hello from host b")?;
     remote.write(64, &40u64.to_be_bytes())?; // RDMA atomics are big-endian
-    let mine = fabric.register(a, local.clone(), 0, 4096, Access::LOCAL_WRITE)?;
-    let theirs = fabric.register(b, remote.clone(), 0, 4096, Access::all())?;
-    let spec = QueuePairSpec::new(RingSize::new(16)?);
-    let mut qp = fabric.create_queue_pair::<Rc>(a, spec)?;
-    let peer = fabric.create_queue_pair::<Rc>(b, spec)?;
-    fabric.connect(qp.qpn(), peer.qpn())?;
-    let engine = fabric.spawn_engine(); // executes WQEs on its own thread until dropped
+    let mine = pd_a.register(local.clone(), 0, 4096, MemoryAccess::LOCAL_WRITE)?;
+    let theirs = pd_b.register(remote.clone(), 0, 4096, MemoryAccess::all())?;
+
+    // An RC queue pair on each host, connected with each other's endpoint (what a TCP
+    // exchange would carry: nic::connection::exchange).
+    let spec = QueueSpec::new(RingSize::new(16)?);
+    let (pending_a, pending_b) = (pd_a.create_rc(spec)?, pd_b.create_rc(spec)?);
+    let (end_a, end_b) = (pending_a.endpoint(), pending_b.endpoint());
+    let mut qp = pending_a.connect(&end_b)?;
+    let _peer = pending_b.connect(&end_a)?;
     let keep = [mine.registered()];
 
     // WRITE: 8 bytes carried inline in the WQE land at remote[128..136].
@@ -41,7 +55,7 @@ pub fn main() -> Result<(), Box<dyn Error>> {
 
     let (local, remote) = (local.to_vec(), remote.to_vec());
     assert_eq!(remote[128..136], payload, "WRITE");
-    assert_eq!(&local[..17], b"hello from node b", "READ");
+    assert_eq!(&local[..17], b"hello from host b", "READ");
     assert_eq!(local[256..264], 40u64.to_be_bytes(), "atomic's old value");
     assert_eq!(remote[64..72], 42u64.to_be_bytes(), "atomic's new value");
     println!("WRITE, READ, fetch-and-add: {:?}", fabric.counters());

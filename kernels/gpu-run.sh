@@ -42,6 +42,7 @@ if [[ $what == tests || $what == all ]]; then
     t 40 cooperative_and_per_thread_publication_deliver_every_payload
     t 30 producers_and_sink_in_one_launch
     t 30 dropped_persistent_kernels_stop
+    t 300 safe_scopes_never_let_the_sink_fetch_a_stale_wqe
 fi
 if [[ $what == user || $what == all ]]; then
     t 30 every_kernel_is_loaded_at_open_whatever_the_loading_mode

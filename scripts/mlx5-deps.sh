@@ -5,11 +5,12 @@
 #               generates its bindings with bindgen);
 #   run time:   libibverbs1 and ibverbs-providers (libibverbs.so.1 and libmlx5.so.1, loaded
 #               with dlopen; the tests check that both load and that a machine without an
-#               RDMA device gets the typed "no device" error).
+#               RDMA device gets the typed "no device" error);
+#   tests:      ibverbs-utils (rdma-core's ibv_devinfo, run on the emulated ConnectX).
 # Idempotent: installs only what is missing.
 set -euo pipefail
 
-PACKAGES=(cmake libclang-dev libibverbs1 ibverbs-providers)
+PACKAGES=(cmake libclang-dev libibverbs1 ibverbs-providers ibverbs-utils)
 
 die() {
     echo "mlx5-deps.sh: error: $*" >&2

@@ -130,7 +130,10 @@ impl DmaBuffer {
     /// `ptr` must be valid for reads and writes of `len` bytes, 8-byte aligned, for as long
     /// as `owner` lives (it is dropped with the buffer); loads, stores and compare-exchanges
     /// of any word must behave as on ordinary memory; and every other access to that memory
-    /// from this process must be atomic or come from a device.
+    /// from this process must be atomic or come from a device. If the buffer is moved into
+    /// something with one owner (queue memory, a descriptor ring, an index slot), nothing
+    /// else may access the memory while that owner lives but the NIC that executes it: the
+    /// owner's guarantees (no published WQE overwritten, no CQE forged) rest on it.
     pub unsafe fn from_raw(
         ptr: NonNull<u8>,
         len: usize,
@@ -372,7 +375,9 @@ impl DeviceBuffer {
     /// # Safety
     ///
     /// `addr` must be a device allocation of at least `len` bytes that stays allocated for
-    /// as long as `owner` lives (it is dropped with the buffer).
+    /// as long as `owner` lives (it is dropped with the buffer). If the buffer is moved into
+    /// queue memory, nothing else may access that memory while the queue lives but its GPU
+    /// producers and the NIC that executes it.
     pub unsafe fn from_raw(addr: u64, len: usize, owner: Box<dyn Send + Sync>) -> Self {
         Self {
             addr,

@@ -7,6 +7,7 @@
 //! the same cases on that ConnectX (build with `--features mlx5`); a case the backend
 //! cannot run is reported ignored with the reason, never as passed.
 
+mod case_report;
 mod nic_support;
 
 use std::io::{Read, Write};

@@ -439,7 +439,7 @@ fn rings_refuse_bad_sizes_and_dirty_memory() {
         RingError::BadSize { slots: 1 }
     );
     let g = RingGeometry::new(4).unwrap();
-    let small = Arc::new(DmaBuffer::zeroed(g.bytes() - 8, 64).unwrap());
+    let small = DmaBuffer::zeroed(g.bytes() - 8, 64).unwrap();
     assert_eq!(
         ProxyRing::in_buffer::<Baseline>(small, 4).unwrap_err(),
         RingError::BufferTooSmall {
@@ -447,7 +447,7 @@ fn rings_refuse_bad_sizes_and_dirty_memory() {
             needed: g.bytes()
         }
     );
-    let dirty = Arc::new(DmaBuffer::zeroed(g.bytes(), 64).unwrap());
+    let dirty = DmaBuffer::zeroed(g.bytes(), 64).unwrap();
     dirty.write(24, &[1]).unwrap();
     assert_eq!(
         ProxyRing::in_buffer::<Baseline>(dirty, 4).unwrap_err(),

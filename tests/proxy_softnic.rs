@@ -283,9 +283,11 @@ fn bad_descriptors_complete_with_typed_errors_and_move_no_byte() {
     let g = ring.geometry();
     let put = |index: u64, words: [u64; 2]| {
         let slot = 2 * (index % g.slots()) as usize;
-        let b = ring.buffer();
-        b.words()[slot + 1].store(words[1], Ordering::Release);
-        b.words()[slot].store(words[0], Ordering::Release);
+        // SAFETY: the ring's producer end was dropped: this closure is its only producer,
+        // and it writes slots only.
+        let b = unsafe { ring.words_unchecked() };
+        b[slot + 1].store(words[1], Ordering::Release);
+        b[slot].store(words[0], Ordering::Release);
     };
     let good = |index: u64, offset: u32| {
         RequestDescriptor::encode(
@@ -503,7 +505,7 @@ fn cpu_assisted_doorbell_executes_only_when_forwarded() {
                 .unwrap();
             w.fabric.connect(qp.qpn(), peer.qpn()).unwrap();
             std::mem::forget(peer);
-            let slot = Arc::new(DmaBuffer::zeroed(64, 64).unwrap());
+            let slot = DmaBuffer::zeroed(64, 64).unwrap();
             AssistedQueuePair::new(qp, slot).unwrap()
         })
         .collect();

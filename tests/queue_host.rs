@@ -60,7 +60,8 @@ fn error_cqe(syndrome: u8, qpn: u32, wqe_counter: u16, owner: bool) -> [u8; 64] 
 fn nic_cq(qp: &QueuePair<Rc>) -> CompletionQueueNicAccess {
     // SAFETY: the test is the only NIC of this queue pair; every CQE it writes names a WQE
     // the test posted (or is a stray the queue must refuse), and no WQE names local memory.
-    unsafe { qp.cq().memory().nic_access_unchecked() }
+    let executor = ibgda::queue::Executor::new("the test playing the NIC");
+    unsafe { qp.cq().memory().nic_access_unchecked(&executor) }.expect("no other NIC")
 }
 
 /// Writes a CQE as a NIC does (body, then the owner word with release).
@@ -354,7 +355,9 @@ struct Region {
     len: u64,
 }
 
-impl Registered for Region {
+// SAFETY: the queues these tests post to are executed by the tests themselves (no NIC
+// reaches memory through the key); the region stands in for a registration's answers.
+unsafe impl Registered for Region {
     fn lkey(&self) -> LKey {
         self.lkey
     }

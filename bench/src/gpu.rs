@@ -541,7 +541,13 @@ pub fn run(
         rows.run("completion", "every point", || Ok(()));
     } else {
         for (queues, wait, result) in
-            completion::sweep(&gpu, &program, GpuFence, params.completion_iters)
+            // SAFETY: the benchmark's throw-away queues, executed by the sink.
+            completion::sweep(
+                &gpu,
+                &program,
+                unsafe { GpuFence::new() },
+                params.completion_iters,
+            )
         {
             let row = format!("{queues} queues {wait:?}");
             completion.extend(rows.outcome("completion", &row, result));
@@ -568,7 +574,9 @@ pub fn run(
             label.to_string()
         };
         let row = format!("{label} [GpuFence]");
-        if let Some(r) = rows.run("rate", &row, || rate::run(&gpu, &program, GpuFence, c)) {
+        // SAFETY: the benchmark's throw-away queues; the sink counts stale WQEs as a finding.
+        let scope = unsafe { GpuFence::new() };
+        if let Some(r) = rows.run("rate", &row, || rate::run(&gpu, &program, scope, c)) {
             rates.push((label.clone(), r, SINK_RETIRE));
         }
         // The same row against the sink as it was: what the sink's own cost took.
@@ -576,7 +584,7 @@ pub fn run(
             let label = format!("{label} (sink as before)");
             let row = format!("{label} [GpuFence]");
             if let Some(r) = rows.run("rate", &row, || {
-                rate::run_with_sink(&gpu, &program, GpuFence, c, SINK_RETIRE_BEFORE)
+                rate::run_with_sink(&gpu, &program, scope, c, SINK_RETIRE_BEFORE)
             }) {
                 rates.push((label, r, SINK_RETIRE_BEFORE));
             }
@@ -596,7 +604,9 @@ pub fn run(
             }
             let label = format!("{label} (frontier backoff {FRONTIER_BACKOFF_NS} ns)");
             let row = format!("{label} [GpuFence]");
-            if let Some(r) = rows.run("rate", &row, || rate::run(&gpu, &backoff, GpuFence, c)) {
+            // SAFETY: the benchmark's throw-away queues; the sink counts stale WQEs.
+            let scope = unsafe { GpuFence::new() };
+            if let Some(r) = rows.run("rate", &row, || rate::run(&gpu, &backoff, scope, c)) {
                 rates.push((label, r, SINK_RETIRE));
             }
         }
@@ -774,7 +784,8 @@ pub fn run_peers(
     progress_bar.set_length(2);
     progress_bar.set_message("GPU: ibgda issue loop [GpuFence]");
     progress("peers: ibgda issue loop [GpuFence], typed and raw");
-    let ibgda = issue::run(&gpu, GpuFence, iters)?;
+    // SAFETY: the peers' issue loop on throw-away queues, executed by the sink.
+    let ibgda = issue::run(&gpu, unsafe { GpuFence::new() }, iters)?;
     for (what, r) in [("typed", &ibgda.typed), ("raw", &ibgda.raw)] {
         let s = side(r)?;
         progress(&format!(

@@ -27,7 +27,7 @@ use std::time::Instant;
 
 use ibgda::cq::CqMode;
 use ibgda::queue::{
-    CompletionQueueMemory, CompletionQueueNicAccess, QpConfig, QueuePair, SendQueueMemory,
+    CompletionQueueMemory, CompletionQueueNicAccess, Executor, QpConfig, QueuePair, SendQueueMemory,
 };
 use ibgda::wqe::{Inline, Qpn, RKey, Rc, RdmaWrite, RemoteAddress, RingSize, Wqe};
 use ibgda_rdma_core_oracle as oracle;
@@ -145,7 +145,10 @@ impl IbgdaPoster {
         // SAFETY: this loop is the only NIC of the queue pair and uses the capability only
         // while `qp` lives (both are fields of this value); the CQEs it writes retire WQEs
         // that name no local memory (the payload is inline), so nothing is released early.
-        let nic_cq = unsafe { qp.cq().memory().nic_access_unchecked() };
+        let executor = Executor::new("the host-post benchmark's completion loop");
+        // SAFETY: as above.
+        let nic_cq =
+            unsafe { qp.cq().memory().nic_access_unchecked(&executor) }.map_err(BenchError::msg)?;
         Ok(Self {
             qp,
             nic_cq,

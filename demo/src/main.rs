@@ -1,6 +1,8 @@
-//! The ibgda demo: CPU producers post through typed RC and DC queues to the software NIC,
-//! every result is validated against a model of remote memory, and a short table reports
-//! operations, errors, rate and post-to-completion latency. No GPU and no NIC needed.
+//! The ibgda demo: CPU producers post through typed RC and DC queues made by the control
+//! plane (`nic::Device`: PRM commands, UMEM, UAR, the QP state machine) on two hosts, every
+//! result is validated against a model of remote memory, and a short table reports
+//! operations, errors, rate and post-to-completion latency. No GPU and no NIC needed: the
+//! default backend is the software NIC.
 //!
 //! ```text
 //! ibgda-demo [run] [--nic soft|DEVICE] [--producers N] [--queues N] [--targets N]
@@ -9,10 +11,11 @@
 //! ibgda-demo --help
 //! ```
 //!
-//! `--nic soft` (the default) runs on the software NIC. `--nic DEVICE` (e.g. `mlx5_0`)
-//! opens that ConnectX through the mlx5 backend (build with `--features mlx5`) and reports
-//! its ports and capabilities, or the typed reason it cannot be used (no RDMA device, not
-//! an mlx5 device, libraries missing).
+//! `--nic soft` (the default) runs on two software NICs of one fabric. `--nic DEVICE` (e.g.
+//! `mlx5_0`) runs the same traffic on that ConnectX through the mlx5 backend (build with
+//! `--features mlx5`), both hosts on the one device (RC between its queue pairs, DC to its
+//! targets), after reporting its port and capabilities; or it reports the typed reason the
+//! device cannot be used (no RDMA device, not an mlx5 device, libraries missing).
 
 use std::process::ExitCode;
 
@@ -25,10 +28,13 @@ use std::time::{Duration, Instant};
 use ibgda::memory::DmaBuffer;
 use std::num::NonZeroU32;
 
+use ibgda::nic::{
+    Backend, DcTargetQueue, Device, MemoryAccess, MemoryRegion, NicError, QueueSpec, SoftNic,
+};
 use ibgda::queue::{
     DoorbellPolicy, PollError, QueuePair, Registered, SendQueueConfig, Ticket, WaitError,
 };
-use ibgda::softnic::{Access, Fabric, MemoryRegion, QueuePairSpec};
+use ibgda::softnic::{EngineHandle, Fabric};
 use ibgda::wqe::*;
 
 mod wqes;
@@ -122,13 +128,77 @@ impl Options {
     }
 }
 
-/// Opens a hardware NIC through the control plane (QUERY_HCA_CAP and the capability
-/// checks run on it) and reports what queues would use of it.
+/// The NIC the demo's two hosts run on.
+trait Hosts {
+    /// The backend.
+    type Backend: Backend;
+    /// What the hosts are, for the report.
+    fn describe(&self) -> String;
+    /// Opens host `host`'s device (0 or 1).
+    fn open(&self, host: u8) -> Result<Device<Self::Backend>, NicError>;
+    /// Starts whatever executes the WQEs, if the backend needs it (the software NIC's
+    /// engine thread; a NIC executes them itself), until the returned value drops.
+    fn execute(&self) -> Option<EngineHandle>;
+    /// What the executing NIC counted, where it can tell.
+    fn counted(&self) -> Option<String>;
+}
+
+/// Two software NICs on one fabric.
+struct SoftHosts {
+    fabric: Fabric,
+}
+
+impl Hosts for SoftHosts {
+    type Backend = SoftNic;
+    fn describe(&self) -> String {
+        "two software NICs on one fabric".into()
+    }
+    fn open(&self, host: u8) -> Result<Device<SoftNic>, NicError> {
+        Device::open(SoftNic::open(&self.fabric, u16::from(host) + 1)?)
+    }
+    fn execute(&self) -> Option<EngineHandle> {
+        Some(self.fabric.spawn_engine())
+    }
+    fn counted(&self) -> Option<String> {
+        let c = self.fabric.counters();
+        Some(format!(
+            "software NIC             {} WQEs executed, {} failed, {} flushed, {} doorbells, {} CQEs",
+            c.wqes_executed, c.wqes_failed, c.wqes_flushed, c.doorbells, c.cqes_written
+        ))
+    }
+}
+
+/// Both hosts on one ConnectX, through the mlx5 backend.
 #[cfg(feature = "mlx5")]
-fn hardware(device: &str) -> Result<u64, Box<dyn std::error::Error>> {
-    use ibgda::nic::mlx5::{Mlx5Backend, Mlx5Device};
-    use ibgda::nic::Device;
-    let dev = Device::open(Mlx5Backend::new(Mlx5Device::open(Some(device))?))?;
+struct Mlx5Hosts {
+    device: String,
+}
+
+#[cfg(feature = "mlx5")]
+impl Hosts for Mlx5Hosts {
+    type Backend = ibgda::nic::mlx5::Mlx5Backend;
+    fn describe(&self) -> String {
+        format!("{} (mlx5, DEVX), both hosts on it", self.device)
+    }
+    fn open(&self, _host: u8) -> Result<Device<Self::Backend>, NicError> {
+        use ibgda::nic::mlx5::{Mlx5Backend, Mlx5Device};
+        Device::open(Mlx5Backend::new(Mlx5Device::open(Some(&self.device))?))
+    }
+    fn execute(&self) -> Option<EngineHandle> {
+        None
+    }
+    fn counted(&self) -> Option<String> {
+        None
+    }
+}
+
+/// Opens the hardware NIC `device` and runs the demo's traffic on it.
+#[cfg(feature = "mlx5")]
+fn hardware(o: &Options, device: &str) -> Result<u64, Box<dyn std::error::Error>> {
+    let hosts = Mlx5Hosts {
+        device: device.to_owned(),
+    };
+    let dev = hosts.open(0)?;
     let caps = dev.caps();
     let port = dev.port();
     println!(
@@ -151,16 +221,12 @@ fn hardware(device: &str) -> Result<u64, Box<dyn std::error::Error>> {
         port.link_layer,
         port.gids.len()
     );
-    Err(format!(
-        "the demo's traffic runs on the software NIC's fabric; on {device}, run the \
-         control-plane suite: IBGDA_NIC={device} cargo test --release -p ibgda \
-         --features mlx5 --test nic_suite"
-    )
-    .into())
+    drop(dev);
+    run(o, &hosts)
 }
 
 #[cfg(not(feature = "mlx5"))]
-fn hardware(device: &str) -> Result<u64, Box<dyn std::error::Error>> {
+fn hardware(_o: &Options, device: &str) -> Result<u64, Box<dyn std::error::Error>> {
     Err(format!(
         "--nic {device}: this demo was built without the mlx5 backend; rebuild with \
          `cargo build --release -p ibgda-demo --features mlx5` (needs cmake and libclang)"
@@ -184,8 +250,13 @@ fn main() -> ExitCode {
         None => cli.options,
     };
     let result = match &options.nic {
-        Nic::Soft => run(&options),
-        Nic::Device(device) => hardware(device),
+        Nic::Soft => run(
+            &options,
+            &SoftHosts {
+                fabric: Fabric::new(),
+            },
+        ),
+        Nic::Device(device) => hardware(&options, device),
     };
     match result {
         Ok(0) => ExitCode::SUCCESS,
@@ -258,17 +329,19 @@ struct Shared {
 }
 
 /// One producer's memory and queues.
-struct Producer {
+struct Producer<B: Backend> {
     rc: Vec<QueuePair<Rc>>,
+    /// The RC queues' peers on host B (kept: dropping one destroys it).
+    _peers: Vec<QueuePair<Rc>>,
     dci: QueuePair<Dc<Full>>,
     targets: Vec<DcTarget<Full>>,
-    /// Remote memory on node B: per RC queue [inline word | payload | counter | cas word],
+    /// Remote memory on host B: per RC queue [inline word | payload | counter | cas word],
     /// then one word per DC target.
-    remote: MemoryRegion,
+    remote: MemoryRegion<B>,
     remote_buf: Arc<DmaBuffer>,
-    /// Local memory on node A: per RC queue and operation of a round, a payload source, a
+    /// Local memory on host A: per RC queue and operation of a round, a payload source, a
     /// READ destination and an 8-byte atomic result.
-    local: MemoryRegion,
+    local: MemoryRegion<B>,
     local_buf: Arc<DmaBuffer>,
     layout: Layout,
 }
@@ -322,15 +395,13 @@ impl Layout {
     }
 }
 
-fn run(o: &Options) -> Result<u64, Box<dyn std::error::Error>> {
-    let fabric = Fabric::new();
-    let node_a = fabric.add_node(1)?;
-    let node_b = fabric.add_node(2)?;
-    let lid_b = fabric.lid(node_b).ok_or("node B has no LID")?;
+fn run<H: Hosts>(o: &Options, hosts: &H) -> Result<u64, Box<dyn std::error::Error>> {
+    let (host_a, host_b) = (hosts.open(0)?, hosts.open(1)?);
+    let (pd_a, pd_b) = (host_a.alloc_pd()?, host_b.alloc_pd()?);
     let dc_key = 0x5623_ceaf;
-    let dcts = (0..o.targets())
-        .map(|_| fabric.create_dct(node_b, dc_key))
-        .collect::<Result<Vec<_>, _>>()?;
+    let dcts: Vec<DcTargetQueue<H::Backend>> = (0..o.targets())
+        .map(|_| pd_b.create_dct(dc_key, 16))
+        .collect::<Result<_, _>>()?;
     let layout = Layout {
         queues: o.queues(),
         payload: o.payload(),
@@ -338,54 +409,42 @@ fn run(o: &Options) -> Result<u64, Box<dyn std::error::Error>> {
     };
     let ring = RingSize::new((4 * o.batch()).next_power_of_two().max(64))?;
     let every = NonZeroU32::new(o.batch() as u32).ok_or("the batch is at least 1")?;
-    let spec = QueuePairSpec {
+    let spec = QueueSpec {
         send: SendQueueConfig {
             doorbell: DoorbellPolicy::Every(every),
             ..Default::default()
         },
-        ..QueuePairSpec::new(ring)
+        ..QueueSpec::new(ring)
     };
-    let all =
-        Access::LOCAL_WRITE | Access::REMOTE_WRITE | Access::REMOTE_READ | Access::REMOTE_ATOMIC;
+    let all = MemoryAccess::LOCAL_WRITE
+        | MemoryAccess::REMOTE_WRITE
+        | MemoryAccess::REMOTE_READ
+        | MemoryAccess::REMOTE_ATOMIC;
     let mut producers = Vec::new();
     for _ in 0..o.producers() {
         let mut rc = Vec::new();
+        let mut peers = Vec::new();
         for _ in 0..o.queues() {
-            let qp = fabric.create_queue_pair::<Rc>(node_a, spec)?;
-            // The responder's queue lives in the fabric; RC WRITE, READ and atomics
-            // complete at the requester, so its host handle is not kept.
-            let peer = fabric.create_queue_pair::<Rc>(node_b, spec)?;
-            fabric.connect(qp.qpn(), peer.qpn())?;
-            rc.push(qp);
+            // Each side connects with the other's endpoint (what a TCP exchange carries).
+            let (a, b) = (pd_a.create_rc(spec)?, pd_b.create_rc(spec)?);
+            let (end_a, end_b) = (a.endpoint(), b.endpoint());
+            rc.push(a.connect(&end_b)?);
+            peers.push(b.connect(&end_a)?);
         }
-        let dci = fabric.create_queue_pair::<Dc<Full>>(node_a, spec)?;
+        let dci = pd_a.create_dci::<Full>(spec)?.activate()?;
         let targets = dcts
             .iter()
-            .map(|d| {
-                let link = LinkAddress::InfiniBand {
-                    lid: lid_b,
-                    sl: 0,
-                    static_rate: 0,
-                    source_path_bits: 0,
-                    force_loopback: false,
-                    grh: None,
-                };
-                FullAddressVector {
-                    dct: d.get(),
-                    dc_key,
-                    link,
-                }
-                .encode()
-            })
+            .map(|d| d.endpoint().full_target())
             .collect::<Result<Vec<_>, _>>()?;
         let remote_len = layout.remote_len(o.targets());
         let remote_buf = Arc::new(DmaBuffer::zeroed(remote_len, 4096)?);
-        let remote = fabric.register(node_b, remote_buf.clone(), 0, remote_len, all)?;
+        let remote = pd_b.register(remote_buf.clone(), 0, remote_len, all)?;
         let local_len = layout.local_len();
         let local_buf = Arc::new(DmaBuffer::zeroed(local_len, 4096)?);
-        let local = fabric.register(node_a, local_buf.clone(), 0, local_len, all)?;
+        let local = pd_a.register(local_buf.clone(), 0, local_len, all)?;
         producers.push(Producer {
             rc,
+            _peers: peers,
             dci,
             targets,
             remote,
@@ -397,8 +456,9 @@ fn run(o: &Options) -> Result<u64, Box<dyn std::error::Error>> {
     }
 
     println!(
-        "ibgda demo: software NIC, {} producers x ({} RC + 1 DC) queues, {} DC targets, \
+        "ibgda demo: {}, {} producers x ({} RC + 1 DC) queues, {} DC targets, \
          doorbell every {} WQEs, {} B pointer payload, {:?}",
+        hosts.describe(),
         o.producers(),
         o.queues(),
         o.targets(),
@@ -411,7 +471,7 @@ fn run(o: &Options) -> Result<u64, Box<dyn std::error::Error>> {
         errors: AtomicU64::new(0),
         stop: AtomicBool::new(false),
     });
-    let engine = fabric.spawn_engine();
+    let engine = hosts.execute();
     let start = Instant::now();
     let handles: Vec<_> = producers
         .into_iter()
@@ -450,7 +510,6 @@ fn run(o: &Options) -> Result<u64, Box<dyn std::error::Error>> {
     }
     let elapsed = start.elapsed();
     drop(engine);
-    let counters = fabric.counters();
 
     let ops: u64 = total.ops.iter().sum();
     let errors: u64 = total.errors.iter().sum();
@@ -484,14 +543,9 @@ fn run(o: &Options) -> Result<u64, Box<dyn std::error::Error>> {
         pct(0.99),
         total.latencies_ns.len()
     );
-    println!(
-        "software NIC             {} WQEs executed, {} failed, {} flushed, {} doorbells, {} CQEs",
-        counters.wqes_executed,
-        counters.wqes_failed,
-        counters.wqes_flushed,
-        counters.doorbells,
-        counters.cqes_written
-    );
+    if let Some(counted) = hosts.counted() {
+        println!("{counted}");
+    }
     if let Some(e) = &total.first_error {
         println!("first error              {e}");
     }
@@ -519,7 +573,7 @@ struct Check {
 /// remote memory, and remote memory itself.
 // `q` indexes the queues, the model and the memory layout together.
 #[allow(clippy::needless_range_loop)]
-fn produce(p: u64, mut pr: Producer, shared: &Shared) -> Tally {
+fn produce<B: Backend>(p: u64, mut pr: Producer<B>, shared: &Shared) -> Tally {
     let mut tally = Tally::default();
     let l = pr.layout;
     let regs = [pr.local.registered()];
@@ -824,7 +878,8 @@ mod tests {
     #[cfg(not(feature = "mlx5"))]
     #[test]
     fn a_device_without_the_mlx5_backend_says_how_to_build_it() {
-        let e = hardware("mlx5_0").unwrap_err().to_string();
+        let o = parse(&["--nic", "mlx5_0"]).unwrap();
+        let e = hardware(&o, "mlx5_0").unwrap_err().to_string();
         assert!(e.contains("--features mlx5"), "{e}");
     }
 
@@ -832,9 +887,11 @@ mod tests {
     #[test]
     fn a_device_on_a_machine_without_one_is_the_typed_no_device_error() {
         // No machine has a device of this name, with or without RDMA devices.
-        let e = hardware("mlx5_ibgda_absent").unwrap_err().to_string();
+        let o = parse(&["--nic", "mlx5_ibgda_absent"]).unwrap();
+        let e = hardware(&o, "mlx5_ibgda_absent").unwrap_err().to_string();
+        // Through the control plane: the backend's typed "no device" error, as NicError.
         assert!(
-            e.starts_with("no RDMA device named `mlx5_ibgda_absent`"),
+            e.starts_with("no RDMA device: no RDMA device named `mlx5_ibgda_absent`"),
             "{e}"
         );
     }

@@ -7,16 +7,16 @@
 //! ```
 
 use std::error::Error;
+use std::sync::Arc;
 use std::time::Duration;
 
 use cudarc::driver::LaunchConfig;
 use ibgda::cq::CqMode;
-use ibgda::order::GpuFence;
+use ibgda::order::GpuReleaseStore;
 use ibgda::softnic::Access;
 use ibgda::wqe::Rc;
 use ibgda_kernels::gpu::{CompileOptions, Gpu, KernelArg};
-use ibgda_kernels::softnic::device::{loopback_records, DeviceNic, NicMemory};
-use ibgda_kernels::softnic::{NicNode, NicRegion, NicTables};
+use ibgda_kernels::softnic::builder::{DeviceNicBuilder, QueueOptions};
 
 const SOURCE: &str = include_str!("user_kernel.cu");
 
@@ -25,54 +25,45 @@ fn main() -> Result<(), Box<dyn Error>> {
     let options = CompileOptions::new().spin_limit(Duration::from_secs(3))?;
     let gpu = Gpu::open_with(0, &options)?;
     let program = gpu.compile_program("user_kernel.cu", SOURCE)?;
-    let kernel = program.kernel::<Rc, GpuFence>("put_get_add")?;
+    let kernel = program.kernel::<Rc, GpuReleaseStore>("put_get_add")?;
 
     // Memory, all allocated before the NIC starts (allocation can wait for running kernels).
     let src_bytes: Vec<u8> = (0..256u32).map(|i| (i * 7 + 3) as u8).collect();
-    let src = gpu.device_buffer_from(&src_bytes)?;
-    let dst = gpu.device_buffer(1024)?;
-    let counter = gpu.device_buffer_from(&40u64.to_be_bytes())?;
+    let src = Arc::new(gpu.device_buffer_from(&src_bytes)?);
+    let dst = Arc::new(gpu.device_buffer(1024)?);
+    let counter = Arc::new(gpu.device_buffer_from(&40u64.to_be_bytes())?);
     let status = gpu.device_buffer(4)?;
-    let qp = gpu.rc_queue_pair(0x42, 64, 64, 16, CqMode::Ring, GpuFence)?;
+    let qp = gpu.rc_queue_pair(0x42, 64, 64, 16, CqMode::Ring, GpuReleaseStore)?;
 
-    // The CUDA software NIC: one node, three registered regions, the queue pair in loopback.
-    let (lw, rw, rr, ra) = (
-        Access::LOCAL_WRITE,
-        Access::REMOTE_WRITE,
-        Access::REMOTE_READ,
-        Access::REMOTE_ATOMIC,
-    );
-    let region = |b: &ibgda::memory::DeviceBuffer, lkey: u32, access: Access| NicRegion {
-        start: b.addr(),
-        base: b.addr(),
-        len: b.len() as u64,
-        node: 0,
-        lkey,
-        rkey: lkey + 1,
-        access: access.bits(),
-    };
-    let (queue, cq, responder) = loopback_records(&qp, 0, 0, 4096);
-    let tables = NicTables {
-        nodes: vec![NicNode {
-            lid: 1,
-            reserved: 0,
-        }],
-        regions: vec![
-            region(&src, 0x10, lw | rr),
-            region(&dst, 0x20, lw | rw),
-            region(&counter, 0x30, lw | ra),
-        ],
-        cqs: vec![cq],
-        responders: vec![responder],
-        queues: vec![queue],
-    };
-    let mut memory = NicMemory::new();
-    memory
-        .register(&src)
-        .register(&dst)
-        .register(&counter)
-        .queue_pair(&qp);
-    let mut nic = DeviceNic::new(&gpu, &[tables], memory)?;
+    // The CUDA software NIC: one node, three regions (keys chosen by the NIC), the queue
+    // pair in loopback. The NIC builds its own tables from these.
+    let mut builder = DeviceNicBuilder::new();
+    let node = builder.node(1)?;
+    let engine = builder.engine();
+    let src_keys = builder.region(
+        node,
+        &src,
+        0,
+        src.len(),
+        Access::LOCAL_WRITE | Access::REMOTE_READ,
+    )?;
+    let dst_keys = builder.region(
+        node,
+        &dst,
+        0,
+        dst.len(),
+        Access::LOCAL_WRITE | Access::REMOTE_WRITE,
+    )?;
+    let counter_keys = builder.region(
+        node,
+        &counter,
+        0,
+        counter.len(),
+        Access::LOCAL_WRITE | Access::REMOTE_ATOMIC,
+    )?;
+    let queue = builder.rc(engine, node, &qp, QueueOptions::default())?;
+    builder.connect(queue, queue)?;
+    let mut nic = builder.build(&gpu)?;
     nic.start()?;
 
     let (value, add) = (0x1122_3344_5566_7788u64, 2u64);
@@ -80,11 +71,11 @@ fn main() -> Result<(), Box<dyn Error>> {
         KernelArg::U64(src.addr()),
         KernelArg::U64(dst.addr()),
         KernelArg::U64(counter.addr()),
-        KernelArg::U32(0x10),
-        KernelArg::U32(0x11),
-        KernelArg::U32(0x20),
-        KernelArg::U32(0x21),
-        KernelArg::U32(0x31),
+        KernelArg::U32(src_keys.lkey.0),
+        KernelArg::U32(src_keys.rkey.0),
+        KernelArg::U32(dst_keys.lkey.0),
+        KernelArg::U32(dst_keys.rkey.0),
+        KernelArg::U32(counter_keys.rkey.0),
         KernelArg::U64(value),
         KernelArg::U64(add),
         KernelArg::U64(status.addr()),
@@ -94,7 +85,7 @@ fn main() -> Result<(), Box<dyn Error>> {
         block_dim: (1, 1, 1),
         shared_mem_bytes: 0,
     };
-    // SAFETY: put_get_add_GpuFence(descriptor, u64 src, u64 dst, u64 counter, u32 x5 keys,
+    // SAFETY: put_get_add_GpuReleaseStore(descriptor, u64 src, u64 dst, u64 counter, u32 x5 keys,
     // u64 value, u64 add, int* status): exactly these arguments; it touches src[0..256],
     // dst[0..1024], counter[0..8] (through the NIC) and status[0..4], all allocated above
     // and alive until the NIC's stop below has synchronized.

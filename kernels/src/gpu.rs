@@ -26,7 +26,7 @@ use ibgda::queue::{
     DeviceQueueError, Gpu as GpuPlaced, ProducerStateMemory, SendQueueMemory, CQE_INIT_OP_OWN,
 };
 use ibgda::queue::{DoorbellPolicy, QpConfig, QueuePair, SendQueueConfig};
-use ibgda::wqe::{Qpn, Rc, RingSize, WqeLimits};
+use ibgda::wqe::{Qpn, Rc, RingSize, TypedTransport, WqeLimits};
 
 use crate::nvrtc::{compile, compile_source, Compiled, Program};
 use crate::ptx::kernel_orderings;
@@ -65,6 +65,8 @@ pub enum GpuError {
         /// device-side watchdog ended the wait and the kernel finished.
         still_running: bool,
     },
+    /// The queue is executed by another NIC (one executor per queue in the process).
+    ExecutedElsewhere(ibgda::queue::ExecutorConflict),
     /// A kernel instantiated for one scope was given a descriptor of another.
     ScopeMismatch {
         /// The scope kind (`ibgda::order::ScopeKind` as `u32`) the kernel was built for.
@@ -97,6 +99,7 @@ impl fmt::Display for GpuError {
                     " (ended by the device-side watchdog)"
                 }
             ),
+            Self::ExecutedElsewhere(e) => e.fmt(f),
             Self::ScopeMismatch { kernel, descriptor } => write!(
                 f,
                 "a kernel of scope kind {kernel} was given a descriptor of scope kind {descriptor}"
@@ -110,6 +113,12 @@ impl std::error::Error for GpuError {}
 impl From<result::DriverError> for GpuError {
     fn from(e: result::DriverError) -> Self {
         Self::Driver(format!("{e:?}"))
+    }
+}
+
+impl From<ibgda::queue::ExecutorConflict> for GpuError {
+    fn from(e: ibgda::queue::ExecutorConflict) -> Self {
+        Self::ExecutedElsewhere(e)
     }
 }
 
@@ -470,13 +479,9 @@ impl Gpu {
         load_every_kernel(&module, &compiled.ptx)
     }
 
-    /// Zeroed device memory of `len` bytes (a `Gpu`-placed queue buffer).
-    pub fn device_buffer(&self, len: usize) -> Result<Arc<DeviceBuffer>, GpuError> {
-        Ok(Arc::new(self.owned_device_buffer(len)?))
-    }
-
-    /// Zeroed device memory of `len` bytes, owned (for queue memory, which has one owner).
-    fn owned_device_buffer(&self, len: usize) -> Result<DeviceBuffer, GpuError> {
+    /// Zeroed device memory of `len` bytes, owned: move it into queue memory (which has
+    /// one owner), or share it in an `Arc` as a data region.
+    pub fn device_buffer(&self, len: usize) -> Result<DeviceBuffer, GpuError> {
         self.ctx.bind_to_thread()?;
         // SAFETY: a plain allocation of `len` (> 0 checked by the driver) bytes.
         let addr = unsafe { result::malloc_sync(len.max(1)) }?;
@@ -490,8 +495,8 @@ impl Gpu {
         Ok(unsafe { DeviceBuffer::from_raw(addr, len, Box::new(owner)) })
     }
 
-    /// Device memory holding `bytes`.
-    pub fn device_buffer_from(&self, bytes: &[u8]) -> Result<Arc<DeviceBuffer>, GpuError> {
+    /// Device memory holding `bytes`, owned.
+    pub fn device_buffer_from(&self, bytes: &[u8]) -> Result<DeviceBuffer, GpuError> {
         let b = self.device_buffer(bytes.len())?;
         self.write_device(&b, 0, bytes)?;
         Ok(b)
@@ -570,8 +575,8 @@ impl Gpu {
     }
 
     /// Zeroed pinned host memory mapped into the GPU (a `Host`-placed queue buffer the GPU
-    /// posts to).
-    pub fn mapped_host_buffer(&self, len: usize) -> Result<Arc<DmaBuffer>, GpuError> {
+    /// posts to), owned: move it into queue memory, or share it in an `Arc`.
+    pub fn mapped_host_buffer(&self, len: usize) -> Result<DmaBuffer, GpuError> {
         if len == 0 || len % 8 != 0 {
             return Err(GpuError::Invalid(format!(
                 "length {len} not a multiple of 8"
@@ -597,7 +602,7 @@ impl Gpu {
         // host only accesses it through the buffer's atomics; `dptr` maps the same memory.
         let buf = unsafe { DmaBuffer::from_raw_mapped(nn, len, dptr, Box::new(owner)) }
             .map_err(|e| GpuError::Invalid(e.to_string()))?;
-        Ok(Arc::new(buf))
+        Ok(buf)
     }
 
     /// The memory of a GPU-placed RC queue pair: a send ring of `wqebbs`, a CQ of
@@ -614,24 +619,19 @@ impl Gpu {
             e[63] = CQE_INIT_OP_OWN;
         }
         let invalid = |e: ibgda::queue::QueueMemoryError| GpuError::Invalid(e.to_string());
-        let cq_ring = self.owned_device_buffer(cq.len())?;
+        let cq_ring = self.device_buffer(cq.len())?;
         self.write_device(&cq_ring, 0, &cq)?;
         Ok(GpuQueueMemory {
             sq: SendQueueMemory::from_device(
                 size,
-                self.owned_device_buffer(size.bytes())?,
-                self.owned_device_buffer(8)?,
-                self.owned_device_buffer(8)?,
+                self.device_buffer(size.bytes())?,
+                self.device_buffer(8)?,
+                self.device_buffer(8)?,
             )
             .map_err(invalid)?,
-            cq: CompletionQueueMemory::from_device(
-                cq_entries,
-                cq_ring,
-                self.owned_device_buffer(8)?,
-            )
-            .map_err(invalid)?,
-            state: ProducerStateMemory::from_device(self.owned_device_buffer(64)?)
+            cq: CompletionQueueMemory::from_device(cq_entries, cq_ring, self.device_buffer(8)?)
                 .map_err(invalid)?,
+            state: ProducerStateMemory::from_device(self.device_buffer(64)?).map_err(invalid)?,
         })
     }
 
@@ -648,6 +648,24 @@ impl Gpu {
         scope: S,
     ) -> Result<QueuePair<Rc, GpuPlaced, S>, GpuError>
     where
+        S: OrderingScope<Producer = GpuThread> + ValidFor<GpuPlaced>,
+    {
+        self.queue_pair(qpn, wqebbs, cq_entries, signal_interval, cq_mode, scope)
+    }
+
+    /// A GPU-placed queue pair of transport `T` (RC, or a DC initiator) for scope `S`,
+    /// as [`Gpu::rc_queue_pair`] makes RC ones.
+    pub fn queue_pair<T, S>(
+        &self,
+        qpn: u32,
+        wqebbs: usize,
+        cq_entries: u32,
+        signal_interval: u32,
+        cq_mode: CqMode,
+        scope: S,
+    ) -> Result<QueuePair<T, GpuPlaced, S>, GpuError>
+    where
+        T: TypedTransport,
         S: OrderingScope<Producer = GpuThread> + ValidFor<GpuPlaced>,
     {
         let mem = self.gpu_queue_memory(wqebbs, cq_entries)?;

@@ -4,13 +4,12 @@
 
 use core::marker::PhantomData;
 use std::sync::atomic::Ordering;
-use std::sync::Arc;
 
 use cudarc::driver::LaunchConfig;
 use ibgda::cq::CqMode;
 use ibgda::memory::{DeviceBuffer, DmaBuffer};
 use ibgda::order::{GpuThread, OrderingScope, ValidFor};
-use ibgda::queue::{DeviceQueueDescriptor, Gpu as GpuPlaced, QueuePair};
+use ibgda::queue::{DeviceQueueDescriptor, Executor, Gpu as GpuPlaced, QueuePair};
 use ibgda::wqe::Rc;
 use ibgda::wqe::{
     Atomic, Compact, CompactAddressVector, Destination, Dump, FenceMode, Full, FullAddressVector,
@@ -44,10 +43,7 @@ where
 pub use crate::gpu::descriptor_bytes;
 
 /// Device memory holding an array of descriptors.
-pub fn descriptor_array(
-    gpu: &Gpu,
-    ds: &[DeviceQueueDescriptor],
-) -> Result<Arc<DeviceBuffer>, GpuError> {
+pub fn descriptor_array(gpu: &Gpu, ds: &[DeviceQueueDescriptor]) -> Result<DeviceBuffer, GpuError> {
     let bytes: Vec<u8> = ds.iter().flat_map(descriptor_bytes).collect();
     gpu.device_buffer_from(&bytes)
 }
@@ -59,11 +55,11 @@ pub fn descriptor_array(
 /// never outlives what it reads and writes (even if the guard is leaked).
 pub struct Sink<'q> {
     gpu: &'q Gpu,
-    stop: Arc<DmaBuffer>,
-    stats: Arc<DeviceBuffer>,
-    expect: Arc<DeviceBuffer>,
-    _descriptors: Arc<DeviceBuffer>,
-    _state: Arc<DeviceBuffer>,
+    stop: DmaBuffer,
+    stats: DeviceBuffer,
+    expect: DeviceBuffer,
+    _descriptors: DeviceBuffer,
+    _state: DeviceBuffer,
     _queue_memory: Vec<QueueReach>,
     running: bool,
     _queues: PhantomData<&'q ()>,
@@ -136,13 +132,15 @@ where
             1u32 << d.log_sq_wqebbs
         )));
     }
+    // The run executes these queues: its claims refuse a queue another NIC executes.
+    let executor = Executor::new("a sink capacity run");
     // SAFETY: for this call the kernel is these queues' NIC and producer (it writes their
-    // rings, records, doorbells and CQs, nothing else); the capabilities are held until
-    // the launch is synchronized below.
+    // rings, records, doorbells and CQs, nothing else) under its own executor; the
+    // capabilities are held until the launch is synchronized below.
     let _reach: Vec<QueueReach> = queues
         .iter()
-        .map(|q| unsafe { QueueReach::of(*q) })
-        .collect();
+        .map(|q| unsafe { QueueReach::of(*q, &executor) })
+        .collect::<Result<_, _>>()?;
     let descs = descriptor_array(gpu, &descriptors)?;
     let state = gpu.device_buffer(32 * queues.len())?;
     let clocks = gpu.device_buffer(8 * queues.len())?;
@@ -247,13 +245,16 @@ impl<'q> Sink<'q> {
         let descriptors: Vec<DeviceQueueDescriptor> =
             queues.iter().map(|q| *q.device_queue().raw()).collect();
         distinct_queues(&descriptors)?;
+        // The sink executes these queues: its claims refuse a queue another NIC (a CUDA
+        // software NIC, another sink) executes, and keep them from one while it runs.
+        let executor = Executor::new("a doorbell sink");
         // SAFETY: the sink is these queues' NIC (it reads their rings and writes their
-        // CQEs, nothing else); the guard borrows them for 'q, as long as it holds the
-        // capabilities, and stops the kernel before it releases them.
+        // CQEs, nothing else) under its own executor; the guard borrows them for 'q, as
+        // long as it holds the capabilities, and stops the kernel before it releases them.
         let queue_memory: Vec<QueueReach> = queues
             .iter()
-            .map(|q| unsafe { QueueReach::of(*q) })
-            .collect();
+            .map(|q| unsafe { QueueReach::of(*q, &executor) })
+            .collect::<Result<_, _>>()?;
         let descs = descriptor_array(gpu, &descriptors)?;
         let state = gpu.device_buffer(32 * queues.len())?;
         let expect = gpu.device_buffer(4 * max_producers.max(1) as usize)?;

@@ -66,7 +66,7 @@ impl QueueAllocator<GpuPlaced> for CudaNicAccess {
         len: usize,
         align: usize,
         fill: QueueFill,
-    ) -> Result<Arc<DeviceBuffer>, NicError> {
+    ) -> Result<DeviceBuffer, NicError> {
         if len == 0 || !align.is_power_of_two() {
             return Err(NicError::OutOfRange {
                 what: "GPU queue memory length (or a non-power-of-two alignment)",
@@ -107,7 +107,7 @@ impl QueueAllocator<GpuPlaced> for CudaNicAccess {
         .map_err(|e| gpu_error(e.into()))?;
         // SAFETY: `start .. start + len` lies inside `raw` (`start - raw.addr() < align` and
         // `raw` has `len + align` bytes), which the new buffer owns.
-        let buffer = Arc::new(unsafe { DeviceBuffer::from_raw(start, len, Box::new(raw)) });
+        let buffer = unsafe { DeviceBuffer::from_raw(start, len, Box::new(raw)) };
         if fill == QueueFill::InvalidCqes {
             let mut cqes = vec![0u8; len];
             for entry in cqes.chunks_exact_mut(CQE_BYTES) {

@@ -246,7 +246,7 @@ pub fn layout_header() -> String {
 pub struct DeviceRing<H: Handoff> {
     producer: RingProducer<H>,
     /// The producer state in device memory (kept alive while kernels use it).
-    _state: Arc<DeviceBuffer>,
+    _state: DeviceBuffer,
     raw: DeviceProxyRing,
     _handoff: PhantomData<H>,
 }
@@ -265,16 +265,12 @@ impl<H: Handoff> DeviceRing<H> {
     /// producers; the producer state goes to fresh device memory.
     pub fn new(gpu: &Gpu, producer: RingProducer<H>) -> Result<Self, GpuError> {
         let ring = producer.ring().clone();
-        let buffer = ring.buffer();
-        let base = buffer.device_addr().ok_or_else(|| {
+        let base = ring.span().device_addr.ok_or_else(|| {
             GpuError::Invalid("the ring's memory is not mapped into the GPU".into())
         })?;
         let g = ring.geometry();
         // The GPU's producer state starts at zero: the ring must be fresh.
-        let used = buffer.words()[..g.words()]
-            .iter()
-            .any(|w| w.load(core::sync::atomic::Ordering::Acquire) != 0);
-        if used {
+        if !ring.is_unused() {
             return Err(GpuError::Invalid(
                 "the ring was used before it was handed to the GPU".into(),
             ));
@@ -711,7 +707,7 @@ pub mod world {
         /// host memory, or pinned memory mapped into a GPU.
         pub fn build(
             config: WorldConfig,
-            mut ring_memory: impl FnMut(usize) -> Result<Arc<DmaBuffer>, String>,
+            mut ring_memory: impl FnMut(usize) -> Result<DmaBuffer, String>,
         ) -> Result<Self, String> {
             let err = |e: &dyn std::fmt::Display| e.to_string();
             if config.workers == 0 || config.rings == 0 {
@@ -872,10 +868,7 @@ pub mod assisted_world {
         for _ in 0..count {
             let size = RingSize::new(wqebbs).map_err(invalid)?;
             let entries = wqebbs as u32;
-            let mapped = |len: usize| -> Result<DmaBuffer, GpuError> {
-                Arc::try_unwrap(gpu.mapped_host_buffer(len)?)
-                    .map_err(|_| invalid("a fresh buffer has one owner"))
-            };
+            let mapped = |len: usize| gpu.mapped_host_buffer(len);
             let sq = SendQueueMemory::<Host>::from_buffers(
                 size,
                 mapped(size.bytes())?,

@@ -10,7 +10,7 @@ use ibgda::order::{
 };
 use ibgda::queue::Gpu as GpuPlaced;
 use ibgda::wqe::{parse_wqe, TransportKind, WqeIndex};
-use ibgda_kernels::gpu::{CompileOptions, Gpu, KernelArg, KernelQueue};
+use ibgda_kernels::gpu::{CompileOptions, Gpu, GpuError, KernelArg, KernelQueue};
 use ibgda_kernels::harness::{gpu_queue_pair, host_encode, test_requests, Sink, SINK_CHECK};
 use ibgda_kernels::request::{TransportForm, WqeRequest};
 
@@ -38,6 +38,16 @@ fn cfg(blocks: u32, threads: u32) -> LaunchConfig {
         block_dim: (threads, 1, 1),
         shared_mem_bytes: 0,
     }
+}
+
+/// The GPU-scope fence scope, for tests whose queues (throw-away device memory) are
+/// executed by the doorbell sink, which counts a stale WQE as a bad one and so fails the
+/// test, or by the CUDA software NIC, which reads a GpuFence queue's record only after a
+/// doorbell.
+fn gpu_fence() -> GpuFence {
+    // SAFETY: as above: nothing a stale WQE could do reaches memory a test relies on
+    // without being counted.
+    unsafe { GpuFence::new() }
 }
 
 #[test]
@@ -188,19 +198,19 @@ where
 fn cooperative_and_per_thread_publication_deliver_every_payload() {
     let gpu = gpu();
     publication(&gpu, GpuReleaseStore, true);
-    publication(&gpu, GpuFence, true);
+    publication(&gpu, gpu_fence(), true);
     publication(&gpu, GpuFencedDbrec, true);
     publication(&gpu, ThreadFence, true);
     publication(&gpu, SystemReleaseStore, true);
     publication(&gpu, SystemFence, true);
-    publication(&gpu, GpuFence, false);
+    publication(&gpu, gpu_fence(), false);
     publication(&gpu, GpuReleaseStore, false);
     // The grouped per-thread path (the lanes of a warp publishing together).
-    publication_kernel(&gpu, GpuFence, "thread_grouped");
+    publication_kernel(&gpu, gpu_fence(), "thread_grouped");
     publication_kernel(&gpu, GpuReleaseStore, "thread_grouped");
     publication_kernel(&gpu, ThreadFence, "thread_grouped");
     // Reservations one round ahead, 4 or 32 warps sharing the queue.
-    publication_kernel(&gpu, GpuFence, "warp_ahead");
+    publication_kernel(&gpu, gpu_fence(), "warp_ahead");
     publication_kernel(&gpu, GpuReleaseStore, "warp_ahead");
     publication_kernel(&gpu, SystemFence, "warp_ahead");
 }
@@ -276,9 +286,9 @@ where
 #[ignore = "needs an NVIDIA GPU: run with --ignored on the GPU machine"]
 fn the_occasional_send_delivers_every_payload_and_waits_for_room() {
     let gpu = gpu();
-    occasional(&gpu, GpuFence, 200, 1);
-    occasional(&gpu, GpuFence, 200, 0);
-    occasional(&gpu, GpuFence, 200, 7);
+    occasional(&gpu, gpu_fence(), 200, 1);
+    occasional(&gpu, gpu_fence(), 200, 0);
+    occasional(&gpu, gpu_fence(), 200, 7);
     occasional(&gpu, GpuReleaseStore, 200, 7);
     occasional(&gpu, ThreadFence, 200, 7);
     occasional(&gpu, SystemFence, 200, 7);
@@ -353,7 +363,7 @@ where
 fn issue_path_end_to_end_against_the_sink_typed_and_raw() {
     let gpu = gpu();
     issue_end_to_end(&gpu, GpuReleaseStore);
-    issue_end_to_end(&gpu, GpuFence);
+    issue_end_to_end(&gpu, gpu_fence());
     issue_end_to_end(&gpu, GpuFencedDbrec);
     issue_end_to_end(&gpu, ThreadFence);
     issue_end_to_end(&gpu, SystemReleaseStore);
@@ -375,9 +385,9 @@ fn producers_and_sink_in_one_launch() {
     };
     for name in ["GpuFence", "GpuReleaseStore", "ThreadFence"] {
         let qp = match name {
-            "GpuFence" => {
-                Q::A(gpu_queue_pair(&gpu, 0x42, 256, 256, 64, CqMode::Ring, GpuFence).expect("q"))
-            }
+            "GpuFence" => Q::A(
+                gpu_queue_pair(&gpu, 0x42, 256, 256, 64, CqMode::Ring, gpu_fence()).expect("q"),
+            ),
             "GpuReleaseStore" => Q::B(
                 gpu_queue_pair(&gpu, 0x42, 256, 256, 64, CqMode::Ring, GpuReleaseStore).expect("q"),
             ),
@@ -481,12 +491,9 @@ fn mmio_store_to_device_memory_is_seen_by_another_sm() {
 use ibgda::softnic::{atomic_new_value, Access};
 use ibgda::wqe::{AtomicOp, AtomicWidth, CompactAddressVector, FullAddressVector, LinkAddress};
 use ibgda_kernels::request::Shape;
-use ibgda_kernels::softnic::device::{replay_on_device, DeviceNic, NicMemory};
+use ibgda_kernels::softnic::builder::{DeviceNicBuilder, QueueOptions};
+use ibgda_kernels::softnic::device::replay_on_device;
 use ibgda_kernels::softnic::scenario::{compare, replay_on_host, run_on_fabric, Rng, Scenario};
-use ibgda_kernels::softnic::{
-    cq_mode, state, transport, watch, NicCq, NicNode, NicQueue, NicRegion, NicResponder, NicTables,
-    NIC_NONE,
-};
 use zerocopy::IntoBytes;
 
 /// (a) The differential streams of `softnic_diff` (a fixed batch of seeds) executed by the
@@ -577,172 +584,78 @@ fn cuda_nic_end_to_end_with_gpu_producers() {
     let src_init = bytes(&mut rng, 8192);
     let atom_init = bytes(&mut rng, 4096);
     let atom1_init = bytes(&mut rng, 4096);
-    let src = gpu.device_buffer_from(&src_init).expect("src");
-    let dst = gpu.device_buffer(192 << 10).expect("dst");
-    let dst1 = gpu.device_buffer(96 << 10).expect("dst1");
-    let atom = gpu.device_buffer_from(&atom_init).expect("atom");
-    let atom1 = gpu.device_buffer_from(&atom1_init).expect("atom1");
-    let res = gpu.device_buffer(32 << 10).expect("res");
-    let shared_t = gpu.device_buffer(8 * (tb * tt) as usize).expect("shared_t");
-    let shared_w = gpu.device_buffer(8 * (wb * wt) as usize).expect("shared_w");
+    let device = |b: ibgda::memory::DeviceBuffer| std::sync::Arc::new(b);
+    let src = device(gpu.device_buffer_from(&src_init).expect("src"));
+    let dst = device(gpu.device_buffer(192 << 10).expect("dst"));
+    let dst1 = device(gpu.device_buffer(96 << 10).expect("dst1"));
+    let atom = device(gpu.device_buffer_from(&atom_init).expect("atom"));
+    let atom1 = device(gpu.device_buffer_from(&atom1_init).expect("atom1"));
+    let res = device(gpu.device_buffer(32 << 10).expect("res"));
+    let shared_t = device(gpu.device_buffer(8 * (tb * tt) as usize).expect("shared_t"));
+    let shared_w = device(gpu.device_buffer(8 * (wb * wt) as usize).expect("shared_w"));
     let (lw, rw, rr, ra) = (
-        Access::LOCAL_WRITE.bits(),
-        Access::REMOTE_WRITE.bits(),
-        Access::REMOTE_READ.bits(),
-        Access::REMOTE_ATOMIC.bits(),
+        Access::LOCAL_WRITE,
+        Access::REMOTE_WRITE,
+        Access::REMOTE_READ,
+        Access::REMOTE_ATOMIC,
     );
-    let region = |b: &DeviceBuffer, node: u32, key: u32, access: u32| NicRegion {
-        start: b.addr(),
-        base: b.addr(),
-        len: b.len() as u64,
-        node,
-        lkey: key,
-        rkey: key + 1,
-        access,
-    };
-    use ibgda::memory::DeviceBuffer;
-    let regions = vec![
-        region(&src, 0, 0x10, lw | rr),
-        region(&dst, 0, 0x20, lw | rw | rr),
-        region(&atom, 0, 0x30, lw | ra),
-        region(&res, 0, 0x40, lw),
-        region(&shared_t, 0, 0x50, lw | rw),
-        region(&shared_w, 0, 0x60, lw | rw),
-        region(&dst1, 1, 0x70, lw | rw | rr),
-        region(&atom1, 1, 0x80, lw | ra),
-        region(&src, 1, 0x90, lw | rr),
-    ];
-    let nodes = vec![
-        NicNode {
-            lid: 1,
-            reserved: 0,
-        },
-        NicNode {
-            lid: 2,
-            reserved: 0,
-        },
-    ];
     const DCT: u32 = 0x200;
     const DC_KEY: u64 = 0x0123_4567_89ab_cdef;
 
     // Queues: q0, q1 RC loopback, q2 DC, q3 RC loopback with a fault (exclusive producers,
     // GpuFence); q4 per-thread shared path (GpuFence); q5 per-warp (GpuReleaseStore).
-    let qf: Vec<_> = (0..4)
-        .map(|i| gpu_queue_pair(&gpu, 0x100 + i, 64, 128, 16, CqMode::Ring, GpuFence).expect("q"))
-        .collect();
-    let q4 = gpu_queue_pair(&gpu, 0x104, 256, 256, 64, CqMode::Ring, GpuFence).expect("q4");
+    // The GpuFence queues are executed by the CUDA software NIC, which the builder makes
+    // read their doorbell records only after a doorbell (the scope's contract).
+    let fence = gpu_fence();
+    let rc = |qpn| gpu_queue_pair(&gpu, qpn, 64, 128, 16, CqMode::Ring, fence).expect("q");
+    let (q0, q1, q3) = (rc(0x100), rc(0x101), rc(0x103));
+    use ibgda::wqe::{Compact, Dc};
+    let q2 = gpu
+        .queue_pair::<Dc<Compact>, _>(0x102, 64, 128, 16, CqMode::Ring, fence)
+        .expect("q2");
+    let q4 = gpu_queue_pair(&gpu, 0x104, 256, 256, 64, CqMode::Ring, fence).expect("q4");
     let q5 = gpu_queue_pair(&gpu, 0x105, 256, 256, 64, CqMode::Ring, GpuReleaseStore).expect("q5");
-    let nic_queue = |qpn: u32,
-                     sq: &ibgda::queue::SendQueueMemory<GpuPlaced>,
-                     cq: &ibgda::queue::CompletionQueueMemory<GpuPlaced>,
-                     dc: bool,
-                     release_dbrec: bool,
-                     cqs: &mut Vec<NicCq>| {
-        cqs.push(NicCq {
-            ring: cq.ring().addr,
-            dbrec: cq.dbrec().addr,
-            entries: cq.entries(),
-            log2_entries: cq.entries().trailing_zeros(),
-            mode: cq_mode::RING,
-            ..Default::default()
-        });
-        NicQueue {
-            ring: sq.ring().addr,
-            dbrec: sq.dbrec().addr,
-            doorbell: sq.doorbell().addr,
-            max_message_bytes: 1 << 16,
-            qpn,
-            node: 0,
-            transport: if dc { transport::DC } else { transport::RC },
-            log_wqebbs: sq.size().wqebbs().trailing_zeros(),
-            cq: cqs.len() as u32 - 1,
-            peer: if dc { NIC_NONE } else { qpn },
-            state: state::READY,
-            // GpuFence orders the record before the doorbell only (fence between them):
-            // the NIC must read the record after the doorbell. A release store on the
-            // record (GpuReleaseStore) makes polling the record safe.
-            watch: if release_dbrec {
-                watch::POLL_RECORD
-            } else {
-                watch::DOORBELL_ONLY
-            },
-            ..Default::default()
-        }
+
+    // The NIC: two nodes, the regions on both engines, engine 0 serving q0..q2 and the DC
+    // target (on node 1), engine 1 serving q3..q5; every table record made by the builder.
+    let mut builder = DeviceNicBuilder::new();
+    let node0 = builder.node(1).expect("node 0");
+    let node1 = builder.node(2).expect("node 1");
+    let (e0, e1) = (builder.engine(), builder.engine());
+    let mut reg = |node, b: &std::sync::Arc<ibgda::memory::DeviceBuffer>, access| {
+        builder.region(node, b, 0, b.len(), access).expect("region")
     };
-    let rc_responder = |qpn: u32| NicResponder {
-        number: qpn,
-        node: 0,
-        cq: NIC_NONE,
-        ..Default::default()
+    let k_src = reg(node0, &src, lw | rr);
+    let k_dst = reg(node0, &dst, lw | rw | rr);
+    let k_atom = reg(node0, &atom, lw | ra);
+    let k_res = reg(node0, &res, lw);
+    let k_shared_t = reg(node0, &shared_t, lw | rw);
+    let k_shared_w = reg(node0, &shared_w, lw | rw);
+    let k_dst1 = reg(node1, &dst1, lw | rw | rr);
+    let k_atom1 = reg(node1, &atom1, lw | ra);
+    let k_src1 = reg(node1, &src, lw | rr);
+    let options = QueueOptions {
+        max_message_bytes: 1 << 16,
+        doorbell_only: false,
     };
-    let mut cqs0 = Vec::new();
-    let mut queues0 = Vec::new();
-    for (i, q) in qf.iter().take(3).enumerate() {
-        queues0.push(nic_queue(
-            0x100 + i as u32,
-            q.sq_memory(),
-            q.cq_memory(),
-            i == 2,
-            false,
-            &mut cqs0,
-        ));
+    for (engine, q) in [(e0, &q0), (e0, &q1), (e1, &q3), (e1, &q4)] {
+        let slot = builder.rc(engine, node0, q, options).expect("RC");
+        builder.connect(slot, slot).expect("loopback");
     }
-    let mut cqs1 = Vec::new();
-    let queues1 = vec![
-        nic_queue(
-            0x103,
-            qf[3].sq_memory(),
-            qf[3].cq_memory(),
-            false,
-            false,
-            &mut cqs1,
-        ),
-        nic_queue(
-            0x104,
-            q4.sq_memory(),
-            q4.cq_memory(),
-            false,
-            false,
-            &mut cqs1,
-        ),
-        nic_queue(
-            0x105,
-            q5.sq_memory(),
-            q5.cq_memory(),
-            false,
-            true,
-            &mut cqs1,
-        ),
-    ];
-    let engine0 = NicTables {
-        nodes: nodes.clone(),
-        regions: regions.clone(),
-        cqs: cqs0,
-        responders: vec![
-            rc_responder(0x100),
-            rc_responder(0x101),
-            NicResponder {
-                dc_key: DC_KEY,
-                number: DCT,
-                node: 1,
-                is_dct: 1,
-                cq: NIC_NONE,
-                ..Default::default()
-            },
-        ],
-        queues: queues0,
-    };
-    let engine1 = NicTables {
-        nodes,
-        regions: regions.clone(),
-        cqs: cqs1,
-        responders: vec![
-            rc_responder(0x103),
-            rc_responder(0x104),
-            rc_responder(0x105),
-        ],
-        queues: queues1,
-    };
+    let slot = builder.rc(e1, node0, &q5, options).expect("RC");
+    builder.connect(slot, slot).expect("loopback");
+    builder.dci(e0, node0, &q2, options).expect("DCI");
+    builder
+        .dc_target(e0, node1, DCT, DC_KEY)
+        .expect("DC target");
+    // A key no region has: its WRITE fails with a remote access error.
+    let unknown_rkey = 0xdead;
+    assert!(
+        [k_src, k_dst, k_atom, k_res, k_shared_t, k_shared_w, k_dst1, k_atom1, k_src1]
+            .iter()
+            .all(|k| k.rkey.0 != unknown_rkey && k.lkey.0 != unknown_rkey),
+        "the builder handed out the key the test uses as unknown"
+    );
 
     // The requests and the model.
     let mut model = Model {
@@ -785,9 +698,21 @@ fn cuda_nic_end_to_end_with_gpu_producers() {
     for t in 0..4u32 {
         let dc = t == 2;
         let (rdst, rdst_key, ratom, ratom_key, rsrc_key) = if dc {
-            (dst1.addr(), 0x71, atom1.addr(), 0x81, 0x91)
+            (
+                dst1.addr(),
+                k_dst1.rkey.0,
+                atom1.addr(),
+                k_atom1.rkey.0,
+                k_src1.rkey.0,
+            )
         } else {
-            (dst.addr(), 0x21, atom.addr(), 0x31, 0x11)
+            (
+                dst.addr(),
+                k_dst.rkey.0,
+                atom.addr(),
+                k_atom.rkey.0,
+                k_src.rkey.0,
+            )
         };
         let mut failed = false;
         for k in 0..per {
@@ -830,7 +755,7 @@ fn cuda_nic_end_to_end_with_gpu_producers() {
                     r.shape = Shape::Write as u32;
                     r.len = len;
                     r.laddr = src.addr() + off;
-                    r.lkey = 0x10;
+                    r.lkey = k_src.lkey.0;
                     r.raddr = rdst + slot;
                     r.rkey = rdst_key;
                     let (s, d) = (r.laddr, r.raddr);
@@ -848,7 +773,7 @@ fn cuda_nic_end_to_end_with_gpu_producers() {
                     r.raddr = src.addr() + off;
                     r.rkey = rsrc_key;
                     r.laddr = dst.addr() + (96 << 10) + slot; // READs land in the upper half
-                    r.lkey = 0x20;
+                    r.lkey = k_dst.lkey.0;
                     let (s, d) = (r.raddr, r.laddr);
                     effect = Some(Box::new(move |m: &mut Model| {
                         let v = m.at(s, len as usize).to_vec();
@@ -864,7 +789,7 @@ fn cuda_nic_end_to_end_with_gpu_producers() {
                     } as u32;
                     r.laddr = src.addr() + n % 1000;
                     r.len = 64;
-                    r.lkey = 0x10;
+                    r.lkey = k_src.lkey.0;
                 }
                 a => {
                     // Atomics: this queue's own words, results to its own RES slots.
@@ -951,7 +876,7 @@ fn cuda_nic_end_to_end_with_gpu_producers() {
                     r.raddr = operand;
                     r.rkey = ratom_key;
                     r.laddr = res.addr() + n * 8;
-                    r.lkey = 0x40;
+                    r.lkey = k_res.lkey.0;
                     let result = r.laddr;
                     effect = Some(Box::new(move |m: &mut Model| {
                         let old = m
@@ -972,7 +897,7 @@ fn cuda_nic_end_to_end_with_gpu_producers() {
                 r.shape = Shape::WriteInline as u32;
                 r.len = 8;
                 r.raddr = dst.addr() + slot;
-                r.rkey = 0xdead;
+                r.rkey = unknown_rkey;
                 effect = None;
                 status = -0x13;
                 failed = true;
@@ -1004,9 +929,12 @@ fn cuda_nic_end_to_end_with_gpu_producers() {
     let dev_reqs = gpu.device_buffer_from(&req_bytes).expect("requests");
     let descs = ibgda_kernels::harness::descriptor_array(
         &gpu,
-        &qf.iter()
-            .map(|q| *q.device_queue().raw())
-            .collect::<Vec<_>>(),
+        &[
+            *q0.device_queue().raw(),
+            *q1.device_queue().raw(),
+            *q2.device_queue().raw(),
+            *q3.device_queue().raw(),
+        ],
     )
     .expect("descs");
     let desc4 =
@@ -1015,15 +943,7 @@ fn cuda_nic_end_to_end_with_gpu_producers() {
         ibgda_kernels::harness::descriptor_array(&gpu, &[*q5.device_queue().raw()]).expect("d5");
     let statuses = gpu.device_buffer(4 * posted.len()).expect("statuses");
     let status = gpu.device_buffer(12).expect("status");
-    let mut memory = NicMemory::new();
-    for b in [&src, &dst, &dst1, &atom, &atom1, &res, &shared_t, &shared_w] {
-        memory.register(b);
-    }
-    for q in &qf {
-        memory.queue_pair(q);
-    }
-    memory.queue_pair(&q4).queue_pair(&q5);
-    let mut nic = DeviceNic::new(&gpu, &[engine0, engine1], memory).expect("NIC tables");
+    let mut nic = builder.build(&gpu).expect("NIC");
 
     // Run: the NIC on two blocks of the side stream, the producers on the main stream.
     nic.start().expect("start NIC");
@@ -1055,7 +975,7 @@ fn cuda_nic_end_to_end_with_gpu_producers() {
         KernelArg::U32(titers),
         KernelArg::U32(32),
         KernelArg::U64(shared_t.addr()),
-        KernelArg::U32(0x51),
+        KernelArg::U32(k_shared_t.rkey.0),
         KernelArg::U64(status.addr() + 4),
     ];
     // SAFETY: ibgda_post_thread_GpuFence(const DeviceQueueDescriptor*, u32 nq, u32 iters,
@@ -1077,7 +997,7 @@ fn cuda_nic_end_to_end_with_gpu_producers() {
         KernelArg::U32(witers),
         KernelArg::U32(32),
         KernelArg::U64(shared_w.addr()),
-        KernelArg::U32(0x61),
+        KernelArg::U32(k_shared_w.rkey.0),
         KernelArg::U64(status.addr() + 8),
     ];
     // SAFETY: ibgda_post_warp_GpuReleaseStore(...), as above, inside shared_w.
@@ -1268,7 +1188,7 @@ fn a_user_kernel_posting_with_another_scope_traps() {
     let gpu = gpu();
     let source = include_str!("cuda/lying_scope.cu");
     let program = gpu.compile_program("lying.cu", source).expect("compiles");
-    let qp = gpu_queue_pair(&gpu, 0x31, 64, 64, 16, CqMode::Ring, GpuFence).expect("queue");
+    let qp = gpu_queue_pair(&gpu, 0x31, 64, 64, 16, CqMode::Ring, gpu_fence()).expect("queue");
     let status = gpu.device_buffer(4).expect("status");
     let honest = program.kernel::<Rc, GpuFence>("honest").expect("honest");
     // SAFETY: honest_GpuFence(descriptor, int* status): `status` is 4 bytes, alive past the
@@ -1305,31 +1225,77 @@ fn a_user_kernel_posting_with_another_scope_traps() {
 #[ignore = "needs an NVIDIA GPU: run with --ignored on the GPU machine"]
 fn dropped_persistent_kernels_stop() {
     let gpu = gpu();
-    let qp = gpu_queue_pair(&gpu, 0x21, 64, 64, 16, CqMode::Ring, GpuFence).expect("queue");
+    let qp = gpu_queue_pair(&gpu, 0x21, 64, 64, 16, CqMode::Ring, GpuReleaseStore).expect("queue");
     {
         let _sink = Sink::start(&gpu, &[&qp], SINK_CHECK, 0, 1, 1).expect("sink");
+        // One executor per queue: while the sink runs, no NIC may take its queue.
+        let mut second = DeviceNicBuilder::new();
+        let (node, engine) = (second.node(1).expect("node"), second.engine());
+        let refused = second.rc(engine, node, &qp, QueueOptions::default());
+        assert!(
+            matches!(refused, Err(GpuError::ExecutedElsewhere(_))),
+            "a NIC took the queue a running sink executes: {refused:?}"
+        );
     }
     gpu.synchronize().expect("the sink stopped");
-    let (queue, cq, responder) = ibgda_kernels::softnic::device::loopback_records(&qp, 0, 0, 4096);
-    let tables = NicTables {
-        nodes: vec![NicNode {
-            lid: 1,
-            reserved: 0,
-        }],
-        regions: vec![],
-        cqs: vec![cq],
-        responders: vec![responder],
-        queues: vec![queue],
-    };
-    let mut memory = NicMemory::new();
-    memory.queue_pair(&qp);
+    let mut builder = DeviceNicBuilder::new();
+    let (node, engine) = (builder.node(1).expect("node"), builder.engine());
+    let slot = builder
+        .rc(engine, node, &qp, QueueOptions::default())
+        .expect("the sink let go of the queue");
+    builder.connect(slot, slot).expect("loopback");
     {
-        let mut nic = DeviceNic::new(&gpu, &[tables], memory).expect("NIC");
+        let mut nic = builder.build(&gpu).expect("NIC");
         nic.start().expect("start");
         assert!(nic.is_running());
         assert!(nic.start().is_err(), "a second start of a running NIC");
         assert!(nic.read().is_err(), "tables read while running");
+        let refused = Sink::start(&gpu, &[&qp], SINK_CHECK, 0, 1, 1);
+        assert!(
+            matches!(refused, Err(GpuError::ExecutedElsewhere(_))),
+            "a sink started over the queue a running NIC executes"
+        );
     }
     gpu.synchronize().expect("the NIC stopped");
     println!("dropped sink and CUDA NIC stopped and were waited for");
+}
+
+/// Every safe GPU scope orders the WQE stores before the doorbell record: the sink, which
+/// follows the record as an mlx5 NIC may and checks every WQE's control segment as it
+/// consumes it, never fetches a stale WQE. At least `IBGDA_SOAK_WQES` (default 10^9; 4 x
+/// 10^7 with IBGDA_SMALL=1) WQEs per scope on 64 single-warp queues, the row where
+/// `GpuFence` showed stale WQEs. A stale WQE fails the launch that saw it.
+#[test]
+#[ignore = "needs an NVIDIA GPU: run with --ignored on the GPU machine"]
+fn safe_scopes_never_let_the_sink_fetch_a_stale_wqe() {
+    use ibgda_kernels::experiments::{bench_options, rate, BenchProgram};
+    let min_wqes: u64 = std::env::var("IBGDA_SOAK_WQES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(if small() { 40_000_000 } else { 1_000_000_000 });
+    let gpu = Gpu::open_with(0, &bench_options().expect("options")).expect("GPU");
+    let program = BenchProgram::load(&gpu).expect("bench program");
+    let t0 = std::time::Instant::now();
+    let results = [
+        rate::soak(&gpu, &program, GpuFencedDbrec, min_wqes),
+        rate::soak(&gpu, &program, GpuReleaseStore, min_wqes),
+        rate::soak(&gpu, &program, ThreadFence, min_wqes),
+        rate::soak(&gpu, &program, SystemReleaseStore, min_wqes),
+        rate::soak(&gpu, &program, SystemFence, min_wqes),
+    ];
+    for r in &results {
+        match r {
+            Ok(s) => println!(
+                "stale-WQE soak {}: {} stale of {} WQEs checked ({} launches of {:?}), {:.0} M WQE/s, SM {:.0} MHz",
+                s.scope, s.stale_wqes, s.wqes_checked, s.launches, s.config, s.mwqe_per_s, s.sm_mhz
+            ),
+            Err(e) => println!("stale-WQE soak failed: {e}"),
+        }
+    }
+    println!("soak took {:.1} s", t0.elapsed().as_secs_f64());
+    for r in results {
+        let s = r.expect("a safe scope's soak");
+        assert_eq!(s.stale_wqes, 0, "{}", s.scope);
+        assert!(s.wqes_checked >= min_wqes);
+    }
 }

@@ -9,7 +9,11 @@ use super::caps::Gid;
 use super::caps::PortAttributes;
 use super::error::NicError;
 use crate::memory::{DeviceBuffer, DmaBuffer};
-use crate::queue::{GpuDoorbell, HostDoorbell, PlacementKind, QueueBufferSpan, Registered};
+use crate::queue::executor::ExecutorClaim;
+use crate::queue::{
+    ClaimTarget, Executor, ExecutorConflict, GpuDoorbell, HostDoorbell, PlacementKind,
+    QueueBufferSpan, Registered,
+};
 use crate::wqe::segment::AddressVectorSegment;
 use crate::wqe::RKey;
 
@@ -22,10 +26,12 @@ pub use crate::softnic::Access as MemoryAccess;
 /// Only the control plane makes one, from the memory of the queue it is creating: the
 /// backend learns where the memory is ([`span`](Self::span)); the crate's own backends
 /// also reach the buffer, as the NIC capability to it (see
-/// [`SendQueueNicAccess`](crate::queue::SendQueueNicAccess)).
+/// [`SendQueueNicAccess`](crate::queue::SendQueueNicAccess)), and register it only under
+/// an executor claim on the queue, so that memory another NIC executes is refused.
 #[derive(Clone, Copy, Debug)]
 pub struct QueueMemoryRef<'a> {
     memory: QueueMemoryKind<'a>,
+    target: ClaimTarget<'a>,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -35,15 +41,22 @@ enum QueueMemoryKind<'a> {
 }
 
 impl<'a> QueueMemoryRef<'a> {
-    pub(crate) fn host(buffer: &'a Arc<DmaBuffer>) -> Self {
+    pub(crate) fn host(buffer: &'a Arc<DmaBuffer>, target: ClaimTarget<'a>) -> Self {
         Self {
             memory: QueueMemoryKind::Host(buffer),
+            target,
         }
     }
-    pub(crate) fn gpu(buffer: &'a Arc<DeviceBuffer>) -> Self {
+    pub(crate) fn gpu(buffer: &'a Arc<DeviceBuffer>, target: ClaimTarget<'a>) -> Self {
         Self {
             memory: QueueMemoryKind::Gpu(buffer),
+            target,
         }
+    }
+    /// A claim by `executor` on the queue this memory belongs to: what a backend holds for
+    /// as long as it has the memory registered, refused while another executor holds one.
+    pub(crate) fn claim(&self, executor: &Executor) -> Result<ExecutorClaim, ExecutorConflict> {
+        self.target.claim(executor)
     }
     /// Where the memory is: its address (the device address for GPU memory) and length.
     pub fn span(&self) -> QueueBufferSpan {
@@ -98,6 +111,38 @@ pub enum RegisterMemory {
         /// Length of the region.
         len: usize,
     },
+}
+
+impl RegisterMemory {
+    /// Where the region is: its first byte's address (the device address for GPU memory)
+    /// and length, checked to lie inside its buffer.
+    pub fn span(&self) -> Result<(u64, u64), NicError> {
+        let (addr, buffer_len, offset, len) = match self {
+            Self::Host {
+                buffer,
+                offset,
+                len,
+            } => (buffer.addr(), buffer.len(), *offset, *len),
+            Self::Gpu {
+                buffer,
+                offset,
+                len,
+            } => (buffer.addr(), buffer.len(), *offset, *len),
+        };
+        let out_of_bounds = || {
+            NicError::Memory(crate::memory::DmaError::OutOfBounds {
+                offset,
+                len,
+                buffer_len,
+            })
+        };
+        let end = offset.checked_add(len).ok_or_else(out_of_bounds)?;
+        if end > buffer_len {
+            return Err(out_of_bounds());
+        }
+        let start = addr.checked_add(offset as u64).ok_or_else(out_of_bounds)?;
+        Ok((start, len as u64))
+    }
 }
 
 /// A protection domain as a backend holds it: its number goes into CREATE_QP's `pd`.

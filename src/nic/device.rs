@@ -17,7 +17,7 @@ use super::error::NicError;
 use super::prm::PrmError;
 use super::prm::{Command, CreateCq, CreateDct, CreateQp, ServiceType};
 use crate::cq::{CompletionQueue, CqMode, CQE_BYTES};
-use crate::memory::{DeviceBuffer, DmaBuffer};
+use crate::memory::DmaBuffer;
 use crate::order::{GpuThread, OrderingScope, ValidFor};
 use crate::queue::RECORD_BYTES;
 use crate::queue::{
@@ -210,7 +210,9 @@ impl<B: Backend> fmt::Debug for MemoryRegion<B> {
     }
 }
 
-impl<B: Backend> Registered for MrInner<B> {
+// SAFETY: the backend's registration (itself `Registered`) lives as long as this value,
+// and the answers are its own.
+unsafe impl<B: Backend> Registered for MrInner<B> {
     fn lkey(&self) -> LKey {
         self.mr.lkey()
     }
@@ -306,9 +308,14 @@ pub enum QueueFill {
 /// Allocates queue memory in placement `P`. The host allocator is [`HostQueueMemory`]; a
 /// GPU allocator (device memory, 64 KiB aligned, as NVSHMEM allocates it) comes from the
 /// code that owns the CUDA context.
+///
+/// An allocator hands each buffer over by value: the queue memory takes it, and nothing
+/// the allocator could keep reaches it afterwards (a [`DmaBuffer`] or [`DeviceBuffer`](crate::memory::DeviceBuffer) over
+/// memory someone else still accesses can only be made through their `unsafe`
+/// constructors, whose contracts forbid it).
 pub trait QueueAllocator<P: Placement> {
     /// `len` bytes aligned to at least `align`, filled as `fill` says.
-    fn allocate(&self, len: usize, align: usize, fill: QueueFill) -> Result<P::Buffer, NicError>;
+    fn allocate(&self, len: usize, align: usize, fill: QueueFill) -> Result<P::Owned, NicError>;
 }
 
 /// The host allocator of queue memory.
@@ -316,43 +323,66 @@ pub trait QueueAllocator<P: Placement> {
 pub struct HostQueueMemory;
 
 impl QueueAllocator<Host> for HostQueueMemory {
-    fn allocate(
-        &self,
-        len: usize,
-        align: usize,
-        fill: QueueFill,
-    ) -> Result<Arc<DmaBuffer>, NicError> {
+    fn allocate(&self, len: usize, align: usize, fill: QueueFill) -> Result<DmaBuffer, NicError> {
         let buffer = DmaBuffer::zeroed(len, align)?;
         if fill == QueueFill::InvalidCqes {
             for entry in (0..len / CQE_BYTES).map(|i| i * CQE_BYTES) {
                 buffer.write(entry + CQE_BYTES - 1, &[CQE_INIT_OP_OWN])?;
             }
         }
-        Ok(Arc::new(buffer))
+        Ok(buffer)
     }
 }
 
 /// A placement the control plane can put queues in.
-pub trait QueuePlacement: Placement {
-    /// Queue memory of this placement, to register as UMEM.
-    fn umem_ref(buffer: &Self::Buffer) -> QueueMemoryRef<'_>;
+pub trait QueuePlacement: Placement + umem::UmemRef {
     /// The doorbell register of `uar`, as producers of this placement reach it.
     fn doorbell<U: UarPage>(uar: &U) -> Result<Self::Doorbell, NicError>;
 }
 
-impl QueuePlacement for Host {
-    fn umem_ref(buffer: &Arc<DmaBuffer>) -> QueueMemoryRef<'_> {
-        QueueMemoryRef::host(buffer)
+mod umem {
+    use super::QueueMemoryRef;
+    use crate::queue::{CompletionQueueMemory, Placement, SendQueueMemory};
+
+    /// How the control plane names queue memory of a placement for UMEM registration
+    /// (crate-private: only the control plane makes a [`QueueMemoryRef`]).
+    pub trait UmemRef: Placement {
+        /// The ring and doorbell record of `sq`, each registered under a claim on `sq`.
+        fn sq_umems(sq: &SendQueueMemory<Self>) -> [QueueMemoryRef<'_>; 2];
+        /// The ring and doorbell record of `cq`, each registered under a claim on `cq`.
+        fn cq_umems(cq: &CompletionQueueMemory<Self>) -> [QueueMemoryRef<'_>; 2];
     }
+}
+
+impl umem::UmemRef for Host {
+    fn sq_umems(sq: &SendQueueMemory) -> [QueueMemoryRef<'_>; 2] {
+        let target = sq.claim_target();
+        [sq.ring_buffer(), sq.dbrec_buffer()].map(|b| QueueMemoryRef::host(b, target))
+    }
+    fn cq_umems(cq: &CompletionQueueMemory) -> [QueueMemoryRef<'_>; 2] {
+        let target = cq.claim_target();
+        [cq.ring_buffer(), cq.dbrec_buffer()].map(|b| QueueMemoryRef::host(b, target))
+    }
+}
+
+impl umem::UmemRef for Gpu {
+    fn sq_umems(sq: &SendQueueMemory<Gpu>) -> [QueueMemoryRef<'_>; 2] {
+        let target = sq.claim_target();
+        [sq.ring_buffer(), sq.dbrec_buffer()].map(|b| QueueMemoryRef::gpu(b, target))
+    }
+    fn cq_umems(cq: &CompletionQueueMemory<Gpu>) -> [QueueMemoryRef<'_>; 2] {
+        let target = cq.claim_target();
+        [cq.ring_buffer(), cq.dbrec_buffer()].map(|b| QueueMemoryRef::gpu(b, target))
+    }
+}
+
+impl QueuePlacement for Host {
     fn doorbell<U: UarPage>(uar: &U) -> Result<HostDoorbell, NicError> {
         uar.host_doorbell()
     }
 }
 
 impl QueuePlacement for Gpu {
-    fn umem_ref(buffer: &Arc<DeviceBuffer>) -> QueueMemoryRef<'_> {
-        QueueMemoryRef::gpu(buffer)
-    }
     fn doorbell<U: UarPage>(uar: &U) -> Result<GpuDoorbell, NicError> {
         uar.gpu_doorbell()
     }
@@ -483,21 +513,29 @@ impl<B: Backend> ProtectionDomain<B> {
         let uar = device.backend.alloc_uar()?;
         let cq = CompletionQueueMemory::<P>::from_parts(
             entries,
-            allocator.allocate(
-                entries as usize * CQE_BYTES,
-                RING_ALIGN,
-                QueueFill::InvalidCqes,
-            )?,
-            allocator.allocate(RECORD_BYTES, 64, QueueFill::Zero)?,
+            allocator
+                .allocate(
+                    entries as usize * CQE_BYTES,
+                    RING_ALIGN,
+                    QueueFill::InvalidCqes,
+                )?
+                .into(),
+            allocator
+                .allocate(RECORD_BYTES, 64, QueueFill::Zero)?
+                .into(),
         )?;
         let sq = SendQueueMemory::<P>::from_parts(
             spec.sq,
-            allocator.allocate(
-                spec.sq.wqebbs() as usize * WQEBB_BYTES,
-                RING_ALIGN,
-                QueueFill::Zero,
-            )?,
-            allocator.allocate(RECORD_BYTES, 64, QueueFill::Zero)?,
+            allocator
+                .allocate(
+                    spec.sq.wqebbs() as usize * WQEBB_BYTES,
+                    RING_ALIGN,
+                    QueueFill::Zero,
+                )?
+                .into(),
+            allocator
+                .allocate(RECORD_BYTES, 64, QueueFill::Zero)?
+                .into(),
             P::doorbell(&uar)?,
         )?;
         let mut objects = QueueObjects {
@@ -508,15 +546,9 @@ impl<B: Backend> ProtectionDomain<B> {
             uar: None,
             _pd: self.inner.clone(),
         };
-        for buffer in [
-            cq.ring_buffer(),
-            cq.dbrec_buffer(),
-            sq.ring_buffer(),
-            sq.dbrec_buffer(),
-        ] {
-            objects
-                .umems
-                .push(device.backend.register_umem(P::umem_ref(buffer))?);
+        // CQ ring, CQ record, send ring, send record: the order `umem(i)` reads below.
+        for memory in P::cq_umems(&cq).into_iter().chain(P::sq_umems(&sq)) {
+            objects.umems.push(device.backend.register_umem(memory)?);
         }
         let umem = |i: usize| objects.umems[i].umem_id();
         let (cq_object, output) = device.create(&command::create_cq(
@@ -638,10 +670,8 @@ impl<B: Backend> ProtectionDomain<B> {
             uar: None,
             _pd: self.inner.clone(),
         };
-        for buffer in [cq.ring_buffer(), cq.dbrec_buffer()] {
-            objects
-                .umems
-                .push(device.backend.register_umem(QueueMemoryRef::host(buffer))?);
+        for memory in <Host as umem::UmemRef>::cq_umems(&cq) {
+            objects.umems.push(device.backend.register_umem(memory)?);
         }
         let (cq_object, output) = device.create(&command::create_cq(
             cq_entries.trailing_zeros() as u8,

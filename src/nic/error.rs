@@ -131,6 +131,19 @@ pub enum NicError {
     DeviceQueue(crate::queue::DeviceQueueError),
     /// The software NIC refused a registration or a queue.
     SoftNic(crate::softnic::SoftNicError),
+    /// The queue memory is executed by another NIC (one executor per queue in the
+    /// process).
+    ExecutedElsewhere(crate::queue::ExecutorConflict),
+    /// A data registration shares bytes with queue memory this NIC executes (a ring,
+    /// record or doorbell is never a data region).
+    OverlapsQueueMemory {
+        /// First byte of the range refused.
+        addr: u64,
+        /// Its length.
+        len: u64,
+        /// The queue memory it overlaps.
+        queue: crate::queue::QueueBufferSpan,
+    },
     /// Connection information that cannot be decoded.
     Connection(super::connection::ConnectionError),
     /// The backend failed, with its own error type (downcast it through
@@ -166,6 +179,13 @@ impl fmt::Display for NicError {
             Self::DeviceQueue(e) => write!(f, "GPU-placed queue: {e}"),
             Self::Connection(e) => write!(f, "connection information: {e}"),
             Self::SoftNic(e) => write!(f, "software NIC: {e}"),
+            Self::ExecutedElsewhere(e) => e.fmt(f),
+            Self::OverlapsQueueMemory { addr, len, queue } => write!(
+                f,
+                "memory {addr:#x}+{len} overlaps queue memory at {:#x}+{} that this NIC \
+                 executes: queue memory is never registered as a data region",
+                queue.addr, queue.len
+            ),
             Self::Backend(e) if e.is_unsupported() => {
                 write!(f, "not supported by this device: {e}")
             }
@@ -183,6 +203,11 @@ impl std::error::Error for NicError {
     }
 }
 
+impl From<crate::queue::ExecutorConflict> for NicError {
+    fn from(e: crate::queue::ExecutorConflict) -> Self {
+        Self::ExecutedElsewhere(e)
+    }
+}
 impl From<crate::memory::DmaError> for NicError {
     fn from(e: crate::memory::DmaError) -> Self {
         Self::Memory(e)

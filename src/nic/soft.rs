@@ -38,6 +38,7 @@ use super::backend::{
 use super::caps::{AtomicEndianness, DeviceCaps, Gid, LinkLayer, Mtu, PortAttributes};
 use super::error::NicError;
 use crate::memory::DmaBuffer;
+use crate::queue::executor::ExecutorClaim;
 use crate::queue::{GpuDoorbell, HostDoorbell};
 use crate::softnic::{Fabric, MemoryRegion, NodeId};
 use crate::wqe::segment::AddressVectorSegment;
@@ -64,13 +65,23 @@ pub const SOFT_NIC_CAPS: DeviceCaps = DeviceCaps {
 #[derive(Debug, Default)]
 struct Tables {
     pds: HashSet<u32>,
-    umems: HashMap<u32, Arc<DmaBuffer>>,
+    umems: HashMap<u32, UmemEntry>,
     uars: HashMap<u32, Arc<DmaBuffer>>,
     next_pd: u32,
     next_umem: u32,
     next_uar: u32,
     /// The opcode of every command executed successfully, in order.
     executed: Vec<u16>,
+}
+
+/// A UMEM registration: the queue buffer, and the fabric's executor claim on the queue it
+/// belongs to (held until the registration is dropped, and again by every queue or CQ the
+/// NIC made over it). Memory a C caller handed the device (the emulated ConnectX's UMEMs)
+/// has no claim record: the device owns it outright.
+#[derive(Debug)]
+struct UmemEntry {
+    buffer: Arc<DmaBuffer>,
+    claim: Option<ExecutorClaim>,
 }
 
 #[derive(Debug, Default)]
@@ -147,6 +158,60 @@ impl SoftNic {
         self
     }
 
+    /// The same device with its port at `mtu` (INIT2RTR and CREATE_DCT are refused above
+    /// it).
+    pub fn with_mtu(mut self, mtu: Mtu) -> Self {
+        self.port.mtu = mtu;
+        self
+    }
+
+    /// Registers `memory` as UMEM: the device owns it from now on (CREATE_CQ and
+    /// CREATE_QP name it by the id). This is how a device reached through a C ABI (the
+    /// emulated ConnectX) registers the memory its caller hands it; the control plane's
+    /// own queue memory goes through [`Backend::register_umem`].
+    pub fn register_umem_buffer(&self, memory: DmaBuffer) -> Result<SoftUmem, NicError> {
+        self.insert_umem(Arc::new(memory), None)
+    }
+
+    fn insert_umem(
+        &self,
+        buffer: Arc<DmaBuffer>,
+        claim: Option<ExecutorClaim>,
+    ) -> Result<SoftUmem, NicError> {
+        let mut tables = self.tables.lock();
+        let id = next_id(&mut tables.next_umem)?;
+        tables.umems.insert(id, UmemEntry { buffer, claim });
+        Ok(SoftUmem {
+            id,
+            tables: Arc::downgrade(&self.tables),
+        })
+    }
+
+    /// A UAR page whose 8-byte doorbell is `doorbell` (which the device only reads): for a
+    /// device that lays out its own UAR pages (the emulated ConnectX's doorbell sits at
+    /// offset 0x800 of a 4 KiB page, as on a ConnectX).
+    pub fn register_uar(&self, doorbell: Arc<DmaBuffer>) -> Result<SoftUar, NicError> {
+        if doorbell.len() != 8 {
+            return Err(NicError::OutOfRange {
+                what: "UAR doorbell length (bytes)",
+                value: doorbell.len() as u64,
+                max: 8,
+            });
+        }
+        self.insert_uar(doorbell)
+    }
+
+    fn insert_uar(&self, doorbell: Arc<DmaBuffer>) -> Result<SoftUar, NicError> {
+        let mut tables = self.tables.lock();
+        let page = next_id(&mut tables.next_uar)?;
+        tables.uars.insert(page, doorbell.clone());
+        Ok(SoftUar {
+            page,
+            doorbell,
+            tables: Arc::downgrade(&self.tables),
+        })
+    }
+
     /// The fabric the device is on.
     pub fn fabric(&self) -> &Fabric {
         &self.fabric
@@ -189,8 +254,15 @@ impl SoftNic {
         }
     }
 
-    pub(super) fn umem(&self, id: u32) -> Option<Arc<DmaBuffer>> {
-        self.tables.lock().umems.get(&id).cloned()
+    /// The buffer of UMEM `id`, and a claim of this NIC's executor on its queue (none for
+    /// memory the device owns outright).
+    pub(super) fn umem(&self, id: u32) -> Option<(Arc<DmaBuffer>, Option<ExecutorClaim>)> {
+        let tables = self.tables.lock();
+        let entry = tables.umems.get(&id)?;
+        Some((
+            entry.buffer.clone(),
+            entry.claim.as_ref().map(ExecutorClaim::again),
+        ))
     }
 
     pub(super) fn uar(&self, page: u32) -> Option<Arc<DmaBuffer>> {
@@ -247,6 +319,22 @@ impl UmemId for SoftUmem {
     }
 }
 
+/// Whether anything but the device's own table holds `buffer` (an object made over it).
+fn shared(buffer: Option<&Arc<DmaBuffer>>) -> bool {
+    buffer.is_some_and(|b| Arc::strong_count(b) > 1)
+}
+
+impl SoftUmem {
+    /// Whether an object (a CQ or a queue pair) still uses the memory: a deregistration
+    /// now would leave the NIC with memory its owner may reuse (a ConnectX's kernel driver
+    /// refuses it with `EBUSY`).
+    pub fn is_in_use(&self) -> bool {
+        self.tables
+            .upgrade()
+            .is_some_and(|tables| shared(tables.lock().umems.get(&self.id).map(|e| &e.buffer)))
+    }
+}
+
 impl Drop for SoftUmem {
     fn drop(&mut self) {
         if let Some(tables) = self.tables.upgrade() {
@@ -275,6 +363,14 @@ impl UarPage for SoftUar {
             what: "GPU-placed queues on the CPU software NIC (its doorbells are host memory)"
                 .into(),
         })
+    }
+}
+
+impl SoftUar {
+    /// Whether a queue pair still rings this page.
+    pub fn is_in_use(&self) -> bool {
+        // The device's table and this handle hold the doorbell; a queue pair holds more.
+        Arc::strong_count(&self.doorbell) > 2
     }
 }
 
@@ -411,15 +507,7 @@ impl Backend for SoftNic {
     }
 
     fn alloc_uar(&self) -> Result<SoftUar, NicError> {
-        let doorbell = Arc::new(DmaBuffer::zeroed(8, 64)?);
-        let mut tables = self.tables.lock();
-        let page = next_id(&mut tables.next_uar)?;
-        tables.uars.insert(page, doorbell.clone());
-        Ok(SoftUar {
-            page,
-            doorbell,
-            tables: Arc::downgrade(&self.tables),
-        })
+        self.insert_uar(Arc::new(DmaBuffer::zeroed(8, 64)?))
     }
 
     fn register_umem(&self, memory: QueueMemoryRef<'_>) -> Result<SoftUmem, NicError> {
@@ -429,13 +517,8 @@ impl Backend for SoftNic {
                 what: "GPU queue memory on the CPU software NIC".into(),
             })?
             .clone();
-        let mut tables = self.tables.lock();
-        let id = next_id(&mut tables.next_umem)?;
-        tables.umems.insert(id, buffer);
-        Ok(SoftUmem {
-            id,
-            tables: Arc::downgrade(&self.tables),
-        })
+        let claim = memory.claim(self.fabric.executor())?;
+        self.insert_umem(buffer, Some(claim))
     }
 
     fn address_vector(

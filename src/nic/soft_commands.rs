@@ -32,6 +32,7 @@ use super::prm::{
 use super::soft::{SoftNic, SoftObject};
 use crate::cq::CqMode;
 use crate::memory::DmaBuffer;
+use crate::queue::executor::ExecutorClaim;
 use crate::queue::{CompletionQueueNicAccess, SendQueueNicAccess};
 use crate::softnic::{CommandedQp, ObjectRefusal, Transition};
 use crate::wqe::{RingSize, TransportKind};
@@ -151,17 +152,17 @@ fn umem_exactly(
     id: u32,
     offset: u64,
     len: usize,
-) -> Result<Arc<DmaBuffer>, Refusal> {
-    let buffer = nic.umem(id).ok_or(bad_param(syndrome::UNKNOWN_UMEM))?;
+) -> Result<(Arc<DmaBuffer>, Option<ExecutorClaim>), Refusal> {
+    let (buffer, claim) = nic.umem(id).ok_or(bad_param(syndrome::UNKNOWN_UMEM))?;
     if offset != 0 || buffer.len() != len {
         return Err(bad_param(syndrome::UMEM_MISMATCH));
     }
-    Ok(buffer)
+    Ok((buffer, claim))
 }
 
 /// A doorbell record: a UMEM of 8 bytes, at address 0.
 fn umem_record(nic: &SoftNic, id: u32, addr: u64) -> Result<Arc<DmaBuffer>, Refusal> {
-    let buffer = nic.umem(id).ok_or(bad_param(syndrome::UNKNOWN_UMEM))?;
+    let (buffer, _) = nic.umem(id).ok_or(bad_param(syndrome::UNKNOWN_UMEM))?;
     if addr != 0 || buffer.len() != 8 {
         return Err(bad_param(syndrome::UMEM_MISMATCH));
     }
@@ -188,7 +189,7 @@ fn execute_create_cq(nic: &SoftNic, command: CreateCq) -> Result<(u32, CreateCqO
         ));
     }
     let entries = 1u32 << cqc.log_cq_size;
-    let ring = umem_exactly(
+    let (ring, claim) = umem_exactly(
         nic,
         command.cq_umem_id,
         command.cq_umem_offset,
@@ -200,7 +201,7 @@ fn execute_create_cq(nic: &SoftNic, command: CreateCq) -> Result<(u32, CreateCqO
     } else {
         CqMode::Ring
     };
-    let memory = CompletionQueueNicAccess::from_registered(entries, ring, dbrec)
+    let memory = CompletionQueueNicAccess::from_registered(entries, ring, dbrec, claim)
         .map_err(|_| bad_param(syndrome::UMEM_MISMATCH))?;
     let cqn = nic.fabric().create_cq_object(memory, mode)?;
     Ok((cqn, CreateCqOutput { cqn }))
@@ -225,7 +226,7 @@ fn execute_create_qp(nic: &SoftNic, command: CreateQp) -> Result<(u32, CreateQpO
     }
     let size =
         RingSize::new(1usize << qpc.log_sq_size).map_err(|_| bad_param(syndrome::TOO_LARGE))?;
-    let ring = umem_exactly(
+    let (ring, claim) = umem_exactly(
         nic,
         command.wq_umem_id,
         command.wq_umem_offset,
@@ -245,7 +246,7 @@ fn execute_create_qp(nic: &SoftNic, command: CreateQp) -> Result<(u32, CreateQpO
     let qpn = fabric.create_commanded_qp(CommandedQp {
         node: nic.node(),
         transport,
-        sq: SendQueueNicAccess::from_registered(size, ring, dbrec, doorbell)
+        sq: SendQueueNicAccess::from_registered(size, ring, dbrec, doorbell, claim)
             .map_err(|_| bad_param(syndrome::UMEM_MISMATCH))?,
         send_cq: qpc.cqn_snd,
         // Receive credits stand in for an SRQ's receive WQEs (see the backend's notes).

@@ -47,13 +47,13 @@ impl Bench {
         )
         .unwrap();
         let umems: Vec<SoftUmem> = [
-            cq_memory.ring_buffer(),
-            cq_memory.dbrec_buffer(),
-            sq_memory.ring_buffer(),
-            sq_memory.dbrec_buffer(),
+            (cq_memory.ring_buffer(), cq_memory.claim_target()),
+            (cq_memory.dbrec_buffer(), cq_memory.claim_target()),
+            (sq_memory.ring_buffer(), sq_memory.claim_target()),
+            (sq_memory.dbrec_buffer(), sq_memory.claim_target()),
         ]
         .into_iter()
-        .map(|b| nic.register_umem(QueueMemoryRef::host(b)).unwrap())
+        .map(|(b, target)| nic.register_umem(QueueMemoryRef::host(b, target)).unwrap())
         .collect();
         let input = command::create_cq(
             4,

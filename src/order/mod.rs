@@ -17,8 +17,17 @@
 //! The scopes for GPU producers are the rows of the paper's Table 4. Each documents the
 //! exact PTX the device library emits for it ([`OrderingScope::DEVICE_SEQUENCE`]); the
 //! kernels crate compiles each and checks that the PTX contains exactly those ordering
-//! instructions. [`Unordered`] (no ordering at all, the paper's unsafe control) can only be
-//! made through an `unsafe` constructor:
+//! instructions.
+//!
+//! # Which scopes are safe
+//!
+//! A scope is safe when no NIC can defeat it: every WQE store is visible before both the
+//! doorbell record and the doorbell, so a NIC following either (an mlx5 NIC may follow the
+//! record alone) fetches only complete WQEs. [`GpuFencedDbrec`], [`GpuReleaseStore`],
+//! [`ThreadFence`], [`SystemReleaseStore`], [`SystemFence`] and [`HostBarrier`] are, and
+//! are made freely. [`GpuFence`] orders the WQEs before the doorbell but not before the
+//! record, and [`Unordered`] (the paper's unsafe control) orders nothing: each can only be
+//! made through an `unsafe` constructor whose contract says what the executor must not do.
 //!
 //! ```compile_fail,E0133
 //! let _ = ibgda::order::Unordered::new();
@@ -134,17 +143,57 @@ macro_rules! gpu_scope {
     };
 }
 
-gpu_scope!(
-    /// GPU-scope release fence before the doorbell (DOCA GPUNetIO, NCCL GDAKI; Table 4
-    /// "GPU-scope fence"). The WQE stores are plain and the doorbell record a relaxed
-    /// store; one `fence.release.gpu` orders both before the MMIO doorbell. Correct when the queue
-    /// and its doorbell record are in GPU memory and the NIC reads the record only after a
-    /// doorbell.
-    GpuFence, GpuFence,
-    "dbrec: st.relaxed.sys.global.b32; fence.release.gpu; \
-     db: st.mmio.relaxed.sys.global.b64; cq: ld.relaxed.sys.global.b64; fence.acquire.gpu",
-    valid: [Gpu]
-);
+/// GPU-scope release fence before the doorbell (DOCA GPUNetIO, NCCL GDAKI; Table 4
+/// "GPU-scope fence"). The WQE stores are plain and the doorbell record a relaxed store;
+/// one `fence.release.gpu` orders both before the MMIO doorbell, but nothing orders the
+/// record after the WQEs it announces. It is correct only for a NIC that reads the record
+/// after a doorbell and never follows it alone.
+///
+/// An mlx5 NIC may follow the record (it is how the device learns the producer index when
+/// doorbells are coalesced or for recovery), and NVIDIA documents no ConnectX that never
+/// does. With several rounds in flight, round k+1's record can become visible before round
+/// k+1's WQEs: on the H200 the doorbell sink, following records as such a NIC may, fetched
+/// stale WQEs under this scope (1 in 40,960,000 at 64 warps on 64 queues). So it can only
+/// be made through an `unsafe` constructor, like [`Unordered`]; the safe GPU scopes order
+/// the WQE stores before the record ([`GpuFencedDbrec`], [`GpuReleaseStore`],
+/// [`ThreadFence`], and the system scopes).
+///
+/// ```compile_fail,E0133
+/// let _ = ibgda::order::GpuFence::new();
+/// ```
+///
+/// Device sequence: `dbrec: st.relaxed.sys.global.b32; fence.release.gpu; db:
+/// st.mmio.relaxed.sys.global.b64; cq: ld.relaxed.sys.global.b64; fence.acquire.gpu`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct GpuFence {
+    _private: (),
+}
+
+impl GpuFence {
+    /// The GPU-scope fence scope.
+    ///
+    /// # Safety
+    ///
+    /// Queues using it may let a NIC that follows the doorbell record fetch WQEs that are
+    /// not yet visible, and execute stale or partly written ones, touching any memory they
+    /// name. The caller guarantees that whatever executes the queue reads the doorbell
+    /// record only after a doorbell that the same fence ordered (the CUDA software NIC in
+    /// its doorbell-only watch), or that nothing such a WQE could do matters (a benchmark on
+    /// throw-away memory).
+    pub const unsafe fn new() -> Self {
+        Self { _private: () }
+    }
+}
+
+impl Sealed for GpuFence {}
+impl OrderingScope for GpuFence {
+    type Producer = GpuThread;
+    const KIND: ScopeKind = ScopeKind::GpuFence;
+    const NAME: &'static str = "GpuFence";
+    const DEVICE_SEQUENCE: &'static str = "dbrec: st.relaxed.sys.global.b32; fence.release.gpu; \
+         db: st.mmio.relaxed.sys.global.b64; cq: ld.relaxed.sys.global.b64; fence.acquire.gpu";
+}
+impl ValidFor<Gpu> for GpuFence {}
 gpu_scope!(
     /// [`GpuFence`] plus a fence before the doorbell record (Table 4 "+ fenced doorbell
     /// record"): the record is never visible before the WQEs, even to a NIC that reads it

@@ -158,15 +158,18 @@ impl<T: TypedTransport> fmt::Debug for AssistedQueuePair<T> {
 
 impl<T: TypedTransport> AssistedQueuePair<T> {
     /// Makes `pair` (with [`DoorbellPolicy::Explicit`]) CPU-assisted through `slot`
-    /// (zeroed, at least 8 bytes); returns it and what its forwarder needs.
+    /// (zeroed, at least 8 bytes, moved in: the queue pair and its forwarder target are
+    /// then the only handles to it, so no other queue announces through it); returns it
+    /// and what its forwarder needs.
     pub fn new(
         pair: QueuePair<T>,
-        slot: Arc<DmaBuffer>,
+        slot: DmaBuffer,
     ) -> Result<(Self, ForwardTarget), AssistedError> {
         if pair.sq().config().doorbell != DoorbellPolicy::Explicit {
             return Err(AssistedError::RingsItself);
         }
         check_slot(&slot)?;
+        let slot = Arc::new(slot);
         let target = ForwardTarget::new(slot.clone(), pair.sq().memory(), pair.qpn());
         Ok((Self { pair, slot }, target))
     }
@@ -258,13 +261,15 @@ where
     S: OrderingScope<Producer = GpuThread> + ValidFor<Host>,
 {
     /// Makes the GPU-produced `pair` CPU-assisted through `slot` (zeroed, mapped into the
-    /// GPU); returns it and what its forwarder needs.
+    /// GPU, moved in: only this queue's kernels and its forwarder reach it); returns it and
+    /// what its forwarder needs.
     pub fn new(
         pair: QueuePair<T, Host, S>,
-        slot: Arc<DmaBuffer>,
+        slot: DmaBuffer,
     ) -> Result<(Self, ForwardTarget), AssistedError> {
         check_slot(&slot)?;
         let slot_addr = slot.device_addr().ok_or(AssistedError::SlotNotMapped)?;
+        let slot = Arc::new(slot);
         let mut descriptor = *pair.device_queue().raw();
         descriptor.doorbell = slot_addr;
         let target = ForwardTarget::new(slot, pair.sq_memory(), pair.device_qpn());

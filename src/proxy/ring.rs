@@ -34,6 +34,7 @@ use std::sync::Arc;
 
 use super::descriptor::{words_valid, DescriptorError, Epoch, Request, RequestDescriptor};
 use crate::memory::{DmaBuffer, DmaError};
+use crate::queue::QueueBufferSpan;
 
 mod sealed {
     pub trait Sealed {}
@@ -326,17 +327,44 @@ impl ConsumerState {
     }
 }
 
-/// A descriptor ring in host memory.
+/// A descriptor ring in host memory: owned by its two ends, and reached by nobody else.
+/// The ring's slots and counters are written only by its producer(s) and its consumer
+/// (whose handles are the only way to them), so a tuned ring has exactly one producer.
 #[derive(Debug)]
 pub struct RingMemory {
-    buffer: Arc<DmaBuffer>,
+    buffer: DmaBuffer,
     geometry: RingGeometry,
 }
 
 impl RingMemory {
-    /// The buffer (its device address, when mapped into a GPU, is what kernels get).
-    pub fn buffer(&self) -> &Arc<DmaBuffer> {
-        &self.buffer
+    /// Where the ring is: the host address, and the device address when mapped into a GPU
+    /// (what kernels get). Nothing can be accessed through it.
+    pub fn span(&self) -> QueueBufferSpan {
+        QueueBufferSpan {
+            addr: self.buffer.addr(),
+            device_addr: self.buffer.device_addr(),
+            len: self.buffer.len(),
+        }
+    }
+
+    /// Whether no slot or counter has been written yet (what a producer handed to a GPU,
+    /// whose state starts at zero, needs).
+    pub fn is_unused(&self) -> bool {
+        self.buffer.words()[..self.geometry.words()]
+            .iter()
+            .all(|w| w.load(Ordering::Acquire) == 0)
+    }
+
+    /// The ring's words, for code standing in for its producer from outside its handle
+    /// (a test playing a faulty GPU).
+    ///
+    /// # Safety
+    ///
+    /// The caller is the ring's only producer while it writes through the reference: no
+    /// [`RingProducer`] of a tuned ring is live (dropped, or handed to a GPU that does not
+    /// run), and it writes only slots, never the consumer's words.
+    pub unsafe fn words_unchecked(&self) -> &[AtomicU64] {
+        self.buffer.words()
     }
     /// The geometry.
     pub fn geometry(&self) -> RingGeometry {
@@ -387,12 +415,13 @@ impl ProxyRing {
     pub fn allocate<H: Handoff>(slots: u64) -> Result<(RingProducer<H>, RingConsumer), RingError> {
         let g = RingGeometry::new(slots)?;
         let buffer = DmaBuffer::zeroed(g.bytes(), 4096).map_err(RingError::Memory)?;
-        Self::in_buffer(Arc::new(buffer), slots)
+        Self::in_buffer(buffer, slots)
     }
 
-    /// A ring of `slots` in `buffer` (zeroed; e.g. pinned host memory mapped into a GPU).
+    /// A ring of `slots` in `buffer` (zeroed; e.g. pinned host memory mapped into a GPU),
+    /// moved in: the ring's ends are then the only handles to it.
     pub fn in_buffer<H: Handoff>(
-        buffer: Arc<DmaBuffer>,
+        buffer: DmaBuffer,
         slots: u64,
     ) -> Result<(RingProducer<H>, RingConsumer), RingError> {
         let geometry = RingGeometry::new(slots)?;
@@ -468,7 +497,7 @@ impl RingProducer<Tuned> {
     pub fn try_push(&mut self, request: &Request) -> Result<u64, PushError> {
         let g = self.ring.geometry;
         self.tuned
-            .try_push(&*self.ring.buffer, g, request)
+            .try_push(&self.ring.buffer, g, request)
             .map_err(PushError::Descriptor)?
             .ok_or(PushError::Full { slots: g.size })
     }
@@ -493,7 +522,7 @@ impl RingProducer<Tuned> {
 impl RingProducer<Baseline> {
     /// Pushes one request, waiting for room (a reserved slot cannot be given back).
     pub fn push(&self, request: &Request) -> Result<u64, DescriptorError> {
-        baseline_push(&*self.ring.buffer, self.ring.geometry, request)
+        baseline_push(&self.ring.buffer, self.ring.geometry, request)
     }
 }
 
@@ -515,7 +544,7 @@ impl RingConsumer {
     }
     /// Takes the next complete descriptor, if any.
     pub fn poll(&mut self) -> Option<(u64, RequestDescriptor)> {
-        self.state.poll(&*self.ring.buffer, self.ring.geometry)
+        self.state.poll(&self.ring.buffer, self.ring.geometry)
     }
     /// Descriptors taken.
     pub fn taken(&self) -> u64 {
@@ -523,7 +552,7 @@ impl RingConsumer {
     }
     /// Publishes the progress (every descriptor taken has been copied out).
     pub fn publish_progress(&self) {
-        self.state.publish(&*self.ring.buffer, self.ring.geometry);
+        self.state.publish(&self.ring.buffer, self.ring.geometry);
     }
     /// Publishes the completion counter.
     pub fn publish_completed(&self, completed: u64) {

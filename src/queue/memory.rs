@@ -25,12 +25,22 @@
 //! takes them inside the crate; a NIC backend outside it gets them only through the
 //! `unsafe` [`SendQueueMemory::nic_access_unchecked`] and
 //! [`CompletionQueueMemory::nic_access_unchecked`].
+//!
+//! Every capability is an exclusive claim recorded in the memory it reaches (see
+//! [`executor`](super::executor)): the one [`Executor`] holding claims on a queue's memory
+//! is the only one that may take more, so two NICs (two fabrics, two CUDA software NICs, a
+//! sink and a NIC, a backend and a fabric) never execute one queue, whoever made them.
+//!
+//! Buffers are moved in: every constructor takes owned [`DmaBuffer`]s or
+//! [`DeviceBuffer`]s (never an `Arc` someone else could keep), so after construction the
+//! queue and its executor's capability are the only handles to them.
 
 use core::fmt;
 use std::sync::Arc;
 
 use core::sync::atomic::Ordering;
 
+use super::executor::{Executor, ExecutorCell, ExecutorClaim, ExecutorConflict};
 use super::placement::{Gpu, GpuDoorbell, Host, HostDoorbell, Placement, QueueBuffer};
 use crate::cq::CQE_BYTES;
 use crate::memory::{DeviceBuffer, DmaBuffer, DmaError};
@@ -158,6 +168,7 @@ pub struct SendQueueMemory<P: Placement = Host> {
     size: RingSize,
     dbrec: P::Buffer,
     doorbell: P::Doorbell,
+    executor: Arc<ExecutorCell>,
 }
 
 impl<P: Placement> SendQueueMemory<P> {
@@ -192,18 +203,24 @@ impl<P: Placement> SendQueueMemory<P> {
     }
 
     /// The NIC's capability to this memory, for the crate's own NIC code (the software NIC,
-    /// control planes).
-    pub(crate) fn nic_access(&self) -> SendQueueNicAccess<P> {
-        SendQueueNicAccess {
+    /// control planes): a claim by `executor`, refused while another executor holds one.
+    pub(crate) fn nic_access(
+        &self,
+        executor: &Executor,
+    ) -> Result<SendQueueNicAccess<P>, ExecutorConflict> {
+        let claim = self.executor.claim(executor, self.ring())?;
+        Ok(SendQueueNicAccess {
             ring: self.ring.clone(),
             size: self.size,
             dbrec: self.dbrec.clone(),
             doorbell: self.doorbell.clone(),
-        }
+            _claim: Some(claim),
+        })
     }
 
     /// The NIC's capability to this memory, for a NIC backend outside this crate (such as a
-    /// CUDA software NIC).
+    /// CUDA software NIC): a claim by `executor`, refused with [`ExecutorConflict`] while
+    /// another executor holds one on this queue.
     ///
     /// # Safety
     ///
@@ -211,9 +228,41 @@ impl<P: Placement> SendQueueMemory<P> {
     /// the queue that owns this memory lives: it lets its holder read the ring the owner
     /// writes and is the route by which memory the WQEs name is accessed. Using it as
     /// anything but that NIC (for instance to register the ring as a data region, or to
-    /// keep executing after the queue is gone) breaks the owner's guarantees.
-    pub unsafe fn nic_access_unchecked(&self) -> SendQueueNicAccess<P> {
-        self.nic_access()
+    /// keep executing after the queue is gone), or holding it under an `executor` that is
+    /// not the NIC actually executing the queue, breaks the owner's guarantees.
+    pub unsafe fn nic_access_unchecked(
+        &self,
+        executor: &Executor,
+    ) -> Result<SendQueueNicAccess<P>, ExecutorConflict> {
+        self.nic_access(executor)
+    }
+
+    /// The number of the executor holding claims on this memory, if any.
+    pub fn executor(&self) -> Option<u64> {
+        self.executor.holder()
+    }
+
+    /// What a claim on this memory is taken through: its record and the span conflicts name.
+    pub(crate) fn claim_target(&self) -> ClaimTarget<'_> {
+        ClaimTarget {
+            cell: &self.executor,
+            queue: self.ring(),
+        }
+    }
+}
+
+/// Where a claim on one queue's memory is recorded (for the UMEM registrations of its
+/// buffers): the memory's claim record and the span a conflict names.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct ClaimTarget<'a> {
+    cell: &'a Arc<ExecutorCell>,
+    queue: QueueBufferSpan,
+}
+
+impl ClaimTarget<'_> {
+    /// A claim by `executor`.
+    pub(crate) fn claim(&self, executor: &Executor) -> Result<ExecutorClaim, ExecutorConflict> {
+        self.cell.claim(executor, self.queue)
     }
 }
 
@@ -233,6 +282,7 @@ impl<P: Placement> SendQueueMemory<P> {
             size,
             dbrec,
             doorbell,
+            executor: Arc::default(),
         })
     }
 }
@@ -245,6 +295,7 @@ impl SendQueueMemory<Host> {
             size,
             dbrec: Arc::new(DmaBuffer::zeroed(RECORD_BYTES, 64)?),
             doorbell: HostDoorbell::memory(Arc::new(DmaBuffer::zeroed(RECORD_BYTES, 64)?)),
+            executor: Arc::default(),
         })
     }
 
@@ -338,6 +389,7 @@ pub struct CompletionQueueMemory<P: Placement = Host> {
     ring: P::Buffer,
     entries: u32,
     dbrec: P::Buffer,
+    executor: Arc<ExecutorCell>,
 }
 
 impl<P: Placement> CompletionQueueMemory<P> {
@@ -363,25 +415,50 @@ impl<P: Placement> CompletionQueueMemory<P> {
         &self.dbrec
     }
 
-    /// The NIC's capability to this memory, for the crate's own NIC code.
-    pub(crate) fn nic_access(&self) -> CompletionQueueNicAccess<P> {
-        CompletionQueueNicAccess {
+    /// The NIC's capability to this memory, for the crate's own NIC code: a claim by
+    /// `executor` (which may hold several, for the queues sharing the CQ), refused while
+    /// another executor holds one.
+    pub(crate) fn nic_access(
+        &self,
+        executor: &Executor,
+    ) -> Result<CompletionQueueNicAccess<P>, ExecutorConflict> {
+        let claim = self.executor.claim(executor, self.ring())?;
+        Ok(CompletionQueueNicAccess {
             ring: self.ring.clone(),
             entries: self.entries,
             dbrec: self.dbrec.clone(),
-        }
+            _claim: Some(claim),
+        })
     }
 
-    /// The NIC's capability to this memory, for a NIC backend outside this crate.
+    /// The NIC's capability to this memory, for a NIC backend outside this crate: a claim
+    /// by `executor`, refused with [`ExecutorConflict`] while another executor holds one.
     ///
     /// # Safety
     ///
     /// Only a NIC that executes the WQEs of the queues completing into this CQ may use the
     /// capability, and only while the queue that owns this memory lives: a CQE it writes
     /// retires WQEs and releases the registrations they name, so a CQE for a WQE that was
-    /// not executed lets memory be reused while the WQE can still touch it.
-    pub unsafe fn nic_access_unchecked(&self) -> CompletionQueueNicAccess<P> {
-        self.nic_access()
+    /// not executed lets memory be reused while the WQE can still touch it. `executor` must
+    /// be the NIC actually executing those queues.
+    pub unsafe fn nic_access_unchecked(
+        &self,
+        executor: &Executor,
+    ) -> Result<CompletionQueueNicAccess<P>, ExecutorConflict> {
+        self.nic_access(executor)
+    }
+
+    /// The number of the executor holding claims on this memory, if any.
+    pub fn executor(&self) -> Option<u64> {
+        self.executor.holder()
+    }
+
+    /// What a claim on this memory is taken through.
+    pub(crate) fn claim_target(&self) -> ClaimTarget<'_> {
+        ClaimTarget {
+            cell: &self.executor,
+            queue: self.ring(),
+        }
     }
 
     /// CQ memory over `ring` and `dbrec`, checked against `entries` (the ring's contents
@@ -398,6 +475,7 @@ impl<P: Placement> CompletionQueueMemory<P> {
             ring,
             entries,
             dbrec,
+            executor: Arc::default(),
         })
     }
 }
@@ -415,6 +493,7 @@ impl CompletionQueueMemory<Host> {
             ring: Arc::new(ring),
             entries,
             dbrec: Arc::new(DmaBuffer::zeroed(RECORD_BYTES, 64)?),
+            executor: Arc::default(),
         })
     }
 
@@ -535,16 +614,21 @@ pub struct SendQueueNicAccess<P: Placement = Host> {
     size: RingSize,
     dbrec: P::Buffer,
     doorbell: P::Doorbell,
+    /// The executor's claim on the queue, released with the capability (`None` only for
+    /// memory a foreign caller handed the NIC by address, which carries no claim record).
+    _claim: Option<ExecutorClaim>,
 }
 
 impl SendQueueNicAccess<Host> {
     /// The capability a NIC holds over buffers it was given as UMEM (ring and record) and
     /// its own doorbell register (a UAR page): for the software NIC's command backend.
+    /// `claim` is the executor's claim taken when the ring was registered.
     pub(crate) fn from_registered(
         size: RingSize,
         ring: Arc<DmaBuffer>,
         dbrec: Arc<DmaBuffer>,
         doorbell: Arc<DmaBuffer>,
+        claim: Option<ExecutorClaim>,
     ) -> Result<Self, QueueMemoryError> {
         check_len("send ring", ring.len(), size.bytes())?;
         check_len("send doorbell record", dbrec.len(), RECORD_BYTES)?;
@@ -554,6 +638,7 @@ impl SendQueueNicAccess<Host> {
             size,
             dbrec,
             doorbell: HostDoorbell::memory(doorbell),
+            _claim: claim,
         })
     }
 }
@@ -561,10 +646,12 @@ impl SendQueueNicAccess<Host> {
 impl CompletionQueueNicAccess<Host> {
     /// The capability a NIC holds over a CQ ring and record it was given as UMEM: for the
     /// software NIC's command backend.
+    /// `claim` is the executor's claim taken when the ring was registered.
     pub(crate) fn from_registered(
         entries: u32,
         ring: Arc<DmaBuffer>,
         dbrec: Arc<DmaBuffer>,
+        claim: Option<ExecutorClaim>,
     ) -> Result<Self, QueueMemoryError> {
         let ring_len = check_entries(entries)?;
         check_len("CQ ring", ring.len(), ring_len)?;
@@ -573,6 +660,7 @@ impl CompletionQueueNicAccess<Host> {
             ring,
             entries,
             dbrec,
+            _claim: claim,
         })
     }
 }
@@ -625,6 +713,8 @@ pub struct CompletionQueueNicAccess<P: Placement = Host> {
     ring: P::Buffer,
     entries: u32,
     dbrec: P::Buffer,
+    /// As [`SendQueueNicAccess`]'s.
+    _claim: Option<ExecutorClaim>,
 }
 
 impl<P: Placement> CompletionQueueNicAccess<P> {

@@ -14,8 +14,12 @@ mod sealed {
 pub trait Placement: sealed::Sealed + Copy + fmt::Debug + Send + Sync + 'static {
     /// The run-time value.
     const KIND: PlacementKind;
-    /// A buffer of queue memory in this placement.
-    type Buffer: QueueBuffer;
+    /// An owned buffer of this placement, as allocators hand it over (moved into the
+    /// queue memory, so that nobody else keeps a handle to it).
+    type Owned: Send + Sync + 'static;
+    /// A buffer of queue memory in this placement, as the queue and its NIC capability
+    /// hold it.
+    type Buffer: QueueBuffer + From<Self::Owned>;
     /// Where this placement's producers ring the doorbell: memory a software NIC watches,
     /// or a store-only register of a NIC ([`HostDoorbell`], [`GpuDoorbell`]).
     type Doorbell: QueueBuffer;
@@ -73,11 +77,13 @@ impl sealed::Sealed for Host {}
 impl sealed::Sealed for Gpu {}
 impl Placement for Host {
     const KIND: PlacementKind = PlacementKind::Host;
+    type Owned = DmaBuffer;
     type Buffer = Arc<DmaBuffer>;
     type Doorbell = HostDoorbell;
 }
 impl Placement for Gpu {
     const KIND: PlacementKind = PlacementKind::Gpu;
+    type Owned = DeviceBuffer;
     type Buffer = Arc<DeviceBuffer>;
     type Doorbell = GpuDoorbell;
 }
@@ -227,7 +233,7 @@ mod tests {
 
     use super::{GpuDoorbell, HostDoorbell};
     use crate::memory::{DeviceBuffer, DeviceRegister, DmaBuffer, RegisterPage};
-    use crate::order::GpuFence;
+    use crate::order::GpuFencedDbrec;
     use crate::queue::{
         CompletionQueueMemory, Gpu, ProducerStateMemory, QpConfig, QueuePair, SendQueueMemory,
         RECORD_BYTES,
@@ -262,7 +268,8 @@ mod tests {
         assert_eq!(memory.dbrec_bytes(), [0, 0, 0, 0, 0, 0, 0, 3]);
         // Store-only: neither the owner nor the NIC side reads it back.
         assert_eq!(memory.doorbell_bytes(), None);
-        assert_eq!(memory.nic_access().load_doorbell(), None);
+        let nic = crate::queue::Executor::new("a test NIC");
+        assert_eq!(memory.nic_access(&nic).unwrap().load_doorbell(), None);
         assert_eq!(memory.doorbell().len, 8);
 
         // The memory form, for the software NIC, is read back by both.
@@ -270,7 +277,7 @@ mod tests {
         watched.announce(3, doorbell);
         assert_eq!(watched.doorbell_bytes(), Some(doorbell));
         assert_eq!(
-            watched.nic_access().load_doorbell(),
+            watched.nic_access(&nic).unwrap().load_doorbell(),
             Some(u64::from_ne_bytes(doorbell))
         );
     }
@@ -353,13 +360,13 @@ mod tests {
         .unwrap();
         let cq = CompletionQueueMemory::from_device(8, stand_in(8 * 64), stand_in(8)).unwrap();
         let state = ProducerStateMemory::from_device(stand_in(64)).unwrap();
-        let pair = QueuePair::<Rc, Gpu, GpuFence>::for_device(
+        let pair = QueuePair::<Rc, Gpu, GpuFencedDbrec>::for_device(
             Qpn::new(5).unwrap(),
             sq,
             cq,
             state,
             QpConfig::default(),
-            GpuFence,
+            GpuFencedDbrec,
         )
         .unwrap();
         assert_eq!(pair.device_queue().raw().doorbell, REGISTER);

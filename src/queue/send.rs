@@ -18,9 +18,30 @@ use crate::wqe::{
 const WORDS_PER_WQEBB: usize = WQEBB_BYTES / 8;
 
 /// Local memory the NIC may access, registered with it: kept registered and alive while a
-/// posted WQE names it. Implemented by the software NIC's memory regions and by hardware
-/// registrations.
-pub trait Registered: Send + Sync + 'static {
+/// posted WQE names it. Implemented by the library's own region handles (the software
+/// NIC's memory regions, the control plane's registrations on every backend).
+///
+/// The checked `post` methods trust an implementation to keep what its WQEs name alive,
+/// so a value of this trait is a keep-alive claim, and only a real registration may make
+/// one:
+///
+/// ```compile_fail,E0200
+/// use ibgda::queue::Registered;
+/// use ibgda::wqe::LKey;
+/// struct Forged;
+/// impl Registered for Forged { // a claim naming a key it does not keep registered
+///     fn lkey(&self) -> LKey { LKey(0x1234) }
+///     fn covers(&self, _: u64, _: u64) -> bool { true }
+/// }
+/// ```
+///
+/// # Safety
+///
+/// An implementation is a live memory registration, or keeps one alive: for as long as
+/// the value lives, the NIC that executes the queues it is posted to must accept local key
+/// [`lkey`](Self::lkey) for every byte [`covers`](Self::covers) says yes to, and that memory
+/// must stay allocated (not freed or reused). Dropping the value may end the registration.
+pub unsafe trait Registered: Send + Sync + 'static {
     /// The local key.
     fn lkey(&self) -> LKey;
     /// Whether `[addr, addr + len)` lies inside the registration.
@@ -746,7 +767,9 @@ mod tests {
 
     /// Local memory the NIC may touch, for WQEs that name some: covers everything.
     struct Everything;
-    impl Registered for Everything {
+    // SAFETY: these tests play the NIC themselves: nothing executes the WQEs, so nothing
+    // reaches memory through the key.
+    unsafe impl Registered for Everything {
         fn lkey(&self) -> LKey {
             LKey(0x42)
         }

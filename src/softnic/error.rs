@@ -7,7 +7,7 @@ use super::fabric::{NodeId, QueueId};
 use super::region::Access;
 
 /// Why a control-plane call of the software NIC failed.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum SoftNicError {
     /// No node with this id on the fabric.
@@ -89,6 +89,9 @@ pub enum SoftNicError {
         /// The queue.
         queue: QueueId,
     },
+    /// The queue memory is executed by another NIC (another fabric, a control-plane
+    /// backend, the CUDA software NIC): one executor per queue in the process.
+    ExecutedElsewhere(crate::queue::ExecutorConflict),
     /// Queue memory could not be allocated.
     Memory(crate::memory::DmaError),
     /// The host queue handle refused its configuration.
@@ -143,6 +146,7 @@ impl fmt::Display for SoftNicError {
             Self::NoReceiveQueue { queue } => {
                 write!(f, "queue {queue:?} has no receive completion queue")
             }
+            Self::ExecutedElsewhere(e) => e.fmt(f),
             Self::Memory(e) => write!(f, "queue memory: {e}"),
             Self::Queue(e) => write!(f, "queue configuration: {e}"),
         }
@@ -150,3 +154,9 @@ impl fmt::Display for SoftNicError {
 }
 
 impl std::error::Error for SoftNicError {}
+
+impl From<crate::queue::ExecutorConflict> for SoftNicError {
+    fn from(e: crate::queue::ExecutorConflict) -> Self {
+        Self::ExecutedElsewhere(e)
+    }
+}

@@ -379,6 +379,8 @@ fn execute_next(
     }
     let outcome = if sq.state != QpState::ReadyToSend {
         Err(Fault::NotReadyToSend { state: sq.state })
+    } else if let Some((_, fault)) = sq.injected.filter(|(at, _)| *at == seq) {
+        Err(fault)
     } else if wqebbs > u32::from(pending) {
         Err(Fault::Unpublished {
             wqebbs,

@@ -19,6 +19,7 @@ use super::engine::EngineHandle;
 use super::error::SoftNicError;
 use super::fault::Fault;
 use super::region::{Access, KeySpace, KeyTable, MemoryRegion, Region};
+use crate::queue::Executor;
 
 /// The largest message a queue accepts unless configured otherwise: 1 GiB (NVSHMEM's
 /// `IBGDA_LOG_MAX_MSG_SIZE` of 30).
@@ -334,6 +335,8 @@ pub(crate) struct SendQueueState {
     pub(crate) armed_limit: Option<u16>,
     pub(crate) in_flight: VecDeque<InFlight>,
     pub(crate) waiting_cqes: VecDeque<WaitingCqe>,
+    /// A fault to raise on the WQE of this sequence number ([`Fabric::inject_fault`]).
+    pub(crate) injected: Option<(u64, Fault)>,
 }
 
 /// The receive side of an RC queue pair or a DC target.
@@ -375,13 +378,37 @@ pub(crate) struct FabricState {
     pub(crate) events: Vec<AsyncEvent>,
     next_queue_number: u32,
     pub(crate) next_cqn: u32,
+    /// Mixed into every node's key space: keys differ between fabrics.
+    key_salt: u32,
 }
 
 /// What a [`Fabric`] handle shares.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(crate) struct FabricShared {
     state: Mutex<FabricState>,
     pub(crate) counters: CounterBlock,
+    /// Who executes the fabric's queues: every queue memory it takes is claimed under it.
+    pub(crate) executor: Executor,
+}
+
+impl Default for FabricShared {
+    fn default() -> Self {
+        let executor = Executor::new("a software NIC fabric");
+        Self {
+            state: Mutex::new(FabricState {
+                key_salt: scramble_fabric(executor.number()),
+                ..FabricState::default()
+            }),
+            counters: CounterBlock::default(),
+            executor,
+        }
+    }
+}
+
+/// A per-fabric salt for key numbering, so that two fabrics never hand out the same keys.
+fn scramble_fabric(number: u64) -> u32 {
+    let x = number.wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    (x >> 32) as u32 ^ x as u32
 }
 
 impl FabricShared {
@@ -448,11 +475,12 @@ impl Fabric {
             return Err(SoftNicError::DuplicateLid { lid });
         }
         let id = NodeId(state.nodes.len() as u32);
+        let key_salt = state.key_salt;
         state.nodes.push(NodeState {
             lid,
             local_keys: KeyTable::default(),
             remote_keys: KeyTable::default(),
-            keys: KeySpace::new(id),
+            keys: KeySpace::new(id, key_salt),
         });
         state.lids.insert(lid, id);
         Ok(id)
@@ -478,20 +506,20 @@ impl Fabric {
         if len == 0 {
             return Err(SoftNicError::EmptyRegion);
         }
-        let out_of_bounds = SoftNicError::RegionOutOfBounds {
+        let out_of_bounds = || SoftNicError::RegionOutOfBounds {
             offset,
             len,
             buffer_len: buffer.len(),
         };
-        let end = offset.checked_add(len).ok_or(out_of_bounds)?;
+        let end = offset.checked_add(len).ok_or_else(out_of_bounds)?;
         if end > buffer.len() {
-            return Err(out_of_bounds);
+            return Err(out_of_bounds());
         }
         let start = buffer
             .addr()
             .checked_add(offset as u64)
             .filter(|s| s.checked_add(len as u64).is_some())
-            .ok_or(out_of_bounds)?;
+            .ok_or_else(out_of_bounds)?;
         if access.intersects(Access::REMOTE_WRITE | Access::REMOTE_ATOMIC)
             && !access.contains(Access::LOCAL_WRITE)
         {
@@ -540,7 +568,8 @@ impl Fabric {
     /// queue's, or a registered region): [`SoftNicError::OverlapsQueueMemory`] or
     /// [`SoftNicError::OverlapsRegion`]. CQ memory may be shared with other queues.
     pub fn create_qp(&self, node: NodeId, config: QpConfig<'_>) -> Result<Qpn, SoftNicError> {
-        let sq = config.sq.nic_access();
+        // The fabric's claim on the queue: refused if another NIC executes it.
+        let sq = config.sq.nic_access(&self.shared.executor)?;
         // The initial doorbell value is whatever the memory holds now: only changes count.
         // A NIC's store-only register page cannot be watched.
         let last_doorbell = sq.load_doorbell().ok_or(SoftNicError::InvalidQueueMemory {
@@ -562,9 +591,15 @@ impl Fabric {
             state.check_cq_memory(receive.cq)?;
         }
         let qpn = state.allocate_queue_number()?;
-        let cq = state.attach_cq(config.cq.nic_access(), config.cq_mode, qpn)?;
+        let executor = &self.shared.executor;
+        let cq = state.attach_cq(config.cq.nic_access(executor)?, config.cq_mode, qpn)?;
         let receive_cq = match config.receive {
-            Some(receive) => match state.attach_cq(receive.cq.nic_access(), receive.cq_mode, qpn) {
+            Some(receive) => match receive
+                .cq
+                .nic_access(executor)
+                .map_err(SoftNicError::from)
+                .and_then(|access| state.attach_cq(access, receive.cq_mode, qpn))
+            {
                 Ok(cqn) => Some(cqn),
                 Err(e) => {
                     state.detach_cq(cq, qpn);
@@ -600,6 +635,7 @@ impl Fabric {
                 armed_limit: None,
                 in_flight: VecDeque::new(),
                 waiting_cqes: VecDeque::new(),
+                injected: None,
             },
         );
         if rc {
@@ -660,7 +696,8 @@ impl Fabric {
         let cq = match config.receive {
             Some(receive) => {
                 state.check_cq_memory(receive.cq)?;
-                Some(state.attach_cq(receive.cq.nic_access(), receive.cq_mode, number)?)
+                let access = receive.cq.nic_access(&self.shared.executor)?;
+                Some(state.attach_cq(access, receive.cq_mode, number)?)
             }
             None => None,
         };
@@ -791,6 +828,11 @@ impl Fabric {
         }
     }
 
+    /// The executor every queue of this fabric is claimed under.
+    pub(crate) fn executor(&self) -> &Executor {
+        &self.shared.executor
+    }
+
     /// Starts a background thread that steps the fabric until the handle is dropped.
     pub fn spawn_engine(&self) -> EngineHandle {
         EngineHandle::spawn(self.clone())
@@ -918,11 +960,11 @@ impl FabricState {
 
     /// CQ memory is either the very memory of a CQ the fabric has (shared) or new.
     fn check_cq_memory(&self, memory: &CompletionQueueMemory) -> Result<(), SoftNicError> {
-        let access = memory.nic_access();
-        if self.cqs.values().any(|cq| cq.memory.same_memory(&access)) {
+        let spans = [memory.ring(), memory.dbrec()];
+        if self.cqs.values().any(|cq| cq.memory.spans() == spans) {
             return Ok(());
         }
-        for span in access.spans() {
+        for span in spans {
             self.check_new_queue_memory(span)?;
         }
         Ok(())

@@ -128,6 +128,15 @@ pub enum Fault {
         /// The responder's queue number.
         responder: u32,
     },
+    /// A fault injected on this WQE ([`Fabric::inject_fault`](super::Fabric::inject_fault)):
+    /// how a test device reproduces failures seen on silicon (a first WQE rejected with
+    /// a local QP operation error, a transport retry exceeded arriving later).
+    Injected {
+        /// The syndrome of the error CQE.
+        syndrome: Syndrome,
+        /// Its vendor syndrome.
+        vendor_syndrome: u8,
+    },
 }
 
 impl Fault {
@@ -153,6 +162,7 @@ impl Fault {
             | Self::ResponderAccessDisabled { .. } => Syndrome::RemoteAccess,
             Self::ReceiverNotReady { .. } => Syndrome::RnrRetryExceeded,
             Self::ResponderCqOverrun { .. } => Syndrome::RemoteOperation,
+            Self::Injected { syndrome, .. } => *syndrome,
         }
     }
 
@@ -178,6 +188,9 @@ impl Fault {
             Self::ResponderUnavailable { .. } => 0x53,
             Self::ReceiverNotReady { .. } => 0x60,
             Self::ResponderCqOverrun { .. } => 0x70,
+            Self::Injected {
+                vendor_syndrome, ..
+            } => *vendor_syndrome,
         }
     }
 }
@@ -229,6 +242,7 @@ impl fmt::Display for Fault {
             Self::ResponderCqOverrun { responder } => {
                 write!(f, "receive CQ of {responder:#08x} overran")?
             }
+            Self::Injected { .. } => f.write_str("injected fault")?,
         }
         write!(
             f,

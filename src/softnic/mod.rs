@@ -102,6 +102,7 @@
 //! | the parser rejects the WQE | [`Fault::MalformedWqe`] | LOCAL_QP_OP 0x02 | 0x01 |
 //! | the control segment names another QPN | [`Fault::ForeignQpn`] | LOCAL_QP_OP 0x02 | 0x02 |
 //! | a QP made by command is not in RTS | [`Fault::NotReadyToSend`] | LOCAL_QP_OP 0x02 | 0x04 |
+//! | a fault injected on this WQE ([`Fabric::inject_fault`]) | [`Fault::Injected`] | as injected | as injected |
 //! | message longer than `max_message_bytes` | [`Fault::MessageTooLong`] | LOCAL_LENGTH 0x01 | 0x10 |
 //! | unknown lkey | [`Fault::LocalKey`] | LOCAL_PROT 0x04 | 0x20 |
 //! | local range outside the region | [`Fault::LocalBounds`] | LOCAL_PROT 0x04 | 0x21 |

@@ -19,7 +19,7 @@ use super::fabric::{
 use super::region::Access;
 
 /// Why the NIC refused an object command (the control plane turns these into PRM statuses).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) enum ObjectRefusal {
     /// No such object (status BAD_RESOURCE).
     Unknown,
@@ -158,6 +158,7 @@ impl Fabric {
                 armed_limit: None,
                 in_flight: VecDeque::new(),
                 waiting_cqes: VecDeque::new(),
+                injected: None,
             },
         );
         if qp.transport == TransportKind::Rc {
@@ -227,6 +228,32 @@ impl Fabric {
         }
         let number = Qpn::new(qpn).map_err(|_| ObjectRefusal::Unknown)?;
         self.destroy_qp(number).map_err(|_| ObjectRefusal::Unknown)
+    }
+
+    /// Makes the WQE of sequence number `wqe` (0 for the first this queue pair executes)
+    /// of queue pair `qpn` fail with an error CQE of `syndrome` and `vendor_syndrome`,
+    /// whatever it holds, as if the NIC had rejected it; the queue then flushes as after
+    /// any error. One injection per queue pair: a second replaces the first.
+    pub fn inject_fault(
+        &self,
+        qpn: u32,
+        wqe: u64,
+        syndrome: crate::cq::Syndrome,
+        vendor_syndrome: u8,
+    ) -> Result<(), SoftNicError> {
+        let mut state = self.shared.lock();
+        let sq = state
+            .sqs
+            .get_mut(&qpn)
+            .ok_or(SoftNicError::UnknownQueue { number: qpn })?;
+        sq.injected = Some((
+            wqe,
+            super::fault::Fault::Injected {
+                syndrome,
+                vendor_syndrome,
+            },
+        ));
+        Ok(())
     }
 
     /// Makes a DC target whose receive completions go to a CQ made by command.

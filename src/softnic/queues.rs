@@ -136,7 +136,10 @@ impl QueuePairSpec {
     }
 }
 
-impl Registered for MemoryRegion {
+// SAFETY: while a handle lives the region stays in its node's key tables (it is
+// deregistered when the last handle drops) and keeps its buffer alive; `covers` answers
+// for exactly the region's bytes.
+unsafe impl Registered for MemoryRegion {
     fn lkey(&self) -> LKey {
         MemoryRegion::lkey(self)
     }

@@ -222,9 +222,10 @@ pub(crate) struct KeySpace {
 }
 
 impl KeySpace {
-    pub(crate) fn new(node: NodeId) -> Self {
+    /// The key space of `node` on the fabric whose salt is `fabric_salt`.
+    pub(crate) fn new(node: NodeId, fabric_salt: u32) -> Self {
         Self {
-            salt: scramble(node.0 ^ 0x9e37_79b9),
+            salt: scramble(node.0 ^ 0x9e37_79b9) ^ fabric_salt,
             next: 0,
         }
     }
@@ -254,8 +255,8 @@ mod tests {
 
     #[test]
     fn keys_are_distinct_and_deterministic() {
-        let mut a = KeySpace::new(NodeId(0));
-        let mut again = KeySpace::new(NodeId(0));
+        let mut a = KeySpace::new(NodeId(0), 0);
+        let mut again = KeySpace::new(NodeId(0), 0);
         let mut seen = HashSet::new();
         // Fewer rounds under Miri, which interprets every step.
         let rounds = if cfg!(miri) { 300 } else { 10_000 };
@@ -265,8 +266,13 @@ mod tests {
             assert!(seen.insert(l) && seen.insert(r));
             assert!(!RESERVED_KEYS.contains(&l) && !RESERVED_KEYS.contains(&r));
         }
-        let mut b = KeySpace::new(NodeId(1));
-        assert_ne!(b.next_pair(), KeySpace::new(NodeId(0)).next_pair());
+        let mut b = KeySpace::new(NodeId(1), 0);
+        assert_ne!(b.next_pair(), KeySpace::new(NodeId(0), 0).next_pair());
+        let mut other_fabric = KeySpace::new(NodeId(0), 0x5a5a_0001);
+        assert_ne!(
+            other_fabric.next_pair(),
+            KeySpace::new(NodeId(0), 0).next_pair()
+        );
     }
 
     #[test]

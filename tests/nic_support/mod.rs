@@ -281,15 +281,7 @@ pub fn run_suite<H: Harness>(
             }
         }
     }
-    let verdict = if failed == 0 { "ok" } else { "FAILED" };
-    println!(
-        "\ntest result: {verdict}. {passed} passed; {failed} failed; {ignored} ignored; 0 measured; 0 filtered out\n"
-    );
-    if failed == 0 {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::FAILURE
-    }
+    crate::case_report::summary(passed, failed, ignored)
 }
 
 /// Which backend `IBGDA_NIC` selects.
@@ -355,11 +347,27 @@ pub mod hardware {
                 Err("the control plane creates RC queue pairs without a receive queue (zero-size RQ); WRITE_WITH_IMM needs an SRQ".into())
             }
             fn outstanding(&self, _: &Device<Mlx5Backend>) -> Option<String> {
-                None
+                emulated_outstanding()
             }
             fn gpu_unavailable(&self) -> String {
                 "GPU-placed queues need the CUDA allocator of ibgda-kernels, which this suite does not link".into()
             }
+        }
+
+        /// On the emulated ConnectX (`emu/`), what it still holds after a teardown; a
+        /// ConnectX cannot tell (`None`).
+        fn emulated_outstanding() -> Option<String> {
+            type Outstanding = unsafe extern "C" fn(*mut libc::c_char, usize) -> libc::c_int;
+            // SAFETY: the libibverbs.so.1 this process already loaded (no initialiser runs).
+            let lib = unsafe { libloading::Library::new("libibverbs.so.1") }.ok()?;
+            // SAFETY: the emulator's entry point of this type, if the library is the emulator.
+            let outstanding = unsafe { lib.get::<Outstanding>(b"ibgda_emu_outstanding\0") }.ok()?;
+            let mut text = [0 as libc::c_char; 256];
+            // SAFETY: a buffer of the length given.
+            let count = unsafe { outstanding(text.as_mut_ptr(), text.len()) };
+            // SAFETY: NUL-terminated by the call.
+            let text = unsafe { std::ffi::CStr::from_ptr(text.as_ptr()) }.to_string_lossy();
+            (count != 0).then(|| format!("the emulated device holds {text}"))
         }
 
         pub fn run(name: &str) -> ExitCode {

@@ -40,6 +40,7 @@ fn main() {
     println!("cargo::rerun-if-changed=shim/oracle.h");
     println!("cargo::rerun-if-changed=shim/prm.c");
     println!("cargo::rerun-if-changed=shim/prm.h");
+    println!("cargo::rerun-if-changed=shim/verbs_abi.c");
     println!("cargo::rerun-if-env-changed=IBGDA_RDMA_CORE_DIR");
     println!("cargo::rerun-if-env-changed=IBGDA_REQUIRE_ORACLE");
     println!("cargo::rerun-if-env-changed=CARGO_TARGET_DIR");
@@ -192,6 +193,7 @@ fn compile_and_link(dir: &Path) {
     build
         .file("shim/oracle.c")
         .file("shim/prm.c")
+        .file("shim/verbs_abi.c")
         .include("shim")
         .define("_STATIC_LIBRARY_BUILD_", "1")
         .flag("-std=gnu11");

@@ -92,7 +92,8 @@ fn one_warp_rows(gpu: &Gpu, program: &BenchProgram) -> Result<String, GpuError> 
         ("ring never reused", fresh),
     ] {
         for _ in 0..5 {
-            let r = rate::run(gpu, program, GpuFence, c)?;
+            // SAFETY: the benchmark's throw-away queues; the sink counts stale WQEs.
+            let r = rate::run(gpu, program, unsafe { GpuFence::new() }, c)?;
             writeln!(
                 out,
                 "one warp, one QP, batch 32 [GpuFence], sink, {what}: {:.2} M WQE/s at {:.0} MHz ({} WQEs)",
@@ -135,7 +136,8 @@ fn run(out_dir: Option<&str>) -> Result<(String, bool), GpuError> {
     }
     // SAFETY: benchmark queues on throw-away device memory read only by the sink.
     issue_of!(unsafe { Unordered::new() });
-    issue_of!(GpuFence);
+    // SAFETY: as above.
+    issue_of!(unsafe { GpuFence::new() });
     issue_of!(GpuFencedDbrec);
     issue_of!(GpuReleaseStore);
     issue_of!(ThreadFence);
@@ -145,7 +147,8 @@ fn run(out_dir: Option<&str>) -> Result<(String, bool), GpuError> {
     let mut completion = Vec::new();
     for q in completion::QUEUE_COUNTS {
         for w in [WaitScope::OneQueue, WaitScope::AllQueues] {
-            let r = completion::run(&gpu, &program, GpuFence, q, w, 2_000);
+            // SAFETY: the benchmark's throw-away queues, executed by the sink.
+            let r = completion::run(&gpu, &program, unsafe { GpuFence::new() }, q, w, 2_000);
             completion.extend(keep(&mut errors, "completion", r));
         }
     }
@@ -162,7 +165,11 @@ fn run(out_dir: Option<&str>) -> Result<(String, bool), GpuError> {
         } else {
             label.to_string()
         };
-        rate_of(label, rate::run(&gpu, &program, GpuFence, c));
+        // SAFETY: the benchmark's throw-away queues; the sink counts stale WQEs.
+        rate_of(
+            label,
+            rate::run(&gpu, &program, unsafe { GpuFence::new() }, c),
+        );
     }
     // The one-warp and 64-queue cooperative rows in one launch (the sink in the last
     // block, reading doorbell records): the profiler's form, and a second sink design.
@@ -382,7 +389,8 @@ struct PeersReport {
 fn run_peers(out_dir: Option<&str>) -> Result<String, GpuError> {
     let gpu = Gpu::open_with(0, &bench_options()?)?;
     let iters = 20_000;
-    let ibgda = issue::run(&gpu, GpuFence, iters)?;
+    // SAFETY: the benchmark's throw-away queues, executed by the sink.
+    let ibgda = issue::run(&gpu, unsafe { GpuFence::new() }, iters)?;
     let doca = peers::run_doca(&gpu, iters)?;
     let report = PeersReport {
         gpu: gpu_name(&gpu),

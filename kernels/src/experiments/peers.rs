@@ -286,7 +286,7 @@ pub fn judge(ring: &[u8], qpn: u32, raddr: u64, rkey: u32, next: u64) -> WqeVerd
 
 /// The scratch of a peer's issue loop: the sample columns and the status words.
 struct LoopOutput {
-    buffer: Arc<DeviceBuffer>,
+    buffer: DeviceBuffer,
     /// Bytes per sample column.
     column: u64,
 }
@@ -343,7 +343,7 @@ unsafe fn run_issue_loop(
     let out = LoopOutput::new(gpu, iters)?;
     let n = out.column;
     // Where the loop is, readable while it runs (iteration << 8 | step).
-    let phase = gpu.mapped_host_buffer(8)?;
+    let phase = Arc::new(gpu.mapped_host_buffer(8)?);
     let phase_dev = phase
         .device_addr()
         .ok_or_else(|| GpuError::Invalid("unmapped".into()))?;
@@ -563,7 +563,11 @@ pub fn run_doca(gpu: &Gpu, iters: u32) -> Result<PeerResult, GpuError> {
     let setup = kernel_of(&functions, "bench_peers_doca.cu", "ibgda_peer_doca_setup")?;
     let issue = kernel_of(&functions, "bench_peers_doca.cu", "ibgda_peer_doca_issue")?;
     progress("peers: allocating the queue pair and buffers");
-    let qp = gpu_queue_pair(gpu, 0x78, 64, 64, 1, CqMode::Ring, GpuFence)?;
+    // SAFETY: the peers' issue loop on throw-away device memory, read only by the sink,
+    // which counts any stale WQE as a finding (DOCA orders with GPU-scope fences too).
+    let qp = gpu_queue_pair(gpu, 0x78, 64, 64, 1, CqMode::Ring, unsafe {
+        GpuFence::new()
+    })?;
     let doca_qp = gpu.device_buffer(4096)?;
     let report = gpu.device_buffer(8)?;
     // SAFETY: ibgda_peer_doca_setup(DeviceQueueDescriptor, doca_gpu_dev_verbs_qp*, u32*):
@@ -743,7 +747,9 @@ pub fn run_nvshmem(gpu: &Gpu, iters: u32) -> Result<PeerResult, GpuError> {
         "ibgda_peer_nvshmem_issue",
     )?;
     progress("peers: allocating the queue pair and buffers");
-    let qp = gpu_queue_pair(gpu, 0x79, 64, 64, 1, CqMode::Collapsed, GpuFence)?;
+    // SAFETY: as for DOCA's run above.
+    let scope = unsafe { GpuFence::new() };
+    let qp = gpu_queue_pair(gpu, 0x79, 64, 64, 1, CqMode::Collapsed, scope)?;
     let [qp_bytes, cq_bytes, state_bytes] = NVSHMEM_STRUCTS.map(|b| b as usize);
     let nvshmem_qp = gpu.device_buffer(qp_bytes)?;
     let nvshmem_cq = gpu.device_buffer(cq_bytes)?;

@@ -15,7 +15,6 @@
 //! timing; runs anywhere) and [`ProxyGpu`] (GPU producers, `%globaltimer` timing, the SM
 //! clock from `clock64`). Both return the same result structs with the raw samples.
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use serde::Serialize;
@@ -570,10 +569,8 @@ pub mod cpu {
     }
 
     /// Ring memory in plain host memory.
-    fn host_ring(bytes: usize) -> Result<Arc<DmaBuffer>, String> {
-        DmaBuffer::zeroed(bytes, 4096)
-            .map(Arc::new)
-            .map_err(|e| e.to_string())
+    fn host_ring(bytes: usize) -> Result<DmaBuffer, String> {
+        DmaBuffer::zeroed(bytes, 4096).map_err(|e| e.to_string())
     }
 
     fn pushed(r: Result<u64, DescriptorError>) -> Result<u64, GpuError> {
@@ -773,7 +770,7 @@ pub mod cpu {
                     Access::REMOTE_WRITE | Access::LOCAL_WRITE,
                 )
                 .map_err(invalid)?;
-            let slot = Arc::new(DmaBuffer::zeroed(64, 64).map_err(invalid)?);
+            let slot = DmaBuffer::zeroed(64, 64).map_err(invalid)?;
             let (q, t) = AssistedQueuePair::new(qp, slot).map_err(|e| invalid(format!("{e:?}")))?;
             let engine = fabric.spawn_engine();
             pairs.push((q, region));
@@ -880,7 +877,7 @@ impl ProxyGpu {
     }
 
     /// Ring memory: pinned host memory mapped into the GPU.
-    fn ring_memory(&self) -> impl FnMut(usize) -> Result<Arc<DmaBuffer>, String> + '_ {
+    fn ring_memory(&self) -> impl FnMut(usize) -> Result<DmaBuffer, String> + '_ {
         |bytes| {
             self.gpu
                 .mapped_host_buffer(bytes)

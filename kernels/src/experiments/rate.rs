@@ -8,8 +8,6 @@
 //! so the sink's retirement cannot hold the producers back: the same configuration run
 //! both ways shows whether retirement is the limit.
 
-use std::sync::Arc;
-
 use serde::Serialize;
 
 use ibgda::cq::CqMode;
@@ -24,7 +22,7 @@ use super::{
 };
 use crate::gpu::{Gpu, GpuError, KernelArg};
 use crate::harness::{
-    descriptor_array, gpu_queue_pair, sink_capacity, Sink, SinkMode, SINK_RETIRE,
+    descriptor_array, gpu_queue_pair, sink_capacity, Sink, SinkMode, SINK_CHECK, SINK_RETIRE,
 };
 
 /// How threads publish their WQEs.
@@ -170,9 +168,9 @@ struct RateQueues<S: OrderingScope + ValidFor<GpuPlaced>> {
     /// The queue pairs, alive until the launch is synchronized.
     qps: Vec<QueuePair<Rc, GpuPlaced, S>>,
     /// Their descriptors, in device memory.
-    arr: Arc<DeviceBuffer>,
+    arr: DeviceBuffer,
     /// Clocks (4 words, the first start preset to all ones) and the status word.
-    out: Arc<DeviceBuffer>,
+    out: DeviceBuffer,
 }
 
 /// `config.queues` queue pairs of `config.ring_wqebbs` WQEBBs with scope `scope`, their
@@ -217,8 +215,23 @@ where
     run_with_sink(gpu, program, scope, config, SINK_RETIRE)
 }
 
-/// Runs one configuration against the sink in `sink_mode` (a retire mode: [`SINK_RETIRE`],
-/// or `SinkMode::RetireBefore` for the same-run comparison with the sink as it was).
+/// Runs one configuration with the sink checking every WQE's control segment (index, QPN,
+/// DS) as it consumes it, instead of one per doorbell: what the stale-WQE soak runs.
+pub fn run_checked<S>(
+    gpu: &Gpu,
+    program: &BenchProgram,
+    scope: S,
+    config: RateConfig,
+) -> Result<RateResult, GpuError>
+where
+    S: OrderingScope<Producer = GpuThread> + ValidFor<GpuPlaced> + Copy,
+{
+    run_with_sink(gpu, program, scope, config, SINK_CHECK)
+}
+
+/// Runs one configuration against the sink in `sink_mode`: [`SINK_RETIRE`] (what [`run`]
+/// does), [`SINK_CHECK`] ([`run_checked`]), or `SinkMode::RetireBefore` for the same-run
+/// comparison with the retiring sink as it was before its per-doorbell cost was cut.
 pub fn run_with_sink<S>(
     gpu: &Gpu,
     program: &BenchProgram,
@@ -230,11 +243,6 @@ where
     S: OrderingScope<Producer = GpuThread> + ValidFor<GpuPlaced> + Copy,
 {
     config.check()?;
-    if sink_mode == SinkMode::Check {
-        return Err(GpuError::Invalid(
-            "a rate run against the checking sink (it reads every WQE)".into(),
-        ));
-    }
     let f = program.function(&format!("ibgda_bench_rate_{}", S::NAME))?;
     let RateQueues { qps, arr, out } = rate_queues(gpu, &config, scope)?;
     let refs: Vec<_> = qps.iter().collect();
@@ -345,7 +353,9 @@ pub fn sink_capacity_row(
     doorbells: u32,
 ) -> Result<SinkCapacityRow, GpuError> {
     let config = config(Publication::Exclusive, queues, 1, queues, 1, 32, 1);
-    let RateQueues { qps, .. } = rate_queues(gpu, &config, GpuFence)?;
+    // SAFETY: fresh benchmark queues on throw-away device memory, written and executed
+    // only by the capacity kernel.
+    let RateQueues { qps, .. } = rate_queues(gpu, &config, unsafe { GpuFence::new() })?;
     let refs: Vec<_> = qps.iter().collect();
     let c = sink_capacity(gpu, &refs, mode, config.batch, doorbells)?;
     let expected = u64::from(doorbells) * u64::from(queues);
@@ -421,7 +431,9 @@ pub fn run_one_launch(
         )));
     }
     let f = program.function("ibgda_bench_rate_selfsink_GpuFence")?;
-    let RateQueues { qps, arr, out } = rate_queues(gpu, &config, GpuFence)?;
+    // SAFETY: the rate experiment's throw-away queues; the self-sink counts stale WQEs as a
+    // finding of the experiment (GpuFence is measured, not trusted).
+    let RateQueues { qps, arr, out } = rate_queues(gpu, &config, unsafe { GpuFence::new() })?;
     let scratch = gpu.device_buffer(16 * config.queues as usize + 8)?;
     let args = [
         KernelArg::U64(arr.addr()),
@@ -505,6 +517,71 @@ pub fn config(
         rounds,
         ring_wqebbs: 4096,
     }
+}
+
+/// The stale-WQE soak of one scope: WQEs checked, and what was found.
+#[derive(Clone, Debug, Serialize)]
+pub struct SoakResult {
+    /// The ordering scope.
+    pub scope: &'static str,
+    /// The configuration of every launch.
+    pub config: RateConfig,
+    /// Launches run.
+    pub launches: u32,
+    /// WQEs posted, every one's control segment checked by the sink as it consumed it.
+    pub wqes_checked: u64,
+    /// Control segments found stale (a WQE fetched before its bytes were visible).
+    pub stale_wqes: u64,
+    /// The rate over the launches' GPU time, millions of WQEs per second.
+    pub mwqe_per_s: f64,
+    /// SM clock over the last launch, MHz.
+    pub sm_mhz: f64,
+}
+
+/// The soak's configuration: 64 single-warp queues on 64 SMs, per-warp publication, a
+/// doorbell per warp (32 WQEBBs), the ring wrapping often (4,096 WQEBBs): the row where
+/// `GpuFence` let the sink, following the doorbell record as an mlx5 NIC may, fetch stale
+/// WQEs. 40,960,000 WQEs a launch.
+pub fn soak_config() -> RateConfig {
+    config(Publication::PerWarp, 64, 32, 64, 1, 32, 20_000)
+}
+
+/// Posts at least `min_wqes` WQEs under `scope` in launches of [`soak_config`], the sink
+/// checking every WQE. A stale WQE under a scope that must never show one is an error of
+/// the launch that saw it ([`run_checked`] refuses it); under `GpuFence` or `Unordered` it
+/// is counted.
+pub fn soak<S>(
+    gpu: &Gpu,
+    program: &BenchProgram,
+    scope: S,
+    min_wqes: u64,
+) -> Result<SoakResult, GpuError>
+where
+    S: OrderingScope<Producer = GpuThread> + ValidFor<GpuPlaced> + Copy,
+{
+    let config = soak_config();
+    let (mut launches, mut wqes, mut stale, mut ns, mut sm_mhz) = (0u32, 0u64, 0u64, 0u64, 0.0);
+    while wqes < min_wqes.max(1) {
+        let r = run_checked(gpu, program, scope, config)?;
+        launches += 1;
+        wqes += r.wqes;
+        stale += r.stale_wqes;
+        ns += r.ns;
+        sm_mhz = r.sm_mhz;
+    }
+    Ok(SoakResult {
+        scope: S::NAME,
+        config,
+        launches,
+        wqes_checked: wqes,
+        stale_wqes: stale,
+        mwqe_per_s: if ns == 0 {
+            0.0
+        } else {
+            wqes as f64 * 1e3 / ns as f64
+        },
+        sm_mhz,
+    })
 }
 
 /// Table 5's rows (and the paper's targets), then the batch sweep of one thread and the

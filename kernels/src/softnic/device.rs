@@ -14,7 +14,9 @@ use std::sync::Arc;
 use cudarc::driver::LaunchConfig;
 use ibgda::memory::{DeviceBuffer, DmaBuffer};
 use ibgda::order::{GpuThread, OrderingScope, ValidFor};
-use ibgda::queue::{CompletionQueueNicAccess, Gpu as GpuPlaced, QueuePair, SendQueueNicAccess};
+use ibgda::queue::{
+    CompletionQueueNicAccess, Executor, Gpu as GpuPlaced, QueuePair, SendQueueNicAccess,
+};
 use ibgda::wqe::TypedTransport;
 
 #[cfg(feature = "test-support")]
@@ -25,22 +27,25 @@ use super::tables::{
 };
 use crate::gpu::{Gpu, GpuError, KernelArg};
 
-/// The memory a [`DeviceNic`] may touch, derived from what is owned: data buffers
-/// registered with it (it keeps a reference to each) and the queue memory of GPU-placed
-/// queue pairs (borrowed for `'q`, and referenced so that even a leaked running NIC never
-/// touches freed memory). Engine tables naming anything else are refused.
-pub struct NicMemory<'q> {
-    data: Vec<Arc<DeviceBuffer>>,
-    queues: Vec<QueueReach>,
+/// The memory a [`DeviceNic`] may touch, derived from what is owned: data buffers its
+/// regions lie in (it keeps a reference to each) and the queue memory of GPU-placed queue
+/// pairs, under the NIC's exclusive executor claims (which also keep that memory alive, so
+/// that even a leaked running NIC never touches freed memory). Made only by
+/// [`DeviceNicBuilder`](super::builder::DeviceNicBuilder) from what it was given, and by
+/// the test replay over its arena; the tables are checked against it once more before
+/// anything reaches the device.
+pub(crate) struct NicReach {
+    pub(crate) data: Vec<Arc<DeviceBuffer>>,
+    pub(crate) queues: Vec<QueueReach>,
     /// A test arena holding both (the replay of the differential streams): data and
     /// queue ranges may then overlap.
     #[cfg(feature = "test-support")]
     arena: Option<Arc<DeviceBuffer>>,
-    _queues: PhantomData<&'q ()>,
 }
 
-/// The NIC's capabilities to one queue pair's memory: what keeps that memory alive while
-/// a NIC kernel may touch it, and where it lies.
+/// The NIC's capabilities to one queue pair's memory: its executor claims on the send
+/// queue and the CQ, what keeps that memory alive while a NIC kernel may touch it, and
+/// where it lies.
 #[derive(Debug)]
 pub(crate) struct QueueReach {
     sq: SendQueueNicAccess<GpuPlaced>,
@@ -48,23 +53,29 @@ pub(crate) struct QueueReach {
 }
 
 impl QueueReach {
-    /// The capabilities of the NIC that executes `qp`'s WQEs.
+    /// The capabilities of the NIC `executor` that executes `qp`'s WQEs: refused with
+    /// [`GpuError::ExecutedElsewhere`] while another executor (another CUDA software NIC,
+    /// a sink, a fabric, a backend) holds the queue.
     ///
     /// # Safety
     ///
     /// The caller is that NIC (a kernel that executes the queue's WQEs and writes its
-    /// CQEs, nothing else), and holds the capabilities only while it may run and `qp`
-    /// lives (the callers borrow `qp` for as long as they hold them).
-    pub(crate) unsafe fn of<T, S>(qp: &QueuePair<T, GpuPlaced, S>) -> Self
+    /// CQEs, nothing else), `executor` is its own identity, and it holds the capabilities
+    /// only while it may run and `qp` lives (the callers borrow `qp` for as long as they
+    /// hold them).
+    pub(crate) unsafe fn of<T, S>(
+        qp: &QueuePair<T, GpuPlaced, S>,
+        executor: &Executor,
+    ) -> Result<Self, GpuError>
     where
         T: TypedTransport,
         S: OrderingScope<Producer = GpuThread> + ValidFor<GpuPlaced>,
     {
         // SAFETY: forwarded to this function's caller, who is the queue's NIC.
-        let sq = unsafe { qp.sq_memory().nic_access_unchecked() };
+        let sq = unsafe { qp.sq_memory().nic_access_unchecked(executor) }?;
         // SAFETY: as above.
-        let cq = unsafe { qp.cq_memory().nic_access_unchecked() };
-        Self { sq, cq }
+        let cq = unsafe { qp.cq_memory().nic_access_unchecked(executor) }?;
+        Ok(Self { sq, cq })
     }
 
     /// Every buffer's (device address, length).
@@ -77,53 +88,24 @@ impl QueueReach {
     }
 }
 
-impl core::fmt::Debug for NicMemory<'_> {
+impl core::fmt::Debug for NicReach {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        f.debug_struct("NicMemory")
+        f.debug_struct("NicReach")
             .field("data_buffers", &self.data.len())
             .field("queue_buffers", &self.queues.len())
             .finish()
     }
 }
 
-impl Default for NicMemory<'_> {
-    fn default() -> Self {
-        Self::new()
-    }
-}
-
-impl<'q> NicMemory<'q> {
-    /// No memory yet.
-    pub fn new() -> Self {
+impl NicReach {
+    /// Data buffers and queue capabilities.
+    pub(crate) fn new(data: Vec<Arc<DeviceBuffer>>, queues: Vec<QueueReach>) -> Self {
         Self {
-            data: Vec::new(),
-            queues: Vec::new(),
+            data,
+            queues,
             #[cfg(feature = "test-support")]
             arena: None,
-            _queues: PhantomData,
         }
-    }
-
-    /// Registers a device buffer as memory that regions may cover (RDMA targets and
-    /// local buffers). The NIC keeps a reference to it.
-    pub fn register(&mut self, buffer: &Arc<DeviceBuffer>) -> &mut Self {
-        self.data.push(buffer.clone());
-        self
-    }
-
-    /// Adds a GPU-placed queue pair's memory (send ring, doorbell record, doorbell, CQ
-    /// ring, CQ doorbell record): what queue and CQ tables may name, never a region.
-    pub fn queue_pair<T, S>(&mut self, qp: &'q QueuePair<T, GpuPlaced, S>) -> &mut Self
-    where
-        T: TypedTransport,
-        S: OrderingScope<Producer = GpuThread> + ValidFor<GpuPlaced>,
-    {
-        // SAFETY: a `NicMemory` is only consumed by `DeviceNic::new`, whose kernel is this
-        // queue's NIC (it executes the WQEs and writes the CQEs, nothing else); it borrows
-        // `qp` for 'q, as long as it holds the capabilities, and its guard stops the kernel
-        // before it releases them.
-        self.queues.push(unsafe { QueueReach::of(qp) });
-        self
     }
 
     /// An arena that holds regions and queues alike (the replay of the differential
@@ -134,7 +116,6 @@ impl<'q> NicMemory<'q> {
             data: vec![buffer.clone()],
             queues: Vec::new(),
             arena: Some(buffer.clone()),
-            _queues: PhantomData,
         }
     }
 
@@ -160,13 +141,14 @@ impl<'q> NicMemory<'q> {
             .any(|&(a, n)| addr >= a && len <= n && addr - a <= n - len)
     }
 
-    /// What [`DeviceNic::new`] checks before anything reaches the device: at least one
-    /// engine and no more than a launch holds, no registered buffer overlapping queue
-    /// memory, every engine's tables naming only this memory (regions inside registered
-    /// buffers; rings, records, doorbells and CQs inside queue memory) with valid sizes
-    /// ([`NicTables::check`]), and one executor per queue (a send ring in one table
-    /// entry of all engines) and per CQ (a CQ ring in one engine).
-    pub fn check(&self, engines: &[NicTables]) -> Result<(), GpuError> {
+    /// What the NIC relies on, checked before anything reaches the device: at least one
+    /// engine and no more than a launch holds, no data buffer overlapping queue memory,
+    /// every engine's tables naming only this memory (regions inside data buffers; rings,
+    /// records, doorbells and CQs inside queue memory) with valid sizes
+    /// ([`NicTables::check`]), and one executor per queue (a send ring in one table entry
+    /// of all engines) and per CQ (a CQ ring in one engine). The builder makes tables that
+    /// pass; this is its second line.
+    pub(crate) fn check(&self, engines: &[NicTables]) -> Result<(), GpuError> {
         if engines.is_empty() {
             return Err(GpuError::Invalid("no engine".into()));
         }
@@ -207,67 +189,19 @@ impl<'q> NicMemory<'q> {
 
     /// Refuses a data buffer that overlaps queue memory (a region there would let WQEs
     /// write rings and CQs).
-    fn check_disjoint(&self) -> Result<(), GpuError> {
+    pub(crate) fn check_disjoint(&self) -> Result<(), GpuError> {
         let queues: Vec<(u64, u64)> = self.queues.iter().flat_map(QueueReach::spans).collect();
         for (da, dn) in self.data_spans() {
             for &(qa, qn) in &queues {
                 if da < qa.saturating_add(qn) && qa < da.saturating_add(dn) {
                     return Err(GpuError::Invalid(format!(
-                        "registered buffer {da:#x} (+{dn}) overlaps queue memory {qa:#x} (+{qn})"
+                        "data buffer {da:#x} (+{dn}) overlaps queue memory {qa:#x} (+{qn})"
                     )));
                 }
             }
         }
         Ok(())
     }
-}
-
-/// The CUDA software NIC's records of a GPU-placed RC queue pair connected to itself
-/// (loopback) on `node`: its send queue (its CQ at index `cq` of the engine's CQ table,
-/// the doorbell record read after each doorbell, which every scope orders), its CQ (ring
-/// mode) and its receive side (no receive CQ). Messages up to `max_message_bytes`.
-pub fn loopback_records<S>(
-    qp: &QueuePair<ibgda::wqe::Rc, GpuPlaced, S>,
-    node: u32,
-    cq: u32,
-    max_message_bytes: u64,
-) -> (NicQueue, NicCq, NicResponder)
-where
-    S: OrderingScope<Producer = GpuThread> + ValidFor<GpuPlaced>,
-{
-    use super::tables::{cq_mode, state, transport, watch, NIC_NONE};
-    let (sq, cqm) = (qp.sq_memory(), qp.cq_memory());
-    let qpn = qp.device_qpn().get();
-    let queue = NicQueue {
-        ring: sq.ring().addr,
-        dbrec: sq.dbrec().addr,
-        doorbell: sq.doorbell().addr,
-        max_message_bytes,
-        qpn,
-        node,
-        transport: transport::RC,
-        log_wqebbs: sq.size().wqebbs().trailing_zeros(),
-        cq,
-        peer: qpn,
-        state: state::READY,
-        watch: watch::DOORBELL_ONLY,
-        ..Default::default()
-    };
-    let cq = NicCq {
-        ring: cqm.ring().addr,
-        dbrec: cqm.dbrec().addr,
-        entries: cqm.entries(),
-        log2_entries: cqm.entries().trailing_zeros(),
-        mode: cq_mode::RING,
-        ..Default::default()
-    };
-    let responder = NicResponder {
-        number: qpn,
-        node,
-        cq: NIC_NONE,
-        ..Default::default()
-    };
-    (queue, cq, responder)
 }
 
 /// Where one engine's tables lie in its device buffer.
@@ -283,20 +217,23 @@ struct Placement {
 }
 
 /// Engines in device memory and the kernel that runs them: a guard that stops the
-/// persistent kernel and waits for it when dropped.
+/// persistent kernel and waits for it when dropped. Made by
+/// [`DeviceNicBuilder`](super::builder::DeviceNicBuilder), whose tables are the library's
+/// own, built from the queue pairs and buffers it was given.
 ///
-/// Every table address was checked against the [`NicMemory`] it was made with (regions
-/// inside registered buffers, queues and CQs inside queue memory); it keeps that memory
-/// referenced, and borrows the queue pairs and the GPU for `'q`.
+/// It holds the executor claims on its queues (a second NIC, sink or fabric over them is
+/// refused while it lives), keeps their memory and its data buffers referenced, and
+/// borrows the queue pairs and the GPU for `'q`.
 pub struct DeviceNic<'q> {
     gpu: &'q Gpu,
-    engines: Arc<DeviceBuffer>,
-    memory: Vec<Arc<DeviceBuffer>>,
+    engines: DeviceBuffer,
+    memory: Vec<DeviceBuffer>,
     placements: Vec<Placement>,
     counts: Vec<[usize; 5]>,
-    stop: Arc<DmaBuffer>,
+    stop: DmaBuffer,
     running: bool,
-    _reach: NicMemory<'q>,
+    _reach: NicReach,
+    _queues: PhantomData<&'q ()>,
 }
 
 impl core::fmt::Debug for DeviceNic<'_> {
@@ -325,13 +262,13 @@ fn put<T: TableRecord>(bytes: &mut [u8], at: usize, records: &[T]) {
 
 impl<'q> DeviceNic<'q> {
     /// Engines over `engines` (absolute device addresses), each checked to name only
-    /// memory of `memory`: regions inside its registered buffers, queue rings, records,
+    /// memory of `memory`: regions inside its data buffers, queue rings, records,
     /// doorbells and CQs inside its queue memory. Allocates and writes everything (nothing
     /// may be allocated while the persistent kernel runs).
-    pub fn new(
+    pub(crate) fn from_tables(
         gpu: &'q Gpu,
         engines: &[NicTables],
-        memory: NicMemory<'q>,
+        memory: NicReach,
     ) -> Result<Self, GpuError> {
         memory.check(engines)?;
         let mut buffers = Vec::new();
@@ -398,6 +335,7 @@ impl<'q> DeviceNic<'q> {
             stop,
             running: false,
             _reach: memory,
+            _queues: PhantomData,
         })
     }
 
@@ -510,9 +448,9 @@ impl Drop for DeviceNic<'_> {
 /// to idle per doorbell point); returns its snapshot after each point.
 #[cfg(feature = "test-support")]
 pub fn replay_on_device(gpu: &Gpu, run: &FabricRun) -> Result<Vec<Snapshot>, GpuError> {
-    let arena = gpu.device_buffer_from(&run.arena)?;
+    let arena = Arc::new(gpu.device_buffer_from(&run.arena)?);
     let tables = run.tables.relocated(arena.addr());
-    let mut nic = DeviceNic::new(gpu, &[tables], NicMemory::arena(&arena))?;
+    let mut nic = DeviceNic::from_tables(gpu, &[tables], NicReach::arena(&arena))?;
     let mut out = Vec::new();
     for writes in &run.trace {
         for (at, bytes) in writes {

@@ -8,8 +8,11 @@
 //! - [`host`]: the host engine over an arena of host memory.
 //! - `scenario` (feature `test-support`): random WQE streams, run through the CPU NIC (`Fabric` step mode) with a
 //!   trace of every host-written byte, and replayed on an engine; snapshots to compare.
+//! - [`builder`]: the engines' tables, built by the library from typed queue pairs,
+//!   regions and targets (exclusive executor claims on every queue).
 //! - [`device`]: the GPU engine: tables in device memory, the persistent kernel.
 
+pub mod builder;
 pub mod device;
 mod ffi;
 pub mod host;

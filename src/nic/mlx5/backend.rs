@@ -3,7 +3,7 @@
 //! as UMEM (GPU memory by DMA-BUF, else peer memory), UAR pages are allocated with DEVX and
 //! their doorbell mapped into the GPU on demand.
 
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
 use super::devx::{DevxObject, Uar, Umem};
 use super::error::Mlx5Error;
@@ -14,7 +14,8 @@ use crate::nic::{
     Backend, BackendError, BackendObject, Gid, LinkLayer, MemoryAccess, MemoryRegistration, Mtu,
     NicError, PortAttributes, ProtectionDomainId, QueueMemoryRef, RegisterMemory, UarPage, UmemId,
 };
-use crate::queue::{GpuDoorbell, HostDoorbell};
+use crate::queue::executor::ExecutorClaim;
+use crate::queue::{Executor, GpuDoorbell, HostDoorbell, QueueBufferSpan};
 use crate::wqe::segment::AddressVectorSegment;
 use crate::wqe::RKey;
 use zerocopy::FromBytes;
@@ -51,6 +52,50 @@ pub struct Mlx5Backend {
     device: Mlx5Device,
     dmabuf: Option<Arc<dyn DmaBufExporter>>,
     io_mapper: Option<Arc<dyn IoMemoryMapper>>,
+    /// The NIC's identity: every queue memory registered as UMEM is claimed under it.
+    executor: Executor,
+    /// Queue memory registered as UMEM now, which data registrations may not overlap.
+    queue_memory: Arc<QueueSpans>,
+}
+
+/// The spans of the queue memory a backend has registered as UMEM, by UMEM id.
+#[derive(Debug, Default)]
+struct QueueSpans(Mutex<Vec<(u32, QueueBufferSpan)>>);
+
+impl QueueSpans {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<(u32, QueueBufferSpan)>> {
+        self.0.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Refuses `[addr, addr + len)` if it shares a byte with registered queue memory.
+    fn check_disjoint(&self, addr: u64, len: u64) -> Result<(), NicError> {
+        match self.lock().iter().find(|(_, q)| q.overlaps(addr, len)) {
+            Some(&(_, queue)) => Err(NicError::OverlapsQueueMemory { addr, len, queue }),
+            None => Ok(()),
+        }
+    }
+}
+
+/// A UMEM registration of queue memory on the mlx5 backend: deregistered first, then the
+/// span forgotten and the executor claim on the queue released.
+#[derive(Debug)]
+pub struct Mlx5Umem {
+    umem: Umem,
+    spans: Arc<QueueSpans>,
+    _claim: ExecutorClaim,
+}
+
+impl UmemId for Mlx5Umem {
+    fn umem_id(&self) -> u32 {
+        self.umem.umem_id()
+    }
+}
+
+impl Drop for Mlx5Umem {
+    fn drop(&mut self) {
+        let id = self.umem.umem_id();
+        self.spans.lock().retain(|&(umem, _)| umem != id);
+    }
 }
 
 impl core::fmt::Debug for Mlx5Backend {
@@ -66,10 +111,13 @@ impl core::fmt::Debug for Mlx5Backend {
 impl Mlx5Backend {
     /// A backend on an open device, for host-placed queues.
     pub fn new(device: Mlx5Device) -> Self {
+        let executor = Executor::new(device.name());
         Self {
             device,
             dmabuf: None,
             io_mapper: None,
+            executor,
+            queue_memory: Arc::default(),
         }
     }
 
@@ -198,7 +246,7 @@ fn port_attributes(device: &Mlx5Device, port: u8) -> Result<PortAttributes, Mlx5
 
 impl Backend for Mlx5Backend {
     type Pd = ProtectionDomain;
-    type Umem = Umem;
+    type Umem = Mlx5Umem;
     type Uar = Mlx5Uar;
     type Object = DevxObject;
     type Mr = MemoryRegion;
@@ -257,20 +305,29 @@ impl Backend for Mlx5Backend {
         })
     }
 
-    fn register_umem(&self, memory: QueueMemoryRef<'_>) -> Result<Umem, NicError> {
-        if let Some(buffer) = memory.host_buffer() {
-            return Ok(self.device.register_host_umem(buffer.clone())?);
-        }
-        if let Some(buffer) = memory.gpu_buffer() {
-            return Ok(self
-                .device
-                .register_gpu_umem(buffer.clone(), self.dmabuf.as_deref())?);
-        }
-        Err(NicError::Unsupported {
-            what: format!(
-                "queue memory placed {:?} on the mlx5 backend",
-                memory.placement()
-            ),
+    fn register_umem(&self, memory: QueueMemoryRef<'_>) -> Result<Mlx5Umem, NicError> {
+        // This NIC executes the queue from here on: refused if another executor does.
+        let claim = memory.claim(&self.executor)?;
+        let umem = if let Some(buffer) = memory.host_buffer() {
+            self.device.register_host_umem(buffer.clone())?
+        } else if let Some(buffer) = memory.gpu_buffer() {
+            self.device
+                .register_gpu_umem(buffer.clone(), self.dmabuf.as_deref())?
+        } else {
+            return Err(NicError::Unsupported {
+                what: format!(
+                    "queue memory placed {:?} on the mlx5 backend",
+                    memory.placement()
+                ),
+            });
+        };
+        self.queue_memory
+            .lock()
+            .push((umem.umem_id(), memory.span()));
+        Ok(Mlx5Umem {
+            umem,
+            spans: self.queue_memory.clone(),
+            _claim: claim,
         })
     }
 
@@ -317,6 +374,8 @@ impl Backend for Mlx5Backend {
         memory: RegisterMemory,
         access: MemoryAccess,
     ) -> Result<MemoryRegion, NicError> {
+        let (addr, len) = memory.span()?;
+        self.queue_memory.check_disjoint(addr, len)?;
         match memory {
             RegisterMemory::Host {
                 buffer,
@@ -346,5 +405,39 @@ impl Backend for Mlx5Backend {
                 what: "this kind of memory on the mlx5 backend".to_owned(),
             }),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::QueueSpans;
+    use crate::nic::NicError;
+    use crate::queue::QueueBufferSpan;
+
+    #[test]
+    fn a_data_registration_over_queue_memory_is_refused() {
+        let spans = QueueSpans::default();
+        let ring = QueueBufferSpan {
+            addr: 0x10_000,
+            device_addr: None,
+            len: 4096,
+        };
+        spans.lock().push((7, ring));
+        for (addr, len) in [(0x10_000, 8), (0xf_ff8, 16), (0x10_ff8, 8), (0, u64::MAX)] {
+            assert_eq!(
+                spans.check_disjoint(addr, len),
+                Err(NicError::OverlapsQueueMemory {
+                    addr,
+                    len,
+                    queue: ring
+                }),
+                "{addr:#x}+{len}"
+            );
+        }
+        for (addr, len) in [(0xf_ff8, 8), (0x11_000, 8), (0x10_000, 0)] {
+            assert_eq!(spans.check_disjoint(addr, len), Ok(()), "{addr:#x}+{len}");
+        }
+        spans.lock().retain(|&(id, _)| id != 7);
+        assert_eq!(spans.check_disjoint(0x10_000, 8), Ok(()));
     }
 }

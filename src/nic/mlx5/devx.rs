@@ -232,6 +232,8 @@ pub struct Umem {
     id: u32,
     len: usize,
     gpu_path: Option<GpuPath>,
+    /// Why DMA-BUF was not used, when GPU memory was registered through peer memory.
+    dmabuf_error: Option<DmaBufExportError>,
     ctx: Arc<Context>,
     // Released only once deregistered: if that fails the NIC may still access it.
     memory: ManuallyDrop<UmemMemory>,
@@ -248,6 +250,7 @@ impl core::fmt::Debug for Umem {
             .field("id", &self.id)
             .field("len", &self.len)
             .field("gpu_path", &self.gpu_path)
+            .field("dmabuf_error", &self.dmabuf_error)
             .finish()
     }
 }
@@ -281,6 +284,7 @@ impl Umem {
             id,
             len,
             gpu_path,
+            dmabuf_error: None,
             ctx: ctx.clone(),
             memory: ManuallyDrop::new(memory),
         }
@@ -385,13 +389,20 @@ impl Umem {
         };
         let umem = NonNull::new(umem)
             .ok_or_else(|| Mlx5Error::gpu_registration(&dmabuf_error, errno()))?;
-        Ok(Self::finish(
+        let mut registered = Self::finish(
             ctx,
             umem,
             len,
             Some(GpuPath::PeerMemory),
             UmemMemory::Gpu(buffer, None),
-        ))
+        );
+        // The fallback NVSHMEM also takes (its issue 67: DMA-BUF UMEM registration failing
+        // with EFAULT for the control buffer): registered by peer memory, and the reason
+        // DMA-BUF was not used is kept for the caller to report.
+        if exporter.is_some() {
+            registered.dmabuf_error = Some(dmabuf_error);
+        }
+        Ok(registered)
     }
 
     /// The UMEM id (CREATE_CQ's `cq_umem_id`, CREATE_QP's `wq_umem_id`, `dbr_umem_id`).
@@ -409,6 +420,12 @@ impl Umem {
     /// For GPU memory, how it reached the NIC.
     pub fn gpu_path(&self) -> Option<GpuPath> {
         self.gpu_path
+    }
+    /// For GPU memory registered through peer memory although a DMA-BUF exporter was
+    /// given: why the DMA-BUF path failed (the export, or `mlx5dv_devx_umem_reg_ex` with
+    /// its errno), so that the fallback can be reported.
+    pub fn dmabuf_error(&self) -> Option<&DmaBufExportError> {
+        self.dmabuf_error.as_ref()
     }
 }
 

@@ -5,10 +5,8 @@ use core::fmt;
 
 use crate::cq::{ErrorCompletion, Syndrome};
 use crate::nic::gpu_access::{DmaBufExportError, IoMapError};
-use crate::nic::prm::{
-    check_status, opcode, AllocUar, Command, CreateCq, CreateDct, CreateQp, DeallocUar, DestroyCq,
-    DestroyDct, DestroyQp, Init2RtrQp, PrmError, QueryHcaCap, Rst2InitQp, Rtr2RtsQp,
-};
+use crate::nic::prm::{check_status, PrmError};
+use crate::queue::CompletionError;
 
 /// `EREMOTEIO`: a DEVX call whose command reached the firmware and failed there; the
 /// command's output then holds the firmware's status and syndrome.
@@ -27,30 +25,10 @@ pub const CUDA_ERROR_NOT_PERMITTED: i32 = 800;
 /// CUDA's `CUDA_ERROR_NOT_SUPPORTED` (801).
 pub const CUDA_ERROR_NOT_SUPPORTED: i32 = 801;
 
-/// The PRM name of a command opcode the control plane sends (`"unknown"` otherwise).
+/// The PRM name of a command opcode the control plane sends (`"unknown command"`
+/// otherwise).
 pub fn command_name(opcode: u16) -> &'static str {
-    match opcode {
-        opcode::QUERY_HCA_CAP => QueryHcaCap::NAME,
-        opcode::CREATE_CQ => CreateCq::NAME,
-        opcode::DESTROY_CQ => DestroyCq::NAME,
-        opcode::CREATE_QP => CreateQp::NAME,
-        opcode::DESTROY_QP => DestroyQp::NAME,
-        opcode::RST2INIT_QP => Rst2InitQp::NAME,
-        opcode::INIT2RTR_QP => Init2RtrQp::NAME,
-        opcode::RTR2RTS_QP => Rtr2RtsQp::NAME,
-        opcode::CREATE_DCT => CreateDct::NAME,
-        opcode::DESTROY_DCT => DestroyDct::NAME,
-        opcode::ALLOC_UAR => AllocUar::NAME,
-        opcode::DEALLOC_UAR => DeallocUar::NAME,
-        0x505 => "RTS2RTS_QP",
-        0x506 => "SQERR2RTS_QP",
-        0x507 => "2ERR_QP",
-        0x50a => "2RST_QP",
-        0x50b => "QUERY_QP",
-        0x50e => "INIT2INIT_QP",
-        0x713 => "QUERY_DCT",
-        _ => "unknown command",
-    }
+    crate::nic::prm::opcode::name(opcode)
 }
 
 /// The name of an errno value the backend meets, for messages.
@@ -264,6 +242,22 @@ impl Mlx5Error {
         })
     }
 
+    /// [`first_wqe_failure`](Self::first_wqe_failure) for the error a host queue pair's
+    /// poll or wait reports ([`PollError::Completion`](crate::queue::PollError)).
+    pub fn first_wqe_failed(error: &CompletionError) -> Option<Self> {
+        Self::first_wqe_failure(&ErrorCompletion {
+            requester: true,
+            qpn: error.qpn,
+            wqe_counter: error.wqe_index,
+            syndrome_byte: error.syndrome_byte,
+            syndrome: error.syndrome,
+            vendor_syndrome: error.vendor_syndrome,
+            hw_syndrome: 0,
+            hw_syndrome_type: 0,
+            send_opcode: 0,
+        })
+    }
+
     /// Whether this is the "no device" error (no RDMA device at all, or not the one asked
     /// for): what a machine without a NIC reports, where hardware tests are skipped.
     pub fn is_no_device(&self) -> bool {
@@ -366,13 +360,23 @@ impl fmt::Display for Mlx5Error {
                 "the device lacks {missing}: post no atomic WQEs on it, or use a ConnectX \
                  with the atomic capabilities (`ibv_devinfo -v`: atomic_cap)"
             ),
-            Self::UarAllocation { errno } => write!(
-                f,
-                "no UAR doorbell page could be allocated (non-cached dedicated, \
-                 non-cached and BlueFlame all failed; last {} ({errno})): too many open \
-                 contexts or queues on the device",
-                errno_name(*errno)
-            ),
+            Self::UarAllocation { errno } => {
+                write!(
+                    f,
+                    "no UAR doorbell page could be allocated (non-cached dedicated, \
+                     non-cached and BlueFlame all failed; last {} ({errno}))",
+                    errno_name(*errno)
+                )?;
+                if *errno == EPERM || *errno == 13 {
+                    f.write_str(
+                        ": the kernel refused DEVX to this process, as in an unprivileged \
+                         container: run privileged (or with CAP_NET_RAW and the \
+                         /dev/infiniband devices passed through)",
+                    )
+                } else {
+                    f.write_str(": too many open contexts or queues on the device")
+                }
+            }
             Self::UarMappingRefused {
                 cuda_error,
                 message,

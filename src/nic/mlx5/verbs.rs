@@ -666,7 +666,9 @@ impl MemoryRegion {
     }
 }
 
-impl Registered for MemoryRegion {
+// SAFETY: the verbs MR is deregistered only when this value drops, and keeps the memory it
+// registered alive until then; `covers` answers for exactly the registered range.
+unsafe impl Registered for MemoryRegion {
     fn lkey(&self) -> LKey {
         LKey(self.lkey)
     }

@@ -48,6 +48,7 @@ pub mod bits;
 mod commands;
 mod error;
 pub mod layout;
+pub mod log;
 mod types;
 
 pub use bits::{Field, Layout};
@@ -102,4 +103,36 @@ pub mod opcode {
     pub const ALLOC_UAR: u16 = 0x802;
     /// DEALLOC_UAR.
     pub const DEALLOC_UAR: u16 = 0x803;
+
+    /// The PRM name of `opcode` (`"CREATE_QP"`): the commands this module encodes and the
+    /// other QP and DCT commands mlx5 programs send; `"unknown command"` otherwise.
+    pub fn name(opcode: u16) -> &'static str {
+        use super::{
+            AllocUar, Command, CreateCq, CreateDct, CreateQp, DeallocUar, DestroyCq, DestroyDct,
+            DestroyQp, Init2RtrQp, QueryHcaCap, Rst2InitQp, Rtr2RtsQp,
+        };
+        match opcode {
+            QUERY_HCA_CAP => QueryHcaCap::NAME,
+            CREATE_CQ => CreateCq::NAME,
+            DESTROY_CQ => DestroyCq::NAME,
+            CREATE_QP => CreateQp::NAME,
+            DESTROY_QP => DestroyQp::NAME,
+            RST2INIT_QP => Rst2InitQp::NAME,
+            INIT2RTR_QP => Init2RtrQp::NAME,
+            RTR2RTS_QP => Rtr2RtsQp::NAME,
+            CREATE_DCT => CreateDct::NAME,
+            DESTROY_DCT => DestroyDct::NAME,
+            ALLOC_UAR => AllocUar::NAME,
+            DEALLOC_UAR => DeallocUar::NAME,
+            0x505 => "RTS2RTS_QP",
+            0x506 => "SQERR2RTS_QP",
+            0x507 => "2ERR_QP",
+            0x50a => "2RST_QP",
+            0x50b => "QUERY_QP",
+            0x50e => "INIT2INIT_QP",
+            0x700 => "CREATE_SRQ",
+            0x713 => "QUERY_DCT",
+            _ => "unknown command",
+        }
+    }
 }

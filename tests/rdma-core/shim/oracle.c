@@ -34,14 +34,6 @@
 
 /* ---- Level 1: layouts ------------------------------------------------------ */
 
-#define FIELD(type, member)                                                   \
-	{ #member, (uint32_t)offsetof(type, member),                          \
-	  (uint32_t)sizeof(((type *)0)->member) }
-
-#define LAYOUT(type, table)                                                   \
-	{ #type, (uint32_t)sizeof(type), (uint32_t)_Alignof(type),            \
-	  (uint32_t)(sizeof(table) / sizeof((table)[0])), (table) }
-
 static const struct ibgda_oracle_field ctrl_fields[] = {
 	FIELD(struct mlx5_wqe_ctrl_seg, opmod_idx_opcode),
 	FIELD(struct mlx5_wqe_ctrl_seg, qpn_ds),

@@ -29,6 +29,15 @@ struct ibgda_oracle_layout {
 	const struct ibgda_oracle_field *fields;
 };
 
+/* Table entries: a member of a struct, and a struct with its table of members. */
+#define FIELD(type, member)                                                   \
+	{ #member, (uint32_t)offsetof(type, member),                          \
+	  (uint32_t)sizeof(((type *)0)->member) }
+
+#define LAYOUT(type, table)                                                   \
+	{ #type, (uint32_t)sizeof(type), (uint32_t)_Alignof(type),            \
+	  (uint32_t)(sizeof(table) / sizeof((table)[0])), (table) }
+
 struct ibgda_oracle_constant {
 	const char *name;    /* the C identifier, e.g. "MLX5_OPCODE_RDMA_WRITE" */
 	uint64_t value;
@@ -36,6 +45,8 @@ struct ibgda_oracle_constant {
 
 /* Static tables; the pointers stay valid for the life of the process. */
 size_t ibgda_oracle_layouts(const struct ibgda_oracle_layout **out);
+/* The public verbs and mlx5dv structures the emulated ConnectX uses (verbs_abi.c). */
+size_t ibgda_oracle_verbs_layouts(const struct ibgda_oracle_layout **out);
 size_t ibgda_oracle_constants(const struct ibgda_oracle_constant **out);
 
 /*

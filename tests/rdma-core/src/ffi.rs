@@ -211,6 +211,7 @@ pub(crate) const RUST_ABI_SIZES: [usize; 9] = [
 
 extern "C" {
     pub(crate) fn ibgda_oracle_layouts(out: *mut *const Layout) -> usize;
+    pub(crate) fn ibgda_oracle_verbs_layouts(out: *mut *const Layout) -> usize;
     pub(crate) fn ibgda_oracle_constants(out: *mut *const Constant) -> usize;
     pub(crate) fn ibgda_oracle_abi_sizes(out: *mut u32, n: usize) -> usize;
 

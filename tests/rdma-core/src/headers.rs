@@ -56,8 +56,32 @@ pub fn layouts() -> Vec<Layout> {
     // SAFETY: the shim stores a pointer to its static array in `table` and returns its
     // length; it has no other effect.
     let n = unsafe { ffi::ibgda_oracle_layouts(&mut table) };
-    // SAFETY: `table` points to `n` initialized, immutable `ffi::Layout`s in static
-    // storage.
+    // SAFETY: `table` points to `n` initialized, immutable entries in static storage.
+    unsafe { read_layouts(table, n) }
+}
+
+/// The layouts of the public verbs and mlx5dv structures (`verbs.h`, `mlx5dv.h`) that the
+/// emulated ConnectX hands to C or fills: `ibv_device`, `ibv_context_ops`, `ibv_context`,
+/// `verbs_context`, the device, port and GID attributes, `ibv_pd`, `ibv_mr`, the AH
+/// attributes, `ibv_ah`, `ibv_cq`, `ibv_srq`, `ibv_qp`, `ibv_sge`, `ibv_recv_wr`, and
+/// `mlx5dv_context_attr`, `mlx5dv_obj`, `mlx5dv_pd`, `mlx5dv_ah`, `mlx5dv_context` (its
+/// first fields), `mlx5dv_devx_umem`, `mlx5dv_devx_umem_in`, `mlx5dv_devx_uar`.
+pub fn verbs_layouts() -> Vec<Layout> {
+    let mut table: *const ffi::Layout = std::ptr::null();
+    // SAFETY: as for `layouts`.
+    let n = unsafe { ffi::ibgda_oracle_verbs_layouts(&mut table) };
+    // SAFETY: `table` points to `n` initialized, immutable entries in static storage.
+    unsafe { read_layouts(table, n) }
+}
+
+/// Copies a layout table of the shim.
+///
+/// # Safety
+///
+/// `table` must point to `n` initialized layouts in static storage, whose names and field
+/// tables are static too.
+unsafe fn read_layouts(table: *const ffi::Layout, n: usize) -> Vec<Layout> {
+    // SAFETY: the caller's contract.
     let raw = unsafe { std::slice::from_raw_parts(table, n) };
     raw.iter()
         .map(|l| {

@@ -49,7 +49,9 @@ mod checks {
 
     /// Local memory the WQEs name: covers everything.
     struct Everything;
-    impl Registered for Everything {
+    // SAFETY: the test plays the NIC (rdma-core's provider encodes, nothing executes), so
+    // no memory is reached through the key.
+    unsafe impl Registered for Everything {
         fn lkey(&self) -> LKey {
             LKey(LKEY)
         }
@@ -76,7 +78,9 @@ mod checks {
             let qp = QueuePair::new(Qpn::new(QPN).unwrap(), sq, cq, config).unwrap();
             // SAFETY: this test is the only NIC of the queue pair and uses the capability
             // while `qp` lives; its CQEs complete signaled NOPs, which name no memory.
-            let nic_cq = unsafe { qp.cq().memory().nic_access_unchecked() };
+            let executor = ibgda::queue::Executor::new("the oracle test playing the NIC");
+            let nic_cq =
+                unsafe { qp.cq().memory().nic_access_unchecked(&executor) }.expect("no other NIC");
             Self { qp, nic_cq }
         }
 

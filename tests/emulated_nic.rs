@@ -1,0 +1,1456 @@
+//! The emulated ConnectX (`emu/`) under its clients, each case in a process of its own
+//! with the emulator configured for it:
+//!
+//! - bring-up failures on demand: the mlx5 backend meets each failure users of NVSHMEM,
+//!   DeepEP and NCCL GIN report, and the case checks the typed error and the message the
+//!   backend promises;
+//! - the command log of a queue pair's life, decoded with `nic::prm`;
+//! - rdma-core's own `ibv_devinfo -v` (Debian's ibverbs-utils: a client nobody here wrote)
+//!   listing the configured devices, every field checked;
+//! - every entry point at the symbol version rdma-core 56.1 gives it (`dlvsym`), and every
+//!   entry point the clients look up present.
+//!
+//! The emulator is found at `<target>/emu/lib` (`scripts/build-emulated-nic` builds it) or
+//! `$IBGDA_EMU_LIB_DIR`. Without it (or without `ibv_devinfo`, or rdma-core's source for the
+//! version maps) a case is reported ignored, unless `IBGDA_REQUIRE_EMU=1` (CI), which fails
+//! it.
+
+mod case_report;
+
+use std::os::fd::OwnedFd;
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitCode, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use ibgda::cq::Syndrome;
+use ibgda::memory::{DeviceBuffer, DmaBuffer};
+use ibgda::nic::gpu_access::{DmaBufExportError, DmaBufExporter, DmaBufRange};
+use ibgda::nic::mlx5::{
+    check_atomic_capabilities, GpuPath, MemoryRegion, Mlx5Backend, Mlx5Device, Mlx5Error,
+};
+use ibgda::nic::prm::log::{self, DecodedCommand, DecodedOutput};
+use ibgda::nic::prm::{opcode, CommandStatus, PrmError, ServiceType};
+use ibgda::nic::{Device, MemoryAccess, NicError, QueueSpec};
+use ibgda::queue::{PollError, WaitError};
+use ibgda::wqe::{RdmaWrite, RingSize};
+
+/// Set in a child process: the case it runs.
+const CHILD_ENV: &str = "IBGDA_EMULATED_NIC_CASE";
+/// How long a child may run.
+const CHILD_TIMEOUT: Duration = Duration::from_secs(60);
+
+type Outcome = Result<(), String>;
+
+/// What a case runs.
+enum Run {
+    /// In a child process on the emulator configured with `config`
+    /// (`IBGDA_EMU_CONFIG_TEXT`); `check` then reads the command log it left, in the parent.
+    Child {
+        config: &'static str,
+        run: fn() -> Outcome,
+        check: Option<fn(&Path) -> Outcome>,
+    },
+    /// In the parent, given the emulator's directory: `Ok(None)` when what it needs is
+    /// missing (the reason).
+    Host(fn(&Path) -> Result<Option<String>, String>),
+}
+
+struct Case {
+    name: &'static str,
+    run: Run,
+}
+
+const DEFAULT_DEVICE: &str = "[device mlx5_0]\n";
+
+fn child_case(name: &'static str, config: &'static str, run: fn() -> Outcome) -> Case {
+    Case {
+        name,
+        run: Run::Child {
+            config,
+            run,
+            check: None,
+        },
+    }
+}
+
+fn cases() -> Vec<Case> {
+    vec![
+        child_case("no_device", "# no device section: no device\n", no_device),
+        child_case(
+            "a_device_that_is_not_mlx5",
+            "[device erdma_0]\nprovider = erdma\nlink_layer = ethernet\n",
+            not_mlx5,
+        ),
+        child_case(
+            "devx_context_refused",
+            "[device mlx5_0]\nfault.open_devx = EPERM\n",
+            devx_context_refused,
+        ),
+        child_case(
+            "uar_allocation_refused_in_an_unprivileged_container",
+            "[device mlx5_0]\nfault.alloc_uar = EPERM\n",
+            uar_allocation_refused,
+        ),
+        child_case(
+            "gpu_memory_without_dmabuf_or_peer_memory",
+            DEFAULT_DEVICE,
+            no_dmabuf_no_peer_memory,
+        ),
+        child_case(
+            "dmabuf_umem_efault_falls_back_to_peer_memory",
+            "[device mlx5_0]\nfault.umem_reg_dmabuf = EFAULT\n",
+            dmabuf_umem_efault_falls_back,
+        ),
+        child_case(
+            "cqe_version_0",
+            "[device mlx5_0]\ncap.cqe_version = 0\n",
+            cqe_version_0,
+        ),
+        child_case(
+            "missing_atomic_capabilities",
+            "[device mlx5_0]\ncap.atomic = 0\n[device mlx5_1]\ncap.atomic_sizes = 0x4\n",
+            missing_atomics,
+        ),
+        child_case(
+            "firmware_status_and_syndrome_on_chosen_commands",
+            "[device mlx5_0]\nfault.command = CREATE_CQ status=0x03 syndrome=0x0badc0de\n\
+             [device mlx5_1]\nfault.command = CREATE_QP status=0x0f syndrome=0x12345678\n\
+             [device mlx5_2]\nfault.command = RTR2RTS_QP status=0x10 syndrome=0x00c0ffee\n\
+             [device mlx5_3]\nfault.command = CREATE_QP status=0x08 syndrome=0x5 nth=2\n\
+             [device mlx5_4]\nfault.command = QUERY_HCA_CAP status=0x01 syndrome=0x7\n",
+            firmware_failures,
+        ),
+        child_case(
+            "empty_gid_table_on_roce",
+            "[device mlx5_0]\nlink_layer = ethernet\ngids = none\n",
+            empty_gid_table,
+        ),
+        child_case(
+            "first_wqe_fails_with_local_qp_operation_error_0x68",
+            "[device mlx5_0]\nfault.first_wqe = 0x68\n",
+            first_wqe_fails,
+        ),
+        child_case(
+            "transport_retry_exceeded_arrives_later",
+            "[device mlx5_0]\nfault.transport_retry_exceeded_at = 2\n",
+            retry_exceeded_later,
+        ),
+        Case {
+            name: "command_log_of_a_queue_pair_decodes",
+            run: Run::Child {
+                config: DEFAULT_DEVICE,
+                run: queue_pair_life,
+                check: Some(check_command_log),
+            },
+        },
+        child_case(
+            "dc_target_made_with_verbs_as_nvshmem_makes_it",
+            DEFAULT_DEVICE,
+            verbs_dc_target,
+        ),
+        Case {
+            name: "ibv_devinfo_lists_the_configured_devices",
+            run: Run::Host(ibv_devinfo),
+        },
+        child_case(
+            "every_entry_point_at_rdma_cores_symbol_version",
+            DEFAULT_DEVICE,
+            symbol_versions,
+        ),
+        Case {
+            name: "the_exported_versions_are_rdma_cores",
+            run: Run::Host(versions_match_rdma_core),
+        },
+    ]
+}
+
+fn fail(what: impl std::fmt::Display) -> String {
+    what.to_string()
+}
+
+fn expect_err<T: std::fmt::Debug, E>(result: Result<T, E>, what: &str) -> Result<E, String> {
+    match result {
+        Ok(value) => Err(format!("{what}: succeeded ({value:?}), expected a failure")),
+        Err(e) => Ok(e),
+    }
+}
+
+fn contains(message: &str, needle: &str) -> Outcome {
+    if message.contains(needle) {
+        Ok(())
+    } else {
+        Err(format!("the message lacks {needle:?}: {message}"))
+    }
+}
+
+fn mlx5_of(error: &NicError) -> Result<&Mlx5Error, String> {
+    match error {
+        NicError::Backend(b) => b
+            .downcast_ref::<Mlx5Error>()
+            .ok_or_else(|| format!("not an Mlx5Error: {error}")),
+        other => Err(format!("not a backend error: {other:?}")),
+    }
+}
+
+fn open(name: &str) -> Result<Device<Mlx5Backend>, NicError> {
+    Device::open(Mlx5Backend::new(Mlx5Device::open(Some(name))?))
+}
+
+fn spec() -> QueueSpec {
+    QueueSpec::new(RingSize::new(64).expect("64 WQEBBs"))
+}
+
+fn no_device() -> Outcome {
+    let e = expect_err(Mlx5Device::open(Some("mlx5_0")), "opening mlx5_0")?;
+    if !matches!(&e, Mlx5Error::NoDevice { requested: Some(n), available, errno: 0 } if n == "mlx5_0" && available.is_empty())
+    {
+        return Err(format!(
+            "expected NoDevice for mlx5_0 with none present, got {e:?}"
+        ));
+    }
+    contains(
+        &e.to_string(),
+        "no RDMA device named `mlx5_0` (devices present: none)",
+    )?;
+    let e = expect_err(Mlx5Backend::from_env(), "the backend from the environment")?;
+    if !e.is_no_device() {
+        return Err(format!("from_env: expected no device, got {e:?}"));
+    }
+    match NicError::from(e) {
+        NicError::NoDevice { reason } => contains(&reason, "no RDMA device"),
+        other => Err(format!("as NicError: {other:?}")),
+    }
+}
+
+fn not_mlx5() -> Outcome {
+    let e = expect_err(Mlx5Device::open(Some("erdma_0")), "opening erdma_0")?;
+    if e != (Mlx5Error::NotMlx5 {
+        device: "erdma_0".into(),
+    }) {
+        return Err(format!("expected NotMlx5 for erdma_0, got {e:?}"));
+    }
+    contains(&e.to_string(), "is not an mlx5 (ConnectX/BlueField) device")?;
+    // Without a name, the first device is taken only if mlx5 drives it.
+    let e = expect_err(Mlx5Device::open(None), "opening the first mlx5 device")?;
+    if e != (Mlx5Error::NotMlx5 {
+        device: "erdma_0".into(),
+    }) {
+        return Err(format!("first device: expected NotMlx5, got {e:?}"));
+    }
+    let devices = ibgda::nic::mlx5::devices().map_err(fail)?;
+    if devices.len() != 1 || devices[0].name != "erdma_0" || devices[0].mlx5 {
+        return Err(format!("device list {devices:?}"));
+    }
+    Ok(())
+}
+
+fn devx_context_refused() -> Outcome {
+    let e = expect_err(Mlx5Device::open(Some("mlx5_0")), "opening mlx5_0 with DEVX")?;
+    if e != (Mlx5Error::DevxUnavailable {
+        device: "mlx5_0".into(),
+        errno: libc::EPERM,
+    }) {
+        return Err(format!("expected DevxUnavailable with EPERM, got {e:?}"));
+    }
+    contains(
+        &e.to_string(),
+        "the kernel refused a DEVX context on `mlx5_0` (EPERM (1))",
+    )
+}
+
+fn uar_allocation_refused() -> Outcome {
+    let device = open("mlx5_0").map_err(fail)?;
+    let pd = device.alloc_pd().map_err(fail)?;
+    let e = expect_err(pd.create_rc(spec()), "creating an RC queue pair")?;
+    let mlx5 = mlx5_of(&e)?;
+    if *mlx5 != (Mlx5Error::UarAllocation { errno: libc::EPERM }) {
+        return Err(format!("expected UarAllocation with EPERM, got {mlx5:?}"));
+    }
+    contains(&e.to_string(), "an unprivileged container")
+}
+
+/// A DMA-BUF exporter that has none to give (a driver without DMA-BUF support).
+#[derive(Debug)]
+struct NoDmaBuf;
+
+// SAFETY: it returns no DMA-BUF at all.
+unsafe impl DmaBufExporter for NoDmaBuf {
+    fn export(&self, _: &DeviceBuffer) -> Result<DmaBufRange, DmaBufExportError> {
+        Err(DmaBufExportError {
+            code: 801,
+            message: "cuMemGetHandleForAddressRange: DMA-BUF not supported (stand-in)".into(),
+        })
+    }
+}
+
+/// A stand-in exporter for the emulator, which reaches memory by address: it hands out a
+/// descriptor that is not read (`/dev/null`).
+#[derive(Debug)]
+struct StandInDmaBuf;
+
+// SAFETY: the emulated NIC on the CPU never reads a DMA-BUF descriptor: it reaches the
+// memory of a registration through its address, which is the buffer's (host memory standing
+// in for GPU memory, alive while the buffer is), so the range describes what the NIC uses.
+unsafe impl DmaBufExporter for StandInDmaBuf {
+    fn export(&self, buffer: &DeviceBuffer) -> Result<DmaBufRange, DmaBufExportError> {
+        let fd: OwnedFd = std::fs::File::open("/dev/null")
+            .map_err(|e| DmaBufExportError {
+                code: 1,
+                message: e.to_string(),
+            })?
+            .into();
+        // SAFETY: as for the impl: the descriptor is never read; offset 0 is the buffer.
+        Ok(unsafe { DmaBufRange::new(fd, 0, buffer.len() as u64) })
+    }
+}
+
+/// Address space reserved with no access (as CUDA reserves GPU virtual addresses on the
+/// host): what the kernel cannot pin without peer memory.
+struct Reserved {
+    addr: *mut libc::c_void,
+    len: usize,
+}
+
+// SAFETY: a reservation nobody accesses; unmapped once, on drop.
+unsafe impl Send for Reserved {}
+// SAFETY: as above.
+unsafe impl Sync for Reserved {}
+
+impl Drop for Reserved {
+    fn drop(&mut self) {
+        // SAFETY: mapped by `mmap` below, unmapped once.
+        unsafe { libc::munmap(self.addr, self.len) };
+    }
+}
+
+fn reserved_gpu_buffer(len: usize) -> Result<Arc<DeviceBuffer>, String> {
+    // SAFETY: an anonymous PROT_NONE reservation; no memory of this process is affected.
+    let addr = unsafe {
+        libc::mmap(
+            core::ptr::null_mut(),
+            len,
+            libc::PROT_NONE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+            -1,
+            0,
+        )
+    };
+    if addr == libc::MAP_FAILED {
+        return Err("mmap of a reservation failed".into());
+    }
+    let owner = Reserved { addr, len };
+    // SAFETY: a stand-in for GPU memory: `len` bytes of reserved address space that stay
+    // reserved while `owner` lives; the host never dereferences a `DeviceBuffer`.
+    Ok(Arc::new(unsafe {
+        DeviceBuffer::from_raw(addr as u64, len, Box::new(owner))
+    }))
+}
+
+fn no_dmabuf_no_peer_memory() -> Outcome {
+    let device = Mlx5Device::open(Some("mlx5_0")).map_err(fail)?;
+    let buffer = reserved_gpu_buffer(1 << 16)?;
+    let e = expect_err(
+        device.register_gpu_umem(buffer.clone(), Some(&NoDmaBuf)),
+        "registering GPU queue memory",
+    )?;
+    match &e {
+        Mlx5Error::GpuMemoryRegistration {
+            dmabuf,
+            peer_memory_errno: libc::EFAULT,
+        } => contains(dmabuf, "DMA-BUF not supported")?,
+        other => {
+            return Err(format!(
+                "UMEM: expected GpuMemoryRegistration with EFAULT, got {other:?}"
+            ))
+        }
+    }
+    contains(&e.to_string(), "modprobe nvidia_peermem")?;
+    let pd = device.alloc_pd().map_err(fail)?;
+    let e = expect_err(
+        MemoryRegion::register_gpu(&pd, buffer, 0, 4096, 0xf, Some(&NoDmaBuf)),
+        "registering GPU data memory",
+    )?;
+    match e {
+        Mlx5Error::GpuMemoryRegistration {
+            peer_memory_errno: libc::EFAULT,
+            ..
+        } => Ok(()),
+        other => Err(format!(
+            "MR: expected GpuMemoryRegistration with EFAULT, got {other:?}"
+        )),
+    }
+}
+
+fn host_stand_in(len: usize) -> Result<Arc<DeviceBuffer>, String> {
+    let host = DmaBuffer::zeroed(len, 4096).map_err(fail)?;
+    let addr = host.addr();
+    // SAFETY: a stand-in for GPU memory: host memory (kept allocated by the owner, the
+    // buffer itself) that nothing but the emulated NIC touches.
+    Ok(Arc::new(unsafe {
+        DeviceBuffer::from_raw(addr, len, Box::new(host))
+    }))
+}
+
+fn dmabuf_umem_efault_falls_back() -> Outcome {
+    let device = Mlx5Device::open(Some("mlx5_0")).map_err(fail)?;
+    // The control buffer (a CQ ring): DMA-BUF UMEM registration fails with EFAULT, the
+    // backend registers it through peer memory and keeps why.
+    let umem = device
+        .register_gpu_umem(host_stand_in(4096)?, Some(&StandInDmaBuf))
+        .map_err(fail)?;
+    if umem.gpu_path() != Some(GpuPath::PeerMemory) {
+        return Err(format!(
+            "UMEM path {:?}, expected the peer-memory fallback",
+            umem.gpu_path()
+        ));
+    }
+    let why = umem.dmabuf_error().ok_or("the fallback does not say why")?;
+    if why.code != libc::EFAULT {
+        return Err(format!("fallback reason {why:?}, expected EFAULT"));
+    }
+    contains(
+        &why.to_string(),
+        "mlx5dv_devx_umem_reg_ex with the DMA-BUF failed",
+    )?;
+    // Data buffers still register by DMA-BUF.
+    let pd = device.alloc_pd().map_err(fail)?;
+    let region = MemoryRegion::register_gpu(
+        &pd,
+        host_stand_in(8192)?,
+        0,
+        8192,
+        0xf,
+        Some(&StandInDmaBuf),
+    )
+    .map_err(fail)?;
+    if region.gpu_path() != Some(GpuPath::DmaBuf) {
+        return Err(format!("MR path {:?}, expected DMA-BUF", region.gpu_path()));
+    }
+    Ok(())
+}
+
+fn cqe_version_0() -> Outcome {
+    let e = expect_err(open("mlx5_0"), "opening a device with CQE version 0")?;
+    match &e {
+        NicError::Capability {
+            name: "cqe_version",
+            found: 0,
+            ..
+        } => contains(&e.to_string(), "update the NIC firmware"),
+        other => Err(format!(
+            "expected the cqe_version capability error, got {other:?}"
+        )),
+    }
+}
+
+fn missing_atomics() -> Outcome {
+    let no_atomics = open("mlx5_0").map_err(fail)?;
+    let e = expect_err(
+        check_atomic_capabilities(no_atomics.caps()),
+        "atomics without `atomic`",
+    )?;
+    if !matches!(&e, Mlx5Error::MissingAtomics { missing } if missing.contains("`atomic` is 0")) {
+        return Err(format!("expected MissingAtomics (atomic 0), got {e:?}"));
+    }
+    contains(&e.to_string(), "post no atomic WQEs on it")?;
+    let four_bytes = open("mlx5_1").map_err(fail)?;
+    let e = expect_err(
+        check_atomic_capabilities(four_bytes.caps()),
+        "atomics of 4 bytes only",
+    )?;
+    if !matches!(&e, Mlx5Error::MissingAtomics { missing } if missing.contains("atomic_size_qp is 0x4"))
+    {
+        return Err(format!("expected MissingAtomics (8-byte), got {e:?}"));
+    }
+    Ok(())
+}
+
+fn expect_command_error(
+    e: &NicError,
+    command: &'static str,
+    status: CommandStatus,
+    syndrome: u32,
+) -> Outcome {
+    let expected = NicError::Command(PrmError::CommandError {
+        command,
+        status,
+        syndrome,
+    });
+    if *e != expected {
+        return Err(format!("expected {expected:?}, got {e:?}"));
+    }
+    contains(&e.to_string(), &format!("syndrome {syndrome:#010x}"))
+}
+
+fn firmware_failures() -> Outcome {
+    let cq = open("mlx5_0").map_err(fail)?;
+    let e = expect_err(cq.alloc_pd().map_err(fail)?.create_rc(spec()), "CREATE_CQ")?;
+    expect_command_error(&e, "CREATE_CQ", CommandStatus::BadParameter, 0x0bad_c0de)?;
+
+    let qp = open("mlx5_1").map_err(fail)?;
+    let e = expect_err(qp.alloc_pd().map_err(fail)?.create_rc(spec()), "CREATE_QP")?;
+    expect_command_error(&e, "CREATE_QP", CommandStatus::NoResources, 0x1234_5678)?;
+    // The CQ made before the failed CREATE_QP was destroyed with it.
+    if qp.teardown_failures().0 != 0 {
+        return Err(format!(
+            "teardown after CREATE_QP failed: {:?}",
+            qp.teardown_failures()
+        ));
+    }
+
+    let rts = open("mlx5_2").map_err(fail)?;
+    let pending = rts
+        .alloc_pd()
+        .map_err(fail)?
+        .create_rc(spec())
+        .map_err(fail)?;
+    let endpoint = pending.endpoint();
+    let e = expect_err(pending.connect(&endpoint), "RTR2RTS_QP")?;
+    expect_command_error(&e, "RTR2RTS_QP", CommandStatus::BadQpState, 0x00c0_ffee)?;
+
+    // Only the second CREATE_QP fails.
+    let second = open("mlx5_3").map_err(fail)?;
+    let pd = second.alloc_pd().map_err(fail)?;
+    let _first = pd
+        .create_rc(spec())
+        .map_err(|e| format!("the first CREATE_QP: {e}"))?;
+    let e = expect_err(pd.create_rc(spec()), "the second CREATE_QP")?;
+    expect_command_error(&e, "CREATE_QP", CommandStatus::LimitExceeded, 5)?;
+
+    // QUERY_HCA_CAP fails: the device does not open.
+    let e = expect_err(open("mlx5_4"), "QUERY_HCA_CAP")?;
+    expect_command_error(&e, "QUERY_HCA_CAP", CommandStatus::InternalError, 7)
+}
+
+fn empty_gid_table() -> Outcome {
+    let device = open("mlx5_0").map_err(fail)?;
+    if !device.port().gids.is_empty() {
+        return Err(format!("GIDs {:?}", device.port().gids));
+    }
+    let pd = device.alloc_pd().map_err(fail)?;
+    let e = expect_err(
+        pd.create_dct(0x42, 16),
+        "a DC target on a RoCE port without GIDs",
+    )?;
+    let mlx5 = mlx5_of(&e)?;
+    if *mlx5
+        != (Mlx5Error::Gid {
+            port: 1,
+            index: 0,
+            errno: libc::ENODATA,
+        })
+    {
+        return Err(format!("expected the Gid error (ENODATA), got {mlx5:?}"));
+    }
+    contains(&e.to_string(), "choose an index that exists")
+}
+
+/// A connected RC loopback queue pair and a registered 64-byte buffer on device mlx5_0.
+struct Loopback {
+    qp: ibgda::queue::QueuePair<ibgda::wqe::Rc>,
+    region: ibgda::nic::MemoryRegion<Mlx5Backend>,
+    _device: Device<Mlx5Backend>,
+}
+
+fn loopback() -> Result<Loopback, String> {
+    let device = open("mlx5_0").map_err(fail)?;
+    let pd = device.alloc_pd().map_err(fail)?;
+    let buffer = Arc::new(DmaBuffer::zeroed(64, 4096).map_err(fail)?);
+    let access = MemoryAccess::LOCAL_WRITE | MemoryAccess::REMOTE_WRITE;
+    let region = pd.register(buffer, 0, 64, access).map_err(fail)?;
+    let pending = pd.create_rc(spec()).map_err(fail)?;
+    let endpoint = pending.endpoint();
+    let qp = pending.connect(&endpoint).map_err(fail)?;
+    Ok(Loopback {
+        qp,
+        region,
+        _device: device,
+    })
+}
+
+fn first_wqe_fails() -> Outcome {
+    let mut l = loopback()?;
+    let wqe = RdmaWrite::new(l.region.remote(0))
+        .inline(&[1; 8])
+        .signaled()
+        .build()
+        .map_err(fail)?;
+    let ticket = l.qp.post(&wqe, &[]).map_err(fail)?;
+    let e = expect_err(l.qp.wait(ticket, Duration::from_secs(10)), "the first WQE")?;
+    let WaitError::Poll(PollError::Completion(c)) = e else {
+        return Err(format!("expected an error completion, got {e:?}"));
+    };
+    if (c.wqe_index, c.syndrome, c.vendor_syndrome) != (0, Some(Syndrome::LocalQpOperation), 0x68) {
+        return Err(format!("expected WQE 0, LOCAL_QP_OP, vendor 0x68: {c:?}"));
+    }
+    let typed = Mlx5Error::first_wqe_failed(&c).ok_or("not reported as the first WQE's failure")?;
+    let message = typed.to_string();
+    contains(&message, "failed on its first WQE (index 0)")?;
+    contains(&message, "vendor syndrome 0x68")?;
+    contains(&message, "create it with a zero-size RQ or an SRQ")
+}
+
+fn retry_exceeded_later() -> Outcome {
+    let mut l = loopback()?;
+    let mut tickets = Vec::new();
+    for i in 0..4u8 {
+        let payload = [i + 1; 8];
+        let wqe = RdmaWrite::new(l.region.remote(8 * u64::from(i)))
+            .inline(&payload)
+            .signaled()
+            .build()
+            .map_err(fail)?;
+        tickets.push(l.qp.post(&wqe, &[]).map_err(fail)?);
+    }
+    let start = Instant::now();
+    for (i, ticket) in tickets.into_iter().enumerate() {
+        let result = l.qp.wait(ticket, Duration::from_secs(10));
+        match (i, result) {
+            (0 | 1, Ok(())) => {}
+            (2, Err(WaitError::Poll(PollError::Completion(c)))) => {
+                if (c.wqe_index, c.syndrome) != (2, Some(Syndrome::TransportRetryExceeded)) {
+                    return Err(format!(
+                        "WQE 2: expected transport retry exceeded, got {c:?}"
+                    ));
+                }
+                if Mlx5Error::first_wqe_failed(&c).is_some() {
+                    return Err("a later WQE's failure reported as the first WQE's".into());
+                }
+                contains(&c.to_string(), "vendor syndrome 0x81")?;
+                return if start.elapsed() < Duration::from_secs(10) {
+                    Ok(())
+                } else {
+                    Err(format!("the error took {:?}", start.elapsed()))
+                };
+            }
+            (i, other) => return Err(format!("WQE {i}: {other:?}")),
+        }
+    }
+    Err("no error completion".into())
+}
+
+/// The queue-pair life whose command log the parent decodes: open, an RC queue pair
+/// connected to itself, one WRITE, teardown.
+fn queue_pair_life() -> Outcome {
+    let mut l = loopback()?;
+    let wqe = RdmaWrite::new(l.region.remote(0))
+        .inline(b"logged!!")
+        .signaled()
+        .build()
+        .map_err(fail)?;
+    let ticket = l.qp.post(&wqe, &[]).map_err(fail)?;
+    l.qp.wait(ticket, Duration::from_secs(10)).map_err(fail)?;
+    drop(l);
+    Ok(())
+}
+
+fn check_command_log(path: &Path) -> Outcome {
+    let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let records = log::parse(&text).map_err(fail)?;
+    let opcodes: Vec<u16> = records.iter().map(|r| r.opcode()).collect();
+    let expected = vec![
+        opcode::QUERY_HCA_CAP,
+        opcode::QUERY_HCA_CAP,
+        opcode::CREATE_CQ,
+        opcode::CREATE_QP,
+        opcode::RST2INIT_QP,
+        opcode::INIT2RTR_QP,
+        opcode::RTR2RTS_QP,
+        opcode::DESTROY_QP,
+        opcode::DESTROY_CQ,
+    ];
+    if opcodes != expected {
+        return Err(format!("opcodes {opcodes:x?}, expected {expected:x?}"));
+    }
+    let mut qpn = None;
+    for record in &records {
+        if record.device != "mlx5_0" || record.errno != 0 {
+            return Err(format!(
+                "record {}: {} errno {}",
+                record.seq, record.device, record.errno
+            ));
+        }
+        let decoded = record.decode();
+        let input = decoded
+            .input
+            .map_err(|e| format!("record {} input: {e}", record.seq))?;
+        let output = decoded
+            .output
+            .map_err(|e| format!("record {} output: {e}", record.seq))?;
+        // 64 CQ entries and 64 WQEBBs (log2 6); connected to itself; destroyed.
+        let wrong = match (input, output) {
+            (DecodedCommand::CreateCq(c), DecodedOutput::CreateCq(_)) => {
+                (c.cqc.log_cq_size != 6 || !c.cq_umem_valid).then(|| format!("CREATE_CQ {c:?}"))
+            }
+            (DecodedCommand::CreateQp(c), DecodedOutput::CreateQp(o)) => {
+                qpn = Some(o.qpn);
+                (c.qpc.log_sq_size != 6 || c.qpc.service_type != ServiceType::Rc)
+                    .then(|| format!("CREATE_QP {c:?}"))
+            }
+            (DecodedCommand::Init2RtrQp(c), _) => (Some(c.remote_qpn) != qpn || Some(c.qpn) != qpn)
+                .then(|| format!("INIT2RTR_QP {c:?} for QP {qpn:?}")),
+            (DecodedCommand::DestroyQp(c), _) => {
+                (Some(c.qpn) != qpn).then(|| format!("DESTROY_QP {c:?} for QP {qpn:?}"))
+            }
+            _ => None,
+        };
+        if let Some(wrong) = wrong {
+            return Err(wrong);
+        }
+    }
+    Ok(())
+}
+
+/// The DC target NVSHMEM's IBGDA transport makes with plain verbs (its
+/// `ibgda_create_dct_shared_objects` and `ibgda_create_dct`): a parent domain, a host SRQ and
+/// host CQs, an address handle read back through `mlx5dv_init_obj`, `mlx5dv_create_qp` for
+/// the DCT and `ibv_modify_qp` to INIT and RTR; then a DCI of ibgda's control plane writes
+/// into memory registered in that PD through it, and everything is torn down. The calls go
+/// through rdma-mummy-sys's bindings (rdma-core 65's headers) and the static-inline
+/// `ibv_alloc_parent_domain`'s own lookup of the operation in the context.
+fn verbs_dc_target() -> Outcome {
+    use rdma_mummy_sys as sys;
+    use zerocopy::FromBytes;
+
+    type InitObj = unsafe extern "C" fn(*mut sys::mlx5dv_obj, u64) -> libc::c_int;
+    // SAFETY: the emulated library (loaded by this process); the type is
+    // `mlx5dv_init_obj`'s prototype.
+    let lib = unsafe { libloading::Library::new("libmlx5.so.1") }.map_err(fail)?;
+    // SAFETY: as above.
+    let init_obj: InitObj = *unsafe { lib.get::<InitObj>(b"mlx5dv_init_obj\0") }.map_err(fail)?;
+    let check = |what: &str, ok: bool| {
+        if ok {
+            Ok(())
+        } else {
+            Err(format!("{what} failed"))
+        }
+    };
+
+    // SAFETY (every call below): rdma-core's documented contracts, with objects made here
+    // and attribute blocks initialised as the man pages ask; the buffers outlive their
+    // registrations.
+    unsafe {
+        let mut n = 0;
+        let list = sys::ibv_get_device_list(&mut n);
+        check("ibv_get_device_list", !list.is_null() && n == 1)?;
+        let ctx = sys::ibv_open_device(*list);
+        sys::ibv_free_device_list(list);
+        check("ibv_open_device", !ctx.is_null())?;
+        let pd = sys::ibv_alloc_pd(ctx);
+        check("ibv_alloc_pd", !pd.is_null())?;
+
+        // ibv_alloc_parent_domain is static inline: it finds the operation in the
+        // verbs_context around the context, if the context is large enough to hold it.
+        let vctx = ctx
+            .cast::<u8>()
+            .sub(core::mem::offset_of!(sys::verbs_context, context))
+            .cast::<sys::verbs_context>();
+        let reach = core::mem::size_of::<sys::verbs_context>()
+            - core::mem::offset_of!(sys::verbs_context, alloc_parent_domain);
+        check("the context's size", (*vctx).sz >= reach)?;
+        let alloc_parent_domain = (*vctx)
+            .alloc_parent_domain
+            .ok_or("no alloc_parent_domain")?;
+        let mut pd_attr: sys::ibv_parent_domain_init_attr = core::mem::zeroed();
+        pd_attr.pd = pd;
+        let parent = alloc_parent_domain(ctx, &mut pd_attr);
+        check("ibv_alloc_parent_domain", !parent.is_null())?;
+
+        let mut srq_attr: sys::ibv_srq_init_attr = core::mem::zeroed();
+        srq_attr.attr.max_wr = 100;
+        srq_attr.attr.max_sge = 1;
+        let srq = sys::ibv_create_srq(parent, &mut srq_attr);
+        check(
+            "ibv_create_srq",
+            !srq.is_null() && srq_attr.attr.max_wr >= 100,
+        )?;
+        let mut dv_srq: sys::mlx5dv_srq = core::mem::zeroed();
+        dv_srq.comp_mask = 1; // MLX5DV_SRQ_MASK_SRQN
+        let mut obj: sys::mlx5dv_obj = core::mem::zeroed();
+        obj.srq.in_ = srq;
+        obj.srq.out = &mut dv_srq;
+        check("mlx5dv_init_obj(SRQ)", init_obj(&mut obj, 1 << 2) == 0)?;
+        check("the SRQ number", dv_srq.srqn != 0 && dv_srq.comp_mask == 1)?;
+
+        let send_cq = sys::ibv_create_cq(ctx, 100, core::ptr::null_mut(), core::ptr::null_mut(), 0);
+        let recv_cq = sys::ibv_create_cq(ctx, 100, core::ptr::null_mut(), core::ptr::null_mut(), 0);
+        check("ibv_create_cq", !send_cq.is_null() && !recv_cq.is_null())?;
+        check("the CQ size", (*recv_cq).cqe == 127)?;
+        let mut dv_cq: sys::mlx5dv_cq = core::mem::zeroed();
+        let mut obj: sys::mlx5dv_obj = core::mem::zeroed();
+        obj.cq.in_ = recv_cq;
+        obj.cq.out = &mut dv_cq;
+        check("mlx5dv_init_obj(CQ)", init_obj(&mut obj, 1 << 1) == 0)?;
+        check(
+            "the CQ's ring",
+            dv_cq.cqe_cnt == 128 && dv_cq.cqe_size == 64 && !dv_cq.buf.is_null(),
+        )?;
+
+        let mut port: sys::ibv_port_attr = core::mem::zeroed();
+        check(
+            "ibv_query_port",
+            sys::ibv_query_port(ctx, 1, &mut port as *mut _ as *mut _) == 0,
+        )?;
+        let mut ah_attr: sys::ibv_ah_attr = core::mem::zeroed();
+        ah_attr.dlid = port.lid;
+        ah_attr.port_num = 1;
+        let ah = sys::ibv_create_ah(pd, &mut ah_attr);
+        check("ibv_create_ah", !ah.is_null())?;
+        let mut dv_ah: sys::mlx5dv_ah = core::mem::zeroed();
+        let mut obj: sys::mlx5dv_obj = core::mem::zeroed();
+        obj.ah.in_ = ah;
+        obj.ah.out = &mut dv_ah;
+        check(
+            "mlx5dv_init_obj(AH)",
+            init_obj(&mut obj, 1 << 5) == 0 && !dv_ah.av.is_null(),
+        )?;
+        let av = ibgda::wqe::segment::AddressVectorSegment::read_from_bytes(
+            core::slice::from_raw_parts(dv_ah.av.cast::<u8>(), 48),
+        )
+        .map_err(|_| "the AH's address vector")?;
+
+        const KEY: u64 = 0x0102_0304_0506_0708;
+        let mut qp_attr: sys::ibv_qp_init_attr_ex = core::mem::zeroed();
+        qp_attr.pd = parent;
+        qp_attr.comp_mask = 1; // IBV_QP_INIT_ATTR_PD
+        qp_attr.qp_type = 0xff; // IBV_QPT_DRIVER
+        qp_attr.srq = srq;
+        qp_attr.send_cq = send_cq;
+        qp_attr.recv_cq = recv_cq;
+        let mut dv_attr: sys::mlx5dv_qp_init_attr = core::mem::zeroed();
+        dv_attr.comp_mask = 1 << 1; // MLX5DV_QP_INIT_ATTR_MASK_DC
+        dv_attr.dc_init_attr.dc_type = sys::MLX5DV_DCTYPE_DCT;
+        *dv_attr
+            .dc_init_attr
+            .__bindgen_anon_1
+            .dct_access_key
+            .as_mut() = KEY;
+        let dct = sys::mlx5dv_create_qp(ctx, &mut qp_attr, &mut dv_attr);
+        check("mlx5dv_create_qp(DCT)", !dct.is_null())?;
+        let mut attr: sys::ibv_qp_attr = core::mem::zeroed();
+        attr.qp_state = sys::ibv_qp_state::IBV_QPS_INIT;
+        attr.port_num = 1;
+        attr.qp_access_flags = 0xf; // local write, remote write, read, atomic
+        let mask = 1 | (1 << 4) | (1 << 5) | (1 << 3);
+        check(
+            "RST2INIT of the DCT",
+            sys::ibv_modify_qp(dct, &mut attr, mask) == 0,
+        )?;
+        let mut attr: sys::ibv_qp_attr = core::mem::zeroed();
+        attr.qp_state = sys::ibv_qp_state::IBV_QPS_RTR;
+        attr.path_mtu = port.active_mtu;
+        attr.min_rnr_timer = 12;
+        attr.ah_attr = ah_attr;
+        let mask = 1 | (1 << 7) | (1 << 8) | (1 << 15);
+        check(
+            "INIT2RTR of the DCT",
+            sys::ibv_modify_qp(dct, &mut attr, mask) == 0,
+        )?;
+        let dct_number = (*dct).qp_num;
+        check("the DCT number", dct_number != 0)?;
+        // A CQ a DCT completes to cannot go.
+        check(
+            "destroying a CQ in use is refused",
+            sys::ibv_destroy_cq(recv_cq) == libc::EBUSY,
+        )?;
+
+        let target = DmaBuffer::zeroed(64, 4096).map_err(fail)?;
+        let mr = sys::ibv_reg_mr(pd, target.as_ptr().cast(), 64, 0xf);
+        check("ibv_reg_mr", !mr.is_null())?;
+
+        let device = open("mlx5_0").map_err(fail)?;
+        let endpoint = ibgda::nic::DcEndpoint {
+            dct: dct_number,
+            access_key: KEY,
+            lid: port.lid,
+            mtu: device.port().mtu,
+            link_layer: device.port().link_layer,
+            gid: ibgda::nic::Gid::default(),
+            address_vector: av,
+        };
+        let mut dci = device
+            .alloc_pd()
+            .map_err(fail)?
+            .create_dci::<ibgda::wqe::Full>(spec())
+            .map_err(fail)?
+            .activate()
+            .map_err(fail)?;
+        let remote = ibgda::wqe::RemoteAddress::new(target.addr(), ibgda::wqe::RKey((*mr).rkey));
+        let wqe = RdmaWrite::new(endpoint.full_target().map_err(fail)?.at(remote))
+            .inline(b"via a verbs DCT")
+            .signaled()
+            .build()
+            .map_err(fail)?;
+        let ticket = dci.post(&wqe, &[]).map_err(fail)?;
+        dci.wait(ticket, Duration::from_secs(10)).map_err(fail)?;
+        let written = target.to_vec();
+        if &written[..15] != b"via a verbs DCT" {
+            return Err(format!("the target holds {:?}", &written[..15]));
+        }
+        drop(dci);
+        drop(device);
+
+        check("ibv_dereg_mr", sys::ibv_dereg_mr(mr) == 0)?;
+        check("ibv_destroy_qp", sys::ibv_destroy_qp(dct) == 0)?;
+        check("ibv_destroy_ah", sys::ibv_destroy_ah(ah) == 0)?;
+        check(
+            "ibv_destroy_cq",
+            sys::ibv_destroy_cq(recv_cq) == 0 && sys::ibv_destroy_cq(send_cq) == 0,
+        )?;
+        check("ibv_destroy_srq", sys::ibv_destroy_srq(srq) == 0)?;
+        check(
+            "dealloc of the parent domain",
+            sys::ibv_dealloc_pd(parent) == 0,
+        )?;
+        check("ibv_dealloc_pd", sys::ibv_dealloc_pd(pd) == 0)?;
+        check("ibv_close_device", sys::ibv_close_device(ctx) == 0)?;
+    }
+    Ok(())
+}
+
+/// The configuration `ibv_devinfo` lists; the expected output below is derived from it by
+/// hand (the emulator's computed limits: `max_qp_wr` = 2^cap.log_max_qp_size, `max_cqe` =
+/// 2^cap.log_max_cq_size - 1).
+const DEVINFO_CONFIG: &str = "[device mlx5_4]\n\
+    lid = 0x2a\n\
+    mtu = 2048\n\
+    fw_ver = 28.42.1000\n\
+    node_guid = 0x1122334455667788\n\
+    sys_image_guid = 0x1122334455667700\n\
+    board_id = MT_0000000999\n\
+    max_qp = 4096\n\
+    cap.log_max_qp_size = 13\n\
+    cap.log_max_cq_size = 20\n\
+    gids = fe80::1122:3344:5566:7788\n\
+    [device mlx5_5]\n\
+    link_layer = ethernet\n\
+    port_state = down\n\
+    cap.atomic = 0\n\
+    gids = fe80::a, ::ffff:192.168.1.7\n";
+
+/// The `key: value` lines of one `hca_id` block of `ibv_devinfo -v`, and its GID lines.
+struct DevinfoBlock {
+    fields: Vec<(String, String)>,
+    gids: Vec<String>,
+}
+
+impl DevinfoBlock {
+    fn field(&self, key: &str) -> Result<&str, String> {
+        self.fields
+            .iter()
+            .find(|(k, _)| k == key)
+            .map(|(_, v)| v.as_str())
+            .ok_or_else(|| format!("ibv_devinfo printed no `{key}`"))
+    }
+}
+
+fn parse_devinfo(text: &str) -> Vec<DevinfoBlock> {
+    let mut blocks: Vec<DevinfoBlock> = Vec::new();
+    for line in text.lines() {
+        let trimmed = line.trim();
+        if trimmed.starts_with("hca_id:") {
+            blocks.push(DevinfoBlock {
+                fields: Vec::new(),
+                gids: Vec::new(),
+            });
+        }
+        let Some(block) = blocks.last_mut() else {
+            continue;
+        };
+        if let Some(rest) = trimmed.strip_prefix("GID[") {
+            if let Some((_, gid)) = rest.split_once(':') {
+                block.gids.push(gid.trim().to_owned());
+            }
+        } else if let Some((key, value)) = trimmed.split_once(':') {
+            block
+                .fields
+                .push((key.trim().to_owned(), value.trim().to_owned()));
+        }
+    }
+    blocks
+}
+
+fn ibv_devinfo(dir: &Path) -> Result<Option<String>, String> {
+    let Some(tool) = ["/usr/bin/ibv_devinfo", "/usr/local/bin/ibv_devinfo"]
+        .into_iter()
+        .map(Path::new)
+        .find(|p| p.is_file())
+    else {
+        return Ok(Some(
+            "rdma-core's ibv_devinfo is not installed (Debian: ibverbs-utils; scripts/mlx5-deps.sh installs it)"
+                .into(),
+        ));
+    };
+    let child = Command::new(tool)
+        .arg("-v")
+        .env("LD_LIBRARY_PATH", library_path(dir))
+        .env("IBGDA_EMU_CONFIG_TEXT", DEVINFO_CONFIG)
+        .env_remove("IBGDA_EMU_CONFIG")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(fail)?;
+    let output = finish(child)?;
+    let text = String::from_utf8_lossy(&output.stdout);
+    if !output.status.success() {
+        return Err(format!(
+            "ibv_devinfo -v: {}\n{text}\n{}",
+            output.status,
+            String::from_utf8_lossy(&output.stderr)
+        ));
+    }
+    let blocks = parse_devinfo(&text);
+    if blocks.len() != 2 {
+        return Err(format!(
+            "{} devices listed, expected 2:\n{text}",
+            blocks.len()
+        ));
+    }
+    let expect = |block: &DevinfoBlock, key: &str, value: &str| -> Outcome {
+        let found = block.field(key)?;
+        if found == value {
+            Ok(())
+        } else {
+            Err(format!(
+                "`{key}`: ibv_devinfo printed {found:?}, expected {value:?}"
+            ))
+        }
+    };
+    let (ib, roce) = (&blocks[0], &blocks[1]);
+    for (key, value) in [
+        ("hca_id", "mlx5_4"),
+        ("transport", "InfiniBand (0)"),
+        ("fw_ver", "28.42.1000"),
+        ("node_guid", "1122:3344:5566:7788"),
+        ("sys_image_guid", "1122:3344:5566:7700"),
+        ("vendor_id", "0x02c9"),
+        ("vendor_part_id", "4129"),
+        ("hw_ver", "0x0"),
+        ("board_id", "MT_0000000999"),
+        ("phys_port_cnt", "1"),
+        ("max_qp", "4096"),
+        ("max_qp_wr", "8192"),
+        ("max_cqe", "1048575"),
+        ("atomic_cap", "ATOMIC_HCA (1)"),
+        ("num_comp_vectors", "1"),
+        ("state", "PORT_ACTIVE (4)"),
+        ("max_mtu", "2048 (4)"),
+        ("active_mtu", "2048 (4)"),
+        ("port_lid", "42"),
+        ("link_layer", "InfiniBand"),
+        ("gid_tbl_len", "1"),
+    ] {
+        expect(ib, key, value)?;
+    }
+    if ib.gids != ["fe80:0000:0000:0000:1122:3344:5566:7788"] {
+        return Err(format!("InfiniBand GIDs {:?}", ib.gids));
+    }
+    for (key, value) in [
+        ("hca_id", "mlx5_5"),
+        ("atomic_cap", "ATOMIC_NONE (0)"),
+        ("state", "PORT_DOWN (1)"),
+        ("max_mtu", "4096 (5)"),
+        ("port_lid", "0"),
+        ("link_layer", "Ethernet"),
+        ("gid_tbl_len", "2"),
+    ] {
+        expect(roce, key, value)?;
+    }
+    if roce.gids != ["fe80::a, RoCE v2", "::ffff:192.168.1.7, RoCE v2"] {
+        return Err(format!("RoCE GIDs {:?}", roce.gids));
+    }
+    Ok(None)
+}
+
+/// `(version node, symbol)` of every entry of a linker version script (comments and
+/// `local: *` aside), in file order.
+fn version_script(text: &str) -> Vec<(String, String)> {
+    let mut clean = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(start) = rest.find("/*") {
+        clean.push_str(&rest[..start]);
+        rest = rest[start..]
+            .find("*/")
+            .map_or("", |end| &rest[start + end + 2..]);
+    }
+    clean.push_str(rest);
+    let mut entries = Vec::new();
+    let mut node: Option<String> = None;
+    let mut previous = String::new();
+    for token in clean
+        .replace('{', " { ")
+        .replace('}', " } ")
+        .replace(';', " ; ")
+        .split_whitespace()
+    {
+        match token {
+            "{" => node = Some(previous.clone()),
+            "}" => node = None,
+            ";" | "global:" | "local:" | "*" => {}
+            word => {
+                if let Some(node) = &node {
+                    entries.push((node.clone(), word.to_owned()));
+                }
+            }
+        }
+        previous = token.to_owned();
+    }
+    entries
+}
+
+fn exports() -> Vec<(String, String)> {
+    version_script(include_str!("../emu/exports.map"))
+}
+
+/// What the clients look up (plain `dlsym` unless a version is given): ibgda's mlx5
+/// backend (src/nic/mlx5/dv.rs), rdma-mummy-sys 0.2.6's loader shim, NVSHMEM 3.8.0's IBGDA
+/// transport (the strings of `nvshmem_transport_ibgda.so.7`) and `ibv_devinfo`.
+const CLIENT_SYMBOLS: &[(&str, Option<&str>)] = &[
+    ("mlx5dv_open_device", None),
+    ("mlx5dv_is_supported", None),
+    ("mlx5dv_init_obj", Some("MLX5_1.2")),
+    ("mlx5dv_create_qp", Some("MLX5_1.3")),
+    ("mlx5dv_devx_alloc_uar", Some("MLX5_1.7")),
+    ("mlx5dv_devx_free_uar", Some("MLX5_1.7")),
+    ("mlx5dv_devx_general_cmd", Some("MLX5_1.7")),
+    ("mlx5dv_devx_obj_create", Some("MLX5_1.7")),
+    ("mlx5dv_devx_obj_destroy", Some("MLX5_1.7")),
+    ("mlx5dv_devx_obj_modify", Some("MLX5_1.7")),
+    ("mlx5dv_devx_obj_query", None),
+    ("mlx5dv_devx_query_eqn", Some("MLX5_1.7")),
+    ("mlx5dv_devx_umem_reg", Some("MLX5_1.7")),
+    ("mlx5dv_devx_umem_dereg", Some("MLX5_1.7")),
+    ("mlx5dv_devx_umem_reg_ex", Some("MLX5_1.19")),
+    ("mlx5dv_reg_dmabuf_mr", None),
+    ("mlx5dv_get_data_direct_sysfs_path", None),
+    ("mlx5dv_query_device", None),
+    ("mlx5dv_qp_ex_from_ibv_qp_ex", None),
+    ("mlx5dv_set_context_attr", None),
+    ("mlx5dv_query_qp_lag_port", None),
+    ("mlx5dv_modify_qp_lag_port", None),
+    ("mlx5dv_modify_qp_udp_sport", None),
+    ("mlx5dv_get_clock_info", None),
+    ("ibv_wc_status_str", None),
+    ("ibv_qp_to_qp_ex", None),
+    ("ibv_get_device_list", Some("IBVERBS_1.1")),
+    ("ibv_free_device_list", Some("IBVERBS_1.1")),
+    ("ibv_get_device_name", Some("IBVERBS_1.1")),
+    ("ibv_get_device_guid", None),
+    ("ibv_open_device", Some("IBVERBS_1.1")),
+    ("ibv_close_device", Some("IBVERBS_1.1")),
+    ("ibv_get_async_event", None),
+    ("ibv_ack_async_event", None),
+    ("ibv_query_device", Some("IBVERBS_1.1")),
+    ("ibv_query_port", Some("IBVERBS_1.1")),
+    ("ibv_query_gid", Some("IBVERBS_1.1")),
+    ("_ibv_query_gid_ex", None),
+    ("_ibv_query_gid_table", None),
+    ("ibv_query_pkey", None),
+    ("ibv_alloc_pd", None),
+    ("ibv_dealloc_pd", None),
+    ("ibv_reg_mr", None),
+    ("ibv_reg_mr_iova", None),
+    ("ibv_reg_mr_iova2", None),
+    ("ibv_reg_dmabuf_mr", None),
+    ("ibv_dereg_mr", None),
+    ("ibv_create_comp_channel", None),
+    ("ibv_destroy_comp_channel", None),
+    ("ibv_create_cq", None),
+    ("ibv_resize_cq", None),
+    ("ibv_destroy_cq", None),
+    ("ibv_get_cq_event", None),
+    ("ibv_ack_cq_events", None),
+    ("ibv_create_srq", None),
+    ("ibv_destroy_srq", None),
+    ("ibv_modify_srq", None),
+    ("ibv_query_srq", None),
+    ("ibv_create_qp", None),
+    ("ibv_modify_qp", None),
+    ("ibv_query_qp", None),
+    ("ibv_destroy_qp", None),
+    ("ibv_create_ah", None),
+    ("ibv_init_ah_from_wc", None),
+    ("ibv_create_ah_from_wc", None),
+    ("ibv_destroy_ah", None),
+    ("ibv_attach_mcast", None),
+    ("ibv_detach_mcast", None),
+    ("ibv_fork_init", None),
+    ("ibv_is_fork_initialized", None),
+    ("ibv_node_type_str", None),
+    ("ibv_port_state_str", None),
+    ("ibv_event_type_str", None),
+    ("ibv_resolve_eth_l2_from_gid", None),
+    ("ibv_set_ece", None),
+    ("ibv_query_ece", None),
+    ("ibv_get_sysfs_path", None),
+    ("ibv_read_sysfs_file", Some("IBVERBS_1.0")),
+    ("ibv_query_gid_type", Some("IBVERBS_PRIVATE_34")),
+];
+
+fn symbol_versions() -> Outcome {
+    let open = |name: &core::ffi::CStr| {
+        // SAFETY: loading the emulated library (already loaded by this process).
+        let handle = unsafe { libc::dlopen(name.as_ptr(), libc::RTLD_LAZY | libc::RTLD_LOCAL) };
+        if handle.is_null() {
+            Err(format!("dlopen({name:?}) failed"))
+        } else {
+            Ok(handle)
+        }
+    };
+    let (verbs, mlx5) = (open(c"libibverbs.so.1")?, open(c"libmlx5.so.1")?);
+    if verbs != mlx5 {
+        return Err(
+            "libibverbs.so.1 and libmlx5.so.1 are two objects: their states would differ".into(),
+        );
+    }
+    let lookup = |symbol: &str, version: Option<&str>| -> bool {
+        let symbol = std::ffi::CString::new(symbol).expect("no NUL");
+        // SAFETY: lookups in a loaded library's symbol table.
+        let found = unsafe {
+            match version {
+                Some(v) => {
+                    let v = std::ffi::CString::new(v).expect("no NUL");
+                    libc::dlvsym(verbs, symbol.as_ptr(), v.as_ptr())
+                }
+                None => libc::dlsym(verbs, symbol.as_ptr()),
+            }
+        };
+        !found.is_null()
+    };
+    let entries = exports();
+    if entries.len() < 100 {
+        return Err(format!(
+            "only {} exports parsed from emu/exports.map",
+            entries.len()
+        ));
+    }
+    for (version, symbol) in &entries {
+        if !lookup(symbol, Some(version)) {
+            return Err(format!("dlvsym({symbol}, {version}) found nothing"));
+        }
+        if lookup(symbol, Some("IBVERBS_0.9")) {
+            return Err(format!("{symbol} found at a version that does not exist"));
+        }
+    }
+    for (symbol, version) in CLIENT_SYMBOLS {
+        if !lookup(symbol, *version) {
+            return Err(format!(
+                "a client looks up {symbol} ({version:?}): not exported"
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// rdma-core 56.1's source as scripts/rdma-core.sh leaves it.
+fn rdma_core_source() -> Option<PathBuf> {
+    if let Some(dir) = std::env::var_os("IBGDA_RDMA_CORE_DIR") {
+        return Some(PathBuf::from(dir).join("src"));
+    }
+    let exe = std::env::current_exe().ok()?;
+    Some(exe.parent()?.parent()?.parent()?.join("rdma-core/56.1/src"))
+}
+
+fn versions_match_rdma_core(_: &Path) -> Result<Option<String>, String> {
+    let Some(src) = rdma_core_source().filter(|s| s.join("libibverbs/libibverbs.map.in").is_file())
+    else {
+        return Ok(Some(
+            "rdma-core 56.1's source is not unpacked (bash scripts/rdma-core.sh)".into(),
+        ));
+    };
+    let read =
+        |path: &str| std::fs::read_to_string(src.join(path)).map_err(|e| format!("{path}: {e}"));
+    let cmake = read("CMakeLists.txt")?;
+    let pabi = cmake
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("set(IBVERBS_PABI_VERSION \""))
+        .and_then(|rest| rest.strip_suffix("\")"))
+        .ok_or("IBVERBS_PABI_VERSION not found in CMakeLists.txt")?;
+    let verbs = read("libibverbs/libibverbs.map.in")?.replace("@IBVERBS_PABI_VERSION@", pabi);
+    let mlx5 = read("providers/mlx5/libmlx5.map")?;
+    // A symbol listed in several nodes is exported at the last (the default version).
+    let mut newest = std::collections::HashMap::new();
+    for (node, symbol) in version_script(&verbs)
+        .into_iter()
+        .chain(version_script(&mlx5))
+    {
+        newest.insert(symbol, node);
+    }
+    for (version, symbol) in exports() {
+        if version == "IBGDA_EMU_1" {
+            continue;
+        }
+        match newest.get(&symbol) {
+            Some(theirs) if *theirs == version => {}
+            Some(theirs) => {
+                return Err(format!(
+                    "{symbol}: exported at {version}, rdma-core 56.1 exports it at {theirs}"
+                ))
+            }
+            None => return Err(format!("{symbol}: not an rdma-core 56.1 entry point")),
+        }
+    }
+    Ok(None)
+}
+
+/// Where the emulated libraries are.
+fn emulator_dir() -> Option<PathBuf> {
+    if let Some(dir) = std::env::var_os("IBGDA_EMU_LIB_DIR") {
+        return Some(PathBuf::from(dir));
+    }
+    // <target>/release/deps/emulated_nic-*: the libraries are at <target>/emu/lib.
+    let exe = std::env::current_exe().ok()?;
+    Some(exe.parent()?.parent()?.parent()?.join("emu/lib"))
+}
+
+fn child(name: &str) -> ExitCode {
+    // The libraries loaded must be the emulator's.
+    // SAFETY: loading the libibverbs.so.1 the loader finds runs its initialisers only.
+    let emulated = unsafe { libloading::Library::new("libibverbs.so.1") }
+        .ok()
+        .is_some_and(|lib| {
+            // SAFETY: the symbol, if present, is the emulator's identity function.
+            unsafe {
+                lib.get::<unsafe extern "C" fn() -> *const libc::c_char>(b"ibgda_emu_version\0")
+            }
+            .is_ok()
+        });
+    let outcome = if !emulated {
+        Err("libibverbs.so.1 is not the emulated ConnectX".to_owned())
+    } else {
+        match cases().into_iter().find(|c| c.name == name).map(|c| c.run) {
+            Some(Run::Child { run, .. }) => run(),
+            _ => Err(format!("no child case {name}")),
+        }
+    };
+    match outcome {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(why) => {
+            println!("CASE FAILED: {why}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// `dir` first on the loader path.
+fn library_path(dir: &Path) -> std::ffi::OsString {
+    let mut path = dir.as_os_str().to_owned();
+    if let Some(old) = std::env::var_os("LD_LIBRARY_PATH").filter(|p| !p.is_empty()) {
+        path.push(":");
+        path.push(old);
+    }
+    path
+}
+
+/// Waits for `child`, killing it after [`CHILD_TIMEOUT`].
+fn finish(mut child: std::process::Child) -> Result<std::process::Output, String> {
+    let start = Instant::now();
+    loop {
+        if child.try_wait().map_err(fail)?.is_some() {
+            return child.wait_with_output().map_err(fail);
+        }
+        if start.elapsed() > CHILD_TIMEOUT {
+            let _ = child.kill();
+            let _ = child.wait();
+            return Err(format!("timed out after {CHILD_TIMEOUT:?}"));
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn run_child(name: &str, config: &str, dir: &Path, log_path: Option<&Path>) -> Outcome {
+    let exe = std::env::current_exe().map_err(fail)?;
+    let mut command = Command::new(exe);
+    command
+        .env(CHILD_ENV, name)
+        .env("LD_LIBRARY_PATH", library_path(dir))
+        .env("IBGDA_EMU_CONFIG_TEXT", config)
+        .env_remove("IBGDA_EMU_CONFIG")
+        .env_remove("IBGDA_NIC")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    match log_path {
+        Some(path) => command.env("IBGDA_EMU_LOG", path),
+        None => command.env_remove("IBGDA_EMU_LOG"),
+    };
+    // The child writes little: reading its pipes after it exits cannot block it.
+    let output = finish(command.spawn().map_err(fail)?)?;
+    if !output.status.success() {
+        return Err(format!(
+            "{}\n--- stdout\n{}--- stderr\n{}",
+            output.status,
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        ));
+    }
+    Ok(())
+}
+
+/// Runs `case`: `Ok(None)` with the reason when it cannot run here.
+fn run_case(case: &Case, dir: Option<&Path>, scratch: &Path) -> Result<Option<String>, String> {
+    let Some(dir) = dir else {
+        return Ok(Some(
+            "the emulated ConnectX is not built (scripts/build-emulated-nic)".into(),
+        ));
+    };
+    match &case.run {
+        Run::Child { config, check, .. } => {
+            let log_path = scratch.with_extension(format!("{}.log", case.name));
+            let result = run_child(case.name, config, dir, check.map(|_| log_path.as_path()))
+                .and_then(|()| check.map_or(Ok(()), |check| check(&log_path)));
+            let _ = std::fs::remove_file(&log_path);
+            result.map(|()| None)
+        }
+        Run::Host(run) => run(dir),
+    }
+}
+
+fn main() -> ExitCode {
+    if let Ok(name) = std::env::var(CHILD_ENV) {
+        return child(&name);
+    }
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let cases = cases();
+    if args.iter().any(|a| a == "--list") {
+        for case in &cases {
+            println!("{}: test", case.name);
+        }
+        return ExitCode::SUCCESS;
+    }
+    let filters: Vec<&String> = args.iter().filter(|a| !a.starts_with('-')).collect();
+    let selected: Vec<&Case> = cases
+        .iter()
+        .filter(|c| filters.is_empty() || filters.iter().any(|f| c.name.contains(f.as_str())))
+        .collect();
+    println!("emulated_nic: the mlx5 backend and rdma-core's tools on the emulated ConnectX");
+    println!("\nrunning {} tests", selected.len());
+    let dir = emulator_dir().filter(|d| d.join("libibverbs.so.1").is_file());
+    let required = std::env::var("IBGDA_REQUIRE_EMU").is_ok_and(|v| v == "1");
+    let (mut passed, mut failed, mut ignored) = (0, 0, 0);
+    let scratch = std::env::temp_dir().join(format!("ibgda-emulated-nic-{}", std::process::id()));
+    for case in selected {
+        match run_case(case, dir.as_deref(), &scratch) {
+            Ok(None) => {
+                passed += 1;
+                println!("test {} ... ok", case.name);
+            }
+            Ok(Some(reason)) if !required => {
+                ignored += 1;
+                println!("test {} ... ignored, {reason}", case.name);
+            }
+            Ok(Some(reason)) => {
+                failed += 1;
+                println!(
+                    "test {} ... FAILED\n    IBGDA_REQUIRE_EMU=1 but {reason}",
+                    case.name
+                );
+            }
+            Err(why) => {
+                failed += 1;
+                println!("test {} ... FAILED\n    {why}", case.name);
+            }
+        }
+    }
+    case_report::summary(passed, failed, ignored)
+}
