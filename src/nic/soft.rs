@@ -259,7 +259,10 @@ impl SoftNic {
     pub(super) fn umem(&self, id: u32) -> Option<(Arc<DmaBuffer>, Option<ExecutorClaim>)> {
         let tables = self.tables.lock();
         let entry = tables.umems.get(&id)?;
-        Some((entry.buffer.clone(), entry.claim.as_ref().map(ExecutorClaim::again)))
+        Some((
+            entry.buffer.clone(),
+            entry.claim.as_ref().map(ExecutorClaim::again),
+        ))
     }
 
     pub(super) fn uar(&self, page: u32) -> Option<Arc<DmaBuffer>> {
@@ -516,7 +519,6 @@ impl Backend for SoftNic {
             .clone();
         let claim = memory.claim(self.fabric.executor())?;
         self.insert_umem(buffer, Some(claim))
-
     }
 
     fn address_vector(
