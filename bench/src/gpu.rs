@@ -9,11 +9,12 @@
 use ibgda::order::{GpuFence, GpuReleaseStore, Unordered};
 use ibgda_kernels::experiments::completion;
 use ibgda_kernels::experiments::dormant;
-use ibgda_kernels::experiments::issue::{self, IssueResult, IssueRun};
+use ibgda_kernels::experiments::issue::{self, IssueResult, IssueRun, IssueShape, ShapeResult};
 use ibgda_kernels::experiments::peers;
 use ibgda_kernels::experiments::rate::{self, Publication, RateResult};
 use ibgda_kernels::experiments::{bench_options, gpu_hung, progress, BenchProgram};
 use ibgda_kernels::gpu::{Gpu, GpuError};
+use ibgda_kernels::harness::{SinkMode, SINK_RETIRE, SINK_RETIRE_BEFORE};
 use serde::{Deserialize, Serialize};
 
 use crate::stats::{Durations, Percentiles};
@@ -28,6 +29,9 @@ pub struct GpuParams {
     pub completion_iters: u32,
     /// Multiplier of the rate rows' WQE counts.
     pub rate_scale: u32,
+    /// Issue iterations per shape and variant (Table 3, Figure 3).
+    #[serde(default)]
+    pub shape_iters: u32,
 }
 
 impl Default for GpuParams {
@@ -36,6 +40,7 @@ impl Default for GpuParams {
             issue_iters: 20_000,
             completion_iters: 2_000,
             rate_scale: 1,
+            shape_iters: 5_000,
         }
     }
 }
@@ -94,6 +99,24 @@ pub struct IssueRow {
     pub stale_wqes: Option<StaleWqes>,
 }
 
+/// One operation's shape (Table 3's pointer WRITE, Figure 3's inline sweep, DC), GpuFence,
+/// typed and raw.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct ShapeRow {
+    /// The shape's label.
+    pub label: String,
+    /// "Inline", "Pointer", "DcCompact" or "DcFull".
+    pub kind: String,
+    /// Payload bytes.
+    pub bytes: u32,
+    /// Through the device library.
+    pub typed: IssueSide,
+    /// Hand-written.
+    pub raw: IssueSide,
+    /// Typed over raw p50 cycles (target 1.00 +- 0.02).
+    pub typed_over_raw: f64,
+}
+
 /// One completion-scope point.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct CompletionRow {
@@ -139,6 +162,48 @@ pub struct RateRow {
     /// `Unordered` and `GpuFence` only: stale WQEs the sink saw.
     #[serde(default)]
     pub stale_wqes: Option<StaleWqes>,
+    /// Doorbells the sink acted on.
+    #[serde(default)]
+    pub sink_doorbells: u64,
+    /// The sink mode the row ran against ("Retire", or "RetireBefore" for the same-run
+    /// comparison with the sink as it was).
+    #[serde(default)]
+    pub sink_mode: String,
+    /// The most M WQE/s that sink mode lets this row reach: its measured capacity
+    /// (doorbells per second per queue, the sink capacity row) times the row's queues
+    /// and WQEs per doorbell. `None` when not measured.
+    #[serde(default)]
+    pub sink_bound_mwqe_per_s: Option<f64>,
+}
+
+impl RateRow {
+    /// The fraction of the sink's capacity the row used (`mwqe_per_s` over the bound).
+    pub fn sink_share(&self) -> Option<f64> {
+        self.sink_bound_mwqe_per_s
+            .filter(|b| *b > 0.0)
+            .map(|b| self.mwqe_per_s / b)
+    }
+}
+
+/// A row is taken as bounded by the sink when it reaches this fraction of the sink's
+/// capacity for its shape.
+pub const SINK_BOUND_SHARE: f64 = 0.8;
+
+/// The sink alone over pre-built WQEs and doorbells, no producer.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct SinkCapacityRow {
+    /// "Retire" or "RetireBefore".
+    pub mode: String,
+    /// Queues, one sink thread each (as the rate rows launch it).
+    pub queues: u32,
+    /// Doorbells per queue.
+    pub doorbells: u32,
+    /// Doorbells per second of the slowest queue's thread.
+    pub doorbells_per_s_per_queue: f64,
+    /// Doorbells per second over all queues.
+    pub doorbells_per_s: f64,
+    /// ns per doorbell of the slowest queue's thread.
+    pub ns_per_doorbell: f64,
 }
 
 /// ptxas's report for one dormant-cost variant.
@@ -167,6 +232,12 @@ pub struct DormantRow {
     pub caller: String,
     /// "Plain", "Inlined" or "Call".
     pub build: String,
+    /// Blocks launched (528, or eight per SM for the streaming caller's wide launch).
+    #[serde(default)]
+    pub blocks: u32,
+    /// ptxas registers per thread of the build that ran (the run's compile options).
+    #[serde(default)]
+    pub registers: u32,
     /// Messages per block.
     pub messages: u32,
     /// Whether the kernel waits for its messages.
@@ -186,10 +257,16 @@ pub struct GpuResult {
     pub sm_clock_mhz: f64,
     /// Table 4.
     pub issue: Vec<IssueRow>,
+    /// Table 3's pointer WRITE, Figure 3's inline sweep, DC beside RC.
+    #[serde(default)]
+    pub shapes: Vec<ShapeRow>,
     /// Completion scope.
     pub completion: Vec<CompletionRow>,
     /// Table 5 and the sweeps.
     pub rates: Vec<RateRow>,
+    /// The sink's own capacity (no producer), as the rate rows run it and as it was.
+    #[serde(default)]
+    pub sink_capacity: Vec<SinkCapacityRow>,
     /// ptxas registers of the dormant-cost variants.
     pub dormant_registers: Vec<RegisterRow>,
     /// Dormant cost.
@@ -315,9 +392,18 @@ fn issue_row(r: &IssueResult) -> Result<IssueRow, BenchError> {
     })
 }
 
-fn rate_row(label: String, r: &RateResult) -> RateRow {
+fn rate_row(
+    label: String,
+    r: &RateResult,
+    sink_mode: SinkMode,
+    capacity: &[rate::SinkCapacityRow],
+) -> RateRow {
     let c = &r.config;
+    let mode = format!("{sink_mode:?}");
     RateRow {
+        sink_doorbells: r.sink_doorbells,
+        sink_bound_mwqe_per_s: rate::sink_bound_mwqe_per_s(r, capacity, &mode),
+        sink_mode: mode,
         label,
         scope: r.scope.into(),
         publication: format!("{:?}", c.publication),
@@ -394,6 +480,27 @@ impl Rows {
     }
 }
 
+/// The rate rows (label starts) also run against the sink as it was before its
+/// per-doorbell cost was cut, in the same run.
+const SINK_BEFORE_ROWS: [&str; 5] = [
+    "1 thread, 1 QP, batch 16",
+    "32 threads, 1 QP, per-warp, batch 32 (paper 21.6)",
+    "64 threads, 64 QPs, 64 SMs, batch 16",
+    "64 warps, 64 QPs, 64 SMs, per-warp, batch 32 (target 1500)",
+    "placement: 128 warps, 128 QPs, 64 SMs x 2 warps",
+];
+
+/// The pause of the frontier-backoff variant (ns).
+const FRONTIER_BACKOFF_NS: u32 = 64;
+
+/// The rate rows (label starts) run again with the frontier wait backing off.
+const FRONTIER_BACKOFF_ROWS: [&str; 4] = [
+    "32 threads, 1 QP, per-thread, batch 1",
+    "256 threads, 1 QP, per-thread, batch 32",
+    "256 threads, 1 QP, per-warp, batch 32",
+    "4096 threads, 16 QPs, 16 SMs, per-warp, batch 32",
+];
+
 /// Runs every GPU experiment on GPU 0; returns the rows (a failing row is listed in
 /// `failed` and the others still run) and the library's raw results. Only opening the
 /// GPU and compiling the benchmark program fail the whole run.
@@ -406,7 +513,7 @@ pub fn run(
     progress("GPU: compiling bench_experiments.cu");
     let program = BenchProgram::load(&gpu)?;
     let configs = rate::table5(params.rate_scale);
-    progress_bar.set_length(4 + configs.len() as u64 + 6);
+    progress_bar.set_length(6 + configs.len() as u64 + 6);
     let mut rows = Rows {
         failed: Vec::new(),
         hung: false,
@@ -415,6 +522,17 @@ pub fn run(
     let mut issue: Vec<IssueResult> = Vec::new();
     for (scope, result) in issue::run_all(&gpu, params.issue_iters) {
         issue.extend(rows.outcome("issue", scope, result));
+    }
+    progress_bar.inc(1);
+    progress_bar.set_message("GPU: one operation's shapes (Table 3, Figure 3)");
+    let mut shapes: Vec<ShapeResult> = Vec::new();
+    for shape in issue::shapes() {
+        let label = shape.label();
+        if let Some(r) = rows.run("shape", &label, || {
+            issue::run_shape(&gpu, shape, params.shape_iters)
+        }) {
+            shapes.push(r);
+        }
     }
     progress_bar.inc(1);
     progress_bar.set_message("GPU: completion scope");
@@ -437,8 +555,18 @@ pub fn run(
     }
     progress_bar.inc(1);
 
+    progress_bar.set_message("GPU: sink capacity (no producer)");
+    let capacity = rows
+        .run(
+            "sink capacity",
+            "every queue count, both sink modes",
+            || rate::sink_capacity_rows(&gpu, rate::SINK_CAPACITY_DOORBELLS),
+        )
+        .unwrap_or_default();
+    progress_bar.inc(1);
+
     progress_bar.set_message("GPU: message rate (Table 5, sweeps)");
-    let mut rates: Vec<(String, RateResult)> = Vec::new();
+    let mut rates: Vec<(String, RateResult, SinkMode)> = Vec::new();
     for (label, c) in configs {
         let label = if label.starts_with("batch sweep") {
             format!("{label}, batch {}", c.batch)
@@ -449,9 +577,39 @@ pub fn run(
         // SAFETY: the benchmark's throw-away queues; the sink counts stale WQEs as a finding.
         let scope = unsafe { GpuFence::new() };
         if let Some(r) = rows.run("rate", &row, || rate::run(&gpu, &program, scope, c)) {
-            rates.push((label, r));
+            rates.push((label.clone(), r, SINK_RETIRE));
+        }
+        // The same row against the sink as it was: what the sink's own cost took.
+        if SINK_BEFORE_ROWS.iter().any(|p| label.starts_with(p)) {
+            let label = format!("{label} (sink as before)");
+            let row = format!("{label} [GpuFence]");
+            if let Some(r) = rows.run("rate", &row, || {
+                rate::run_with_sink(&gpu, &program, scope, c, SINK_RETIRE_BEFORE)
+            }) {
+                rates.push((label, r, SINK_RETIRE_BEFORE));
+            }
         }
         progress_bar.inc(1);
+    }
+    // The shared rows whose threads wait for each other's publication, again with the
+    // frontier wait pausing between polls (a program compiled with the pause).
+    if let Some(backoff) = rows.outcome(
+        "rate",
+        "frontier backoff program",
+        BenchProgram::load_with_frontier_backoff(&gpu, FRONTIER_BACKOFF_NS),
+    ) {
+        for (label, c) in rate::table5(params.rate_scale) {
+            if !FRONTIER_BACKOFF_ROWS.iter().any(|p| label.starts_with(p)) {
+                continue;
+            }
+            let label = format!("{label} (frontier backoff {FRONTIER_BACKOFF_NS} ns)");
+            let row = format!("{label} [GpuFence]");
+            // SAFETY: the benchmark's throw-away queues; the sink counts stale WQEs.
+            let scope = unsafe { GpuFence::new() };
+            if let Some(r) = rows.run("rate", &row, || rate::run(&gpu, &backoff, scope, c)) {
+                rates.push((label, r, SINK_RETIRE));
+            }
+        }
     }
     let rounds = 20_000 * params.rate_scale.max(1);
     let coop_one = rate::config(Publication::PerWarp, 1, 32, 1, 1, 32, rounds);
@@ -461,7 +619,7 @@ pub fn run(
         let label = format!("one launch: {what}, per-warp, batch 32");
         let row = format!("{label} [GpuFence]");
         if let Some(r) = rows.run("rate", &row, || rate::run_one_launch(&gpu, &program, c)) {
-            rates.push((label, r));
+            rates.push((label, r, SINK_RETIRE));
         }
         progress_bar.inc(1);
     }
@@ -472,14 +630,14 @@ pub fn run(
         if let Some(r) = rows.run("rate", &row, || {
             rate::run(&gpu, &program, GpuReleaseStore, c)
         }) {
-            rates.push((label.clone(), r));
+            rates.push((label.clone(), r, SINK_RETIRE));
         }
         progress_bar.inc(1);
         let row = format!("{label} [Unordered]");
         // SAFETY: benchmark queues on throw-away device memory read only by the sink.
         let unordered = unsafe { Unordered::new() };
         if let Some(r) = rows.run("rate", &row, || rate::run(&gpu, &program, unordered, c)) {
-            rates.push((label, r));
+            rates.push((label, r, SINK_RETIRE));
         }
         progress_bar.inc(1);
     }
@@ -500,12 +658,34 @@ pub fn run(
     let raw = serde_json::json!({
         "issue": to_json(&issue)?,
         "completion": to_json(&completion)?,
-        "rates": to_json(&rates)?,
+        "shapes": to_json(&shapes)?,
+        "rates": to_json(&rates.iter().map(|(l, r, _)| (l, r)).collect::<Vec<_>>())?,
+        "sink_capacity": to_json(&capacity)?,
         "dormant_registers": to_json(&registers)?,
         "dormant": to_json(&dormant)?,
         "failed": to_json(&rows.failed)?,
     });
     let issue: Vec<IssueRow> = issue.iter().map(issue_row).collect::<Result<_, _>>()?;
+    let shapes: Vec<ShapeRow> = shapes
+        .iter()
+        .map(|r| {
+            let (typed, raw) = (side(&r.typed)?, side(&r.raw)?);
+            let (kind, bytes) = match r.shape {
+                IssueShape::Inline(n) => ("Inline", n),
+                IssueShape::Pointer(n) => ("Pointer", n),
+                IssueShape::DcCompact => ("DcCompact", 8),
+                IssueShape::DcFull => ("DcFull", 8),
+            };
+            Ok(ShapeRow {
+                label: r.shape.label(),
+                kind: kind.into(),
+                bytes,
+                typed_over_raw: typed.issue_cycles.p50 / raw.issue_cycles.p50.max(1.0),
+                typed,
+                raw,
+            })
+        })
+        .collect::<Result<_, BenchError>>()?;
     let clocks: Vec<f64> = issue
         .iter()
         .flat_map(|r| [r.typed.sm_clock_mhz, r.raw.sm_clock_mhz])
@@ -514,6 +694,7 @@ pub fn run(
         params,
         sm_clock_mhz: clocks.iter().sum::<f64>() / clocks.len().max(1) as f64,
         issue,
+        shapes,
         completion: completion
             .iter()
             .map(|c| {
@@ -526,7 +707,21 @@ pub fn run(
                 })
             })
             .collect::<Result<_, BenchError>>()?,
-        rates: rates.iter().map(|(l, r)| rate_row(l.clone(), r)).collect(),
+        rates: rates
+            .iter()
+            .map(|(l, r, m)| rate_row(l.clone(), r, *m, &capacity))
+            .collect(),
+        sink_capacity: capacity
+            .iter()
+            .map(|c| SinkCapacityRow {
+                mode: c.mode.clone(),
+                queues: c.queues,
+                doorbells: c.doorbells,
+                doorbells_per_s_per_queue: c.doorbells_per_s_per_queue,
+                doorbells_per_s: c.doorbells_per_s,
+                ns_per_doorbell: c.ns_per_doorbell,
+            })
+            .collect(),
         dormant_registers: registers
             .iter()
             .map(|r| RegisterRow {
@@ -545,6 +740,8 @@ pub fn run(
                 Ok(DormantRow {
                     caller: format!("{:?}", p.caller),
                     build: format!("{:?}", p.build),
+                    blocks: p.blocks,
+                    registers: p.registers,
                     messages: p.messages,
                     wait: p.wait,
                     ns: summary(&p.ns)?,
@@ -783,7 +980,7 @@ mod tests {
             never_wraps: false,
             stale_wqes,
         };
-        let row = rate_row("x".into(), &result(Unordered::NAME, 2));
+        let row = rate_row("x".into(), &result(Unordered::NAME, 2), SINK_RETIRE, &[]);
         assert_eq!(
             row.stale_wqes,
             Some(StaleWqes {
@@ -792,14 +989,20 @@ mod tests {
             })
         );
         assert_eq!(
-            rate_row("x".into(), &result(GpuFence::NAME, 3)).stale_wqes,
+            rate_row("x".into(), &result(GpuFence::NAME, 3), SINK_RETIRE, &[]).stale_wqes,
             Some(StaleWqes {
                 seen: 3,
                 of: 40_960_000
             })
         );
         assert_eq!(
-            rate_row("x".into(), &result(ibgda::order::GpuFencedDbrec::NAME, 0)).stale_wqes,
+            rate_row(
+                "x".into(),
+                &result(ibgda::order::GpuFencedDbrec::NAME, 0),
+                SINK_RETIRE,
+                &[]
+            )
+            .stale_wqes,
             None
         );
     }

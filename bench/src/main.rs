@@ -21,6 +21,7 @@ mod proxy;
 mod record;
 mod softnic;
 mod stats;
+mod targets;
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -370,12 +371,14 @@ fn table(report: &Report) -> String {
         for r in &s.rows {
             let _ = writeln!(
                 t,
-                "  {:<20} p50 {:>7.1} ns/WQE  p99 {:>7.1}  {:>7.2} M WQE/s ({})",
+                "  {:<20} p50 {:>7.1} ns/WQE  p99 {:>7.1}  {:>7.2} M WQE/s ({})  same-run copy of its bytes {:>6.1} ns/WQE: {:.1} copies per WQE",
                 r.kind.label(),
                 r.ns_per_wqe.p50,
                 r.ns_per_wqe.p99,
                 r.wqes_per_s_p50 / 1e6,
-                verdict(r.wqes_per_s_p50 >= s.target_wqes_per_s)
+                verdict(r.wqes_per_s_p50 >= s.target_wqes_per_s),
+                r.copy_ns_per_wqe.p50,
+                r.copies_per_wqe_p50
             );
         }
         let _ = writeln!(
@@ -420,6 +423,34 @@ fn table(report: &Report) -> String {
                 let _ = writeln!(t, "    stale WQEs seen: {} of {}", st.seen, st.of);
             }
         }
+        if !g.shapes.is_empty() {
+            let _ = writeln!(
+                t,
+                "Table 3 / Figure 3: one operation's shape [GpuFence], issue p50 typed and raw, put+c (sink)"
+            );
+            for r in &g.shapes {
+                let paper = match (r.kind.as_str(), r.bytes) {
+                    ("Inline", b) if b <= paper::FIG3_INLINE_GAIN_ENDS_BYTES => {
+                        format!("paper issue ~{:.2} us", paper::fig3_inline_issue_us(b))
+                    }
+                    ("Pointer", 8) => format!(
+                        "paper issue {:.2} us, put+c {:.2} us",
+                        paper::TABLE3_MINI_GDA_POINTER.0,
+                        paper::TABLE3_MINI_GDA_POINTER.1
+                    ),
+                    _ => String::new(),
+                };
+                let _ = writeln!(
+                    t,
+                    "  {:<36} typed {:>6.0} ns  raw {:>6.0} ns  typed/raw {:.3}  put+c {:>6.0} ns  {paper}",
+                    r.label,
+                    r.typed.issue_ns.p50,
+                    r.raw.issue_ns.p50,
+                    r.typed_over_raw,
+                    r.typed.put_c_ns.p50
+                );
+            }
+        }
         let _ = writeln!(
             t,
             "Completion scope [GpuFence]: put+c p50, wait for one queue vs quiet over all"
@@ -445,11 +476,44 @@ fn table(report: &Report) -> String {
             if let Some(st) = r.stale_wqes {
                 let _ = write!(notes, "  stale WQEs seen: {} of {}", st.seen, st.of);
             }
+            match (r.sink_bound_mwqe_per_s, r.sink_share()) {
+                (Some(bound), Some(share)) => {
+                    let _ = write!(
+                        notes,
+                        "  sink bound {bound:.1} ({:.0} %{})",
+                        share * 100.0,
+                        if share >= gpu::SINK_BOUND_SHARE {
+                            ": BOUNDED BY THE SINK"
+                        } else {
+                            ""
+                        }
+                    );
+                }
+                _ if !r.label.starts_with("one launch") => {
+                    let _ = write!(notes, "  sink bound not measured");
+                }
+                _ => {}
+            }
             let _ = writeln!(
                 t,
                 "  {:<66} {:>9.2} M WQE/s{notes}",
                 format!("{} [{}]", r.label, r.scope),
                 r.mwqe_per_s
+            );
+        }
+        let _ = writeln!(
+            t,
+            "Sink capacity: the sink alone over pre-built WQEs and doorbells (no producer), one thread per queue"
+        );
+        for c in &g.sink_capacity {
+            let _ = writeln!(
+                t,
+                "  {:<13} {:>4} queues  {:>7.1} ns/doorbell  {:>7.2} M doorbells/s per queue  {:>8.2} M doorbells/s in all",
+                c.mode,
+                c.queues,
+                c.ns_per_doorbell,
+                c.doorbells_per_s_per_queue / 1e6,
+                c.doorbells_per_s / 1e6
             );
         }
         let _ = writeln!(t, "Dormant cost: registers per thread (ptxas)");
@@ -460,13 +524,18 @@ fn table(report: &Report) -> String {
                 r.caller, r.build, r.registers, r.stack_bytes, r.spill_stores, r.blocks_per_sm
             );
         }
-        let _ = writeln!(t, "Dormant cost: kernel time against the plain kernel");
+        let _ = writeln!(
+            t,
+            "Dormant cost: kernel time against the plain kernel of the same launch"
+        );
         for d in &g.dormant {
             let _ = writeln!(
                 t,
-                "  {:<10} {:<8} {:>3} messages/block{} p50 {:>10.0} ns  loss {:>6.2} %",
+                "  {:<10} {:<8} {:>4} blocks {:>3} regs {:>3} messages/block{} p50 {:>10.0} ns  loss {:>6.2} %",
                 d.caller,
                 d.build,
+                d.blocks,
+                d.registers,
                 d.messages,
                 if d.wait { ", waiting" } else { "         " },
                 d.ns.p50,
@@ -478,6 +547,16 @@ fn table(report: &Report) -> String {
         for f in &g.failed {
             let _ = writeln!(t, "FAILED {} {}: {}", f.experiment, f.row, f.error);
         }
+    }
+    let goals = targets::all(report);
+    if !goals.is_empty() {
+        let _ = writeln!(
+            t,
+            "\nTargets of the GPU path (the paper's figure or better in every row; dormant code free): {} of {} reached",
+            goals.iter().filter(|x| x.reached).count(),
+            goals.len()
+        );
+        t.push_str(&targets::table(&goals));
     }
     if let Some(p) = &report.peers {
         let _ = writeln!(

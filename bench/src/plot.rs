@@ -327,6 +327,34 @@ pub fn render_report(report: &Report, dir: &Path) -> Result<Vec<PathBuf>, BenchE
         if !bars.groups.is_empty() {
             files.extend(render(dir, "completion_scope", &bars)?);
         }
+        // Table 3 and Figure 3: one operation's shape, issue typed and raw, the paper's
+        // mini-gda figure where it has one (8 B inline and pointer; the inline slope).
+        let bars = Bars {
+            title: "Table 3 / Figure 3: issue of one WRITE by shape [GpuFence], p50",
+            y_label: "ns",
+            series: &["ibgda typed", "raw", "paper (mini-gda, P-IB)"],
+            groups: g
+                .shapes
+                .iter()
+                .map(|r| {
+                    let paper = match (r.kind.as_str(), r.bytes) {
+                        ("Inline", b) if b <= paper::FIG3_INLINE_GAIN_ENDS_BYTES => {
+                            Some(paper::fig3_inline_issue_us(b) * 1e3)
+                        }
+                        ("Pointer", 8) => Some(paper::TABLE3_MINI_GDA_POINTER.0 * 1e3),
+                        _ => None,
+                    };
+                    (
+                        short_label(&r.label),
+                        vec![Some(r.typed.issue_ns.p50), Some(r.raw.issue_ns.p50), paper],
+                    )
+                })
+                .collect(),
+            target: None,
+        };
+        if !bars.groups.is_empty() {
+            files.extend(render_wide(dir, "table3_shapes", &bars)?);
+        }
         // Figure 9: dormant cost, loss against the plain kernel, one plot per caller.
         for (caller, stem) in [
             ("Compute", "dormant_compute"),
@@ -346,10 +374,11 @@ pub fn render_report(report: &Report, dir: &Path) -> Result<Vec<PathBuf>, BenchE
                     .map(|d| {
                         (
                             format!(
-                                "{} {}{}",
+                                "{} {}{}{}",
                                 d.build,
                                 d.messages,
-                                if d.wait { " w" } else { "" }
+                                if d.wait { " w" } else { "" },
+                                if d.blocks > 528 { " 8/SM" } else { "" }
                             ),
                             vec![Some(d.loss * 100.0)],
                         )
@@ -574,6 +603,9 @@ pub(crate) mod tests {
             mwqe_per_s,
             sm_clock_mhz: 1980.0,
             stale_wqes: None,
+            sink_doorbells: 20_000,
+            sink_mode: "Retire".into(),
+            sink_bound_mwqe_per_s: Some(30.0),
         };
         let p = Percentiles {
             count: 1,
@@ -583,6 +615,7 @@ pub(crate) mod tests {
         Report {
             gpu_sink: Some(GpuResult {
                 params: GpuParams::default(),
+                shapes: vec![],
                 issue: paper::TABLE4_P_IB
                     .iter()
                     .map(|(scope, ..)| IssueRow {
@@ -612,6 +645,7 @@ pub(crate) mod tests {
                     rate("32 threads, 1 QP, per-warp, batch 32 (paper 21.6)", 12.8),
                     rate("batch sweep: 1 thread, 1 QP, batch 4", 3.0),
                 ],
+                sink_capacity: Vec::new(),
                 dormant_registers: vec![RegisterRow {
                     caller: "Compute".into(),
                     build: "Plain".into(),
@@ -624,6 +658,8 @@ pub(crate) mod tests {
                 dormant: vec![DormantRow {
                     caller: "Compute".into(),
                     build: "Inlined".into(),
+                    blocks: 528,
+                    registers: 32,
                     messages: 4,
                     wait: true,
                     ns: p,

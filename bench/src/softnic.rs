@@ -6,6 +6,11 @@
 //! key and bounds checks, the data move, the CQE), and the round's CQE is polled after.
 //! One sample is the round's engine time divided by its WQEs. Results are checked: the
 //! engine must report exactly `round` WQEs executed, none failed.
+//!
+//! After each round the same thread copies the bytes the round moved (each WQE's 64-byte
+//! WQEBB, its payload, the CQE) from one buffer to another, timed the same way: the
+//! engine's time over that copy's is a ratio that the machine's clock does not move (the
+//! same binary measured 21.4 M and 9.9 M WQE/s on two CPUs).
 
 use std::num::NonZeroU32;
 use std::sync::Arc;
@@ -42,6 +47,16 @@ impl WqeKind {
         WqeKind::Read64,
         WqeKind::FetchAdd,
     ];
+
+    /// Bytes one WQE of this kind moves through memory besides its 64-byte WQEBB: the
+    /// payload (a fetch-add reads and writes 8 bytes, and writes the 8-byte result).
+    pub fn payload_bytes(self) -> usize {
+        match self {
+            WqeKind::InlineWrite8 => 8,
+            WqeKind::PointerWrite64 | WqeKind::Read64 => 64,
+            WqeKind::FetchAdd => 24,
+        }
+    }
 
     /// A short label.
     pub fn label(self) -> &'static str {
@@ -92,6 +107,13 @@ pub struct SoftnicRow {
     pub ns_per_wqe: Percentiles,
     /// WQEs per second on one core at the median.
     pub wqes_per_s_p50: f64,
+    /// The same-run baseline: copying the bytes a round moved, per WQE, per round (ns).
+    #[serde(default)]
+    pub copy_ns_per_wqe: Percentiles,
+    /// Engine time over copy time at the medians: how many copies of its bytes one WQE
+    /// costs (independent of the machine's clock).
+    #[serde(default)]
+    pub copies_per_wqe_p50: f64,
 }
 
 /// The software-NIC experiment's result.
@@ -106,6 +128,15 @@ pub struct SoftnicResult {
 }
 
 const BUFFER_BYTES: usize = 64 * 1024;
+
+/// The copy baseline: `from` to `to` (as many bytes as `to` holds), timed.
+fn timed_copy(from: &[u8], to: &mut [u8]) -> f64 {
+    let n = to.len().min(from.len());
+    let t = Instant::now();
+    to[..n].copy_from_slice(std::hint::black_box(&from[..n]));
+    std::hint::black_box(&mut to[..n]);
+    t.elapsed().as_nanos() as f64
+}
 
 struct Bench {
     fabric: Fabric,
@@ -246,17 +277,31 @@ pub fn run(
         let mut bench = Bench::new(&params)?;
         // Warm-up round (allocations, caches), not recorded.
         bench.round(kind, params.round)?;
+        let bytes = params.round as usize * (64 + kind.payload_bytes()) + 64;
+        let from = vec![0x5au8; bytes];
+        let mut to = vec![0u8; bytes];
+        timed_copy(&from, &mut to);
         let mut samples = Durations::new();
+        let mut copies = Durations::new();
         for _ in 0..params.rounds {
             let ns = bench.round(kind, params.round)?;
             samples.record_nanos(ns).map_err(BenchError::msg)?;
+            let copy = timed_copy(&from, &mut to) / f64::from(params.round);
+            copies.record_nanos(copy).map_err(BenchError::msg)?;
             progress.inc(1);
         }
         let ns_per_wqe = samples.summary();
+        let copy_ns_per_wqe = copies.summary();
         rows.push(SoftnicRow {
             kind,
             wqes_per_s_p50: 1e9 / ns_per_wqe.p50,
+            copies_per_wqe_p50: if copy_ns_per_wqe.p50 > 0.0 {
+                ns_per_wqe.p50 / copy_ns_per_wqe.p50
+            } else {
+                0.0
+            },
             ns_per_wqe,
+            copy_ns_per_wqe,
         });
     }
     Ok(SoftnicResult {

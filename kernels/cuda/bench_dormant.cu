@@ -4,9 +4,9 @@
  *   ibgda_dormant_stream  streaming: 16 live floats per thread, a float4 x 4 read of a
  *                         power-of-two buffer per iteration (grid-strided, wrapping).
  * The work is cut into msgs + 1 segments; between two segments thread 0 of the block
- * sends one 8-byte inline RC WRITE on its block's queue (qs[blockIdx.x], exclusive
- * producer, scope GpuFence) and, when `wait` is set, waits for its completion; the other
- * warps keep computing. Compiled three ways (IBGDA_DORMANT_COMM):
+ * sends one 8-byte inline RC WRITE on its block's queue (qs[blockIdx.x], the device
+ * library's warp-entered occasional send, scope GpuFence) and, when `wait` is set, waits
+ * for its completion; the other warps keep computing. Compiled three ways (IBGDA_DORMANT_COMM):
  *   0  no communication code at all (the baseline; msgs must be 0);
  *   1  the device library's send inlined into the caller;
  *   2  the send behind a call (__noinline__), as a separately compiled library would be.
@@ -28,29 +28,16 @@ using namespace ibgda;
 #endif
 
 #if IBGDA_DORMANT_COMM != 0
-/* One signaled 8-byte inline WRITE on the block's queue; with `wait`, until it completes.
- * Returns 0 or a negative status (error completion, SPIN_TIMEOUT). */
-__device__ IBGDA_DORMANT_SEND int dormant_send(const DeviceQueueDescriptor* qs, u32 wait, u64 value) {
-    Exclusive<scope::GpuFence> e = Exclusive<scope::GpuFence>::load(qs[blockIdx.x]);
-    WqeSlots s;
-    Spin spin;
-    int err = 0;
-    while (!e.reserve(1, s)) {
-        const Polled p = e.poll();
-        if (p.status < 0) err = p.status;
-        if (spin.expired()) err = SPIN_TIMEOUT;
-        if (err != 0) {
-            e.store();
-            return err;
-        }
-    }
-    build_write_inline8<transport::Rc>(s, ctrl(e.q.d.qpn, layout::FM_CE_SE_CQ_UPDATE), Target{nullptr},
-                                       0x70000000ull + 8ull * blockIdx.x, 0x99u, value);
-    const u64 ticket = e.commit(1);
-    e.ring();
-    if (wait) err = e.wait(ticket);
-    e.store();
-    return err;
+/* One signaled 8-byte inline WRITE on the block's queue from thread 0; with `wait`, until
+ * it completes. Called by every thread of the block together (the device library's
+ * warp-entered send: warp 0 posts, the other warps return on a warp-uniform branch), so
+ * the caller's code stays convergent. Returns 0 or a negative status (error completion,
+ * SPIN_TIMEOUT). */
+__device__ IBGDA_DORMANT_SEND int dormant_send(const DeviceQueueDescriptor* qs, u32 wait, u32 segment) {
+    /* Computed on the send's branch, not ahead of the caller's loop. */
+    const u32 block = occasional::on_branch((u32)blockIdx.x);
+    return warp_send_write_inline8<scope::GpuFence>(threadIdx.x == 0, &qs[block], 0x70000000ull + 8ull * block, 0x99u,
+                                                    ((u64)block << 32) | segment, wait != 0);
 }
 #endif
 
@@ -73,8 +60,9 @@ __device__ __forceinline__ void dormant_end(u64* clocks, u64 t0, long long c0, i
     if (err < 0) atomicMin(status, err);
 }
 
-/* Segment s of n over [0, iters): [iters * s / n, iters * (s + 1) / n). */
-__device__ __forceinline__ u32 segment_bound(u32 iters, u32 s, u32 n) { return (u32)((u64)iters * s / n); }
+/* Segment s of n over [0, iters): [iters * s / n, iters * (s + 1) / n). The host keeps
+ * iters * n below 2^32 (32-bit arithmetic: no 64-bit division subroutine in the caller). */
+__device__ __forceinline__ u32 segment_bound(u32 iters, u32 s, u32 n) { return iters * s / n; }
 
 extern "C" __global__ void ibgda_dormant_fma(float* out, u32 iters, u32 msgs, u32 wait, const DeviceQueueDescriptor* qs,
                                              u64* clocks, int* status) {
@@ -95,8 +83,8 @@ extern "C" __global__ void ibgda_dormant_fma(float* out, u32 iters, u32 msgs, u3
             for (u32 k = 0; k < 8; k++) v[k] = fmaf(v[k], a, b);
         }
 #if IBGDA_DORMANT_COMM != 0
-        if (s + 1 < segments && threadIdx.x == 0) {
-            const int r = dormant_send(qs, wait, ((u64)blockIdx.x << 32) | s);
+        if (s + 1 < segments) {
+            const int r = dormant_send(qs, wait, s);
             if (r < 0) err = r;
         }
 #endif
@@ -136,8 +124,8 @@ extern "C" __global__ void ibgda_dormant_stream(const float4* in, u32 mask, floa
             }
         }
 #if IBGDA_DORMANT_COMM != 0
-        if (s + 1 < segments && threadIdx.x == 0) {
-            const int r = dormant_send(qs, wait, ((u64)blockIdx.x << 32) | s);
+        if (s + 1 < segments) {
+            const int r = dormant_send(qs, wait, s);
             if (r < 0) err = r;
         }
 #endif

@@ -18,6 +18,8 @@ using namespace ibgda;
 constexpr u32 RATE_EXCLUSIVE = 0; /* thread t owns queue t (Exclusive), `batch` WQEs per doorbell */
 constexpr u32 RATE_THREAD = 1;    /* every thread posts through the per-thread shared protocol */
 constexpr u32 RATE_WARP = 2;      /* every warp posts 32 WQEs per round, cooperatively */
+constexpr u32 RATE_WARP_AHEAD = 3; /* as RATE_WARP, each round's reservation made one round ahead */
+constexpr u32 RATE_THREAD_GROUPED = 4; /* as RATE_THREAD, the lanes calling together grouped */
 /* In the shared modes, global warp w posts to queue (w / share) % nq: `share` warps per
  * queue, in launch order (so a block of 8 warps with share 8 is one queue per block, and
  * share 1 gives every warp its own queue wherever the warps are placed). */
@@ -66,19 +68,27 @@ __device__ __forceinline__ void bench_rate(const DeviceQueueDescriptor* qs, u32 
             if (err == 0) err = e.wait(ticket);
             e.store();
         }
-    } else if (mode == RATE_THREAD) {
+    } else if (mode == RATE_THREAD || mode == RATE_THREAD_GROUPED) {
         const Queue q{qs[shared_queue]};
         u64 ticket = 0;
         for (u32 k = 0; k < rounds; k++) {
-            ticket = post_write_inline8_thread<S>(q, raddr + 8ull * tid, rkey, ((u64)tid << 32) | k, batch, &err);
+            const u64 value = ((u64)tid << 32) | k;
+            ticket = mode == RATE_THREAD
+                         ? post_write_inline8_thread<S>(q, raddr + 8ull * tid, rkey, value, batch, &err)
+                         : post_write_inline8_thread_grouped<S>(q, raddr + 8ull * tid, rkey, value, batch, &err);
         }
         const int w = wait_ticket<S>(q, ticket, batch);
         if (w < 0) err = w;
-    } else if (mode == RATE_WARP) {
+    } else if (mode == RATE_WARP || mode == RATE_WARP_AHEAD) {
         const Queue q{qs[shared_queue]};
         u64 ticket = 0;
+        u64 ahead = ~0ull;
         for (u32 k = 0; k < rounds; k++) {
-            ticket = post_write_inline8_warp<S>(q, raddr + 8ull * tid, rkey, ((u64)tid << 32) | k, batch, &err);
+            const u64 value = ((u64)tid << 32) | k;
+            ticket = mode == RATE_WARP
+                         ? post_write_inline8_warp<S>(q, raddr + 8ull * tid, rkey, value, batch, &err)
+                         : post_write_inline8_warp_ahead<S>(q, raddr + 8ull * tid, rkey, value, batch, k + 1 < rounds,
+                                                            ahead, &err);
         }
         if ((threadIdx.x & 31u) == 0) {
             const int w = wait_ticket<S>(q, ticket, batch);

@@ -34,6 +34,12 @@ inline void __threadfence_system() { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
 inline void __syncwarp(unsigned = 0xffffffffu) {}
 inline unsigned __ballot_sync(unsigned, bool p) { return p ? 1u : 0u; }
 inline bool __all_sync(unsigned, bool p) { return p; }
+inline bool __any_sync(unsigned, bool p) { return p; }
+inline unsigned __activemask() { return 1u; }
+/* One lane: it matches only itself. */
+template <class T> inline unsigned __match_any_sync(unsigned, T) { return 1u; }
+inline int __popc(unsigned x) { return __builtin_popcount(x); }
+inline void __nanosleep(unsigned) {}
 inline int __ffs(unsigned x) { return __builtin_ffs((int)x); }
 template <class T> inline T __shfl_sync(unsigned, T v, int) { return v; }
 template <class T> inline T __shfl_up_sync(unsigned, T v, unsigned) { return v; }

@@ -390,7 +390,9 @@ __device__ __forceinline__ u32 build_write_inline8(const WqeSlots& s, const Ctrl
 }
 
 /* RDMA WRITE (WRITE_IMM when `with_imm`) of an inline payload of `len` bytes read from
- * `payload` (any alignment), zero-padded to the octoword. */
+ * `payload` (any alignment), zero-padded to the octoword. A 4-byte aligned payload is read
+ * a word at a time (the WQE's byte 4 + i is payload byte i, so WQE word 1 + j is payload
+ * word j), only its last partial word byte by byte: never a byte past `len`. */
 template <class T>
 __device__ __forceinline__ u32 build_write_inline(const WqeSlots& s, const Ctrl& c, const Target& t, u64 raddr,
                                                   u32 rkey, const u8* payload, u32 len, bool with_imm) {
@@ -399,6 +401,29 @@ __device__ __forceinline__ u32 build_write_inline(const WqeSlots& s, const Ctrl&
     s.put(0, ctrl_segment(0, s.start, with_imm ? layout::OPCODE_RDMA_WRITE_IMM : layout::OPCODE_RDMA_WRITE, ds, c));
     put_target<T>(s, t);
     s.put(1 + T::AV_DS, raddr_segment(raddr, rkey));
+    static_assert(layout::INLINE_HEADER_BYTES == 4, "one header word");
+    if (((u64)payload & 3u) == 0) {
+        const u32* words = (const u32*)payload;
+        const u32 whole = len / 4;
+        for (u32 k = 0; k < n; k++) {
+            Oct o;
+#pragma unroll
+            for (u32 j = 0; j < 4; j++) {
+                const int w = (int)(4 * k + j) - 1;
+                u32 v = 0u;
+                if (w < 0) {
+                    v = bswap32(len | layout::INLINE_SEGMENT_FLAG);
+                } else if ((u32)w < whole) {
+                    v = words[w];
+                } else if ((u32)w == whole) {
+                    for (u32 b = 0; b < (len & 3u); b++) v |= (u32)payload[4 * whole + b] << (8 * b);
+                }
+                o.w[j] = v;
+            }
+            s.put(2 + T::AV_DS + k, o);
+        }
+        return ds;
+    }
     for (u32 k = 0; k < n; k++) {
         Oct o = oct_zero();
         for (u32 j = 0; j < 16; j++) {
@@ -497,6 +522,29 @@ __device__ __forceinline__ u32 build_dump(const WqeSlots& s, const Ctrl& c, u64 
  * Queue access: the descriptor the host made (by value), its memory, the doorbell value.
  * ----------------------------------------------------------------------------------- */
 
+/* Whether [from, to) crosses a multiple of `interval` (to > from): a bit test when the
+ * interval is a power of two (the host's default and every queue of the experiments), a
+ * 64-bit division (a subroutine call of some 20 dependent instructions, twice) only
+ * otherwise. It sits on the dependency chain of every WQE a shared-protocol lane builds. */
+__device__ __forceinline__ bool crosses_multiple(u64 from, u64 to, u64 interval) {
+    if ((interval & (interval - 1)) == 0) return (from ^ to) >= interval;
+    return to / interval > from / interval;
+}
+/* The last multiple of `interval` at or below `v` (power of two: a mask). */
+__device__ __forceinline__ u64 round_down(u64 v, u64 interval) {
+    if ((interval & (interval - 1)) == 0) return v & ~(interval - 1);
+    return v / interval * interval;
+}
+
+/* The 8-byte doorbell announcing everything before `next` on queue `qpn`, and the
+ * doorbell record's send counter (Queue::doorbell_value, Queue::dbrec_value). */
+__device__ __forceinline__ u64 doorbell_word(u64 next, u32 qpn) {
+    const u64 lo = bswap32(((u32)next & 0xffffu) << 8);
+    const u64 hi = bswap32(qpn << 8);
+    return lo | (hi << 32);
+}
+__device__ __forceinline__ u32 dbrec_word(u64 next) { return bswap32((u32)next & 0xffffu); }
+
 struct Queue {
     DeviceQueueDescriptor d;
 
@@ -508,18 +556,13 @@ struct Queue {
     /* The 8-byte doorbell announcing everything before `next`: bytes 0..8 of a control
      * segment with index = next free WQEBB, opcode 0, ds 0 (as NVSHMEM, DOCA and the host
      * shared queue ring). */
-    __device__ __forceinline__ u64 doorbell_value(u64 next) const {
-        const u64 lo = bswap32(((u32)next & 0xffffu) << 8);
-        const u64 hi = bswap32(d.qpn << 8);
-        return lo | (hi << 32);
-    }
+    __device__ __forceinline__ u64 doorbell_value(u64 next) const { return doorbell_word(next, d.qpn); }
     /* The send counter of the doorbell record: big-endian next free WQEBB & 0xffff. */
-    __device__ __forceinline__ u32 dbrec_value(u64 next) const { return bswap32((u32)next & 0xffffu); }
+    __device__ __forceinline__ u32 dbrec_value(u64 next) const { return dbrec_word(next); }
     /* Whether a WQE occupying [at, at + wqebbs) must be signaled: it crosses a multiple of
      * the signal interval (the host queues' rule), so a full ring always holds one. */
     __device__ __forceinline__ bool must_signal(u64 at, u32 wqebbs) const {
-        const u64 i = d.signal_interval;
-        return (at + wqebbs) / i > at / i;
+        return crosses_multiple(at, at + wqebbs, d.signal_interval);
     }
     /* The size in WQEBBs of the WQE starting at `at`, from its control segment's DS. */
     __device__ __forceinline__ u32 wqebbs_at(u64 at) const {
@@ -681,6 +724,177 @@ template <class S> struct Exclusive {
 };
 
 /* -------------------------------------------------------------------------------------
+ * The occasional sender: a warp of a kernel that does other work (a compute or a
+ * streaming caller) posts now and then on a queue it owns, as the exclusive producer,
+ * with the queue's counters left in its producer state in memory between posts. Built
+ * so that the code costs the enclosing kernel next to nothing where it does not run
+ * (ptxas, sm_90: the compute caller of the dormant-cost experiment 29 -> 32 registers,
+ * the streaming caller 44 -> 44, where Exclusive<S> inlined cost 56 and 64):
+ *  - the whole warp enters and every branch inside is on a warp vote, so the caller's
+ *    code stays convergent: a branch into the send taken by one thread makes the
+ *    compiler move the caller's loop-invariant uniform registers into ordinary ones
+ *    (the streaming caller: +4 registers for an empty branch);
+ *  - nothing of the queue is held in registers across the caller's code: the descriptor
+ *    is read where each field is used, the counters are read and written in memory, and
+ *    the inputs pass through on_branch(), so the compiler cannot compute any of it ahead
+ *    of the branch (into registers live across the caller's loops);
+ *  - the CQ poll loop (room, completion) is out of line, in 32-bit wrap-safe counter
+ *    differences (a ring holds at most 2^16 WQEBBs).
+ * Every lane performs the same loads and stores with the same values (the sending
+ * lane's, broadcast), so a send is one WQE, one doorbell record and one doorbell value
+ * whichever lanes' stores land, ordered by the scope's sequence in every lane. The
+ * queue must not be held by an Exclusive<S> (its counters in registers) meanwhile.
+ * ----------------------------------------------------------------------------------- */
+namespace occasional {
+
+/* `v`, computed where this is: the empty volatile asm cannot be moved, so neither can
+ * what depends on its result (the compiler would otherwise compute loop-invariant
+ * arguments before the caller's loop and hold them in registers throughout). */
+__device__ __forceinline__ u32 on_branch(u32 v) {
+    asm volatile("" : "+r"(v));
+    return v;
+}
+__device__ __forceinline__ u64 on_branch(u64 v) {
+    asm volatile("" : "+l"(v));
+    return v;
+}
+template <class T> __device__ __forceinline__ T* on_branch(T* p) { return (T*)on_branch((u64)p); }
+
+/* Loads and stores that the compiler keeps where they are written (not hoisted, merged
+ * or kept in a register): plain (weak) global accesses, no ordering. */
+__device__ __forceinline__ u32 ld32(const void* p) {
+    u32 v;
+    asm volatile("ld.global.b32 %0, [%1];" : "=r"(v) : "l"(gaddr(p)) : "memory");
+    return v;
+}
+__device__ __forceinline__ u64 ld64(const void* p) {
+    u64 v;
+    asm volatile("ld.global.b64 %0, [%1];" : "=l"(v) : "l"(gaddr(p)) : "memory");
+    return v;
+}
+__device__ __forceinline__ void st32(void* p, u32 v) {
+    asm volatile("st.global.b32 [%0], %1;" ::"l"(gaddr(p)), "r"(v) : "memory");
+}
+__device__ __forceinline__ void st64(void* p, u64 v) {
+    asm volatile("st.global.b64 [%0], %1;" ::"l"(gaddr(p)), "l"(v) : "memory");
+}
+
+/* Whether any lane of the (converged) warp has `c`: a warp-uniform branch condition. */
+__device__ __forceinline__ bool any(bool c) { return __any_sync(0xffffffffu, c); }
+
+__device__ __forceinline__ DeviceProducerState* state(const DeviceQueueDescriptor* d) {
+    return (DeviceProducerState*)ld64(&d->state);
+}
+
+/* One poll of the CQ with the counters in memory: Exclusive<S>::poll's rules (ring mode:
+ * owner bit of this lap; collapsed mode: a WQE counter not yet seen; stray CQEs; error
+ * syndromes). Returns 1 (a CQE consumed), 0 (none) or < 0. */
+template <class S> __device__ __forceinline__ int poll(const DeviceQueueDescriptor* d) {
+    const u32 consumer = ld32(&state(d)->cq_consumer);
+    const u32 collapsed = ld32(&d->cq_mode);
+    const u32 slot = collapsed ? 0u : consumer & ((1u << ld32(&d->log_cq_entries)) - 1u);
+    const u64 tail = S::cq_load((const u64*)(ld64(&d->cq_ring) + (u64)slot * layout::CQE_BYTES +
+                                             layout::CQE_SOP_DROP_QPN));
+    const u32 counter = cqe_counter(tail);
+    const u32 opcode = (u32)(tail >> 60);
+    if (any(opcode == layout::CQE_OPCODE_INVALID)) return 0;
+    if (any(collapsed ? counter + 1 == ld32(&state(d)->collapsed_seen)
+                      : ((u32)(tail >> 56) & 1u) != ((consumer >> ld32(&d->log_cq_entries)) & 1u)))
+        return 0;
+    S::cq_acquire();
+    st64(&state(d)->cq_consumer, ld64(&state(d)->cq_consumer) + 1);
+    if (any(collapsed != 0)) {
+        st32(&state(d)->collapsed_seen, counter + 1);
+    } else {
+        ptx::st_relaxed_sys_b32((void*)ld64(&d->cq_dbrec), bswap32((consumer + 1) & 0xffffffu));
+    }
+    /* The WQE the CQE names, as an offset from `retired` (Exclusive::poll's `start`). */
+    const u32 ahead = (u16)(counter - ld32(&state(d)->retired));
+    if (any(cqe_qpn(tail) != ld32(&d->qpn) ||
+            (u32)(ld32(&state(d)->reserved) - ld32(&state(d)->retired)) <= ahead))
+        return POLL_STRAY;
+    const u32 start = ld32(&state(d)->retired) + ahead;
+    const u8* ds_byte = (const u8*)ld64(&d->sq_ring) + ((start & ((1u << ld32(&d->log_sq_wqebbs)) - 1u)) << 6) +
+                        layout::CTRL_QPN_DS + 3;
+    const u32 ds = *ds_byte & layout::MAX_DS;
+    st64(&state(d)->retired, ld64(&state(d)->retired) + ahead + (ds == 0 ? 1u : wqebbs_for_ds(ds)));
+    if (any(opcode == layout::CQE_OPCODE_REQ_ERR)) {
+        const u8* e = (const u8*)(ld64(&d->cq_ring) + (u64)slot * layout::CQE_BYTES);
+        return -(int)e[layout::ERR_CQE_SYNDROME];
+    }
+    return 1;
+}
+
+/* Polls until `retired` reaches `ticket` (low 32 bits, within 2^31 of it); the first
+ * error wins. Out of line: the loop's registers are not the caller's. */
+template <class S> __device__ __noinline__ int wait_retired(const DeviceQueueDescriptor* d, u32 ticket) {
+    Spin spin;
+    while (any((int)(ld32(&state(d)->retired) - ticket) < 0)) {
+        const int s = poll<S>(d);
+        if (any(s < 0)) return s;
+        if (any(spin.expired())) return SPIN_TIMEOUT;
+    }
+    return 0;
+}
+
+/* WQEBBs the ring may hold unretired: every occasional WQE is signaled, so in ring mode
+ * also no more than the CQ has entries (the CQ cannot overrun). */
+__device__ __forceinline__ u32 room(const DeviceQueueDescriptor* d) {
+    const u32 sq = 1u << ld32(&d->log_sq_wqebbs);
+    const u32 cq = 1u << ld32(&d->log_cq_entries);
+    return ld32(&d->cq_mode) != 0 || sq < cq ? sq : cq;
+}
+
+/* The body of warp_send_write_inline8 for one send, every lane with the same inputs. */
+template <class S>
+__device__ __forceinline__ int post_write_inline8(const DeviceQueueDescriptor* d, u64 raddr, u32 rkey, u64 value,
+                                                  bool wait) {
+    if (any(ld32(&d->scope) != S::KIND)) __trap();
+    constexpr u32 W = wqebbs_for_ds(layout::DS_RC_WRITE_SGE);
+    static_assert(W == 1, "one WQEBB");
+    if (any((u32)(ld32(&state(d)->reserved) + W - ld32(&state(d)->retired)) > room(d))) {
+        const int s = wait_retired<S>(d, ld32(&state(d)->reserved) + W - room(d));
+        if (any(s < 0)) return s;
+    }
+    const u32 at = ld32(&state(d)->reserved);
+    const WqeSlots slots{(u8*)ld64(&d->sq_ring), (1u << ld32(&d->log_sq_wqebbs)) - 1u, at};
+    build_write_inline8<transport::Rc>(slots, ctrl(ld32(&d->qpn), layout::FM_CE_SE_CQ_UPDATE), Target{nullptr}, raddr,
+                                       rkey, value);
+    const u64 next = ld64(&state(d)->reserved) + W;
+    st64(&state(d)->reserved, next);
+    st64(&state(d)->ready, next);
+    st64(&state(d)->posted, next);
+    S::ring((u32*)ld64(&d->sq_dbrec), dbrec_word(next), (u64*)ld64(&d->doorbell), doorbell_word(next, ld32(&d->qpn)));
+    if (any(wait)) return wait_retired<S>(d, (u32)next);
+    return 0;
+}
+
+} // namespace occasional
+
+/* One signaled 8-byte inline RC WRITE on `d` (exclusively owned by the calling warp) for
+ * every lane with `mine`, with that lane's arguments, one after another; with `wait`,
+ * until each completes. All 32 lanes of the warp call it together (a warp without `mine`
+ * returns at once, on a warp-uniform branch). Returns 0 or the first negative status
+ * (error completion, SPIN_TIMEOUT), to every lane. */
+template <class S>
+__device__ __forceinline__ int warp_send_write_inline8(bool mine, const DeviceQueueDescriptor* d, u64 raddr,
+                                                       u32 rkey, u64 value, bool wait) {
+    int status = 0;
+    for (u32 asking = __ballot_sync(0xffffffffu, mine); asking != 0; asking &= asking - 1) {
+        const int lane = __ffs(asking) - 1;
+        const DeviceQueueDescriptor* q =
+            occasional::on_branch((const DeviceQueueDescriptor*)__shfl_sync(0xffffffffu, (u64)d, lane));
+        const u64 a = occasional::on_branch((u64)__shfl_sync(0xffffffffu, raddr, lane));
+        const u32 k = occasional::on_branch((u32)__shfl_sync(0xffffffffu, rkey, lane));
+        const u64 v = occasional::on_branch((u64)__shfl_sync(0xffffffffu, value, lane));
+        const bool w = __shfl_sync(0xffffffffu, wait ? 1 : 0, lane) != 0;
+        const int s = occasional::post_write_inline8<S>(q, a, k, v, w);
+        if (s < 0 && status == 0) status = s;
+    }
+    return status;
+}
+
+/* -------------------------------------------------------------------------------------
  * The shared producer protocol (the device form of ibgda::queue::SharedSendQueue):
  *  1. reserve: atomicAdd on `reserved` (one per thread, or one per warp);
  *  2. wait until the ring has room (retired + capacity >= end), polling the CQ under the
@@ -716,8 +930,10 @@ constexpr u32 POLL_AHEAD = 4;
  * for POLL_AHEAD: it finds several CQEs ready at once (one per signal interval), and each
  * poll is a chain of dependent round trips, so consuming them in one poll removes whole
  * chains (one warp on one QP: +4% WQE/s on the H200). A wait for one ticket asks for 1:
- * there the extra loads only delay the CQE it waits for (+0.6 us put+completion). */
-template <class S> __device__ __noinline__ Polled shared_poll(const Queue& q, u32 ahead) {
+ * there the extra loads only delay the CQE it waits for (+0.6 us put+completion).
+ * The queue comes by value: a reference would put the caller's descriptor on its stack
+ * (80 bytes of local memory that every posting path then read its fields from). */
+template <class S> __device__ __noinline__ Polled shared_poll(const Queue q, u32 ahead) {
     check_scope<S>(q.d);
     DeviceProducerState* st = q.state();
     if (!try_lock(&st->poll_lock)) return Polled{0, ptx::ld_acquire_gpu_b64(&st->retired)};
@@ -808,6 +1024,14 @@ template <class S> __device__ __forceinline__ u64 frontier_load(const DeviceProd
     }
 }
 
+/* A pause between two polls of the publication frontier (IBGDA_FRONTIER_BACKOFF_NS, a
+ * compile option; 0, the default: none). Many threads waiting for their turn on one queue
+ * all poll the same word; a pause thins that traffic at the cost of up to the pause per
+ * hand-off. The benchmark measures both. */
+#ifndef IBGDA_FRONTIER_BACKOFF_NS
+#define IBGDA_FRONTIER_BACKOFF_NS 0u
+#endif
+
 /* Publishes [start, end) after every earlier reservation, and rings if the WQEs cross a
  * multiple of `batch` WQEBBs or nobody reserved after them. `ready_seen` is a value of
  * `ready` the caller loaded with frontier_load after its reservation (loading it early
@@ -819,6 +1043,7 @@ __device__ __forceinline__ int shared_publish_seen(const Queue& q, u64 start, u6
     Spin spin;
     while (ready_seen != start) {
         if (spin.expired()) return SPIN_TIMEOUT;
+        if constexpr (IBGDA_FRONTIER_BACKOFF_NS != 0) __nanosleep(IBGDA_FRONTIER_BACKOFF_NS);
         ready_seen = frontier_load<S>(st);
     }
     /* This thread holds the frontier until it stores ready = end. */
@@ -865,6 +1090,105 @@ __device__ __forceinline__ u64 post_write_inline8_thread(const Queue& q, u64 rad
     return end;
 }
 
+/* Per thread, with the lanes of a warp that call it together grouped: the lanes posting
+ * to the same queue at the same moment (__match_any_sync on the queue) take one
+ * reservation for all of them (the group's lowest lane reserves), each builds its own
+ * 8-byte inline RC WRITE in its own slot, and the lowest lane publishes the group's WQEs
+ * in one hand-off of the frontier, ringing a doorbell at every multiple of `batch` the
+ * group crosses (with batch 1: one per WQE, in order) or, crossing none, for the group's
+ * end when nobody reserved after it. Callable from any thread at any time, as
+ * post_write_inline8_thread (a lane alone is a group of one); each lane gets its own
+ * ticket; a status error reaches every lane of the group. */
+template <class S>
+__device__ __forceinline__ u64 post_write_inline8_thread_grouped(const Queue& q, u64 raddr, u32 rkey, u64 value,
+                                                                 u32 batch, int* status) {
+    constexpr u32 W = wqebbs_for_ds(layout::DS_RC_WRITE_SGE);
+    DeviceProducerState* st = q.state();
+    const u32 active = __activemask();
+    const u32 group = __match_any_sync(active, (u64)st);
+    const u32 lane = threadIdx.x & 31u;
+    const u32 leader = (u32)__ffs(group) - 1u;
+    const u32 rank = __popc(group & ((1u << lane) - 1u));
+    const u32 n = __popc(group);
+    u64 base = 0, ready_seen = 0;
+    int err = 0;
+    if (lane == leader) {
+        const u64 retired_seen = ptx::ld_acquire_gpu_b64(&st->retired);
+        base = atomicAdd(&st->reserved, (u64)n * W);
+        ready_seen = frontier_load<S>(st);
+        if (retired_seen + q.capacity() < base + (u64)n * W) {
+            const int s = wait_for_room<S>(q, base + (u64)n * W);
+            if (s < 0) err = s;
+        }
+    }
+    base = __shfl_sync(group, base, leader);
+    const u64 start = base + (u64)rank * W;
+    const u32 flags = q.must_signal(start, W) ? layout::FM_CE_SE_CQ_UPDATE : 0u;
+    build_write_inline8<transport::Rc>(q.slots(start), ctrl(q.d.qpn, flags), Target{nullptr}, raddr, rkey, value);
+    __syncwarp(group);
+    const u64 end = base + (u64)n * W;
+    if (lane == leader) {
+        check_scope<S>(q.d);
+        Spin spin;
+        while (ready_seen != base) {
+            if (spin.expired()) {
+                err = SPIN_TIMEOUT;
+                break;
+            }
+            if constexpr (IBGDA_FRONTIER_BACKOFF_NS != 0) __nanosleep(IBGDA_FRONTIER_BACKOFF_NS);
+            ready_seen = frontier_load<S>(st);
+        }
+        if (err == 0) {
+            /* This lane holds the frontier until it stores ready = end. A doorbell at each
+             * multiple of the batch crossed, and for the end when nobody reserved after
+             * the group (so no published WQE waits for a doorbell that nobody rings). */
+            u64 rung = 0;
+            for (u64 m = round_down(base, batch) + batch; m <= end; m += batch) {
+                q.template ring<S>(m);
+                rung = m;
+            }
+            if (rung != end && ptx::ld_relaxed_gpu_b64(&st->reserved) == end) {
+                q.template ring<S>(end);
+                rung = end;
+            }
+            if (rung != 0) {
+                ptx::st_relaxed_gpu_b64(&st->posted, rung);
+                /* Hands the frontier on after the doorbells: the next ringer's follow. */
+                ptx::st_release_gpu_b64(&st->ready, end);
+            } else {
+                S::publish_release();
+                ptx::st_relaxed_gpu_b64(&st->ready, end);
+            }
+        }
+    }
+    err = __shfl_sync(group, err, leader);
+    if (err < 0) *status = err;
+    return start + W;
+}
+
+/* The part of a cooperative warp post after lane 0's reservation of 32 WQEBBs at `start`
+ * (lane 0's; `ready_seen` its early frontier load): every lane builds its WQE in lockstep,
+ * lane 0 publishes the warp's WQEs and rings. Returns the warp's ticket. */
+template <class S>
+__device__ __forceinline__ u64 warp_build_publish(const Queue& q, u64 start, u64 ready_seen, u64 raddr, u32 rkey,
+                                                  u64 value, u32 batch, int* status) {
+    constexpr u32 W = wqebbs_for_ds(layout::DS_RC_WRITE_SGE);
+    static_assert(W == 1, "one WQEBB per lane");
+    const u32 lane = threadIdx.x & 31u;
+    start = __shfl_sync(0xffffffffu, start, 0);
+    const u64 mine = start + lane * W;
+    const u32 flags = q.must_signal(mine, W) ? layout::FM_CE_SE_CQ_UPDATE : 0u;
+    build_write_inline8<transport::Rc>(q.slots(mine), ctrl(q.d.qpn, flags), Target{nullptr}, raddr, rkey, value);
+    __syncwarp();
+    const u64 end = start + 32ull * W;
+    if (lane == 0) {
+        const int p = shared_publish_seen<S>(q, start, end, batch, ready_seen);
+        if (p < 0) *status = p;
+    }
+    __syncwarp();
+    return end;
+}
+
 /* Per warp, cooperatively: lane 0 reserves one WQEBB per active lane, every lane builds
  * its 8-byte inline RC WRITE in lockstep, lane 0 publishes the warp's WQEs and rings. All
  * 32 lanes must call it together. Returns the warp's ticket. */
@@ -886,18 +1210,37 @@ __device__ __forceinline__ u64 post_write_inline8_warp(const Queue& q, u64 raddr
             if (s < 0) *status = s;
         }
     }
-    start = __shfl_sync(0xffffffffu, start, 0);
-    const u64 mine = start + lane * W;
-    const u32 flags = q.must_signal(mine, W) ? layout::FM_CE_SE_CQ_UPDATE : 0u;
-    build_write_inline8<transport::Rc>(q.slots(mine), ctrl(q.d.qpn, flags), Target{nullptr}, raddr, rkey, value);
-    __syncwarp();
-    const u64 end = start + 32ull * W;
+    return warp_build_publish<S>(q, start, ready_seen, raddr, rkey, value, batch, status);
+}
+
+/* Per warp, cooperatively, as post_write_inline8_warp, with the warp's next reservation
+ * made one call ahead: `ahead` (lane 0's; ~0ull before the first call) carries it from
+ * call to call. With `more`, lane 0 reserves for the next call right after this call's
+ * reservation, so the atomic's round trip runs under this call's WQE stores, fence and
+ * doorbell instead of in front of the next call's. The warp's last call passes
+ * more = false: a reservation held and never published would stop the queue (every later
+ * reservation is published after it). Any number of warps may share the queue: each
+ * publishes its reservations in order, and the earliest one not yet published is always
+ * the one a warp is publishing now, so the queue never waits on a held reservation. */
+template <class S>
+__device__ __forceinline__ u64 post_write_inline8_warp_ahead(const Queue& q, u64 raddr, u32 rkey, u64 value, u32 batch,
+                                                             bool more, u64& ahead, int* status) {
+    constexpr u32 W = wqebbs_for_ds(layout::DS_RC_WRITE_SGE);
+    static_assert(W == 1, "one WQEBB per lane");
+    DeviceProducerState* st = q.state();
+    const u32 lane = threadIdx.x & 31u;
+    u64 start = 0, ready_seen = 0;
     if (lane == 0) {
-        const int p = shared_publish_seen<S>(q, start, end, batch, ready_seen);
-        if (p < 0) *status = p;
+        const u64 retired_seen = ptx::ld_acquire_gpu_b64(&st->retired);
+        start = ahead != ~0ull ? ahead : atomicAdd(&st->reserved, 32ull * W);
+        ahead = more ? atomicAdd(&st->reserved, 32ull * W) : ~0ull;
+        ready_seen = frontier_load<S>(st);
+        if (retired_seen + q.capacity() < start + 32ull * W) {
+            const int s = wait_for_room<S>(q, start + 32ull * W);
+            if (s < 0) *status = s;
+        }
     }
-    __syncwarp();
-    return end;
+    return warp_build_publish<S>(q, start, ready_seen, raddr, rkey, value, batch, status);
 }
 
 /* Posts a signaled NOP if no signaled WQE at or after `ticket` has been reserved, so that
@@ -905,7 +1248,7 @@ __device__ __forceinline__ u64 post_write_inline8_warp(const Queue& q, u64 raddr
 template <class S> __device__ __forceinline__ int ensure_signaled(const Queue& q, u64 ticket, u32 batch) {
     DeviceProducerState* st = q.state();
     const u64 i = q.d.signal_interval;
-    const u64 boundary = (ticket + i - 1) / i * i;
+    const u64 boundary = round_down(ticket + i - 1, i);
     if (ptx::ld_relaxed_gpu_b64(&st->reserved) >= boundary) return 0;
     const u64 start = atomicAdd(&st->reserved, 1ull);
     const int s = wait_for_room<S>(q, start + 1);

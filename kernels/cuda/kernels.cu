@@ -7,8 +7,14 @@
  *   ibgda_issue_bench_S    one thread, `iters` inline writes, each timed from reserve to
  *                          doorbell (%globaltimer and clock64), then waited for
  *   ibgda_post_batch_S     one thread, `batch` WQEs per doorbell, exclusive producer
+ *   ibgda_issue_shape_GpuFence  issue_bench for the shapes of Table 3 and Figure 3 (inline
+ *                          of any length, pointer WRITE, DC compact and full)
  *   ibgda_post_thread_S    every thread posts through the shared protocol (per thread)
  *   ibgda_post_warp_S      every warp posts cooperatively (one reservation per warp)
+ *   ibgda_post_warp_ahead_S  the same, each reservation made one round ahead
+ *   ibgda_post_thread_grouped_S  per thread, the lanes calling together grouped
+ *   ibgda_occasional_send_S  the warp-entered occasional send (warp_send_write_inline8),
+ *                          thread 0 asking, the block's threads calling together
  * and, scope-free:
  *   ibgda_build_requests   builds WqeRequests into rings (the byte-equality test)
  *   ibgda_sink             a persistent stand-in for the NIC: consumes doorbells, checks
@@ -170,9 +176,85 @@ __device__ __forceinline__ void post_batch(const DeviceQueueDescriptor& d, u32 r
     *status = err;
 }
 
-/* Every thread posts `per_thread` inline writes (payload: thread id << 32 | sequence) to
- * queue blockIdx.x % nq through the per-thread shared protocol, then waits for its last. */
+/* Table 3 and Figure 3's shapes of one operation, issued as issue_bench does (one thread,
+ * exclusive producer, every WQE signaled and waited for): */
+constexpr u32 ISSUE_SHAPE_INLINE = 0;     /* RC WRITE of `len` inline bytes (1..256) read from `payload` */
+constexpr u32 ISSUE_SHAPE_POINTER = 1;    /* RC WRITE of `len` bytes from one gather entry (laddr, lkey) */
+constexpr u32 ISSUE_SHAPE_DC_COMPACT = 2; /* DC WRITE of 8 inline bytes, compact address vector `av` */
+constexpr u32 ISSUE_SHAPE_DC_FULL = 3;    /* DC WRITE of 8 inline bytes, full address vector `av` */
+
+/* The WQEBBs of one WQE of `shape`. */
+__device__ __forceinline__ u32 issue_shape_wqebbs(u32 shape, u32 len) {
+    switch (shape) {
+    case ISSUE_SHAPE_INLINE: return wqebbs_for_ds(1 + 1 + inline_octowords(len));
+    case ISSUE_SHAPE_POINTER: return wqebbs_for_ds(layout::DS_RC_WRITE_SGE);
+    case ISSUE_SHAPE_DC_COMPACT: return wqebbs_for_ds(1 + transport::DcCompact::AV_DS + 2);
+    default: return wqebbs_for_ds(1 + transport::DcFull::AV_DS + 2);
+    }
+}
+
 template <class S>
+__device__ __forceinline__ void issue_shape(const DeviceQueueDescriptor& d, u32 shape, u32 len, u32 warmup, u32 iters,
+                                            u64 raddr, u32 rkey, u64 laddr, u32 lkey, const u8* payload, const Oct* av,
+                                            u64* issue_ns, u64* issue_cycles, u64* total_ns, u64* clocks, int* status) {
+    Exclusive<S> e = Exclusive<S>::load(d);
+    const u32 w = issue_shape_wqebbs(shape, len);
+    int err = 0;
+    u64 g_start = 0, c_start = 0;
+    for (u32 i = 0; i < warmup + iters; i++) {
+        if (i == warmup) {
+            g_start = ptx::globaltimer();
+            c_start = clock64();
+        }
+        const u64 t0 = ptx::globaltimer();
+        const long long c0 = clock64();
+        WqeSlots s;
+        if (!e.reserve(w, s)) { /* never: one WQE outstanding at a time */
+            err = -0x200;
+            break;
+        }
+        const Ctrl c = ctrl(d.qpn, layout::FM_CE_SE_CQ_UPDATE);
+        const u64 value = 0x0123456789abcdefull ^ i;
+        switch (shape) {
+        case ISSUE_SHAPE_INLINE: build_write_inline<transport::Rc>(s, c, Target{nullptr}, raddr, rkey, payload, len, false); break;
+        case ISSUE_SHAPE_POINTER: build_write<transport::Rc>(s, c, Target{nullptr}, raddr, rkey, laddr, len, lkey, false); break;
+        case ISSUE_SHAPE_DC_COMPACT: build_write_inline8<transport::DcCompact>(s, c, Target{av}, raddr, rkey, value); break;
+        default: build_write_inline8<transport::DcFull>(s, c, Target{av}, raddr, rkey, value); break;
+        }
+        const u64 ticket = e.commit(w);
+        e.ring();
+        const long long c1 = clock64();
+        const u64 t1 = ptx::globaltimer();
+        const int r = e.wait(ticket);
+        if (r < 0) {
+            err = r;
+            break;
+        }
+        const u64 t2 = ptx::globaltimer();
+        if (i >= warmup) {
+            issue_ns[i - warmup] = t1 - t0;
+            issue_cycles[i - warmup] = (u64)(c1 - c0);
+            total_ns[i - warmup] = t2 - t0;
+        }
+    }
+    clocks[0] = (u64)(clock64() - c_start);
+    clocks[1] = ptx::globaltimer() - g_start;
+    e.store();
+    *status = err;
+}
+
+extern "C" __global__ void ibgda_issue_shape_GpuFence(DeviceQueueDescriptor d, u32 shape, u32 len, u32 warmup, u32 iters,
+                                                      u64 raddr, u32 rkey, u64 laddr, u32 lkey, const u8* payload,
+                                                      const Oct* av, u64* issue_ns, u64* issue_cycles, u64* total_ns,
+                                                      u64* clocks, int* status) {
+    issue_shape<scope::GpuFence>(d, shape, len, warmup, iters, raddr, rkey, laddr, lkey, payload, av, issue_ns,
+                                 issue_cycles, total_ns, clocks, status);
+}
+
+/* Every thread posts `per_thread` inline writes (payload: thread id << 32 | sequence) to
+ * queue blockIdx.x % nq through the per-thread shared protocol (GROUPED: its grouped
+ * form), then waits for its last. */
+template <class S, bool GROUPED = false>
 __device__ __forceinline__ void post_thread(const DeviceQueueDescriptor* qs, u32 nq, u32 per_thread, u32 batch, u64 raddr,
                                             u32 rkey, int* status) {
     const Queue q{qs[blockIdx.x % nq]};
@@ -180,7 +262,12 @@ __device__ __forceinline__ void post_thread(const DeviceQueueDescriptor* qs, u32
     int err = 0;
     u64 ticket = 0;
     for (u32 k = 0; k < per_thread; k++) {
-        ticket = post_write_inline8_thread<S>(q, raddr + 8ull * tid, rkey, ((u64)tid << 32) | k, batch, &err);
+        const u64 value = ((u64)tid << 32) | k;
+        if constexpr (GROUPED) {
+            ticket = post_write_inline8_thread_grouped<S>(q, raddr + 8ull * tid, rkey, value, batch, &err);
+        } else {
+            ticket = post_write_inline8_thread<S>(q, raddr + 8ull * tid, rkey, value, batch, &err);
+        }
     }
     const int w = wait_ticket<S>(q, ticket, batch);
     if (w < 0) err = w;
@@ -188,23 +275,44 @@ __device__ __forceinline__ void post_thread(const DeviceQueueDescriptor* qs, u32
 }
 
 /* Every warp posts `iters` rounds of 32 inline writes (one per lane; payload: thread id <<
- * 32 | round) to queue blockIdx.x % nq cooperatively, then lane 0 waits for the warp's
- * last ticket. */
-template <class S>
+ * 32 | round) to queue blockIdx.x % nq cooperatively (AHEAD: each reservation made one
+ * round ahead), then lane 0 waits for the warp's last ticket. */
+template <class S, bool AHEAD = false>
 __device__ __forceinline__ void post_warp(const DeviceQueueDescriptor* qs, u32 nq, u32 iters, u32 batch, u64 raddr, u32 rkey,
                                           int* status) {
     const Queue q{qs[blockIdx.x % nq]};
     const u32 tid = blockIdx.x * blockDim.x + threadIdx.x;
     int err = 0;
-    u64 ticket = 0;
+    u64 ticket = 0, ahead = ~0ull;
     for (u32 k = 0; k < iters; k++) {
-        ticket = post_write_inline8_warp<S>(q, raddr + 8ull * tid, rkey, ((u64)tid << 32) | k, batch, &err);
+        const u64 value = ((u64)tid << 32) | k;
+        if constexpr (AHEAD) {
+            ticket = post_write_inline8_warp_ahead<S>(q, raddr + 8ull * tid, rkey, value, batch, k + 1 < iters, ahead, &err);
+        } else {
+            ticket = post_write_inline8_warp<S>(q, raddr + 8ull * tid, rkey, value, batch, &err);
+        }
     }
     if ((threadIdx.x & 31u) == 0) {
         const int w = wait_ticket<S>(q, ticket, batch);
         if (w < 0) err = w;
     }
     if (err < 0) atomicMin(status, err);
+}
+
+/* Every thread of the block calls the warp-entered occasional send `n` times together;
+ * thread 0 asks each time (payload: 0 << 32 | sequence, so the sink's producer 0 sees its
+ * sequence in order), waiting for the completion every `wait_every` sends (0: never), so
+ * the ring and the CQ fill and the send waits for room. */
+template <class S>
+__device__ __forceinline__ void occasional_send(const DeviceQueueDescriptor* d, u32 n, u32 wait_every, u64 raddr,
+                                                u32 rkey, int* status) {
+    int err = 0;
+    for (u32 k = 0; k < n; k++) {
+        const bool wait = wait_every != 0 && (k + 1) % wait_every == 0;
+        const int s = warp_send_write_inline8<S>(threadIdx.x == 0, d, raddr, rkey, (u64)k, wait);
+        if (s < 0 && err == 0) err = s;
+    }
+    if (threadIdx.x == 0) *status = err;
 }
 
 #define IBGDA_SCOPE_KERNELS(S)                                                                                         \
@@ -228,6 +336,18 @@ __device__ __forceinline__ void post_warp(const DeviceQueueDescriptor* qs, u32 n
     extern "C" __global__ void ibgda_post_warp_##S(const DeviceQueueDescriptor* qs, u32 nq, u32 iters, u32 batch,      \
                                                    u64 raddr, u32 rkey, int* status) {                                 \
         post_warp<scope::S>(qs, nq, iters, batch, raddr, rkey, status);                                                \
+    }                                                                                                                  \
+    extern "C" __global__ void ibgda_post_thread_grouped_##S(const DeviceQueueDescriptor* qs, u32 nq, u32 per_thread, \
+                                                             u32 batch, u64 raddr, u32 rkey, int* status) {            \
+        post_thread<scope::S, true>(qs, nq, per_thread, batch, raddr, rkey, status);                                   \
+    }                                                                                                                  \
+    extern "C" __global__ void ibgda_post_warp_ahead_##S(const DeviceQueueDescriptor* qs, u32 nq, u32 iters,          \
+                                                         u32 batch, u64 raddr, u32 rkey, int* status) {                \
+        post_warp<scope::S, true>(qs, nq, iters, batch, raddr, rkey, status);                                          \
+    }                                                                                                                  \
+    extern "C" __global__ void ibgda_occasional_send_##S(const DeviceQueueDescriptor* d, u32 n, u32 wait_every,        \
+                                                         u64 raddr, u32 rkey, int* status) {                           \
+        occasional_send<scope::S>(d, n, wait_every, raddr, rkey, status);                                              \
     }
 
 IBGDA_SCOPE_KERNELS(Unordered)
@@ -240,13 +360,28 @@ IBGDA_SCOPE_KERNELS(SystemFence)
 
 /* ---------------------------------------------------------------------------------------
  * The sink: a persistent stand-in for the NIC on GPU-placed (or host-mapped) queues.
- * Doorbell-driven, as a NIC is: a changed doorbell value (acquire) makes it read the
- * doorbell record and consume the WQEs up to it. Mode 0 checks every WQE's control
- * segment and, for 8-byte inline WRITEs whose payload is (producer << 32 | sequence),
- * that each producer's sequence arrives complete and in order; it writes a CQE for every
- * signaled WQE. Mode 1 ("only retires", for rate runs of one-WQEBB WQEs) reads one control
- * segment per doorbell and writes one CQE for the last signaled WQE announced.
+ * Doorbell-driven, as a NIC is: a changed doorbell value makes it read the doorbell record
+ * and consume the WQEs up to it. Mode 0 checks every WQE's control segment and, for 8-byte
+ * inline WRITEs whose payload is (producer << 32 | sequence), that each producer's
+ * sequence arrives complete and in order; it writes a CQE for every signaled WQE. Mode 1
+ * ("only retires", for rate runs of one-WQEBB WQEs) reads one control segment per doorbell
+ * and writes one CQE for the last signaled WQE announced.
+ *
+ * Its own cost per doorbell bounds every rate measured against it (ibgda-bench's sink
+ * capacity row measures it): the doorbell is polled with a relaxed load and acquired with
+ * a fence only when it changed (an acquire load on every idle pass invalidated the SM's
+ * L1, the co-resident producers' included); a thread serving one queue keeps its
+ * descriptor and state in registers; the loads of a doorbell's work that do not depend on
+ * each other (the two control segments mode 1 may need, the CQ's consumer index) are in
+ * flight together; CQEs are released at GPU scope (their readers are the GPU's producers,
+ * the CQ is device memory). Mode 2 is mode 1 as it was before (state reloaded every pass,
+ * acquire load per poll, dependent loads one after another, CQEs released at system
+ * scope), for a same-run comparison.
  * ------------------------------------------------------------------------------------- */
+
+constexpr u32 SINK_MODE_CHECK = 0;
+constexpr u32 SINK_MODE_RETIRE = 1;
+constexpr u32 SINK_MODE_RETIRE_BEFORE = 2;
 
 struct SinkQueue {
     u64 consumed;
@@ -259,16 +394,19 @@ struct SinkQueue {
     u64 record_behind;
 };
 
-__device__ void sink_write_cqe(const Queue& q, SinkQueue& sq, u32 counter, u32 opcode) {
+__device__ __forceinline__ void fence_acquire_sys() { asm volatile("fence.acquire.sys;" ::: "memory"); }
+
+/* Writes the CQE for WQE `counter` (`opcode`); `ci` is the CQ's consumer index as loaded
+ * (ring mode; the loop reloads it while the CQ is full). */
+__device__ void sink_write_cqe(const Queue& q, SinkQueue& sq, u32 counter, u32 opcode, u32 ci, bool before) {
     const u32 n = 1u << q.d.log_cq_entries;
     const u64 p = sq.cq_produced;
     if (!q.d.cq_mode) {
         /* Never overrun: wait for the consumer index (CQ doorbell record) to free a slot. */
         Spin spin;
-        for (;;) {
-            const u32 ci = bswap32((u32)ptx::ld_relaxed_sys_b64((const void*)q.d.cq_dbrec)) & 0xffffffu;
-            if ((((u32)p - ci) & 0xffffffu) < n) break;
+        while ((((u32)p - ci) & 0xffffffu) >= n) {
             if (spin.expired()) return; /* the CQE is dropped; the test sees a missing completion */
+            ci = bswap32((u32)ptx::ld_relaxed_sys_b64((const void*)q.d.cq_dbrec)) & 0xffffffu;
         }
     }
     const u32 slot = q.d.cq_mode ? 0u : (u32)p & (n - 1);
@@ -279,19 +417,32 @@ __device__ void sink_write_cqe(const Queue& q, SinkQueue& sq, u32 counter, u32 o
     const u64 sop = bswap32((opcode << 24) | q.d.qpn);
     const u64 ctr = bswap16((u16)counter);
     const u64 last = sop | (ctr << 32) | ((u64)((layout::CQE_OPCODE_REQ << 4) | owner) << 56);
-    ptx::st_release_sys_b64(&cqe[layout::CQE_SOP_DROP_QPN / 8], last);
+    if (before) {
+        ptx::st_release_sys_b64(&cqe[layout::CQE_SOP_DROP_QPN / 8], last);
+    } else {
+        ptx::st_release_gpu_b64(&cqe[layout::CQE_SOP_DROP_QPN / 8], last);
+    }
     sq.cq_produced = p + 1;
 }
 
+__device__ __forceinline__ u32 sink_cq_consumer(const Queue& q) {
+    return q.d.cq_mode ? 0u : bswap32((u32)ptx::ld_relaxed_sys_b64((const void*)q.d.cq_dbrec)) & 0xffffffu;
+}
+
 __device__ void sink_queue(const Queue& q, SinkQueue& sq, u32 mode, u32* expect_seq, u32 max_producers, SinkStats& acc) {
-    const u64 db = ptx::ld_acquire_sys_b64((const void*)q.d.doorbell);
+    const bool before = mode == SINK_MODE_RETIRE_BEFORE;
+    const u64 db = before ? ptx::ld_acquire_sys_b64((const void*)q.d.doorbell)
+                          : ptx::ld_relaxed_sys_b64((const void*)q.d.doorbell);
     const bool rung = db != sq.last_doorbell;
     if (!rung && sq.record_behind == 0) return;
+    /* What the doorbell (or, behind it, the record) announces is read after this. */
+    if (!before) fence_acquire_sys();
     sq.last_doorbell = db;
     if (rung) acc.doorbells++;
     const u32 db_qpn = bswap32((u32)(db >> 32)) >> 8;
     const u32 db_idx = (bswap32((u32)db) >> 8) & 0xffffu;
     const u64 record = ptx::ld_relaxed_sys_b64((const void*)(q.d.sq_dbrec - layout::SEND_DBREC_OFFSET));
+    if (!before && sq.record_behind != 0) fence_acquire_sys(); /* the record itself announces */
     const u32 rec = bswap32((u32)(record >> 32)) & 0xffffu;
     const u32 cap = q.capacity();
     /* The doorbell at or behind the record (rdma-core and ibgda: the last WQE's index;
@@ -306,29 +457,52 @@ __device__ void sink_queue(const Queue& q, SinkQueue& sq, u32 mode, u32* expect_
         acc.bad_doorbells++;
         return;
     }
-    if (mode == 1 && target > sq.consumed) {
+    if (mode != SINK_MODE_CHECK && target > sq.consumed) {
         /* Only retire: the last WQE if signaled, else the last one crossing a multiple of
          * the signal interval (one-WQEBB WQEs). */
-        const u64 i = q.d.signal_interval;
+        const u64 m = round_down(target, q.d.signal_interval);
         u64 at = target - 1;
-        const u64* c = (const u64*)q.slots(at).octo(0);
-        u64 w1 = *(const volatile u64*)&c[1];
-        if ((((u32)(w1 >> 24)) & layout::FM_CE_SE_CQ_UPDATE) == 0) {
-            const u64 m = target / i * i;
-            if (m > sq.consumed && m >= 1) {
+        u64 w0, w1;
+        u32 ci;
+        if (before) {
+            const u64* c = (const u64*)q.slots(at).octo(0);
+            w1 = *(const volatile u64*)&c[1];
+            if ((((u32)(w1 >> 24)) & layout::FM_CE_SE_CQ_UPDATE) == 0) {
+                if (m > sq.consumed && m >= 1) {
+                    at = m - 1;
+                    c = (const u64*)q.slots(at).octo(0);
+                    w1 = *(const volatile u64*)&c[1];
+                } else {
+                    at = ~0ull;
+                }
+            }
+            w0 = at != ~0ull ? *(const volatile u64*)&c[0] : 0ull;
+            ci = at != ~0ull ? sink_cq_consumer(q) : 0u;
+        } else {
+            /* Both candidates and the consumer index in flight together. */
+            const bool crossing = m > sq.consumed && m >= 1;
+            const u64* c = (const u64*)q.slots(at).octo(0);
+            const u64* cm = (const u64*)q.slots(crossing ? m - 1 : at).octo(0);
+            const u64 a0 = *(const volatile u64*)&c[0], a1 = *(const volatile u64*)&c[1];
+            const u64 b0 = *(const volatile u64*)&cm[0], b1 = *(const volatile u64*)&cm[1];
+            ci = sink_cq_consumer(q);
+            if ((((u32)(a1 >> 24)) & layout::FM_CE_SE_CQ_UPDATE) != 0) {
+                w0 = a0;
+                w1 = a1;
+            } else if (crossing) {
                 at = m - 1;
-                c = (const u64*)q.slots(at).octo(0);
-                w1 = *(const volatile u64*)&c[1];
+                w0 = b0;
+                w1 = b1;
             } else {
                 at = ~0ull;
+                w0 = w1 = 0ull;
             }
         }
         if (at != ~0ull) {
-            const u64 w0 = *(const volatile u64*)&c[0];
             const u32 word0 = bswap32((u32)w0);
             if (((word0 >> 8) & 0xffffu) != ((u32)at & 0xffffu) || (((u32)(w1 >> 24)) & layout::FM_CE_SE_CQ_UPDATE) == 0)
                 acc.bad_wqes++;
-            sink_write_cqe(q, sq, (u32)at & 0xffffu, word0 & 0xffu);
+            sink_write_cqe(q, sq, (u32)at & 0xffffu, word0 & 0xffu, ci, before);
             acc.cqes++;
         }
         acc.wqes += target - sq.consumed;
@@ -364,7 +538,7 @@ __device__ void sink_queue(const Queue& q, SinkQueue& sq, u32 mode, u32* expect_
             }
         }
         if ((((u32)(w1 >> 24)) & layout::FM_CE_SE_CQ_UPDATE) != 0) {
-            sink_write_cqe(q, sq, (u32)at & 0xffffu, opcode);
+            sink_write_cqe(q, sq, (u32)at & 0xffffu, opcode, sink_cq_consumer(q), false);
             acc.cqes++;
         }
         acc.wqes++;
@@ -372,14 +546,39 @@ __device__ void sink_queue(const Queue& q, SinkQueue& sq, u32 mode, u32* expect_
     }
 }
 
+__device__ void sink_add_stats(SinkStats* stats, const SinkStats& acc) {
+    atomicAdd(&stats->doorbells, acc.doorbells);
+    atomicAdd(&stats->wqes, acc.wqes);
+    atomicAdd(&stats->cqes, acc.cqes);
+    atomicAdd(&stats->bad_wqes, acc.bad_wqes);
+    atomicAdd(&stats->bad_payloads, acc.bad_payloads);
+    atomicAdd(&stats->bad_doorbells, acc.bad_doorbells);
+}
+
 /* Thread t serves queues t, t + threads, ...; runs until *stop (host-mapped) is set, then
- * adds its counts to *stats. */
+ * adds its counts to *stats. A thread with one queue (and not mode 2) keeps its descriptor
+ * and state in registers across passes. */
 extern "C" __global__ void ibgda_sink(const DeviceQueueDescriptor* qs, u32 nq, SinkQueue* sqs, u32 mode, u32* expect_seq,
                                       u32 max_producers, const volatile u32* stop, SinkStats* stats) {
     const u32 t = blockIdx.x * blockDim.x + threadIdx.x;
     const u32 threads = gridDim.x * blockDim.x;
     SinkStats acc = {};
     u32 spins = 0;
+    if (nq <= threads && mode != SINK_MODE_RETIRE_BEFORE) {
+        if (t < nq) {
+            const Queue q{qs[t]};
+            SinkQueue sq = sqs[t];
+            for (;;) {
+                sink_queue(q, sq, mode, expect_seq, max_producers, acc);
+                if ((++spins & 255u) == 0 && *stop) break;
+            }
+            /* A last pass, so nothing rung before the stop is missed. */
+            sink_queue(q, sq, mode, expect_seq, max_producers, acc);
+            sqs[t] = sq;
+        }
+        sink_add_stats(stats, acc);
+        return;
+    }
     for (;;) {
         for (u32 i = t; i < nq; i += threads) {
             const Queue q{qs[i]};
@@ -396,12 +595,38 @@ extern "C" __global__ void ibgda_sink(const DeviceQueueDescriptor* qs, u32 nq, S
         sink_queue(q, sq, mode, expect_seq, max_producers, acc);
         sqs[i] = sq;
     }
-    atomicAdd(&stats->doorbells, acc.doorbells);
-    atomicAdd(&stats->wqes, acc.wqes);
-    atomicAdd(&stats->cqes, acc.cqes);
-    atomicAdd(&stats->bad_wqes, acc.bad_wqes);
-    atomicAdd(&stats->bad_payloads, acc.bad_payloads);
-    atomicAdd(&stats->bad_doorbells, acc.bad_doorbells);
+    sink_add_stats(stats, acc);
+}
+
+/* The sink's own capacity, no producer: thread t owns queue t (nq <= threads) and, for
+ * each of `doorbells` rounds, plays the producer's last stores of a doorbell of `batch`
+ * one-WQEBB WQEs (the control segment of the batch's last WQE, signaled; the doorbell
+ * record; the doorbell) and the consumer's (the CQ doorbell record, freeing every CQE),
+ * then runs one sink pass in `mode` (1 or 2) over it. clocks[t] = ns over its rounds;
+ * stats gets the sink's counts (doorbells must equal rounds). The ring holds the host's
+ * zeros elsewhere: mode 1 reads only the last WQE (signaled) of each doorbell. */
+extern "C" __global__ void ibgda_sink_capacity(const DeviceQueueDescriptor* qs, u32 nq, SinkQueue* sqs, u32 mode,
+                                               u32 batch, u32 doorbells, u64* clocks, SinkStats* stats) {
+    const u32 t = blockIdx.x * blockDim.x + threadIdx.x;
+    if (t >= nq) return;
+    const Queue q{qs[t]};
+    SinkQueue sq = sqs[t];
+    SinkStats acc = {};
+    u64 next = sq.consumed;
+    const u64 t0 = ptx::globaltimer();
+    for (u32 r = 0; r < doorbells; r++) {
+        next += batch;
+        build_nop(q.slots(next - 1), ctrl(q.d.qpn, layout::FM_CE_SE_CQ_UPDATE));
+        /* The record, then the doorbell: this thread's own stores, which its loads after
+         * them see (no fence: the time is the sink's, not a producer's ordering). */
+        ptx::st_relaxed_sys_b32((void*)q.d.sq_dbrec, q.dbrec_value(next));
+        ptx::st_relaxed_gpu_b64((void*)q.d.doorbell, q.doorbell_value(next));
+        if (!q.d.cq_mode) ptx::st_relaxed_sys_b32((void*)q.d.cq_dbrec, bswap32((u32)sq.cq_produced & 0xffffffu));
+        sink_queue(q, sq, mode, nullptr, 0, acc);
+    }
+    clocks[t] = ptx::globaltimer() - t0;
+    sqs[t] = sq;
+    sink_add_stats(stats, acc);
 }
 
 /* ---------------------------------------------------------------------------------------

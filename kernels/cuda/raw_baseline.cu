@@ -22,13 +22,53 @@ __device__ __forceinline__ u64 raw_gt() {
     return t;
 }
 
+/* Polls the CQ ring (owner bit) until everything before `next` is retired, WQEs of
+ * `wqebbs` WQEBBs each, with scope K's loads and acquire; sets err to -0x300 (the CQE never
+ * came, bounded waits only) or to the error syndrome. */
+template <int K>
+__device__ __forceinline__ void raw_wait(const ibgda::DeviceQueueDescriptor& d, u64 next, u32 wqebbs, u64 t1, u64& retired,
+                                         u64& consumer, int& err) {
+    const u32 ncqe = 1u << d.log_cq_entries;
+    while (retired < next) {
+        if constexpr (IBGDA_SPIN_LIMIT_NS != 0) {
+            if (raw_gt() - t1 > IBGDA_SPIN_LIMIT_NS) {
+                err = -0x300; /* the CQE never came */
+                break;
+            }
+        }
+        const u32 slot = (u32)consumer & (ncqe - 1);
+        const u64 tail_addr = __cvta_generic_to_global((void*)(d.cq_ring + slot * 64u + 56u));
+        u64 tail;
+        if constexpr (K == 0 || K == 4 || K == 6) {
+            asm volatile("ld.volatile.global.b64 %0, [%1];" : "=l"(tail) : "l"(tail_addr) : "memory");
+        } else if constexpr (K == 1 || K == 2) {
+            asm volatile("ld.relaxed.sys.global.b64 %0, [%1];" : "=l"(tail) : "l"(tail_addr) : "memory");
+        } else if constexpr (K == 3) {
+            asm volatile("ld.acquire.gpu.global.b64 %0, [%1];" : "=l"(tail) : "l"(tail_addr) : "memory");
+        } else {
+            asm volatile("ld.acquire.sys.global.b64 %0, [%1];" : "=l"(tail) : "l"(tail_addr) : "memory");
+        }
+        const u32 op_own = (u32)(tail >> 56);
+        if ((op_own >> 4) == 0xfu || (op_own & 1u) != ((u32)(consumer / ncqe) & 1u)) continue;
+        if constexpr (K == 1 || K == 2) asm volatile("fence.acquire.gpu;" ::: "memory");
+        if constexpr (K == 4) asm volatile("membar.gl;" ::: "memory");
+        if constexpr (K == 6) asm volatile("membar.sys;" ::: "memory");
+        consumer += 1;
+        const u64 cidb = __cvta_generic_to_global((void*)d.cq_dbrec);
+        asm volatile("st.relaxed.sys.global.b32 [%0], %1;" ::"l"(cidb), "r"(RAW_BSWAP32((u32)consumer & 0xffffffu)) : "memory");
+        const u32 counter = ((u32)(tail >> 32) & 0xffu) << 8 | ((u32)(tail >> 40) & 0xffu);
+        retired = retired + (unsigned short)(counter - (unsigned short)retired) + wqebbs;
+        if ((op_own >> 4) == 13u) err = -(int)((const unsigned char*)(d.cq_ring + slot * 64u))[55];
+    }
+}
+
 /* K: the scope's number (ibgda::layout::SCOPE_*). */
 template <int K>
 __device__ __forceinline__ void raw_issue(const ibgda::DeviceQueueDescriptor& d, u32 warmup, u32 iters, u64 raddr, u32 rkey,
                                           u64* issue_ns, u64* issue_cycles, u64* total_ns, u64* clocks, int* status) {
     u64* st = (u64*)d.state;
     u64 next = st[0], retired = st[3], consumer = st[4];
-    const u32 cap = 1u << d.log_sq_wqebbs, ncqe = 1u << d.log_cq_entries;
+    const u32 cap = 1u << d.log_sq_wqebbs;
     int err = 0;
     u64 g_start = 0, c_start = 0;
     for (u32 i = 0; i < warmup + iters; i++) {
@@ -85,37 +125,7 @@ __device__ __forceinline__ void raw_issue(const ibgda::DeviceQueueDescriptor& d,
         const long long c1 = clock64();
         const u64 t1 = raw_gt();
         /* wait: poll the CQ ring (owner bit) until the CQE for this WQE */
-        while (retired < next) {
-            if constexpr (IBGDA_SPIN_LIMIT_NS != 0) {
-                if (raw_gt() - t1 > IBGDA_SPIN_LIMIT_NS) {
-                    err = -0x300; /* the CQE never came */
-                    break;
-                }
-            }
-            const u32 slot = (u32)consumer & (ncqe - 1);
-            const u64 tail_addr = __cvta_generic_to_global((void*)(d.cq_ring + slot * 64u + 56u));
-            u64 tail;
-            if constexpr (K == 0 || K == 4 || K == 6) {
-                asm volatile("ld.volatile.global.b64 %0, [%1];" : "=l"(tail) : "l"(tail_addr) : "memory");
-            } else if constexpr (K == 1 || K == 2) {
-                asm volatile("ld.relaxed.sys.global.b64 %0, [%1];" : "=l"(tail) : "l"(tail_addr) : "memory");
-            } else if constexpr (K == 3) {
-                asm volatile("ld.acquire.gpu.global.b64 %0, [%1];" : "=l"(tail) : "l"(tail_addr) : "memory");
-            } else {
-                asm volatile("ld.acquire.sys.global.b64 %0, [%1];" : "=l"(tail) : "l"(tail_addr) : "memory");
-            }
-            const u32 op_own = (u32)(tail >> 56);
-            if ((op_own >> 4) == 0xfu || (op_own & 1u) != ((u32)(consumer / ncqe) & 1u)) continue;
-            if constexpr (K == 1 || K == 2) asm volatile("fence.acquire.gpu;" ::: "memory");
-            if constexpr (K == 4) asm volatile("membar.gl;" ::: "memory");
-            if constexpr (K == 6) asm volatile("membar.sys;" ::: "memory");
-            consumer += 1;
-            const u64 cidb = __cvta_generic_to_global((void*)d.cq_dbrec);
-            asm volatile("st.relaxed.sys.global.b32 [%0], %1;" ::"l"(cidb), "r"(RAW_BSWAP32((u32)consumer & 0xffffffu)) : "memory");
-            const u32 counter = ((u32)(tail >> 32) & 0xffu) << 8 | ((u32)(tail >> 40) & 0xffu);
-            retired = retired + (unsigned short)(counter - (unsigned short)retired) + 1; /* one-WQEBB WQEs */
-            if ((op_own >> 4) == 13u) err = -(int)((const unsigned char*)(d.cq_ring + slot * 64u))[55];
-        }
+        raw_wait<K>(d, next, 1, t1, retired, consumer, err);
         if (err == -0x300) break;
         const u64 t2 = raw_gt();
         if (i >= warmup) {
@@ -148,3 +158,91 @@ RAW_KERNEL(GpuReleaseStore, 3)
 RAW_KERNEL(ThreadFence, 4)
 RAW_KERNEL(SystemReleaseStore, 5)
 RAW_KERNEL(SystemFence, 6)
+
+/* The shapes of Table 3 and Figure 3 (kernels.cu's ibgda_issue_shape_GpuFence), by hand:
+ * 0 an RC WRITE of `len` inline bytes from a 4-byte aligned `payload`, 1 an RC WRITE of
+ * `len` bytes from one gather entry, 2 and 3 a DC WRITE of 8 inline bytes with the compact
+ * (16 B) or full (48 B) address vector `av`; GpuFence's ordering; every WQE signaled and
+ * waited for. Each octoword is addressed through its own WQEBB (a WQE may wrap). */
+extern "C" __global__ void ibgda_raw_issue_shape_GpuFence(ibgda::DeviceQueueDescriptor d, u32 shape, u32 len, u32 warmup,
+                                                          u32 iters, u64 raddr, u32 rkey, u64 laddr, u32 lkey,
+                                                          const unsigned char* payload, const uint4* av, u64* issue_ns,
+                                                          u64* issue_cycles, u64* total_ns, u64* clocks, int* status) {
+    u64* st = (u64*)d.state;
+    u64 next = st[0], retired = st[3], consumer = st[4];
+    const u32 cap = 1u << d.log_sq_wqebbs;
+    const u32 inline_octs = len == 0 ? 0u : (4u + len + 15u) / 16u;
+    const u32 avn = shape == 2 ? 1u : (shape == 3 ? 3u : 0u);
+    const u32 ds = shape == 0 ? 2u + inline_octs : (shape == 1 ? 3u : 3u + avn);
+    const u32 wqebbs = (ds * 16u + 63u) / 64u;
+    int err = 0;
+    u64 g_start = 0, c_start = 0;
+    for (u32 i = 0; i < warmup + iters; i++) {
+        if (i == warmup) {
+            g_start = raw_gt();
+            c_start = clock64();
+        }
+        const u64 t0 = raw_gt();
+        const long long c0 = clock64();
+        if (next + wqebbs - retired > cap) { err = -0x200; break; } /* never: one outstanding at a time */
+        const u64 value = 0x0123456789abcdefull ^ i;
+#define RAW_OCT(k) (*(uint4*)(d.sq_ring + (((next + ((k) >> 2)) & (cap - 1)) << 6) + (((k) & 3u) << 4)))
+        RAW_OCT(0) = make_uint4(RAW_BSWAP32((((u32)next & 0xffffu) << 8) | 0x08u), RAW_BSWAP32((d.qpn << 8) | ds),
+                                0x08u << 24, 0u);
+        u32 k = 1;
+        for (u32 a = 0; a < avn; a++) RAW_OCT(k++) = av[a];
+        RAW_OCT(k++) = make_uint4(RAW_BSWAP32((u32)(raddr >> 32)), RAW_BSWAP32((u32)raddr), RAW_BSWAP32(rkey), 0u);
+        if (shape == 1) {
+            RAW_OCT(k++) = make_uint4(RAW_BSWAP32(len), RAW_BSWAP32(lkey), RAW_BSWAP32((u32)(laddr >> 32)),
+                                      RAW_BSWAP32((u32)laddr));
+        } else if (shape == 0) {
+            const u32* words = (const u32*)payload;
+            const u32 whole = len / 4;
+            for (u32 o = 0; o < inline_octs; o++) {
+                u32 v[4];
+                for (u32 j = 0; j < 4; j++) {
+                    const int w = (int)(4 * o + j) - 1;
+                    u32 x = 0u;
+                    if (w < 0) {
+                        x = RAW_BSWAP32(0x80000000u | len);
+                    } else if ((u32)w < whole) {
+                        x = words[w];
+                    } else if ((u32)w == whole) {
+                        for (u32 b = 0; b < (len & 3u); b++) x |= (u32)payload[4 * whole + b] << (8 * b);
+                    }
+                    v[j] = x;
+                }
+                RAW_OCT(k++) = make_uint4(v[0], v[1], v[2], v[3]);
+            }
+        } else {
+            RAW_OCT(k++) = make_uint4(RAW_BSWAP32(0x80000008u), (u32)value, (u32)(value >> 32), 0u);
+        }
+#undef RAW_OCT
+        next += wqebbs;
+        const u32 rec = RAW_BSWAP32((u32)next & 0xffffu);
+        const u64 db = (u64)RAW_BSWAP32(((u32)next & 0xffffu) << 8) | ((u64)RAW_BSWAP32(d.qpn << 8) << 32);
+        const u64 dbrec = __cvta_generic_to_global((void*)d.sq_dbrec);
+        const u64 bell = __cvta_generic_to_global((void*)d.doorbell);
+        asm volatile("st.relaxed.sys.global.b32 [%0], %1;" ::"l"(dbrec), "r"(rec) : "memory");
+        asm volatile("fence.release.gpu;" ::: "memory");
+        asm volatile("st.mmio.relaxed.sys.global.b64 [%0], %1;" ::"l"(bell), "l"(db) : "memory");
+        const long long c1 = clock64();
+        const u64 t1 = raw_gt();
+        raw_wait<1>(d, next, wqebbs, t1, retired, consumer, err);
+        if (err == -0x300) break;
+        const u64 t2 = raw_gt();
+        if (i >= warmup) {
+            issue_ns[i - warmup] = t1 - t0;
+            issue_cycles[i - warmup] = (u64)(c1 - c0);
+            total_ns[i - warmup] = t2 - t0;
+        }
+    }
+    clocks[0] = clock64() - c_start;
+    clocks[1] = raw_gt() - g_start;
+    st[0] = next;
+    st[1] = next;
+    st[2] = next;
+    st[3] = retired;
+    st[4] = consumer;
+    *status = err;
+}

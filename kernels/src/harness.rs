@@ -73,12 +73,132 @@ pub enum SinkMode {
     Check = 0,
     /// One control segment read and at most one CQE per doorbell.
     Retire = 1,
+    /// [`SinkMode::Retire`] as it was before its per-doorbell cost was cut (state reloaded
+    /// every pass, an acquire load per poll, dependent loads one after another, CQEs
+    /// released at system scope): the same-run comparison of the sink capacity row.
+    RetireBefore = 2,
 }
 
 /// Sink mode 0: check every WQE and payload, a CQE per signaled WQE.
 pub const SINK_CHECK: SinkMode = SinkMode::Check;
 /// Sink mode 1: one control segment read and at most one CQE per doorbell.
 pub const SINK_RETIRE: SinkMode = SinkMode::Retire;
+/// Sink mode 2: mode 1 as it was before (see [`SinkMode::RetireBefore`]).
+pub const SINK_RETIRE_BEFORE: SinkMode = SinkMode::RetireBefore;
+
+/// The sink's own capacity over some queues, no producer (`ibgda_sink_capacity`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SinkCapacity {
+    /// The mode measured.
+    pub mode: SinkMode,
+    /// Doorbells each queue's thread processed.
+    pub doorbells: u32,
+    /// WQEBBs each doorbell announced.
+    pub batch: u32,
+    /// ns each queue's thread took for its doorbells, per queue.
+    pub ns: Vec<u64>,
+    /// The sink's counts over all queues.
+    pub stats: SinkStats,
+}
+
+/// Runs the sink alone over `queues` (one thread per queue, each in its own block, as the
+/// rate experiment's sink is launched): each thread plays a producer's last stores of
+/// `doorbells` doorbells of `batch` one-WQEBB WQEs on its queue (the batch's last control
+/// segment, signaled; the record; the doorbell) and the consumer's (freeing every CQE),
+/// each followed by one sink pass in `mode` ([`SINK_RETIRE`] or [`SINK_RETIRE_BEFORE`]).
+/// The queues must be fresh (nothing posted): their rings are overwritten.
+pub fn sink_capacity<S>(
+    gpu: &Gpu,
+    queues: &[&QueuePair<Rc, GpuPlaced, S>],
+    mode: SinkMode,
+    batch: u32,
+    doorbells: u32,
+) -> Result<SinkCapacity, GpuError>
+where
+    S: OrderingScope<Producer = GpuThread> + ValidFor<GpuPlaced>,
+{
+    let n = sink_shape(queues.len(), u32::try_from(queues.len()).unwrap_or(0), 1)?;
+    if mode == SinkMode::Check || batch == 0 || doorbells == 0 {
+        return Err(GpuError::Invalid(format!(
+            "sink capacity in {mode:?}, batch {batch}, {doorbells} doorbells (a retire mode, both > 0)"
+        )));
+    }
+    let descriptors: Vec<DeviceQueueDescriptor> =
+        queues.iter().map(|q| *q.device_queue().raw()).collect();
+    distinct_queues(&descriptors)?;
+    if let Some(d) = descriptors.iter().find(|d| batch > 1u32 << d.log_sq_wqebbs) {
+        return Err(GpuError::Invalid(format!(
+            "a batch of {batch} WQEBBs on a ring of {}",
+            1u32 << d.log_sq_wqebbs
+        )));
+    }
+    // The run executes these queues: its claims refuse a queue another NIC executes.
+    let executor = Executor::new("a sink capacity run");
+    // SAFETY: for this call the kernel is these queues' NIC and producer (it writes their
+    // rings, records, doorbells and CQs, nothing else) under its own executor; the
+    // capabilities are held until the launch is synchronized below.
+    let _reach: Vec<QueueReach> = queues
+        .iter()
+        .map(|q| unsafe { QueueReach::of(*q, &executor) })
+        .collect::<Result<_, _>>()?;
+    let descs = descriptor_array(gpu, &descriptors)?;
+    let state = gpu.device_buffer(32 * queues.len())?;
+    let clocks = gpu.device_buffer(8 * queues.len())?;
+    let stats = gpu.device_buffer(64)?;
+    let args = [
+        KernelArg::U64(descs.addr()),
+        KernelArg::U32(n),
+        KernelArg::U64(state.addr()),
+        KernelArg::U32(mode as u32),
+        KernelArg::U32(batch),
+        KernelArg::U32(doorbells),
+        KernelArg::U64(clocks.addr()),
+        KernelArg::U64(stats.addr()),
+    ];
+    let cfg = LaunchConfig {
+        grid_dim: (n, 1, 1),
+        block_dim: (1, 1, 1),
+        shared_mem_bytes: 0,
+    };
+    // SAFETY: `ibgda_sink_capacity(const DeviceQueueDescriptor*, u32, SinkQueue*, u32,
+    // u32, u32, u64*, SinkStats*)`: the arguments above in that order, each a live
+    // allocation of the needed size (32 bytes of state and 8 of clock per queue); the
+    // descriptors come from the borrowed queue pairs; synchronized before anything here is
+    // released. The kernel ends by itself (every CQE is freed before the next doorbell).
+    unsafe { gpu.launch_raw(false, "ibgda_sink_capacity", cfg, false, &args) }?;
+    gpu.synchronize()?;
+    let c = gpu.read_device(&clocks)?;
+    let ns = c
+        .chunks(8)
+        .map(|w| u64::from_ne_bytes(w.try_into().expect("8 bytes")))
+        .collect();
+    Ok(SinkCapacity {
+        mode,
+        doorbells,
+        batch,
+        ns,
+        stats: sink_stats(&gpu.read_device(&stats)?),
+    })
+}
+
+/// The sink's counts from its stats words (doorbells, WQEs, CQEs, bad WQEs, payloads,
+/// doorbells).
+fn sink_stats(s: &[u8]) -> SinkStats {
+    let w = |i: usize| {
+        s.get(i * 8..i * 8 + 8)
+            .and_then(|b| b.try_into().ok())
+            .map_or(0, u64::from_ne_bytes)
+    };
+    SinkStats {
+        doorbells: w(0),
+        wqes: w(1),
+        cqes: w(2),
+        bad_wqes: w(3),
+        bad_payloads: w(4),
+        bad_doorbells: w(5),
+        ..Default::default()
+    }
+}
 
 /// The sink's launch shape, checked before anything reaches the device.
 fn sink_shape(queues: usize, blocks: u32, threads: u32) -> Result<u32, GpuError> {
@@ -182,17 +302,7 @@ impl<'q> Sink<'q> {
     /// counts and the per-producer next expected sequence numbers.
     pub fn stop(mut self) -> Result<(SinkStats, Vec<u32>), GpuError> {
         self.halt()?;
-        let s = self.gpu.read_device(&self.stats)?;
-        let w = |i: usize| u64::from_ne_bytes(s[i * 8..i * 8 + 8].try_into().expect("8 bytes"));
-        let stats = SinkStats {
-            doorbells: w(0),
-            wqes: w(1),
-            cqes: w(2),
-            bad_wqes: w(3),
-            bad_payloads: w(4),
-            bad_doorbells: w(5),
-            ..Default::default()
-        };
+        let stats = sink_stats(&self.gpu.read_device(&self.stats)?);
         let e = self.gpu.read_device(&self.expect)?;
         let expect = e
             .chunks(4)
@@ -301,7 +411,8 @@ pub fn test_requests() -> Vec<WqeRequest> {
     out
 }
 
-fn compact_target(n: usize) -> ibgda::wqe::DcTarget<Compact> {
+/// A compact DC target (address vector) for test or benchmark request `n`.
+pub fn compact_target(n: usize) -> ibgda::wqe::DcTarget<Compact> {
     CompactAddressVector {
         dct: 0x00ab_cd00 | (n as u32 & 0xff),
         dc_key: 0x1234_5678_9abc_def0 ^ n as u64,
@@ -315,7 +426,8 @@ fn compact_target(n: usize) -> ibgda::wqe::DcTarget<Compact> {
     .expect("valid compact AV")
 }
 
-fn full_target(n: usize) -> ibgda::wqe::DcTarget<Full> {
+/// A full DC target (address vector) for test or benchmark request `n`.
+pub fn full_target(n: usize) -> ibgda::wqe::DcTarget<Full> {
     FullAddressVector {
         dct: 0x00ef_0100 | (n as u32 & 0xff),
         dc_key: 0x0fed_cba9_8765_4321 ^ n as u64,

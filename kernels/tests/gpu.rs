@@ -124,6 +124,13 @@ fn publication<S>(gpu: &Gpu, scope: S, warp: bool)
 where
     S: OrderingScope<Producer = GpuThread> + ValidFor<GpuPlaced>,
 {
+    publication_kernel(gpu, scope, if warp { "warp" } else { "thread" })
+}
+
+fn publication_kernel<S>(gpu: &Gpu, scope: S, kind: &str)
+where
+    S: OrderingScope<Producer = GpuThread> + ValidFor<GpuPlaced>,
+{
     let (blocks, threads, iters) = if small() { (2, 64, 8) } else { (8, 128, 64) };
     let qp = gpu_queue_pair(gpu, 0x42, 256, 256, 64, CqMode::Ring, scope).expect("queue");
     let q = qp.device_queue();
@@ -133,11 +140,7 @@ where
     let descs = ibgda_kernels::harness::descriptor_array(gpu, &[*q.raw()]).expect("descs");
     let status = gpu.device_buffer(4).expect("status");
     let sink = Sink::start(gpu, &[&qp], SINK_CHECK, producers, 1, 1).expect("sink");
-    let name = format!(
-        "ibgda_post_{}_{}",
-        if warp { "warp" } else { "thread" },
-        S::NAME
-    );
+    let name = format!("ibgda_post_{kind}_{}", S::NAME);
     let args = [
         KernelArg::U64(descs.addr()),
         KernelArg::U32(1),
@@ -202,6 +205,93 @@ fn cooperative_and_per_thread_publication_deliver_every_payload() {
     publication(&gpu, SystemFence, true);
     publication(&gpu, gpu_fence(), false);
     publication(&gpu, GpuReleaseStore, false);
+    // The grouped per-thread path (the lanes of a warp publishing together).
+    publication_kernel(&gpu, gpu_fence(), "thread_grouped");
+    publication_kernel(&gpu, GpuReleaseStore, "thread_grouped");
+    publication_kernel(&gpu, ThreadFence, "thread_grouped");
+    // Reservations one round ahead, 4 or 32 warps sharing the queue.
+    publication_kernel(&gpu, gpu_fence(), "warp_ahead");
+    publication_kernel(&gpu, GpuReleaseStore, "warp_ahead");
+    publication_kernel(&gpu, SystemFence, "warp_ahead");
+}
+
+/// The warp-entered occasional send (`warp_send_write_inline8`) on a small queue (64
+/// WQEBBs, 16 CQEs: the CQ bounds the room), thread 0 of a block asking and all its
+/// threads calling: the sink checks every WQE and that the payload sequence arrives
+/// complete and in order, every send completes without error, and the queue's counters
+/// end consistent (everything reserved published and retired).
+fn occasional<S>(gpu: &Gpu, scope: S, sends: u32, wait_every: u32)
+where
+    S: OrderingScope<Producer = GpuThread> + ValidFor<GpuPlaced>,
+{
+    let qp = gpu_queue_pair(gpu, 0x43, 64, 16, 8, CqMode::Ring, scope).expect("queue");
+    let q = qp.device_queue();
+    let descs = ibgda_kernels::harness::descriptor_array(gpu, &[*q.raw()]).expect("descs");
+    let status = gpu.device_buffer(4).expect("status");
+    let sink = Sink::start(gpu, &[&qp], SINK_CHECK, 1, 1, 1).expect("sink");
+    let name = format!("ibgda_occasional_send_{}", S::NAME);
+    let args = [
+        KernelArg::U64(descs.addr()),
+        KernelArg::U32(sends),
+        KernelArg::U32(wait_every),
+        KernelArg::U64(0x7000_0000),
+        KernelArg::U32(0x99),
+        KernelArg::U64(status.addr()),
+    ];
+    // SAFETY: ibgda_occasional_send_S(const DeviceQueueDescriptor*, u32 n, u32 wait_every,
+    // u64 raddr, u32 rkey, int* status): one descriptor of a queue pair that, with the
+    // status word, lives until the sink's stop synchronizes.
+    unsafe { gpu.launch_raw(false, &name, cfg(1, 128), false, &args) }.expect("launch");
+    gpu.stream().synchronize().expect("sender");
+    let (stats, expect) = sink.stop().expect("sink");
+    let st = gpu.read_device(&status).expect("status");
+    let state = gpu.read_producer_state(&q).expect("state");
+    let word = |i: usize| state_word(&state, i);
+    println!(
+        "{name}: {sends} sends, wait every {wait_every}: sink {stats:?}; reserved {} ready {} posted {} retired {}",
+        word(0),
+        word(1),
+        word(2),
+        word(3)
+    );
+    assert_eq!(
+        i32::from_ne_bytes(st[..4].try_into().unwrap()),
+        0,
+        "{name}: an error completion or a timed-out wait"
+    );
+    assert_eq!(
+        (stats.bad_wqes, stats.bad_payloads, stats.bad_doorbells),
+        (0, 0, 0),
+        "{name}: {stats:?}"
+    );
+    assert_eq!(expect[0], sends, "{name}: payloads missing");
+    assert_eq!(stats.wqes, u64::from(sends), "{name}: WQEs consumed");
+    assert_eq!(
+        stats.cqes,
+        u64::from(sends),
+        "{name}: every send is signaled"
+    );
+    assert_eq!(word(0), u64::from(sends), "{name}: reserved");
+    assert_eq!(
+        (word(1), word(2)),
+        (word(0), word(0)),
+        "{name}: ready, posted"
+    );
+    if wait_every == 1 {
+        assert_eq!(word(3), word(0), "{name}: every wait retired its send");
+    }
+}
+
+#[test]
+#[ignore = "needs an NVIDIA GPU: run with --ignored on the GPU machine"]
+fn the_occasional_send_delivers_every_payload_and_waits_for_room() {
+    let gpu = gpu();
+    occasional(&gpu, gpu_fence(), 200, 1);
+    occasional(&gpu, gpu_fence(), 200, 0);
+    occasional(&gpu, gpu_fence(), 200, 7);
+    occasional(&gpu, GpuReleaseStore, 200, 7);
+    occasional(&gpu, ThreadFence, 200, 7);
+    occasional(&gpu, SystemFence, 200, 7);
 }
 
 /// The exclusive issue path end to end against the sink, typed and raw, for one scope:

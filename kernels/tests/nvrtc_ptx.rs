@@ -184,7 +184,13 @@ fn each_scope_compiles_to_exactly_its_documented_ptx() {
             "{name}: typed and raw issue loops differ in ordering"
         );
         // Shared paths: the scope's doorbell instructions appear (inventory printed).
-        for k in ["post_thread", "post_warp", "post_batch"] {
+        for k in [
+            "post_thread",
+            "post_thread_grouped",
+            "post_warp",
+            "post_warp_ahead",
+            "post_batch",
+        ] {
             let inv = ordering_of(ptx, &format!("ibgda_{k}_{name}")).expect("shared kernel");
             let mut counts: BTreeMap<&str, usize> = BTreeMap::new();
             for i in &inv {
@@ -194,6 +200,26 @@ fn each_scope_compiles_to_exactly_its_documented_ptx() {
             for i in &seq.doorbell {
                 assert!(inv.contains(i), "{name}: {k} lacks {i}");
             }
+        }
+        // The occasional send: the scope's doorbell sequence in order, and nothing but the
+        // scope's doorbell and poll instructions and the CQ doorbell-record store (its loads
+        // and stores of the counters and the descriptor are plain).
+        let occ = ordering_of(ptx, &format!("ibgda_occasional_send_{name}"))
+            .expect("occasional send kernel");
+        println!("{name:<20} {:<14} {}", "occasional", occ.join("; "));
+        let mut rest = occ.iter();
+        for want in &seq.doorbell {
+            assert!(
+                rest.any(|i| i == want),
+                "{name}: the occasional send lacks {want} in the doorbell sequence's order: {occ:?}"
+            );
+        }
+        let cq_dbrec = "st.relaxed.sys.global.b32".to_string();
+        for i in &occ {
+            assert!(
+                seq.doorbell.contains(i) || seq.completion.contains(i) || *i == cq_dbrec,
+                "{name}: the occasional send holds {i}, not of its scope: {occ:?}"
+            );
         }
     }
     // No scope borrows another's instructions: each doorbell path differs from the rest.
@@ -300,6 +326,9 @@ fn every_posting_kernel_traps_on_a_descriptor_of_another_scope() {
             "post_batch",
             "post_thread",
             "post_warp",
+            "post_warp_ahead",
+            "post_thread_grouped",
+            "occasional_send",
         ] {
             let name = format!("ibgda_{base}_{scope}");
             assert!(

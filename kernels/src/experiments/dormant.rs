@@ -5,11 +5,18 @@
 //! (`cuda/bench_dormant.cu`): without any communication code, with the device library's
 //! send inlined, and with the send behind a call. Each block sends 0, 1, 4 or 16 8-byte
 //! inline WRITEs on its own queue from thread 0 between segments of its work, with or
-//! without waiting for each completion; the other warps compute throughout.
+//! without waiting for each completion; the other warps compute throughout. The send is
+//! the device library's warp-entered occasional send (`warp_send_write_inline8`: every
+//! branch on a warp vote, the queue's counters in memory, the CQ poll out of line), which
+//! ptxas (NVRTC 13.0, sm_90) compiles into the compute caller at 29 -> 32 registers and
+//! into the streaming caller at 44 -> 44 (`Exclusive<S>` inlined there: 30 -> 56, 44 -> 64).
+//! The streaming caller also runs plain, inlined and behind a call at eight blocks per SM
+//! ([`WIDE_BLOCKS_PER_SM`], 0 messages), the launch where the paper's mini-gda loses 27 %.
 //!
 //! [`registers`] needs only NVRTC (CI runs it): ptxas's registers, stack and spills of
 //! every variant, and the blocks per SM they allow at 256 threads. [`run`] needs the GPU.
 
+use cudarc::driver::sys::CUdevice_attribute;
 use serde::Serialize;
 
 use ibgda::cq::CqMode;
@@ -28,6 +35,8 @@ pub const BLOCKS: u32 = 528;
 pub const THREADS: u32 = 256;
 /// Messages per block of the paper's figure.
 pub const MESSAGES: [u32; 4] = [0, 1, 4, 16];
+/// Blocks per SM of the streaming caller's wide launch (the paper's "eight blocks per SM").
+pub const WIDE_BLOCKS_PER_SM: u32 = 8;
 
 /// How the communication code is compiled into the caller.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -138,9 +147,14 @@ pub fn compile_build(build: Build, options: &CompileOptions) -> Result<Compiled,
 
 /// Compiles the three builds (NVRTC only, no GPU) and returns both callers' reports.
 pub fn registers() -> Result<Vec<DormantRegisters>, GpuError> {
+    registers_with(&CompileOptions::new())
+}
+
+/// As [`registers`], compiled with `options` (the run's: [`bench_options`]).
+pub fn registers_with(options: &CompileOptions) -> Result<Vec<DormantRegisters>, GpuError> {
     let mut out = Vec::new();
     for build in Build::ALL {
-        let c = compile_build(build, &CompileOptions::new())?;
+        let c = compile_build(build, options)?;
         for caller in Caller::ALL {
             out.push(report(&c.log, caller, build)?);
         }
@@ -159,6 +173,29 @@ pub struct Work {
     pub repetitions: u32,
 }
 
+impl Work {
+    /// Refuses zero sizes, and iteration counts whose segment bounds would overflow the
+    /// callers' 32-bit arithmetic (`iters * (messages + 1)` must stay below 2^32).
+    pub fn check(&self) -> Result<(), GpuError> {
+        let segments = u64::from(MESSAGES.iter().copied().max().unwrap_or(0)) + 1;
+        for (what, iters) in [
+            ("fma_iters", self.fma_iters),
+            ("stream_iters", self.stream_iters),
+        ] {
+            if iters == 0 || u64::from(iters) * segments > u64::from(u32::MAX) {
+                return Err(GpuError::Invalid(format!(
+                    "dormant: {what} = {iters} (1..={} with {segments} segments)",
+                    u64::from(u32::MAX) / segments
+                )));
+            }
+        }
+        if self.repetitions == 0 {
+            return Err(GpuError::Invalid("dormant: 0 repetitions".into()));
+        }
+        Ok(())
+    }
+}
+
 impl Default for Work {
     fn default() -> Self {
         Self {
@@ -169,13 +206,17 @@ impl Default for Work {
     }
 }
 
-/// One point: a caller, a build, messages per block, waiting or not.
+/// One point: a caller, a build, messages per block, waiting or not, blocks launched.
 #[derive(Clone, Debug, Serialize)]
 pub struct DormantPoint {
     /// The caller.
     pub caller: Caller,
     /// The build.
     pub build: Build,
+    /// Blocks launched ([`BLOCKS`], or [`WIDE_BLOCKS_PER_SM`] per SM of the GPU).
+    pub blocks: u32,
+    /// ptxas's registers per thread of the build that ran (compiled with the run's options).
+    pub registers: u32,
     /// Messages per block.
     pub messages: u32,
     /// Whether thread 0 waits for each completion.
@@ -184,25 +225,32 @@ pub struct DormantPoint {
     pub ns: Vec<u64>,
     /// SM clock of block 0's thread 0, MHz, per repetition.
     pub sm_mhz: Vec<f64>,
-    /// Loss of useful-work throughput against the plain build of the same caller (both
-    /// at their fastest repetition): 1 - plain / this.
+    /// Loss of useful-work throughput against the plain build of the same caller and
+    /// launch (both at their fastest repetition): 1 - plain / this.
     pub loss: f64,
 }
 
+/// One point of a run: caller, build, messages per block, waiting, wide launch.
+pub type PointSpec = (Caller, Build, u32, bool, bool);
+
 /// The points of one run, in order: per caller, the plain build, then for each build with
-/// code: 0 messages (dormant), then each count sending, then each count sending and waiting.
-pub fn points() -> Vec<(Caller, Build, u32, bool)> {
+/// code: 0 messages (dormant), then each count sending, then each count sending and
+/// waiting; then the streaming caller's wide launch (plain, inlined, call; 0 messages).
+pub fn points() -> Vec<PointSpec> {
     let mut v = Vec::new();
     for caller in Caller::ALL {
-        v.push((caller, Build::Plain, 0, false));
+        v.push((caller, Build::Plain, 0, false, false));
         for build in [Build::Inlined, Build::Call] {
-            v.push((caller, build, 0, false));
+            v.push((caller, build, 0, false, false));
             for wait in [false, true] {
                 for m in MESSAGES.into_iter().filter(|&m| m > 0) {
-                    v.push((caller, build, m, wait));
+                    v.push((caller, build, m, wait, false));
                 }
             }
         }
+    }
+    for build in Build::ALL {
+        v.push((Caller::Streaming, build, 0, false, true));
     }
     v
 }
@@ -211,18 +259,28 @@ pub fn points() -> Vec<(Caller, Build, u32, bool)> {
 /// serving the 528 queues for the whole run (so every point, the plain ones too, shares
 /// the GPU with the same sink).
 pub fn run(gpu: &Gpu, work: Work) -> Result<Vec<DormantPoint>, GpuError> {
-    if work.repetitions == 0 || work.fma_iters == 0 || work.stream_iters == 0 {
-        return Err(GpuError::Invalid(format!("dormant: {work:?}")));
-    }
+    work.check()?;
     let options = bench_options()?;
-    let modules = Build::ALL
+    let compiled = Build::ALL
         .iter()
-        .map(|&b| gpu.load_compiled(&compile_build(b, &options)?))
+        .map(|&b| compile_build(b, &options))
         .collect::<Result<Vec<_>, GpuError>>()?;
+    let modules = compiled
+        .iter()
+        .map(|c| gpu.load_compiled(c))
+        .collect::<Result<Vec<_>, GpuError>>()?;
+    let sms = gpu
+        .context()
+        .attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
+        .map_err(|e| GpuError::Invalid(format!("dormant: multiprocessor count: {e:?}")))?;
+    let wide_blocks = WIDE_BLOCKS_PER_SM * u32::try_from(sms).unwrap_or(0).max(1);
+    // One queue per block of the widest launch (its points send nothing, but a block's
+    // queue must exist for any launch).
+    let max_blocks = BLOCKS.max(wide_blocks);
     // SAFETY: benchmark queues on throw-away device memory: the dormant kernels post at
     // most a few messages to a sink that counts any stale WQE as a finding.
     let scope = unsafe { GpuFence::new() };
-    let qps = (0..BLOCKS)
+    let qps = (0..max_blocks)
         .map(|i| gpu_queue_pair(gpu, 0x1000 + i, 64, 64, 32, CqMode::Ring, scope))
         .collect::<Result<Vec<_>, _>>()?;
     let descs: Vec<_> = qps.iter().map(|q| *q.device_queue().raw()).collect();
@@ -230,7 +288,7 @@ pub fn run(gpu: &Gpu, work: Work) -> Result<Vec<DormantPoint>, GpuError> {
     // 2^24 float4 = 256 MiB, beyond the 50 MiB L2.
     let stream_len: u32 = 1 << 24;
     let input = gpu.device_buffer(16 * stream_len as usize)?;
-    let output = gpu.device_buffer(4 * (BLOCKS * THREADS) as usize)?;
+    let output = gpu.device_buffer(4 * (max_blocks * THREADS) as usize)?;
     let pts = points();
     let runs = pts.len() * work.repetitions as usize;
     // Per run: first start, last end, cycles, ns (4 words), status (8 bytes).
@@ -256,12 +314,10 @@ pub fn run(gpu: &Gpu, work: Work) -> Result<Vec<DormantPoint>, GpuError> {
     let sink = Sink::start(gpu, &refs, SINK_RETIRE, 0, 4, 128)?;
     let mut outcome = Ok(());
     'reps: for rep in 0..work.repetitions as usize {
-        for (i, &(caller, build, messages, wait)) in pts.iter().enumerate() {
+        for (i, &(caller, build, messages, wait, wide)) in pts.iter().enumerate() {
+            let blocks = if wide { wide_blocks } else { BLOCKS };
             let slot = clocks.addr() + (SLOT * (rep * pts.len() + i)) as u64;
-            let (fma, stream) = &functions[Build::ALL
-                .iter()
-                .position(|&b| b == build)
-                .expect("every build loaded")];
+            let (fma, stream) = &functions[build_index(build)];
             let common = [
                 KernelArg::U32(messages),
                 KernelArg::U32(u32::from(wait)),
@@ -282,7 +338,7 @@ pub fn run(gpu: &Gpu, work: Work) -> Result<Vec<DormantPoint>, GpuError> {
                     // block (queue pairs alive to the end of this function), the clock
                     // words and status lie in this run's slot of `clocks`; the sink's stop
                     // synchronizes the context before anything is dropped.
-                    unsafe { launch(gpu, fma, launch_config(BLOCKS, THREADS), &args) }
+                    unsafe { launch(gpu, fma, launch_config(blocks, THREADS), &args) }
                 }
                 Caller::Streaming => {
                     let mut args = vec![
@@ -296,10 +352,12 @@ pub fn run(gpu: &Gpu, work: Work) -> Result<Vec<DormantPoint>, GpuError> {
                     // u32 iters, u32 msgs, u32 wait, const DeviceQueueDescriptor* qs, u64*
                     // clocks, int* status): `input` holds stream_len float4 (every index is
                     // masked with stream_len - 1), the rest as for the compute caller.
-                    unsafe { launch(gpu, stream, launch_config(BLOCKS, THREADS), &args) }
+                    unsafe { launch(gpu, stream, launch_config(blocks, THREADS), &args) }
                 }
             };
-            let what = format!("dormant {caller:?} {build:?} {messages} messages wait {wait}");
+            let what = format!(
+                "dormant {caller:?} {build:?} {messages} messages wait {wait} {blocks} blocks"
+            );
             if let Err(e) = launched.and_then(|()| wait_stream(gpu, &what, HOST_WAIT_LIMIT)) {
                 outcome = Err(e);
                 break 'reps;
@@ -321,7 +379,8 @@ pub fn run(gpu: &Gpu, work: Work) -> Result<Vec<DormantPoint>, GpuError> {
     }
     let o = gpu.read_device(&clocks)?;
     let mut result = Vec::new();
-    for (i, &(caller, build, messages, wait)) in pts.iter().enumerate() {
+    for (i, &(caller, build, messages, wait, wide)) in pts.iter().enumerate() {
+        let blocks = if wide { wide_blocks } else { BLOCKS };
         let mut ns = Vec::new();
         let mut mhz = Vec::new();
         for rep in 0..work.repetitions as usize {
@@ -329,7 +388,7 @@ pub fn run(gpu: &Gpu, work: Work) -> Result<Vec<DormantPoint>, GpuError> {
             let status = word32(&o, at + 32)?;
             if status != 0 {
                 return Err(GpuError::Invalid(format!(
-                    "dormant {caller:?} {build:?} {messages} messages wait {wait}: status {status}"
+                    "dormant {caller:?} {build:?} {messages} messages wait {wait} {blocks} blocks: status {status}"
                 )));
             }
             ns.push(word64(&o, at + 8)?.saturating_sub(word64(&o, at)?));
@@ -338,6 +397,8 @@ pub fn run(gpu: &Gpu, work: Work) -> Result<Vec<DormantPoint>, GpuError> {
         result.push(DormantPoint {
             caller,
             build,
+            blocks,
+            registers: report(&compiled[build_index(build)].log, caller, build)?.registers,
             messages,
             wait,
             ns,
@@ -345,23 +406,37 @@ pub fn run(gpu: &Gpu, work: Work) -> Result<Vec<DormantPoint>, GpuError> {
             loss: 0.0,
         });
     }
-    for caller in Caller::ALL {
-        let best = |p: &DormantPoint| p.ns.iter().copied().min().unwrap_or(0);
-        let plain = result
-            .iter()
-            .find(|p| p.caller == caller && p.build == Build::Plain)
-            .map(best)
-            .unwrap_or(0);
-        for p in result.iter_mut().filter(|p| p.caller == caller) {
-            let t = best(p);
-            p.loss = if t == 0 {
-                0.0
-            } else {
-                1.0 - plain as f64 / t as f64
-            };
-        }
-    }
+    set_losses(&mut result);
     Ok(result)
+}
+
+fn build_index(build: Build) -> usize {
+    Build::ALL
+        .iter()
+        .position(|&b| b == build)
+        .expect("every build is in Build::ALL")
+}
+
+/// Each point's loss against the plain build of its caller at the same launch.
+fn set_losses(points: &mut [DormantPoint]) {
+    let best = |p: &DormantPoint| p.ns.iter().copied().min().unwrap_or(0);
+    let plains: Vec<(Caller, u32, u64)> = points
+        .iter()
+        .filter(|p| p.build == Build::Plain)
+        .map(|p| (p.caller, p.blocks, best(p)))
+        .collect();
+    for p in points.iter_mut() {
+        let plain = plains
+            .iter()
+            .find(|(c, b, _)| *c == p.caller && *b == p.blocks)
+            .map_or(0, |&(.., t)| t);
+        let t = best(p);
+        p.loss = if t == 0 || plain == 0 {
+            0.0
+        } else {
+            1.0 - plain as f64 / t as f64
+        };
+    }
 }
 
 #[cfg(test)]
@@ -371,18 +446,19 @@ mod tests {
     #[test]
     fn the_points_cover_the_figure() {
         let p = points();
-        // Per caller: plain, then per build with code: dormant, 3 counts sending, 3 waiting.
-        assert_eq!(p.len(), 2 * (1 + 2 * (1 + 3 + 3)));
+        // Per caller: plain, then per build with code: dormant, 3 counts sending, 3 waiting;
+        // then the streaming caller's wide launch in the three builds.
+        assert_eq!(p.len(), 2 * (1 + 2 * (1 + 3 + 3)) + 3);
         for caller in Caller::ALL {
-            let mine: Vec<_> = p.iter().filter(|x| x.0 == caller).collect();
-            assert_eq!(*mine[0], (caller, Build::Plain, 0, false));
+            let mine: Vec<_> = p.iter().filter(|x| x.0 == caller && !x.4).collect();
+            assert_eq!(*mine[0], (caller, Build::Plain, 0, false, false));
             assert_eq!(mine.iter().filter(|x| x.1 == Build::Plain).count(), 1);
             for build in [Build::Inlined, Build::Call] {
                 for m in MESSAGES {
                     for wait in [false, true] {
                         let n = mine
                             .iter()
-                            .filter(|x| **x == &(caller, build, m, wait))
+                            .filter(|x| **x == &(caller, build, m, wait, false))
                             .count();
                         assert_eq!(
                             n,
@@ -393,6 +469,59 @@ mod tests {
                 }
             }
         }
+        let wide: Vec<_> = p.iter().filter(|x| x.4).collect();
+        assert_eq!(
+            wide.iter().map(|x| (x.0, x.1, x.2)).collect::<Vec<_>>(),
+            Build::ALL.map(|b| (Caller::Streaming, b, 0))
+        );
+    }
+
+    #[test]
+    fn losses_compare_with_the_plain_build_of_the_same_launch() {
+        let point = |build, blocks, ns: u64| DormantPoint {
+            caller: Caller::Streaming,
+            build,
+            blocks,
+            registers: 0,
+            messages: 0,
+            wait: false,
+            ns: vec![ns, ns + 10],
+            sm_mhz: vec![],
+            loss: f64::NAN,
+        };
+        let mut p = vec![
+            point(Build::Plain, 528, 100),
+            point(Build::Inlined, 528, 125),
+            point(Build::Plain, 1056, 200),
+            point(Build::Call, 1056, 250),
+        ];
+        set_losses(&mut p);
+        for (x, want) in p.iter().zip([0.0, 0.2, 0.0, 0.2]) {
+            assert!(
+                (x.loss - want).abs() < 1e-12,
+                "{} blocks {:?}: {}",
+                x.blocks,
+                x.build,
+                x.loss
+            );
+        }
+    }
+
+    #[test]
+    fn work_that_would_overflow_the_segment_bounds_is_refused() {
+        assert!(Work::default().check().is_ok());
+        let big = Work {
+            fma_iters: u32::MAX / 16,
+            ..Work::default()
+        };
+        let e = big.check().unwrap_err().to_string();
+        assert!(e.contains("fma_iters = 268435455"), "{e}");
+        assert!(Work {
+            repetitions: 0,
+            ..Work::default()
+        }
+        .check()
+        .is_err());
     }
 
     #[test]

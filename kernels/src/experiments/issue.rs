@@ -19,7 +19,8 @@ use super::{
     HOST_WAIT_LIMIT,
 };
 use crate::gpu::{Gpu, GpuError, KernelArg, KernelQueue};
-use crate::harness::{gpu_queue_pair, Sink, SINK_CHECK};
+use crate::harness::{compact_target, full_target, gpu_queue_pair, Sink, SINK_CHECK};
+use zerocopy::IntoBytes;
 
 /// Warm-up iterations before the timed ones.
 pub const WARMUP: u32 = 1000;
@@ -145,6 +146,196 @@ where
             word64(&o, (3 * n + 8) as usize)?,
         ),
         stale_wqes,
+    })
+}
+
+/// One operation's shape, for Table 3's rows and Figure 3's sweep (scope GpuFence).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub enum IssueShape {
+    /// An RC WRITE of this many inline bytes (1..=256), read from device memory.
+    Inline(u32),
+    /// An RC WRITE of this many bytes from one gather entry (the pointer form).
+    Pointer(u32),
+    /// A DC WRITE of 8 inline bytes, compact address vector.
+    DcCompact,
+    /// A DC WRITE of 8 inline bytes, full address vector.
+    DcFull,
+}
+
+impl IssueShape {
+    fn code(self) -> (u32, u32) {
+        match self {
+            Self::Inline(len) => (0, len),
+            Self::Pointer(len) => (1, len),
+            Self::DcCompact => (2, 8),
+            Self::DcFull => (3, 8),
+        }
+    }
+
+    /// The row's label.
+    pub fn label(self) -> String {
+        match self {
+            Self::Inline(len) => format!("RC WRITE, {len} B inline"),
+            Self::Pointer(len) => format!("RC WRITE, {len} B pointer (SGE)"),
+            Self::DcCompact => "DC WRITE, 8 B inline, compact AV".into(),
+            Self::DcFull => "DC WRITE, 8 B inline, full AV".into(),
+        }
+    }
+}
+
+/// Inline payload lengths of Figure 3's sweep.
+pub const INLINE_SWEEP: [u32; 9] = [8, 16, 32, 48, 64, 96, 128, 192, 256];
+
+/// The shapes run: Table 3's pointer WRITE beside the 8 B inline one, the inline sweep and
+/// the pointer form at each of its lengths, and DC with either address vector.
+pub fn shapes() -> Vec<IssueShape> {
+    let mut v: Vec<IssueShape> = INLINE_SWEEP
+        .iter()
+        .map(|&l| IssueShape::Inline(l))
+        .collect();
+    v.extend(INLINE_SWEEP.iter().map(|&l| IssueShape::Pointer(l)));
+    v.extend([IssueShape::DcCompact, IssueShape::DcFull]);
+    v
+}
+
+/// One shape, typed and raw.
+#[derive(Clone, Debug, Serialize)]
+pub struct ShapeResult {
+    /// The shape.
+    pub shape: IssueShape,
+    /// Timed iterations per kernel.
+    pub iterations: u32,
+    /// Through the device library (`ibgda_issue_shape_GpuFence`).
+    pub typed: IssueRun,
+    /// Hand-written (`ibgda_raw_issue_shape_GpuFence`).
+    pub raw: IssueRun,
+}
+
+impl ShapeResult {
+    /// typed / raw of the p50 issue cycles.
+    pub fn typed_over_raw(&self) -> f64 {
+        let t = Summary::of(&self.typed.issue_cycles).p50 as f64;
+        let r = Summary::of(&self.raw.issue_cycles).p50.max(1) as f64;
+        t / r
+    }
+}
+
+fn one_shape(
+    gpu: &Gpu,
+    shape: IssueShape,
+    raw: bool,
+    iters: u32,
+) -> Result<(IssueRun, Vec<u8>), GpuError> {
+    let (code, len) = shape.code();
+    if iters == 0 || len == 0 || len > 256 {
+        return Err(GpuError::Invalid(format!(
+            "issue shape {shape:?}: {iters} iterations"
+        )));
+    }
+    // SAFETY: a benchmark queue on throw-away device memory, executed only by the sink,
+    // which checks every WQE it reads.
+    let qp = gpu_queue_pair(gpu, 0x78, 64, 64, 32, CqMode::Ring, unsafe {
+        GpuFence::new()
+    })?;
+    let q = qp.device_queue();
+    let n = 8 * u64::from(iters);
+    let out = gpu.device_buffer((3 * n + 16 + 8) as usize)?;
+    let payload: Vec<u8> = (0..256u32)
+        .map(|i| (i as u8).wrapping_mul(37) ^ 0x5a)
+        .collect();
+    let payload = gpu.device_buffer_from(&payload)?;
+    let mut av = [0u8; 48];
+    match shape {
+        IssueShape::DcCompact => av[..16].copy_from_slice(compact_target(1).segment().as_bytes()),
+        IssueShape::DcFull => av.copy_from_slice(full_target(2).segment().as_bytes()),
+        _ => {}
+    }
+    let av = gpu.device_buffer_from(&av)?;
+    let sink = Sink::start(gpu, &[&qp], SINK_CHECK, 0, 1, 1)?;
+    let base = out.addr();
+    let args = [
+        KernelArg::Queue(KernelQueue::new(&q).into()),
+        KernelArg::U32(code),
+        KernelArg::U32(len),
+        KernelArg::U32(WARMUP),
+        KernelArg::U32(iters),
+        KernelArg::U64(0x7000_0000),
+        KernelArg::U32(0x99),
+        KernelArg::U64(0x7100_0000),
+        KernelArg::U32(0x55),
+        KernelArg::U64(payload.addr()),
+        KernelArg::U64(av.addr()),
+        KernelArg::U64(base),
+        KernelArg::U64(base + n),
+        KernelArg::U64(base + 2 * n),
+        KernelArg::U64(base + 3 * n),
+        KernelArg::U64(base + 3 * n + 16),
+    ];
+    let name = if raw {
+        "ibgda_raw_issue_shape_GpuFence"
+    } else {
+        "ibgda_issue_shape_GpuFence"
+    };
+    // SAFETY: (DeviceQueueDescriptor, u32 shape, u32 len, u32 warmup, u32 iters, u64
+    // raddr, u32 rkey, u64 laddr, u32 lkey, const u8* payload, av, u64*, u64*, u64*,
+    // u64*, int*): the arguments above; the payload buffer holds the 256 bytes the longest
+    // inline shape reads, `av` the 48 bytes of the full address vector, the outputs lie in
+    // `out`, all alive past the sink's stop; the sink never dereferences laddr or raddr.
+    let launched = unsafe { gpu.launch_raw(raw, name, launch_config(1, 1), false, &args) };
+    let synced = launched.and_then(|()| wait_stream(gpu, name, HOST_WAIT_LIMIT));
+    if let Err(e) = &synced {
+        if super::gpu_hung(e) {
+            std::mem::forget(sink);
+            std::mem::forget((qp, out, payload, av));
+            return Err(e.clone());
+        }
+    }
+    let (stats, _) = sink.stop()?;
+    synced?;
+    let o = gpu.read_device(&out)?;
+    let status = word32(&o, (3 * n + 16) as usize)?;
+    if status != 0 || stats.bad_wqes + stats.bad_doorbells != 0 {
+        return Err(GpuError::Invalid(format!(
+            "{name} {shape:?}: status {status}, sink {stats:?}"
+        )));
+    }
+    let col = |k: u64| -> Result<Vec<u64>, GpuError> {
+        (0..u64::from(iters))
+            .map(|i| word64(&o, (k * n + 8 * i) as usize))
+            .collect()
+    };
+    let ring = gpu.read_send_ring(&q)?;
+    Ok((
+        IssueRun {
+            issue_ns: col(0)?,
+            issue_cycles: col(1)?,
+            put_c_ns: col(2)?,
+            sm_mhz: sm_mhz(
+                word64(&o, (3 * n) as usize)?,
+                word64(&o, (3 * n + 8) as usize)?,
+            ),
+            stale_wqes: 0,
+        },
+        ring,
+    ))
+}
+
+/// One shape typed then raw; both must leave byte-identical rings (the same WQEs at the
+/// same indices: both post `WARMUP + iters` WQEs of the shape from a fresh queue).
+pub fn run_shape(gpu: &Gpu, shape: IssueShape, iters: u32) -> Result<ShapeResult, GpuError> {
+    let (typed, typed_ring) = one_shape(gpu, shape, false, iters)?;
+    let (raw, raw_ring) = one_shape(gpu, shape, true, iters)?;
+    if let Some(at) = typed_ring.iter().zip(&raw_ring).position(|(a, b)| a != b) {
+        return Err(GpuError::Invalid(format!(
+            "issue shape {shape:?}: typed and raw rings differ at byte {at} (typed {:#04x}, raw {:#04x})",
+            typed_ring[at], raw_ring[at]
+        )));
+    }
+    Ok(ShapeResult {
+        shape,
+        iterations: iters,
+        typed,
+        raw,
     })
 }
 

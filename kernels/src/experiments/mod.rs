@@ -31,7 +31,7 @@ use serde::Serialize;
 use ibgda::order::{GpuFence, OrderingScope, Unordered};
 
 use crate::gpu::{CompileOptions, Gpu, GpuError, KernelArg};
-use crate::nvrtc::{compile, Compiled, Program};
+use crate::nvrtc::{compile, compile_source_with, Compiled, Program};
 
 pub mod completion;
 pub mod dormant;
@@ -126,6 +126,21 @@ impl BenchProgram {
     /// kernel fully loaded (a launch beside the running sink must not wait for it).
     pub fn load(gpu: &Gpu) -> Result<Self, GpuError> {
         let compiled = compile(Program::BenchExperiments, gpu.options())?;
+        let functions = gpu.load_compiled(&compiled)?;
+        Ok(Self {
+            functions,
+            compiled,
+        })
+    }
+
+    /// As [`BenchProgram::load`], with the device library's frontier wait (the shared
+    /// protocol's in-order publication) backing off `ns` between polls
+    /// (`IBGDA_FRONTIER_BACKOFF_NS`): the variant the rate experiment measures beside the
+    /// default, in the same run.
+    pub fn load_with_frontier_backoff(gpu: &Gpu, ns: u32) -> Result<Self, GpuError> {
+        let p = Program::BenchExperiments;
+        let define = format!("-DIBGDA_FRONTIER_BACKOFF_NS={ns}u");
+        let compiled = compile_source_with(p.name(), p.source(), gpu.options(), &[], &[&define])?;
         let functions = gpu.load_compiled(&compiled)?;
         Ok(Self {
             functions,

@@ -21,7 +21,9 @@ use super::{
     HOST_WAIT_LIMIT,
 };
 use crate::gpu::{Gpu, GpuError, KernelArg};
-use crate::harness::{descriptor_array, gpu_queue_pair, Sink, SinkMode, SINK_CHECK, SINK_RETIRE};
+use crate::harness::{
+    descriptor_array, gpu_queue_pair, sink_capacity, Sink, SinkMode, SINK_CHECK, SINK_RETIRE,
+};
 
 /// How threads publish their WQEs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -32,6 +34,14 @@ pub enum Publication {
     PerThread,
     /// The shared protocol, one reservation and publication per warp of 32 WQEs.
     PerWarp,
+    /// As [`Publication::PerThread`], the lanes of a warp calling together grouped
+    /// (`post_write_inline8_thread_grouped`: one reservation and one hand-off per group, a
+    /// doorbell at every multiple of the batch crossed).
+    PerThreadGrouped,
+    /// As [`Publication::PerWarp`], each round's reservation made one round ahead
+    /// (`post_write_inline8_warp_ahead`: the atomic's round trip under the previous
+    /// round's stores and doorbell).
+    PerWarpAhead,
 }
 
 impl Publication {
@@ -40,7 +50,13 @@ impl Publication {
             Self::Exclusive => 0,
             Self::PerThread => 1,
             Self::PerWarp => 2,
+            Self::PerWarpAhead => 3,
+            Self::PerThreadGrouped => 4,
         }
+    }
+
+    fn shared(self) -> bool {
+        !matches!(self, Self::Exclusive)
     }
 }
 
@@ -71,7 +87,10 @@ impl RateConfig {
     pub fn total_wqes(&self) -> u64 {
         match self.publication {
             Publication::Exclusive => u64::from(self.queues) * u64::from(self.rounds),
-            Publication::PerThread | Publication::PerWarp => {
+            Publication::PerThread
+            | Publication::PerThreadGrouped
+            | Publication::PerWarp
+            | Publication::PerWarpAhead => {
                 u64::from(self.blocks) * u64::from(self.threads) * u64::from(self.rounds)
             }
         }
@@ -104,12 +123,11 @@ impl RateConfig {
                 "{threads} threads for {} exclusive queues",
                 self.queues
             )),
-            Publication::PerThread | Publication::PerWarp if self.threads % 32 != 0 => bad(
-                format!("{} threads per block, not whole warps", self.threads),
-            ),
-            Publication::PerThread | Publication::PerWarp if self.share == 0 => {
-                bad("share 0".into())
-            }
+            p if p.shared() && self.threads % 32 != 0 => bad(format!(
+                "{} threads per block, not whole warps",
+                self.threads
+            )),
+            p if p.shared() && self.share == 0 => bad("share 0".into()),
             _ => Ok(()),
         }
     }
@@ -184,7 +202,7 @@ where
     Ok(RateQueues { qps, arr, out })
 }
 
-/// Runs one configuration.
+/// Runs one configuration against the sink's retire mode.
 pub fn run<S>(
     gpu: &Gpu,
     program: &BenchProgram,
@@ -211,7 +229,10 @@ where
     run_with_sink(gpu, program, scope, config, SINK_CHECK)
 }
 
-fn run_with_sink<S>(
+/// Runs one configuration against the sink in `sink_mode`: [`SINK_RETIRE`] (what [`run`]
+/// does), [`SINK_CHECK`] ([`run_checked`]), or `SinkMode::RetireBefore` for the same-run
+/// comparison with the retiring sink as it was before its per-doorbell cost was cut.
+pub fn run_with_sink<S>(
     gpu: &Gpu,
     program: &BenchProgram,
     scope: S,
@@ -297,6 +318,99 @@ where
         never_wraps: config.never_wraps(),
         stale_wqes,
     })
+}
+
+/// Queue counts of the sink capacity row: every rate row's queue count is among them.
+pub const SINK_CAPACITY_QUEUES: [u32; 5] = [1, 16, 32, 64, 128];
+/// Doorbells per queue of the sink capacity row.
+pub const SINK_CAPACITY_DOORBELLS: u32 = 20_000;
+
+/// The sink alone (no producer) over `queues` queues of the rate rows' shape, one sink
+/// thread per queue as the rate rows launch it: doorbells it processes per second.
+#[derive(Clone, Debug, Serialize)]
+pub struct SinkCapacityRow {
+    /// "Retire" (as the rate rows run it) or "RetireBefore" (as it was).
+    pub mode: String,
+    /// Queues (one sink thread each).
+    pub queues: u32,
+    /// Doorbells per queue.
+    pub doorbells: u32,
+    /// WQEBBs per doorbell (the retire mode's cost does not depend on it).
+    pub batch: u32,
+    /// Per queue's thread: doorbells per second, slowest queue.
+    pub doorbells_per_s_per_queue: f64,
+    /// Over all queues: doorbells per second (each queue's rate summed).
+    pub doorbells_per_s: f64,
+    /// ns per doorbell of the slowest queue.
+    pub ns_per_doorbell: f64,
+}
+
+/// Measures the sink's capacity over `queues` fresh queues in `mode`.
+pub fn sink_capacity_row(
+    gpu: &Gpu,
+    queues: u32,
+    mode: SinkMode,
+    doorbells: u32,
+) -> Result<SinkCapacityRow, GpuError> {
+    let config = config(Publication::Exclusive, queues, 1, queues, 1, 32, 1);
+    // SAFETY: fresh benchmark queues on throw-away device memory, written and executed
+    // only by the capacity kernel.
+    let RateQueues { qps, .. } = rate_queues(gpu, &config, unsafe { GpuFence::new() })?;
+    let refs: Vec<_> = qps.iter().collect();
+    let c = sink_capacity(gpu, &refs, mode, config.batch, doorbells)?;
+    let expected = u64::from(doorbells) * u64::from(queues);
+    if c.stats.doorbells != expected || c.stats.cqes != expected || c.stats.bad_wqes != 0 {
+        return Err(GpuError::Invalid(format!(
+            "sink capacity {mode:?} over {queues} queues: {:?}, {expected} doorbells expected",
+            c.stats
+        )));
+    }
+    let slowest = c.ns.iter().copied().max().unwrap_or(0).max(1);
+    let per_queue: Vec<f64> =
+        c.ns.iter()
+            .map(|&ns| f64::from(doorbells) * 1e9 / ns.max(1) as f64)
+            .collect();
+    Ok(SinkCapacityRow {
+        mode: format!("{mode:?}"),
+        queues,
+        doorbells,
+        batch: config.batch,
+        doorbells_per_s_per_queue: f64::from(doorbells) * 1e9 / slowest as f64,
+        doorbells_per_s: per_queue.iter().sum(),
+        ns_per_doorbell: slowest as f64 / f64::from(doorbells),
+    })
+}
+
+/// The sink capacity rows: every queue count of [`SINK_CAPACITY_QUEUES`], the sink as the
+/// rate rows run it and as it was before.
+pub fn sink_capacity_rows(gpu: &Gpu, doorbells: u32) -> Result<Vec<SinkCapacityRow>, GpuError> {
+    let mut rows = Vec::new();
+    for mode in [SinkMode::Retire, SinkMode::RetireBefore] {
+        for q in SINK_CAPACITY_QUEUES {
+            rows.push(sink_capacity_row(gpu, q, mode, doorbells)?);
+        }
+    }
+    Ok(rows)
+}
+
+/// The most WQEs per second the sink (as `mode`) lets a rate row reach: its doorbells per
+/// second per queue at the row's queue count (the next larger count measured), times the
+/// row's queues and the WQEs per doorbell the row's sink saw. `None` without a matching
+/// capacity row or doorbell count.
+pub fn sink_bound_mwqe_per_s(
+    r: &RateResult,
+    capacity: &[SinkCapacityRow],
+    mode: &str,
+) -> Option<f64> {
+    if r.sink_doorbells == 0 {
+        return None;
+    }
+    let cap = capacity
+        .iter()
+        .filter(|c| c.mode == mode && c.queues >= r.config.queues)
+        .min_by_key(|c| c.queues)?;
+    let per_doorbell = r.wqes as f64 / r.sink_doorbells as f64;
+    Some(cap.doorbells_per_s_per_queue * f64::from(r.config.queues) * per_doorbell / 1e6)
 }
 
 /// Runs one configuration with scope `GpuFence` in a single launch: the producer blocks
@@ -533,10 +647,39 @@ pub fn table5(scale: u32) -> Vec<(&'static str, RateConfig)> {
             config(W, 16, 256, 16, 8, 32, 2_000 * s),
         ),
         (
-            "64 warps, 64 QPs, 64 SMs, per-warp, batch 32 (target 1000)",
+            "64 warps, 64 QPs, 64 SMs, per-warp, batch 32 (target 1500)",
             config(W, 64, 32, 64, 1, 32, 20_000 * s),
         ),
     ];
+    // Per thread, the lanes calling together grouped (a doorbell at every multiple of the
+    // batch: with batch 1, one per WQE).
+    use Publication::PerThreadGrouped as G;
+    v.push((
+        "32 threads, 1 QP, per-thread, batch 1, grouped",
+        config(G, 1, 32, 1, 1, 1, 1_000 * s),
+    ));
+    v.push((
+        "256 threads, 1 QP, per-thread, batch 32, grouped",
+        config(G, 1, 256, 1, 8, 32, 500 * s),
+    ));
+    // Each round's reservation one round ahead (the atomic under the previous round).
+    use Publication::PerWarpAhead as A;
+    v.push((
+        "32 threads, 1 QP, per-warp, batch 32, reserve ahead",
+        config(A, 1, 32, 1, 1, 32, 20_000 * s),
+    ));
+    v.push((
+        "256 threads, 1 QP, per-warp, batch 32, reserve ahead",
+        config(A, 1, 256, 1, 8, 32, 4_000 * s),
+    ));
+    v.push((
+        "64 warps, 64 QPs, 64 SMs, per-warp, batch 32, reserve ahead",
+        config(A, 64, 32, 64, 1, 32, 20_000 * s),
+    ));
+    v.push((
+        "128 warps, 128 QPs, 64 SMs x 2 warps, per-warp, batch 32, reserve ahead",
+        config(A, 64, 64, 128, 1, 32, 10_000 * s),
+    ));
     for b in [1u32, 2, 4, 8, 32, 64] {
         v.push((
             "batch sweep: 1 thread, 1 QP",
@@ -590,7 +733,7 @@ mod tests {
             && (c.blocks, c.threads, c.queues) == (1, 32, 1)));
         assert!(rows
             .iter()
-            .any(|(l, c)| l.contains("target 1000")
+            .any(|(l, c)| l.contains("target 1500")
                 && (c.blocks, c.threads, c.queues) == (64, 32, 64)));
     }
 
