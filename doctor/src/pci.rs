@@ -111,11 +111,17 @@ pub struct Distance {
     /// How many PCIe bridges the path between them crosses (0 when it leaves the host
     /// bridge: then the class says more).
     pub bridges: usize,
+    /// How many bridges both sit below (1: only the root port; more: a switch too).
+    pub shared: usize,
 }
 
 impl fmt::Display for Distance {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}: {}", self.class.label(), self.class.meaning())?;
+        let meaning = match self.class {
+            Class::Pxb if self.shared == 1 => "below the same root port",
+            class => class.meaning(),
+        };
+        write!(f, "{}: {meaning}", self.class.label())?;
         if self.class.off_the_cpu() {
             write!(
                 f,
@@ -142,7 +148,11 @@ pub fn distance(
             // Same node, or unknown nodes: at least different host bridges.
             _ => Class::Node,
         };
-        return Distance { class, bridges: 0 };
+        return Distance {
+            class,
+            bridges: 0,
+            shared: 0,
+        };
     }
     let common = a
         .bridges()
@@ -154,6 +164,7 @@ pub fn distance(
         return Distance {
             class: Class::Phb,
             bridges: 0,
+            shared: 0,
         };
     }
     // The bridges below the lowest common one on each side, and that one.
@@ -161,6 +172,7 @@ pub fn distance(
     Distance {
         class: if bridges <= 1 { Class::Pix } else { Class::Pxb },
         bridges,
+        shared: common,
     }
 }
 
@@ -278,7 +290,8 @@ mod tests {
             d(GPU0, MLX5_0, Some(0), Some(0)),
             Distance {
                 class: Class::Pxb,
-                bridges: 3
+                bridges: 3,
+                shared: 2
             }
         );
         // Below a second-level switch of the same switch.
@@ -289,9 +302,17 @@ mod tests {
             d(GPU4, MLX5_4, Some(1), Some(1)),
             Distance {
                 class: Class::Pix,
-                bridges: 1
+                bridges: 1,
+                shared: 2
             }
         );
+        // Below one root port, in different switches: through the root port only.
+        let other_switch =
+            "/sys/devices/pci0000:15/0000:15:01.0/0000:20:00.0/0000:21:00.0/0000:22:00.0";
+        let d = d(GPU0, other_switch, Some(0), Some(0));
+        assert_eq!((d.class, d.bridges, d.shared), (Class::Pxb, 5, 1));
+        assert_eq!(d.to_string(), "PXB: below the same root port, 5 bridges");
+        let d = |a, b, na, nb| distance(&at(a), &at(b), na, nb);
         // Another root port of the same host bridge.
         assert_eq!(d(GPU0, MLX5_3, Some(0), Some(0)).class, Class::Phb);
         // Another host bridge, same socket; unknown nodes count as that too.
