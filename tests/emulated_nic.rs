@@ -16,6 +16,7 @@
 //! it.
 
 mod case_report;
+mod emulator_path;
 
 use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
@@ -34,6 +35,8 @@ use ibgda::nic::prm::{opcode, CommandStatus, PrmError, ServiceType};
 use ibgda::nic::{Device, MemoryAccess, NicError, QueueSpec};
 use ibgda::queue::{PollError, WaitError};
 use ibgda::wqe::{RdmaWrite, RingSize};
+
+use emulator_path::{emulator_dir, library_path};
 
 /// Set in a child process: the case it runs.
 const CHILD_ENV: &str = "IBGDA_EMULATED_NIC_CASE";
@@ -1294,16 +1297,6 @@ fn versions_match_rdma_core(_: &Path) -> Result<Option<String>, String> {
     Ok(None)
 }
 
-/// Where the emulated libraries are.
-fn emulator_dir() -> Option<PathBuf> {
-    if let Some(dir) = std::env::var_os("IBGDA_EMU_LIB_DIR") {
-        return Some(PathBuf::from(dir));
-    }
-    // <target>/release/deps/emulated_nic-*: the libraries are at <target>/emu/lib.
-    let exe = std::env::current_exe().ok()?;
-    Some(exe.parent()?.parent()?.parent()?.join("emu/lib"))
-}
-
 fn child(name: &str) -> ExitCode {
     // The libraries loaded must be the emulator's.
     // SAFETY: loading the libibverbs.so.1 the loader finds runs its initialisers only.
@@ -1331,16 +1324,6 @@ fn child(name: &str) -> ExitCode {
             ExitCode::FAILURE
         }
     }
-}
-
-/// `dir` first on the loader path.
-fn library_path(dir: &Path) -> std::ffi::OsString {
-    let mut path = dir.as_os_str().to_owned();
-    if let Some(old) = std::env::var_os("LD_LIBRARY_PATH").filter(|p| !p.is_empty()) {
-        path.push(":");
-        path.push(old);
-    }
-    path
 }
 
 /// Waits for `child`, killing it after [`CHILD_TIMEOUT`].
@@ -1410,47 +1393,14 @@ fn main() -> ExitCode {
     if let Ok(name) = std::env::var(CHILD_ENV) {
         return child(&name);
     }
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    let cases = cases();
-    if args.iter().any(|a| a == "--list") {
-        for case in &cases {
-            println!("{}: test", case.name);
-        }
-        return ExitCode::SUCCESS;
-    }
-    let filters: Vec<&String> = args.iter().filter(|a| !a.starts_with('-')).collect();
-    let selected: Vec<&Case> = cases
-        .iter()
-        .filter(|c| filters.is_empty() || filters.iter().any(|f| c.name.contains(f.as_str())))
-        .collect();
-    println!("emulated_nic: the mlx5 backend and rdma-core's tools on the emulated ConnectX");
-    println!("\nrunning {} tests", selected.len());
-    let dir = emulator_dir().filter(|d| d.join("libibverbs.so.1").is_file());
+    let dir = emulator_dir();
     let required = std::env::var("IBGDA_REQUIRE_EMU").is_ok_and(|v| v == "1");
-    let (mut passed, mut failed, mut ignored) = (0, 0, 0);
     let scratch = std::env::temp_dir().join(format!("ibgda-emulated-nic-{}", std::process::id()));
-    for case in selected {
-        match run_case(case, dir.as_deref(), &scratch) {
-            Ok(None) => {
-                passed += 1;
-                println!("test {} ... ok", case.name);
-            }
-            Ok(Some(reason)) if !required => {
-                ignored += 1;
-                println!("test {} ... ignored, {reason}", case.name);
-            }
-            Ok(Some(reason)) => {
-                failed += 1;
-                println!(
-                    "test {} ... FAILED\n    IBGDA_REQUIRE_EMU=1 but {reason}",
-                    case.name
-                );
-            }
-            Err(why) => {
-                failed += 1;
-                println!("test {} ... FAILED\n    {why}", case.name);
-            }
-        }
-    }
-    case_report::summary(passed, failed, ignored)
+    case_report::run_selected(
+        "emulated_nic: the mlx5 backend and rdma-core's tools on the emulated ConnectX",
+        &cases(),
+        |c| c.name,
+        required.then_some("IBGDA_REQUIRE_EMU=1"),
+        |case| run_case(case, dir.as_deref(), &scratch),
+    )
 }

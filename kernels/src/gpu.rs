@@ -368,17 +368,7 @@ impl Gpu {
     /// `cuFuncLoad` (CUDA 12.4+) and checked with `cuFuncIsLoaded`. The process
     /// environment is never read for this nor written.
     pub fn open_with(ordinal: usize, options: &CompileOptions) -> Result<Self, GpuError> {
-        if !driver_present() {
-            return Err(GpuError::DriverMissing);
-        }
-        result::init()?;
-        let count = result::device::get_count()?;
-        if i32::try_from(ordinal).map_or(true, |o| o >= count) {
-            return Err(GpuError::Driver(format!(
-                "no GPU {ordinal} ({count} present)"
-            )));
-        }
-        let ctx = CudaContext::new(ordinal)?;
+        let ctx = Self::new_context(ordinal)?;
         let compiled: Vec<Compiled> = Program::ALL
             .iter()
             .map(|&p| compile(p, options))
@@ -389,6 +379,32 @@ impl Gpu {
         };
         let kernels = load(&compiled[0])?;
         let raw = load(&compiled[1])?;
+        Self::with_streams(ctx, kernels, raw, *options, compiled)
+    }
+
+    /// Opens GPU `ordinal` without compiling or loading any program (NVRTC is not
+    /// needed): for memory, host registrations and NIC access only (the DMA-BUF export and
+    /// doorbell mapping of [`CudaNicAccess`](crate::nic::CudaNicAccess)), as a host check
+    /// uses it. [`Gpu::function`] and [`Gpu::raw_function`] find no kernel on it.
+    pub fn open_without_programs(ordinal: usize) -> Result<Self, GpuError> {
+        let ctx = Self::new_context(ordinal)?;
+        Self::with_streams(
+            ctx,
+            HashMap::new(),
+            HashMap::new(),
+            CompileOptions::new(),
+            Vec::new(),
+        )
+    }
+
+    /// The GPU of `ctx` with its two streams and the programs loaded in it.
+    fn with_streams(
+        ctx: Arc<CudaContext>,
+        kernels: HashMap<String, CudaFunction>,
+        raw: HashMap<String, CudaFunction>,
+        options: CompileOptions,
+        compiled: Vec<Compiled>,
+    ) -> Result<Self, GpuError> {
         let stream = ctx.new_stream()?;
         let side_stream = ctx.new_stream()?;
         Ok(Self {
@@ -397,9 +413,25 @@ impl Gpu {
             side_stream,
             kernels,
             raw,
-            options: *options,
+            options,
             compiled,
         })
+    }
+
+    /// The context of GPU `ordinal`, after checking that the driver is present (cudarc
+    /// panics without it) and that the GPU exists.
+    fn new_context(ordinal: usize) -> Result<Arc<CudaContext>, GpuError> {
+        if !driver_present() {
+            return Err(GpuError::DriverMissing);
+        }
+        result::init()?;
+        let count = result::device::get_count()?;
+        if i32::try_from(ordinal).map_or(true, |o| o >= count) {
+            return Err(GpuError::Driver(format!(
+                "no GPU {ordinal} ({count} present)"
+            )));
+        }
+        Ok(CudaContext::new(ordinal)?)
     }
 
     /// The options the programs were compiled with.

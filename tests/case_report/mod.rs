@@ -1,7 +1,63 @@
-//! The summary line of the test binaries that run their cases themselves (harness =
-//! false), in libtest's format, so that `cargo test` output reads the same.
+//! The test binaries that run their cases themselves (harness = false): the selection of
+//! cases from the command line, each outcome and the summary line in libtest's format, so
+//! that `cargo test` output reads the same.
 
 use std::process::ExitCode;
+
+/// How one case ended: `Ok(None)` passed, `Ok(Some(why))` could not run here, `Err(why)`
+/// failed.
+pub type CaseResult = Result<Option<String>, String>;
+
+/// Runs the cases the command line selects (`--list` lists them; each argument not
+/// starting with `-` keeps the cases whose name contains it), printing each outcome as
+/// libtest does. A case that cannot run is ignored, unless `required` names the setting
+/// that demands it (`IBGDA_REQUIRE_EMU=1`): then it fails. Returns the summary's exit code.
+#[allow(dead_code)] // not every binary including this module runs its cases through it
+pub fn run_selected<T>(
+    title: &str,
+    cases: &[T],
+    name: impl Fn(&T) -> &str,
+    required: Option<&str>,
+    mut run: impl FnMut(&T) -> CaseResult,
+) -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    if args.iter().any(|a| a == "--list") {
+        for case in cases {
+            println!("{}: test", name(case));
+        }
+        return ExitCode::SUCCESS;
+    }
+    let filters: Vec<&String> = args.iter().filter(|a| !a.starts_with('-')).collect();
+    let selected: Vec<&T> = cases
+        .iter()
+        .filter(|c| filters.is_empty() || filters.iter().any(|f| name(c).contains(f.as_str())))
+        .collect();
+    println!("{title}");
+    println!("\nrunning {} tests", selected.len());
+    let (mut passed, mut failed, mut ignored) = (0, 0, 0);
+    for case in selected {
+        let case_name = name(case);
+        match (run(case), required) {
+            (Ok(None), _) => {
+                passed += 1;
+                println!("test {case_name} ... ok");
+            }
+            (Ok(Some(reason)), None) => {
+                ignored += 1;
+                println!("test {case_name} ... ignored, {reason}");
+            }
+            (Ok(Some(reason)), Some(setting)) => {
+                failed += 1;
+                println!("test {case_name} ... FAILED\n    {setting} but {reason}");
+            }
+            (Err(why), _) => {
+                failed += 1;
+                println!("test {case_name} ... FAILED\n    {why}");
+            }
+        }
+    }
+    summary(passed, failed, ignored)
+}
 
 /// Prints libtest's summary line for the counts and returns the exit code they give.
 pub fn summary(passed: usize, failed: usize, ignored: usize) -> ExitCode {

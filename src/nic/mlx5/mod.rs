@@ -137,6 +137,13 @@ impl Mlx5Device {
         }
     }
 
+    /// Every entry point the backend looks up that the loaded `libmlx5.so.1` lacks (empty
+    /// when it has them all). Only `mlx5dv_devx_umem_reg_ex` is optional: without it GPU
+    /// memory is registered through peer memory, never by DMA-BUF.
+    pub fn missing_entry_points() -> Result<Vec<&'static str>, Mlx5Error> {
+        Ok(dv::Libraries::get()?.missing())
+    }
+
     /// The device's name (`mlx5_0`).
     pub fn name(&self) -> &str {
         &self.ctx.name
