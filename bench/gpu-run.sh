@@ -15,6 +15,10 @@
 #   bash bench/gpu-run.sh proxy   runs only `ibgda-bench proxy` (GPU producers) into
 #                                 $OUT/bench-proxy (results.json, proxy-raw.json, plots).
 #   bash bench/gpu-run.sh peers   runs only `ibgda-bench peers` into $OUT/bench.
+#   bash bench/gpu-run.sh moe     runs only `ibgda-bench moe` (the MoE dispatch and combine,
+#                                 device API against builders, BF16 and FP8, over the CUDA
+#                                 software NIC) into $OUT/bench-moe (results.json,
+#                                 moe-raw.json, moe.png/svg).
 #   bash bench/gpu-run.sh one     the GPU path's run in ONE device call (about 6 minutes,
 #                                 at most 7.5): the posting paths' GPU tests
 #                                 (.gpu/gpu-tests: device WQE bytes, shared and warp-ahead
@@ -39,6 +43,7 @@ set -uo pipefail
 what=${1:-all}
 out=${OUT:-gpu-out}/bench
 [[ $what == proxy ]] && out=${OUT:-gpu-out}/bench-proxy
+[[ $what == moe ]] && out=${OUT:-gpu-out}/bench-moe
 mkdir -p "$out"
 for d in /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib /usr/lib/x86_64-linux-gnu; do
     if [[ -e $d/libnvrtc.so.13 ]]; then export IBGDA_NVRTC_DIR=$d; break; fi
@@ -89,6 +94,14 @@ if [[ $what == proxy ]]; then
     timeout 240 .gpu/ibgda-bench --no-progress --out "$out" proxy 2>&1 | tee "$out/ibgda-bench-proxy.log"
     e=${PIPESTATUS[0]}
     echo "== ibgda-bench proxy: exit $e (2: a row failed or no GPU, 124: timed out)"
+    ls -l "$out"
+    [[ $e == 0 ]] || exit 1
+    exit 0
+fi
+if [[ $what == moe ]]; then
+    timeout 300 .gpu/ibgda-bench --no-progress --out "$out" moe 2>&1 | tee "$out/ibgda-bench-moe.log"
+    e=${PIPESTATUS[0]}
+    echo "== ibgda-bench moe: exit $e (2: a check failed or the ratio missed its target, 124: timed out)"
     ls -l "$out"
     [[ $e == 0 ]] || exit 1
     exit 0

@@ -2,7 +2,9 @@
 //! wheels of `scripts/cuda-wheels.sh`, `$IBGDA_NVRTC_DIR`, or `/usr/local/cuda/lib64`).
 //!
 //! Without it the NVRTC tests report as ignored, unless `IBGDA_REQUIRE_NVRTC=1`, which
-//! makes this script fail (CI sets it). The crate itself never needs CUDA to build.
+//! makes this script fail (CI sets it). The crate itself never needs CUDA to build. A
+//! packaged crate (from the registry: no tests, no `scripts/`) skips both checks, which
+//! only serve this crate's own tests.
 //!
 //! It also compiles the CUDA software NIC's engine (`cuda/softnic.cuh`, portable C++) for
 //! the host with the system C++ compiler, so that the differential test against the CPU
@@ -63,6 +65,10 @@ fn main() {
     dirs.push(PathBuf::from("/usr/local/cuda/lib64"));
     let stamp = wheels.join(".stamp");
     println!("cargo::rerun-if-changed={}", stamp.display());
+    if !workspace.join("scripts/cuda-wheels.sh").is_file() {
+        // A packaged crate: its tests (the only users of these cfgs) are not in it.
+        return;
+    }
     find_peer_headers(&workspace);
     let found = dirs.iter().find(|d| d.join("libnvrtc.so.13").is_file());
     match found {
@@ -136,7 +142,9 @@ fn find_peer_headers(workspace: &Path) {
 }
 
 /// The host build of the CUDA software NIC's engine: `cuda/softnic_host.cpp` (which includes
-/// `cuda/softnic.cuh` and the generated `cuda/ibgda_layout.h`) as a static library.
+/// `cuda/softnic.cuh` and the generated `cuda/ibgda_layout.h`) as a static library, with
+/// the host build of the device API's planning and the device library's builders
+/// (`cuda/api_host.cpp`).
 ///
 /// `IBGDA_SKIP_HOST_ENGINE=1` leaves it out (`cfg(ibgda_no_host_engine)`: the host engine
 /// then refuses to start, so its tests fail rather than pass): only for regenerating a
@@ -152,6 +160,11 @@ fn build_host_engine() {
         "cuda/softnic_host.cpp",
         "cuda/softnic.cuh",
         "cuda/ibgda_layout.h",
+        "cuda/api_host.cpp",
+        "cuda/api_calls.cuh",
+        "cuda/ibgda_api.cuh",
+        "cuda/ibgda.cuh",
+        "cuda/host_shim.h",
     ] {
         println!("cargo::rerun-if-changed={f}");
     }
@@ -159,6 +172,10 @@ fn build_host_engine() {
         .cpp(true)
         .std("c++17")
         .file("cuda/softnic_host.cpp")
+        // The device API's planning and the device library's WQE builders, for the host
+        // (the byte comparison of every operation without a GPU).
+        .file("cuda/api_host.cpp")
+        .flag_if_supported("-Wno-unknown-pragmas")
         .include("cuda")
         .warnings(true)
         .extra_warnings(true)

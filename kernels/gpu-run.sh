@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs the prebuilt GPU test and benchmark binaries on the GPU machine (no cargo there).
 # Build here first (see kernels/README.md), copy into .gpu/, then through the device tool:
-#   bash kernels/gpu-run.sh [tests|user|sanitize|bench|profile|softnic|proxy|all]   (carry: .gpu)
+#   bash kernels/gpu-run.sh [tests|user|sanitize|bench|profile|softnic|proxy|api|all]   (carry: .gpu)
 # user: every kernel loaded at open under lazy loading, the user-kernel example
 # (examples/user_kernel) on the CUDA software NIC, and a kernel posting with another
 # scope than its descriptor's trapping (in a process of its own: the trap kills the context).
@@ -17,6 +17,11 @@
 # then `ibgda-bench proxy` with GPU producers through bench/gpu-run.sh (needs .gpu/ibgda-bench
 # and .gpu/lib as bench/gpu-run.sh says; results.json, proxy-raw.json and plots in
 # $OUT/bench-proxy).
+# api (not part of all): the device API (.gpu/api-gpu-tests from target/release/deps/api_gpu-*):
+# every operation's bytes per thread and per warp for every scope, every memory effect,
+# counters and flush on the CUDA software NIC behind the control plane, put_with_signal's
+# ordering, the deadline status; then the put_signal example and the MoE dispatch/combine
+# example (.gpu/put_signal, .gpu/moe: BF16 and --fp8, every byte checked).
 # Writes logs and raw numbers under $OUT (or ./gpu-out).
 set -uo pipefail
 what=${1:-all}
@@ -99,6 +104,17 @@ if [[ $what == softnic || $what == all ]]; then
     e=$?; [[ $e == 0 ]] || rc=1
     echo "== memcheck cuda_nic_replays_the_differential_streams: exit $e"
     grep -E "ERROR SUMMARY|test result|GPU engine" "$out/sanitize-memcheck-softnic.log"
+fi
+if [[ $what == api ]]; then
+    timeout 240 .gpu/api-gpu-tests --ignored --test-threads=1 --nocapture 2>&1 \
+        | tee "$out/api-gpu-tests.log" | grep -E "^test |test result|Rust builders|memory effect|never before|control|DEADLINE|panicked" || rc=1
+    grep -q "test result: ok. 4 passed" "$out/api-gpu-tests.log" || rc=1
+    timeout 60 .gpu/put_signal 2>&1 | tee "$out/put-signal.log" || rc=1
+    grep -q "then the bytes" "$out/put-signal.log" || rc=1
+    for format in "" --fp8; do
+        timeout 240 .gpu/moe $format 2>&1 | tee "$out/moe${format:+-fp8}.log" || rc=1
+        grep -q "device API / builders" "$out/moe${format:+-fp8}.log" || rc=1
+    done
 fi
 if [[ $what == proxy ]]; then
     timeout 60 .gpu/proxy-ptx-tests --nocapture > "$out/proxy-ptx-tests.log" 2>&1 || rc=1

@@ -14,6 +14,7 @@
 
 mod gpu;
 mod host;
+mod moe;
 mod paper;
 mod plot;
 mod proxy;
@@ -123,6 +124,14 @@ enum Command {
         #[arg(long, value_enum)]
         producers: Option<proxy::Producers>,
     },
+    /// A DeepEP-style low-latency MoE dispatch and combine (8 ranks emulated on one GPU,
+    /// 128 tokens each, hidden 7168, top-8 of 256 experts; BF16 and FP8), the device API
+    /// against the same kernels on the builders, over the CUDA software NIC. Needs a GPU.
+    Moe {
+        /// Timed iterations of each variant and format.
+        #[arg(long, default_value_t = 50)]
+        iterations: usize,
+    },
     /// Everything: CPU and GPU experiments and the proxy (GPU ones skipped with --quick,
     /// the proxy then with CPU producers).
     All,
@@ -165,7 +174,7 @@ fn run(cli: &Cli) -> Result<(Report, RawResults), BenchError> {
     let (cpu, gpu) = match cli.command {
         Command::HostPost | Command::Softnic { .. } | Command::Cpu => (true, false),
         Command::Gpu | Command::Peers { .. } => (false, true),
-        Command::Proxy { .. } => (false, false),
+        Command::Proxy { .. } | Command::Moe { .. } => (false, false),
         Command::All => (true, true),
         Command::Plot { .. } => unreachable!("handled above"),
     };
@@ -227,6 +236,20 @@ fn run(cli: &Cli) -> Result<(Report, RawResults), BenchError> {
                 report.failed = true;
             }
             Err(e) => return Err(e),
+        }
+    }
+    if let Command::Moe { iterations } = cli.command {
+        if cli.quick {
+            report.skipped.push(Skipped {
+                experiment: "moe".into(),
+                reason: "--quick runs only what needs no GPU".into(),
+            });
+        } else {
+            let (result, moe_raw) = moe::run(iterations)?;
+            report.failed |= result.failed();
+            report.gpu = Some(GpuInfo::probe());
+            report.moe = Some(result);
+            raw.push(("moe-raw.json", moe_raw));
         }
     }
     if gpu {
@@ -606,6 +629,9 @@ fn table(report: &Report) -> String {
     }
     if let Some(p) = &report.proxy {
         t.push_str(&proxy::table(p));
+    }
+    if let Some(m) = &report.moe {
+        t.push_str(&moe::table(m));
     }
     for s in &report.skipped {
         let _ = writeln!(t, "\nskipped {}: {}", s.experiment, s.reason);

@@ -420,6 +420,30 @@ pub fn render_report(report: &Report, dir: &Path) -> Result<Vec<PathBuf>, BenchE
     if let Some(p) = &report.proxy {
         files.extend(render_proxy(p, dir)?);
     }
+    if let Some(m) = &report.moe {
+        let groups = m
+            .rows
+            .iter()
+            .flat_map(|r| {
+                let phases = [
+                    ("dispatch", r.typed.dispatch_us.p50, r.raw.dispatch_us.p50),
+                    ("combine", r.typed.combine_us.p50, r.raw.combine_us.p50),
+                    ("total", r.typed.total_us.p50, r.raw.total_us.p50),
+                ];
+                phases.into_iter().map(move |(name, t, w)| {
+                    (format!("{} {name}", r.format), vec![Some(t), Some(w)])
+                })
+            })
+            .collect();
+        let bars = Bars {
+            title: "MoE dispatch and combine, 8 ranks on one GPU, CUDA software NIC's figures (not a ConnectX's)",
+            y_label: "µs (p50)",
+            series: &["device API", "builders (raw)"],
+            groups,
+            target: None,
+        };
+        files.extend(render_wide(dir, "moe", &bars)?);
+    }
     Ok(files)
 }
 

@@ -4,6 +4,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::gpu::{GpuResult, PeersResult};
 use crate::host::HostPostResult;
+use crate::moe::MoeBench;
 use crate::proxy::ProxyResult;
 use crate::softnic::SoftnicResult;
 
@@ -37,6 +38,9 @@ pub struct Report {
     /// The CPU proxy and the CPU-assisted doorbell on software NICs.
     #[serde(default)]
     pub proxy: Option<ProxyResult>,
+    /// The MoE dispatch and combine over the CUDA software NIC.
+    #[serde(default)]
+    pub moe: Option<MoeBench>,
     /// Experiments asked for but not run, with why.
     pub skipped: Vec<Skipped>,
     /// Whether an experiment asked for failed (it is listed in `skipped`).

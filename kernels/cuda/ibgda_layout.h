@@ -265,6 +265,36 @@ constexpr unsigned NIC_CQ_COLLAPSED = 0x1u;
 constexpr unsigned NIC_WRITE_COPY_CHUNK = 0x1000u;
 constexpr unsigned NIC_CQ_INDEX_MASK = 0xffffffu;
 
+/* Device API (cuda/ibgda_api.cuh): status codes (ibgda_kernels::api::DeviceStatus). */
+constexpr int STATUS_OK = 0x0;
+constexpr int STATUS_STRAY_COMPLETION = -0x100;
+constexpr int STATUS_WINDOW_BOUNDS = -0x201;
+constexpr int STATUS_BAD_PEER = -0x202;
+constexpr int STATUS_MISALIGNED = -0x203;
+constexpr int STATUS_BAD_LENGTH = -0x204;
+constexpr int STATUS_BAD_COUNTER = -0x205;
+constexpr int STATUS_SPIN_TIMEOUT = -0x400;
+constexpr int STATUS_DEADLINE = -0x402;
+/* wait_signal comparisons (ibgda_kernels::api::SignalCmp). */
+constexpr unsigned SIGNAL_CMP_EQ = 0x0u;
+constexpr unsigned SIGNAL_CMP_NE = 0x1u;
+constexpr unsigned SIGNAL_CMP_GE = 0x2u;
+constexpr unsigned SIGNAL_CMP_GT = 0x3u;
+constexpr unsigned SIGNAL_CMP_LE = 0x4u;
+constexpr unsigned SIGNAL_CMP_LT = 0x5u;
+/* Operations of ApiCall (ibgda_kernels::api::ApiOp). */
+constexpr unsigned API_OP_PUT = 0x0u;
+constexpr unsigned API_OP_PUT_VALUE = 0x1u;
+constexpr unsigned API_OP_GET = 0x2u;
+constexpr unsigned API_OP_ATOMIC_ADD = 0x3u;
+constexpr unsigned API_OP_FETCH_ADD = 0x4u;
+constexpr unsigned API_OP_COMPARE_SWAP = 0x5u;
+constexpr unsigned API_OP_PUT_WITH_SIGNAL = 0x6u;
+constexpr unsigned API_OP_SIGNAL = 0x7u;
+constexpr unsigned PUT_INLINE_MAX = 0x1cu;
+constexpr unsigned NO_COUNTER = 0xffffffffu;
+constexpr unsigned MAX_SEGMENT_BYTES = 0x7fffffffu;
+
 } /* namespace layout */
 
 /* ibgda::queue::DeviceQueueDescriptor: a queue pair as a kernel sees it (by value) */
@@ -708,5 +738,173 @@ static_assert(IBGDA_OFFSETOF(NicEngine, ns) == 96, "NicEngine.ns: offset");
 static_assert(sizeof(((NicEngine*)0)->ns) == 8, "NicEngine.ns: size");
 static_assert(IBGDA_OFFSETOF(NicEngine, stats) == 104, "NicEngine.stats: offset");
 static_assert(sizeof(((NicEngine*)0)->stats) == 96, "NicEngine.stats: size");
+
+/* ibgda::nic::DeviceWindowPeer: one peer's side of a window */
+struct alignas(8) DeviceWindowPeer {
+    unsigned long long base;
+    unsigned long long len;
+    unsigned int rkey;
+    unsigned int reserved;
+};
+static_assert(sizeof(DeviceWindowPeer) == 24, "DeviceWindowPeer: size");
+static_assert(alignof(DeviceWindowPeer) == 8, "DeviceWindowPeer: alignment");
+static_assert(IBGDA_OFFSETOF(DeviceWindowPeer, base) == 0, "DeviceWindowPeer.base: offset");
+static_assert(sizeof(((DeviceWindowPeer*)0)->base) == 8, "DeviceWindowPeer.base: size");
+static_assert(IBGDA_OFFSETOF(DeviceWindowPeer, len) == 8, "DeviceWindowPeer.len: offset");
+static_assert(sizeof(((DeviceWindowPeer*)0)->len) == 8, "DeviceWindowPeer.len: size");
+static_assert(IBGDA_OFFSETOF(DeviceWindowPeer, rkey) == 16, "DeviceWindowPeer.rkey: offset");
+static_assert(sizeof(((DeviceWindowPeer*)0)->rkey) == 4, "DeviceWindowPeer.rkey: size");
+static_assert(IBGDA_OFFSETOF(DeviceWindowPeer, reserved) == 20, "DeviceWindowPeer.reserved: offset");
+static_assert(sizeof(((DeviceWindowPeer*)0)->reserved) == 4, "DeviceWindowPeer.reserved: size");
+
+/* ibgda::nic::DeviceWindow: a window as a kernel sees it (by value) */
+struct alignas(8) DeviceWindow {
+    unsigned long long peers;
+    unsigned long long local_base;
+    unsigned long long local_len;
+    unsigned int n_peers;
+    unsigned int lkey;
+    unsigned int id;
+    unsigned int reserved;
+};
+static_assert(sizeof(DeviceWindow) == 40, "DeviceWindow: size");
+static_assert(alignof(DeviceWindow) == 8, "DeviceWindow: alignment");
+static_assert(IBGDA_OFFSETOF(DeviceWindow, peers) == 0, "DeviceWindow.peers: offset");
+static_assert(sizeof(((DeviceWindow*)0)->peers) == 8, "DeviceWindow.peers: size");
+static_assert(IBGDA_OFFSETOF(DeviceWindow, local_base) == 8, "DeviceWindow.local_base: offset");
+static_assert(sizeof(((DeviceWindow*)0)->local_base) == 8, "DeviceWindow.local_base: size");
+static_assert(IBGDA_OFFSETOF(DeviceWindow, local_len) == 16, "DeviceWindow.local_len: offset");
+static_assert(sizeof(((DeviceWindow*)0)->local_len) == 8, "DeviceWindow.local_len: size");
+static_assert(IBGDA_OFFSETOF(DeviceWindow, n_peers) == 24, "DeviceWindow.n_peers: offset");
+static_assert(sizeof(((DeviceWindow*)0)->n_peers) == 4, "DeviceWindow.n_peers: size");
+static_assert(IBGDA_OFFSETOF(DeviceWindow, lkey) == 28, "DeviceWindow.lkey: offset");
+static_assert(sizeof(((DeviceWindow*)0)->lkey) == 4, "DeviceWindow.lkey: size");
+static_assert(IBGDA_OFFSETOF(DeviceWindow, id) == 32, "DeviceWindow.id: offset");
+static_assert(sizeof(((DeviceWindow*)0)->id) == 4, "DeviceWindow.id: size");
+static_assert(IBGDA_OFFSETOF(DeviceWindow, reserved) == 36, "DeviceWindow.reserved: offset");
+static_assert(sizeof(((DeviceWindow*)0)->reserved) == 4, "DeviceWindow.reserved: size");
+
+/* ibgda_kernels::api::DeviceComm: a communicator as a kernel sees it (by value) */
+struct alignas(8) DeviceComm {
+    unsigned long long queues;
+    unsigned long long counters;
+    unsigned long long counter_slots;
+    unsigned long long scratch;
+    unsigned long long wait_ns;
+    unsigned int n_peers;
+    unsigned int rank;
+    unsigned int scope;
+    unsigned int scratch_lkey;
+    unsigned int n_counters;
+    unsigned int counter_capacity;
+    unsigned int inline_max;
+    unsigned int doorbell_batch;
+};
+static_assert(sizeof(DeviceComm) == 72, "DeviceComm: size");
+static_assert(alignof(DeviceComm) == 8, "DeviceComm: alignment");
+static_assert(IBGDA_OFFSETOF(DeviceComm, queues) == 0, "DeviceComm.queues: offset");
+static_assert(sizeof(((DeviceComm*)0)->queues) == 8, "DeviceComm.queues: size");
+static_assert(IBGDA_OFFSETOF(DeviceComm, counters) == 8, "DeviceComm.counters: offset");
+static_assert(sizeof(((DeviceComm*)0)->counters) == 8, "DeviceComm.counters: size");
+static_assert(IBGDA_OFFSETOF(DeviceComm, counter_slots) == 16, "DeviceComm.counter_slots: offset");
+static_assert(sizeof(((DeviceComm*)0)->counter_slots) == 8, "DeviceComm.counter_slots: size");
+static_assert(IBGDA_OFFSETOF(DeviceComm, scratch) == 24, "DeviceComm.scratch: offset");
+static_assert(sizeof(((DeviceComm*)0)->scratch) == 8, "DeviceComm.scratch: size");
+static_assert(IBGDA_OFFSETOF(DeviceComm, wait_ns) == 32, "DeviceComm.wait_ns: offset");
+static_assert(sizeof(((DeviceComm*)0)->wait_ns) == 8, "DeviceComm.wait_ns: size");
+static_assert(IBGDA_OFFSETOF(DeviceComm, n_peers) == 40, "DeviceComm.n_peers: offset");
+static_assert(sizeof(((DeviceComm*)0)->n_peers) == 4, "DeviceComm.n_peers: size");
+static_assert(IBGDA_OFFSETOF(DeviceComm, rank) == 44, "DeviceComm.rank: offset");
+static_assert(sizeof(((DeviceComm*)0)->rank) == 4, "DeviceComm.rank: size");
+static_assert(IBGDA_OFFSETOF(DeviceComm, scope) == 48, "DeviceComm.scope: offset");
+static_assert(sizeof(((DeviceComm*)0)->scope) == 4, "DeviceComm.scope: size");
+static_assert(IBGDA_OFFSETOF(DeviceComm, scratch_lkey) == 52, "DeviceComm.scratch_lkey: offset");
+static_assert(sizeof(((DeviceComm*)0)->scratch_lkey) == 4, "DeviceComm.scratch_lkey: size");
+static_assert(IBGDA_OFFSETOF(DeviceComm, n_counters) == 56, "DeviceComm.n_counters: offset");
+static_assert(sizeof(((DeviceComm*)0)->n_counters) == 4, "DeviceComm.n_counters: size");
+static_assert(IBGDA_OFFSETOF(DeviceComm, counter_capacity) == 60, "DeviceComm.counter_capacity: offset");
+static_assert(sizeof(((DeviceComm*)0)->counter_capacity) == 4, "DeviceComm.counter_capacity: size");
+static_assert(IBGDA_OFFSETOF(DeviceComm, inline_max) == 64, "DeviceComm.inline_max: offset");
+static_assert(sizeof(((DeviceComm*)0)->inline_max) == 4, "DeviceComm.inline_max: size");
+static_assert(IBGDA_OFFSETOF(DeviceComm, doorbell_batch) == 68, "DeviceComm.doorbell_batch: offset");
+static_assert(sizeof(((DeviceComm*)0)->doorbell_batch) == 4, "DeviceComm.doorbell_batch: size");
+
+/* ibgda_kernels::api::DeviceCounter: a local completion counter */
+struct alignas(16) DeviceCounter {
+    unsigned long long attached;
+    unsigned long long completed;
+    unsigned int lock;
+    unsigned int reserved[3];
+};
+static_assert(sizeof(DeviceCounter) == 32, "DeviceCounter: size");
+static_assert(alignof(DeviceCounter) == 16, "DeviceCounter: alignment");
+static_assert(IBGDA_OFFSETOF(DeviceCounter, attached) == 0, "DeviceCounter.attached: offset");
+static_assert(sizeof(((DeviceCounter*)0)->attached) == 8, "DeviceCounter.attached: size");
+static_assert(IBGDA_OFFSETOF(DeviceCounter, completed) == 8, "DeviceCounter.completed: offset");
+static_assert(sizeof(((DeviceCounter*)0)->completed) == 8, "DeviceCounter.completed: size");
+static_assert(IBGDA_OFFSETOF(DeviceCounter, lock) == 16, "DeviceCounter.lock: offset");
+static_assert(sizeof(((DeviceCounter*)0)->lock) == 4, "DeviceCounter.lock: size");
+static_assert(IBGDA_OFFSETOF(DeviceCounter, reserved) == 20, "DeviceCounter.reserved: offset");
+static_assert(sizeof(((DeviceCounter*)0)->reserved) == 12, "DeviceCounter.reserved: size");
+
+/* ibgda_kernels::api::DeviceCounterSlot: one attached operation's ticket */
+struct alignas(16) DeviceCounterSlot {
+    unsigned long long ticket;
+    unsigned int peer;
+    unsigned int seq;
+};
+static_assert(sizeof(DeviceCounterSlot) == 16, "DeviceCounterSlot: size");
+static_assert(alignof(DeviceCounterSlot) == 16, "DeviceCounterSlot: alignment");
+static_assert(IBGDA_OFFSETOF(DeviceCounterSlot, ticket) == 0, "DeviceCounterSlot.ticket: offset");
+static_assert(sizeof(((DeviceCounterSlot*)0)->ticket) == 8, "DeviceCounterSlot.ticket: size");
+static_assert(IBGDA_OFFSETOF(DeviceCounterSlot, peer) == 8, "DeviceCounterSlot.peer: offset");
+static_assert(sizeof(((DeviceCounterSlot*)0)->peer) == 4, "DeviceCounterSlot.peer: size");
+static_assert(IBGDA_OFFSETOF(DeviceCounterSlot, seq) == 12, "DeviceCounterSlot.seq: offset");
+static_assert(sizeof(((DeviceCounterSlot*)0)->seq) == 4, "DeviceCounterSlot.seq: size");
+
+/* ibgda_kernels::api::ApiCall: one device API call (the tests' records) */
+struct alignas(8) ApiCall {
+    unsigned int op;
+    unsigned int peer;
+    unsigned int dst_window;
+    unsigned int src_window;
+    unsigned int signal_window;
+    unsigned int len;
+    unsigned long long dst_offset;
+    unsigned long long src_offset;
+    unsigned long long signal_offset;
+    unsigned long long value;
+    unsigned long long compare;
+    unsigned int counter;
+    unsigned int reserved;
+};
+static_assert(sizeof(ApiCall) == 72, "ApiCall: size");
+static_assert(alignof(ApiCall) == 8, "ApiCall: alignment");
+static_assert(IBGDA_OFFSETOF(ApiCall, op) == 0, "ApiCall.op: offset");
+static_assert(sizeof(((ApiCall*)0)->op) == 4, "ApiCall.op: size");
+static_assert(IBGDA_OFFSETOF(ApiCall, peer) == 4, "ApiCall.peer: offset");
+static_assert(sizeof(((ApiCall*)0)->peer) == 4, "ApiCall.peer: size");
+static_assert(IBGDA_OFFSETOF(ApiCall, dst_window) == 8, "ApiCall.dst_window: offset");
+static_assert(sizeof(((ApiCall*)0)->dst_window) == 4, "ApiCall.dst_window: size");
+static_assert(IBGDA_OFFSETOF(ApiCall, src_window) == 12, "ApiCall.src_window: offset");
+static_assert(sizeof(((ApiCall*)0)->src_window) == 4, "ApiCall.src_window: size");
+static_assert(IBGDA_OFFSETOF(ApiCall, signal_window) == 16, "ApiCall.signal_window: offset");
+static_assert(sizeof(((ApiCall*)0)->signal_window) == 4, "ApiCall.signal_window: size");
+static_assert(IBGDA_OFFSETOF(ApiCall, len) == 20, "ApiCall.len: offset");
+static_assert(sizeof(((ApiCall*)0)->len) == 4, "ApiCall.len: size");
+static_assert(IBGDA_OFFSETOF(ApiCall, dst_offset) == 24, "ApiCall.dst_offset: offset");
+static_assert(sizeof(((ApiCall*)0)->dst_offset) == 8, "ApiCall.dst_offset: size");
+static_assert(IBGDA_OFFSETOF(ApiCall, src_offset) == 32, "ApiCall.src_offset: offset");
+static_assert(sizeof(((ApiCall*)0)->src_offset) == 8, "ApiCall.src_offset: size");
+static_assert(IBGDA_OFFSETOF(ApiCall, signal_offset) == 40, "ApiCall.signal_offset: offset");
+static_assert(sizeof(((ApiCall*)0)->signal_offset) == 8, "ApiCall.signal_offset: size");
+static_assert(IBGDA_OFFSETOF(ApiCall, value) == 48, "ApiCall.value: offset");
+static_assert(sizeof(((ApiCall*)0)->value) == 8, "ApiCall.value: size");
+static_assert(IBGDA_OFFSETOF(ApiCall, compare) == 56, "ApiCall.compare: offset");
+static_assert(sizeof(((ApiCall*)0)->compare) == 8, "ApiCall.compare: size");
+static_assert(IBGDA_OFFSETOF(ApiCall, counter) == 64, "ApiCall.counter: offset");
+static_assert(sizeof(((ApiCall*)0)->counter) == 4, "ApiCall.counter: size");
+static_assert(IBGDA_OFFSETOF(ApiCall, reserved) == 68, "ApiCall.reserved: offset");
+static_assert(sizeof(((ApiCall*)0)->reserved) == 4, "ApiCall.reserved: size");
 
 } /* namespace ibgda */

@@ -55,7 +55,7 @@ typedef unsigned long long u64;
 
 /* -------------------------------------------------------------------------------------
  * Memory access. Acquire loads of doorbells, records and the CQ consumer index; a release
- * store of a CQE's last word; one 64-bit CAS per atomic.
+ * store of a CQE's last word; one 64-bit CAS (acquire and release) per atomic.
  * ----------------------------------------------------------------------------------- */
 
 IBGDA_HD inline u64 load_acquire(const void* p) {
@@ -79,10 +79,18 @@ IBGDA_HD inline void store_release(void* p, u64 v) {
 #endif
 }
 
-/* Atomic compare-and-swap of the 64-bit word at p; returns the value found. */
+/* Atomic compare-and-swap of the 64-bit word at p; returns the value found. Acquire and
+ * release, system scope: every byte the engine placed before (an earlier WRITE of the
+ * queue, whose signal this atomic may be) is visible to whoever reads the new value with
+ * acquire, as a NIC's writes over PCIe are ordered before its later atomics. */
 IBGDA_HD inline u64 cas64(void* p, u64 expected, u64 desired) {
 #ifdef __CUDA_ARCH__
-    return atomicCAS((unsigned long long*)p, expected, desired);
+    u64 old;
+    asm volatile("atom.acq_rel.sys.global.cas.b64 %0, [%1], %2, %3;"
+                 : "=l"(old)
+                 : "l"((u64)__cvta_generic_to_global(p)), "l"(expected), "l"(desired)
+                 : "memory");
+    return old;
 #else
     __atomic_compare_exchange_n((u64*)p, &expected, desired, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
     return expected;

@@ -31,6 +31,13 @@ use ibgda::wqe::{
 
 use ibgda::softnic::{Access, Fault, FLUSH_VENDOR_SYNDROME};
 
+use ibgda::nic::{DeviceWindow, DeviceWindowPeer};
+use ibgda::wqe::MAX_SEGMENT_BYTES;
+
+use crate::api::{
+    ApiCall, ApiOp, DeviceComm, DeviceCounter, DeviceCounterSlot, DeviceStatus, SignalCmp,
+    NO_COUNTER, PUT_INLINE_MAX,
+};
 use crate::request::{Shape, SinkStats, TransportForm, WqeRequest, REQUEST_INLINE_MAX};
 use crate::softnic::tables::{
     self, NicCq, NicEngine, NicNode, NicQueue, NicRegion, NicResponder, NicStats, NIC_NONE,
@@ -390,6 +397,7 @@ pub fn layout_header() -> String {
     o.push('\n');
 
     softnic_constants(&mut o);
+    api_constants(&mut o);
 
     o.push_str("} /* namespace layout */\n\n");
 
@@ -481,6 +489,7 @@ pub fn layout_header() -> String {
         }),
     );
     softnic_structs(&mut o);
+    api_structs(&mut o);
     o.push_str("} /* namespace ibgda */\n");
     o
 }
@@ -726,6 +735,138 @@ fn softnic_structs(o: &mut String) {
             cycles: "unsigned long long",
             ns: "unsigned long long",
             stats: "NicStats",
+        }),
+    );
+}
+
+/// The device API's constants (`cuda/ibgda_api.cuh`): status codes, signal comparisons,
+/// the operations of the test records, the inline-put limit.
+fn api_constants(o: &mut String) {
+    o.push_str(
+        "/* Device API (cuda/ibgda_api.cuh): status codes (ibgda_kernels::api::DeviceStatus). */\n",
+    );
+    for (name, status) in DeviceStatus::NAMED {
+        let code = status.code();
+        let sign = if code < 0 { "-" } else { "" };
+        let _ = writeln!(
+            o,
+            "constexpr int STATUS_{name} = {sign}{:#x};",
+            code.unsigned_abs()
+        );
+    }
+    o.push_str("/* wait_signal comparisons (ibgda_kernels::api::SignalCmp). */\n");
+    for (name, cmp) in SignalCmp::ALL {
+        constant(o, &format!("SIGNAL_CMP_{name}"), cmp as u64);
+    }
+    o.push_str("/* Operations of ApiCall (ibgda_kernels::api::ApiOp). */\n");
+    for (name, op) in ApiOp::ALL {
+        constant(o, &format!("API_OP_{name}"), op as u64);
+    }
+    constant(o, "PUT_INLINE_MAX", PUT_INLINE_MAX as u64);
+    constant(o, "NO_COUNTER", NO_COUNTER.into());
+    constant(o, "MAX_SEGMENT_BYTES", MAX_SEGMENT_BYTES);
+    o.push('\n');
+}
+
+/// The device API's structs: windows (`ibgda::nic::window`), the communicator and its
+/// counters, the test records.
+fn api_structs(o: &mut String) {
+    c_struct(
+        o,
+        "DeviceWindowPeer",
+        "ibgda::nic::DeviceWindowPeer: one peer's side of a window",
+        size_of::<DeviceWindowPeer>(),
+        align_of::<DeviceWindowPeer>(),
+        &fields!(DeviceWindowPeer {
+            base: "unsigned long long",
+            len: "unsigned long long",
+            rkey: "unsigned int",
+            reserved: "unsigned int",
+        }),
+    );
+    c_struct(
+        o,
+        "DeviceWindow",
+        "ibgda::nic::DeviceWindow: a window as a kernel sees it (by value)",
+        size_of::<DeviceWindow>(),
+        align_of::<DeviceWindow>(),
+        &fields!(DeviceWindow {
+            peers: "unsigned long long",
+            local_base: "unsigned long long",
+            local_len: "unsigned long long",
+            n_peers: "unsigned int",
+            lkey: "unsigned int",
+            id: "unsigned int",
+            reserved: "unsigned int",
+        }),
+    );
+    c_struct(
+        o,
+        "DeviceComm",
+        "ibgda_kernels::api::DeviceComm: a communicator as a kernel sees it (by value)",
+        size_of::<DeviceComm>(),
+        align_of::<DeviceComm>(),
+        &fields!(DeviceComm {
+            queues: "unsigned long long",
+            counters: "unsigned long long",
+            counter_slots: "unsigned long long",
+            scratch: "unsigned long long",
+            wait_ns: "unsigned long long",
+            n_peers: "unsigned int",
+            rank: "unsigned int",
+            scope: "unsigned int",
+            scratch_lkey: "unsigned int",
+            n_counters: "unsigned int",
+            counter_capacity: "unsigned int",
+            inline_max: "unsigned int",
+            doorbell_batch: "unsigned int",
+        }),
+    );
+    c_struct(
+        o,
+        "DeviceCounter",
+        "ibgda_kernels::api::DeviceCounter: a local completion counter",
+        size_of::<DeviceCounter>(),
+        align_of::<DeviceCounter>(),
+        &fields!(DeviceCounter {
+            attached: "unsigned long long",
+            completed: "unsigned long long",
+            lock: "unsigned int",
+            reserved: "unsigned int[3]",
+        }),
+    );
+    c_struct(
+        o,
+        "DeviceCounterSlot",
+        "ibgda_kernels::api::DeviceCounterSlot: one attached operation's ticket",
+        size_of::<DeviceCounterSlot>(),
+        align_of::<DeviceCounterSlot>(),
+        &fields!(DeviceCounterSlot {
+            ticket: "unsigned long long",
+            peer: "unsigned int",
+            seq: "unsigned int",
+        }),
+    );
+    c_struct(
+        o,
+        "ApiCall",
+        "ibgda_kernels::api::ApiCall: one device API call (the tests' records)",
+        size_of::<ApiCall>(),
+        align_of::<ApiCall>(),
+        &fields!(ApiCall {
+            op: "unsigned int",
+            peer: "unsigned int",
+            dst_window: "unsigned int",
+            src_window: "unsigned int",
+            signal_window: "unsigned int",
+            len: "unsigned int",
+            dst_offset: "unsigned long long",
+            src_offset: "unsigned long long",
+            signal_offset: "unsigned long long",
+            value: "unsigned long long",
+            compare: "unsigned long long",
+            counter: "unsigned int",
+            reserved: "unsigned int",
         }),
     );
 }

@@ -33,6 +33,8 @@ pub fn include_dir() -> &'static std::path::Path {
     std::path::Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/cuda"))
 }
 
+pub mod api;
+pub mod cudanic;
 #[cfg(feature = "test-support")]
 pub mod experiments;
 pub mod gpu;

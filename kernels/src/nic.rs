@@ -132,7 +132,8 @@ const KNOWN_ERRORS: [(cu::CUresult, i32); 6] = [
 ];
 
 /// The `CUresult` code named in a driver error's text (the [`GpuError`] carries it as
-/// text), or 999 (unknown) when it names none of [`KNOWN_ERRORS`].
+/// text), or 999 (unknown) when it names none of the codes it tells apart (not permitted,
+/// not supported, already registered, invalid value, out of memory, unknown).
 pub fn cuda_error_code(e: &GpuError) -> i32 {
     let GpuError::Driver(text) = e else {
         return 999;

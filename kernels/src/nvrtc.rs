@@ -18,6 +18,9 @@ use crate::layout::layout_header;
 
 /// The device library, as committed.
 pub const IBGDA_CUH: &str = include_str!("../cuda/ibgda.cuh");
+/// The device API on the device library (windows, one-sided operations, signals,
+/// counters, flush).
+pub const IBGDA_API_CUH: &str = include_str!("../cuda/ibgda_api.cuh");
 /// The CUDA software NIC's engine (portable C++, also built for the host).
 pub const SOFTNIC_CUH: &str = include_str!("../cuda/softnic.cuh");
 /// The test and benchmark kernels.
@@ -30,6 +33,11 @@ pub const BENCH_EXPERIMENTS_CU: &str = include_str!("../cuda/bench_experiments.c
 /// The dormant-cost callers (compute and streaming), compiled with and without the
 /// communication code.
 pub const BENCH_DORMANT_CU: &str = include_str!("../cuda/bench_dormant.cu");
+/// The device API's test kernels (every operation per scope, per thread and per warp).
+pub const API_KERNELS_CU: &str = include_str!("../cuda/api_kernels.cu");
+/// The device API's calls as test records, planned or performed (a header of
+/// `api_kernels.cu`, also built for the host).
+pub const API_CALLS_CUH: &str = include_str!("../cuda/api_calls.cuh");
 
 /// The target every kernel is compiled for.
 pub const ARCH: &str = "sm_90";
@@ -58,6 +66,8 @@ pub enum Program {
     BenchExperiments,
     /// `cuda/bench_dormant.cu`, the dormant-cost callers (`-DIBGDA_DORMANT_COMM=0|1|2`).
     BenchDormant,
+    /// `cuda/api_kernels.cu`, the device API's test kernels.
+    ApiKernels,
 }
 
 impl Program {
@@ -73,6 +83,7 @@ impl Program {
             Self::RawBaseline => "raw_baseline.cu",
             Self::BenchExperiments => "bench_experiments.cu",
             Self::BenchDormant => "bench_dormant.cu",
+            Self::ApiKernels => "api_kernels.cu",
         }
     }
 
@@ -83,6 +94,7 @@ impl Program {
             Self::RawBaseline => RAW_BASELINE_CU,
             Self::BenchExperiments => BENCH_EXPERIMENTS_CU,
             Self::BenchDormant => BENCH_DORMANT_CU,
+            Self::ApiKernels => API_KERNELS_CU,
         }
     }
 }
@@ -155,11 +167,35 @@ pub fn load_nvrtc() -> Result<Option<PathBuf>, GpuError> {
 /// Compiles `program` for sm_90 with the device library and the generated layout header
 /// as in-memory headers, and `options`.
 pub fn compile(program: Program, options: &CompileOptions) -> Result<Compiled, GpuError> {
-    compile_source(program.name(), program.source(), options)
+    match program {
+        Program::ApiKernels => compile_api_kernels(None, options),
+        _ => compile_source(program.name(), program.source(), options),
+    }
+}
+
+/// The device API's test kernels (`cuda/api_kernels.cu`) of one scope (its
+/// `OrderingScope::NAME`), or of every scope with `None`.
+pub fn compile_api_kernels(
+    scope: Option<&str>,
+    options: &CompileOptions,
+) -> Result<Compiled, GpuError> {
+    let define = scope.map(|s| format!("-DIBGDA_API_SCOPE={s}"));
+    if scope.is_some_and(|s| !s.bytes().all(|b| b.is_ascii_alphanumeric())) {
+        return Err(GpuError::Invalid(format!("scope name {scope:?}")));
+    }
+    let extra: Vec<&str> = define.iter().map(String::as_str).collect();
+    compile_source_with(
+        Program::ApiKernels.name(),
+        API_KERNELS_CU,
+        options,
+        &[("api_calls.cuh", API_CALLS_CUH)],
+        &extra,
+    )
 }
 
 /// Compiles a CUDA source named `name` for sm_90 with `options`. It may include the
-/// device library (`#include "ibgda.cuh"`, which includes `"ibgda_layout.h"`) and the
+/// device library (`#include "ibgda.cuh"`, which includes `"ibgda_layout.h"`), the device
+/// API (`"ibgda_api.cuh"`) and the
 /// CUDA software NIC's engine (`"softnic.cuh"`): NVRTC gets them in memory, exactly the
 /// files of [`crate::include_dir`].
 pub fn compile_source(
@@ -191,11 +227,13 @@ pub fn compile_source_with(
     let mut texts = vec![
         CString::new(layout).map_err(|_| nul("the layout header"))?,
         CString::new(IBGDA_CUH).map_err(|_| nul("ibgda.cuh"))?,
+        CString::new(IBGDA_API_CUH).map_err(|_| nul("ibgda_api.cuh"))?,
         CString::new(SOFTNIC_CUH).map_err(|_| nul("softnic.cuh"))?,
     ];
     let mut names = vec![
         c"ibgda_layout.h".to_owned(),
         c"ibgda.cuh".to_owned(),
+        c"ibgda_api.cuh".to_owned(),
         c"softnic.cuh".to_owned(),
     ];
     for (n, t) in headers {

@@ -238,7 +238,9 @@ fn each_scope_compiles_to_exactly_its_documented_ptx() {
 
 /// The CUDA software NIC's kernel: doorbells, doorbell records and CQ consumer indices
 /// read with acquire loads, each CQE's last word written with a release store, atomics
-/// as 64-bit CAS; no fence (the acquire and release operations carry the ordering).
+/// as 64-bit acquire-release CAS of system scope (the data a queue placed before an atomic,
+/// a put before its signal, is visible to an acquire of the atomic's value); no fence (the
+/// acquire and release operations carry the ordering).
 #[test]
 #[cfg_attr(
     not(ibgda_nvrtc),
@@ -255,7 +257,7 @@ fn the_cuda_nic_orders_through_acquire_loads_and_release_cqe_stores() {
     for want in [
         "ld.acquire.sys.global.b64",
         "st.release.sys.global.b64",
-        "atom.cas.b64",
+        "atom.acq_rel.sys.global.cas.b64",
     ] {
         assert!(counts.contains_key(want), "ibgda_softnic lacks {want}");
     }

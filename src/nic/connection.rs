@@ -9,6 +9,7 @@
 //! |---|---|---|
 //! | 1, [`RcEndpoint`] | 36 | magic, version, kind, reserved (2), QPN (4), PSN (4), LID (2), MTU code, link layer (0 IB, 1 Ethernet), GID (16) |
 //! | 2, [`DcEndpoint`] | 88 | magic, version, kind, reserved (2), DCT number (4), access key (8), LID (2), MTU code, link layer, GID (16), address vector (48) |
+//! | 3, [`WindowEndpoint`](super::WindowEndpoint) | 32 | magic, version, kind, reserved (2), window id (4), rkey (4), address (8), length (8) |
 //!
 //! Decoding checks every field (24-bit numbers, the MTU code, the link layer, reserved
 //! bytes zero) and the exact length: bytes that are not an endpoint are a typed
@@ -125,7 +126,7 @@ pub trait Endpoint: Sized {
     fn decode(bytes: &[u8]) -> Result<Self, ConnectionError>;
 }
 
-fn check_header(bytes: &[u8], kind: u8, len: usize) -> Result<(), ConnectionError> {
+pub(super) fn check_header(bytes: &[u8], kind: u8, len: usize) -> Result<(), ConnectionError> {
     let mut found = [0u8; 4];
     let head = bytes.len().min(4);
     found[..head].copy_from_slice(&bytes[..head]);
@@ -160,7 +161,7 @@ fn check_header(bytes: &[u8], kind: u8, len: usize) -> Result<(), ConnectionErro
     )
 }
 
-fn header(kind: u8) -> Vec<u8> {
+pub(super) fn header(kind: u8) -> Vec<u8> {
     let mut out = Vec::with_capacity(96);
     out.extend_from_slice(&MAGIC);
     out.extend_from_slice(&[VERSION, kind, 0, 0]);

@@ -72,8 +72,11 @@ pub mod gpu_access;
 pub mod mlx5;
 mod soft;
 mod soft_commands;
+mod soft_gpu;
 #[cfg(test)]
 mod soft_tests;
+pub mod team;
+pub mod window;
 
 pub use backend::{
     Backend, BackendObject, MemoryAccess, MemoryRegistration, ProtectionDomainId, QueueMemoryRef,
@@ -87,3 +90,10 @@ pub use device::{
 };
 pub use error::{BackendError, NicError};
 pub use soft::{SoftNic, SoftNicAllocations, SoftObject, SoftPd, SoftUar, SoftUmem, SOFT_NIC_CAPS};
+pub use soft_gpu::{
+    GpuCq, GpuDoorbellMemory, GpuObjects, GpuQueuePair, GpuRegion, SoftGpuNic, SoftGpuRegion,
+    SoftGpuUar, SoftGpuUmem,
+};
+pub use window::{
+    DeviceWindow, DeviceWindowPeer, LocalWindow, Window, WindowEndpoint, WindowError,
+};

@@ -259,7 +259,13 @@ pub(crate) struct ClaimTarget<'a> {
     queue: QueueBufferSpan,
 }
 
-impl ClaimTarget<'_> {
+impl<'a> ClaimTarget<'a> {
+    /// The claim record `cell` of memory at `queue` (for memory that is no queue's own, as
+    /// a backend's host shadow of GPU queue memory).
+    pub(crate) fn new(cell: &'a Arc<ExecutorCell>, queue: QueueBufferSpan) -> Self {
+        Self { cell, queue }
+    }
+
     /// A claim by `executor`.
     pub(crate) fn claim(&self, executor: &Executor) -> Result<ExecutorClaim, ExecutorConflict> {
         self.cell.claim(executor, self.queue)
@@ -606,8 +612,8 @@ impl ProducerStateMemory<Gpu> {
 }
 
 /// What a NIC may do with one send queue's memory: read the ring, the doorbell record and
-/// the doorbell, and know where they are. Not `Clone`; obtained only by NIC code (see the
-/// [module documentation](self)).
+/// the doorbell, and know where they are. Not `Clone`; obtained only by NIC code (see
+/// [`SendQueueMemory::nic_access_unchecked`]).
 #[derive(Debug)]
 pub struct SendQueueNicAccess<P: Placement = Host> {
     ring: P::Buffer,
@@ -707,7 +713,8 @@ impl SendQueueNicAccess<Host> {
 
 /// What a NIC may do with one completion queue's memory: write CQEs (body, then the word
 /// with the owner bit, release), read the doorbell record, and know where they are. Not
-/// `Clone`; obtained only by NIC code (see the [module documentation](self)).
+/// `Clone`; obtained only by NIC code (see
+/// [`CompletionQueueMemory::nic_access_unchecked`]).
 #[derive(Debug)]
 pub struct CompletionQueueNicAccess<P: Placement = Host> {
     ring: P::Buffer,

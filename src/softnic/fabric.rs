@@ -786,6 +786,14 @@ impl Fabric {
         })
     }
 
+    /// The queue pair an RC queue pair is connected to (by [`Fabric::connect`] or by its
+    /// INIT2RTR command), and the LID the peer was named at.
+    pub fn rc_peer(&self, qpn: Qpn) -> Option<(u32, Option<u16>)> {
+        let state = self.shared.lock();
+        let sq = state.sqs.get(&qpn.get())?;
+        sq.peer.map(|p| (p, sq.peer_lid))
+    }
+
     /// The send CQ of a queue pair.
     pub fn send_cq(&self, qpn: Qpn) -> Option<Cqn> {
         self.shared.lock().sqs.get(&qpn.get()).map(|sq| Cqn(sq.cq))

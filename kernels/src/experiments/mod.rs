@@ -36,6 +36,7 @@ use crate::nvrtc::{compile, compile_source_with, Compiled, Program};
 pub mod completion;
 pub mod dormant;
 pub mod issue;
+pub mod moe;
 pub mod peers;
 pub mod proxy;
 pub mod rate;

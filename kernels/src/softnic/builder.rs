@@ -214,16 +214,18 @@ impl<'q> DeviceNicBuilder<'q> {
             .ok_or_else(|| invalid(format!("no engine {}", engine.0)))
     }
 
+    /// Whether a region of the NIC has `key` as its local or remote key.
+    fn key_taken(&self, key: u32) -> bool {
+        self.regions.iter().any(|r| r.lkey == key || r.rkey == key)
+    }
+
     fn next_keys(&mut self) -> (u32, u32) {
-        let taken =
-            |regions: &[NicRegion], k: u32| regions.iter().any(|r| r.lkey == k || r.rkey == k);
         loop {
             let lkey = self.next_key;
             let rkey = self.next_key.wrapping_add(1);
             self.next_key = self.next_key.wrapping_add(2);
             // 0 is never a key; keys of live regions never repeat.
-            if lkey != 0 && rkey != 0 && !taken(&self.regions, lkey) && !taken(&self.regions, rkey)
-            {
+            if lkey != 0 && rkey != 0 && !self.key_taken(lkey) && !self.key_taken(rkey) {
                 return (lkey, rkey);
             }
         }
@@ -240,6 +242,33 @@ impl<'q> DeviceNicBuilder<'q> {
         offset: usize,
         len: usize,
         access: Access,
+    ) -> Result<DeviceRegionKeys, GpuError> {
+        self.add_region(node, buffer, offset, len, access, None)
+    }
+
+    /// As [`region`](Self::region), under keys a control plane already handed out for it
+    /// (a registration made by PRM commands before the NIC is built): refused if a key is
+    /// 0, the two are equal, or another region of the NIC has one of them.
+    pub fn region_with_keys(
+        &mut self,
+        node: DeviceNode,
+        buffer: &Arc<DeviceBuffer>,
+        offset: usize,
+        len: usize,
+        access: Access,
+        keys: (LKey, RKey),
+    ) -> Result<DeviceRegionKeys, GpuError> {
+        self.add_region(node, buffer, offset, len, access, Some(keys))
+    }
+
+    fn add_region(
+        &mut self,
+        node: DeviceNode,
+        buffer: &Arc<DeviceBuffer>,
+        offset: usize,
+        len: usize,
+        access: Access,
+        keys: Option<(LKey, RKey)>,
     ) -> Result<DeviceRegionKeys, GpuError> {
         self.check_node(node)?;
         let in_bounds = len > 0 && offset.checked_add(len).is_some_and(|e| e <= buffer.len());
@@ -258,7 +287,19 @@ impl<'q> DeviceNicBuilder<'q> {
         }
         let addr = buffer.addr() + offset as u64;
         self.check_not_queue_memory(addr, len as u64)?;
-        let (lkey, rkey) = self.next_keys();
+        let (lkey, rkey) = match keys {
+            Some((l, r)) => {
+                if l.0 == 0 || r.0 == 0 || l.0 == r.0 || self.key_taken(l.0) || self.key_taken(r.0)
+                {
+                    return Err(invalid(format!(
+                        "keys {:#x}/{:#x}: zero, equal or another region's",
+                        l.0, r.0
+                    )));
+                }
+                (l.0, r.0)
+            }
+            None => self.next_keys(),
+        };
         self.regions.push(NicRegion {
             start: addr,
             base: addr,

@@ -2,7 +2,7 @@
 //! persistent kernel `ibgda_softnic` (one engine per block), and the replay of the
 //! differential streams over device memory.
 //!
-//! Everything is allocated and written by [`DeviceNic::new`], before any launch: an
+//! Everything is allocated and written by [`DeviceNicBuilder::build`](super::builder::DeviceNicBuilder::build), before any launch: an
 //! allocation or a synchronous copy while a persistent kernel runs can wait for it and
 //! deadlock. The stop flag is pinned host memory mapped into the GPU, written without a
 //! copy.
