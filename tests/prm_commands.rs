@@ -244,6 +244,14 @@ fn encoded_commands(seed: u64) -> Vec<Encoded> {
             uid: g.u16(16),
             dctn: g.u32(24),
         }),
+        entry(Qp2Err {
+            uid: g.u16(16),
+            qpn: g.u32(24),
+        }),
+        entry(Qp2Rst {
+            uid: g.u16(16),
+            qpn: g.u32(24),
+        }),
     ]
 }
 
@@ -268,6 +276,8 @@ fn decode_all(bytes: &[u8]) {
     one::<Rtr2RtsQp>(bytes);
     one::<CreateDct>(bytes);
     one::<DestroyDct>(bytes);
+    one::<Qp2Err>(bytes);
+    one::<Qp2Rst>(bytes);
     let _ = QueryHcaCapOutput::decode(CapabilityType::General, bytes);
     let _ = QueryHcaCapOutput::decode(CapabilityType::Atomic, bytes);
     let _ = CreateQpOutput::decode(bytes);
@@ -296,10 +306,10 @@ proptest! {
     }
 
     #[test]
-    fn arbitrary_bytes_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..600), opcode in 0usize..12) {
+    fn arbitrary_bytes_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..600), opcode in 0usize..14) {
         // Give the bytes a real opcode half of the time so decoding goes past the header.
         let mut bytes = bytes;
-        let opcodes = [0x100u16, 0x802, 0x803, 0x400, 0x401, 0x500, 0x501, 0x502, 0x503, 0x504, 0x710, 0x711];
+        let opcodes = [0x100u16, 0x802, 0x803, 0x400, 0x401, 0x500, 0x501, 0x502, 0x503, 0x504, 0x710, 0x711, 0x507, 0x50a];
         if bytes.len() >= 2 && opcode % 2 == 0 {
             bytes[..2].copy_from_slice(&opcodes[opcode].to_be_bytes());
         }
@@ -547,6 +557,8 @@ fn fuzz_seed_corpus_holds_real_commands() {
             9 => command::<Rtr2RtsQp>(bytes),
             10 => command::<CreateDct>(bytes),
             11 => command::<DestroyDct>(bytes),
+            23 => command::<Qp2Err>(bytes),
+            24 => command::<Qp2Rst>(bytes),
             12 => QueryHcaCapOutput::decode(CapabilityType::General, bytes).map(drop),
             13 => QueryHcaCapOutput::decode(CapabilityType::Atomic, bytes).map(drop),
             14 => AllocUarOutput::decode(bytes).map(drop),
