@@ -12,8 +12,13 @@
 //! - CREATE_QP (RC or DCI): a queue pair in RESET over the UMEMs, the UAR page's doorbell
 //!   and the named CQs;
 //! - RST2INIT_QP, INIT2RTR_QP, RTR2RTS_QP: the state machine; a transition from the wrong
-//!   state is status BAD_QP_STATE and changes nothing; a WQE published before RTS is an
-//!   error CQE (LOCAL_QP_OP) and the queue goes to error;
+//!   state is status BAD_QP_STATE and changes nothing; a WQE published in INIT or RTR is an
+//!   error CQE (LOCAL_QP_OP) and the queue goes to error (in RESET the NIC reads neither
+//!   doorbell nor record);
+//! - 2ERR_QP (any state): every WQE not yet executed is flushed, signaled or not, each
+//!   with a flush-error CQE; 2RST_QP (any state): the queue pair forgets its progress (the
+//!   next WQE index is 0), its responses in flight and its receive side, and writes no
+//!   CQE (those already written stay);
 //! - CREATE_DCT: a DC target reporting to the named CQ;
 //! - DESTROY_QP, DESTROY_DCT, DESTROY_CQ: refused (RESOURCE_BUSY) while a queue still uses
 //!   the CQ.

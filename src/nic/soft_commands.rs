@@ -26,8 +26,8 @@ use super::error::NicError;
 use super::prm::{
     opcode, AtomicCaps, CapabilityType, Command, CommandOutput, CommandStatus, CqeSize, CreateCq,
     CreateCqOutput, CreateDct, CreateDctOutput, CreateQp, CreateQpOutput, DestroyCq, DestroyDct,
-    DestroyQp, GeneralCaps, Init2RtrQp, PrmError, QueryHcaCap, QueryHcaCapOutput, ReceiveQueue,
-    RemoteAccess, Rst2InitQp, Rtr2RtsQp, ServiceType,
+    DestroyQp, GeneralCaps, Init2RtrQp, PrmError, Qp2Err, Qp2Rst, QueryHcaCap, QueryHcaCapOutput,
+    ReceiveQueue, RemoteAccess, Rst2InitQp, Rtr2RtsQp, ServiceType,
 };
 use super::soft::{SoftNic, SoftObject};
 use crate::cq::CqMode;
@@ -329,7 +329,7 @@ fn target_qp(object: SoftObject, qpn: u32) -> Result<u32, Refusal> {
     }
 }
 
-/// RST2INIT_QP, INIT2RTR_QP, RTR2RTS_QP.
+/// RST2INIT_QP, INIT2RTR_QP, RTR2RTS_QP, 2ERR_QP, 2RST_QP.
 pub(super) fn modify(
     nic: &SoftNic,
     object: SoftObject,
@@ -371,6 +371,16 @@ pub(super) fn modify(
         opcode::RTR2RTS_QP => run::<Rtr2RtsQp>(input, output, |c| {
             let qpn = target_qp(object, c.qpn)?;
             fabric.transition(qpn, Transition::RtrToRts)?;
+            Ok(Default::default())
+        }),
+        opcode::QP_2ERR => run::<Qp2Err>(input, output, |c| {
+            let qpn = target_qp(object, c.qpn)?;
+            fabric.transition(qpn, Transition::ToError)?;
+            Ok(Default::default())
+        }),
+        opcode::QP_2RST => run::<Qp2Rst>(input, output, |c| {
+            let qpn = target_qp(object, c.qpn)?;
+            fabric.transition(qpn, Transition::ToReset)?;
             Ok(Default::default())
         }),
         other => Err(NicError::UnknownOpcode { opcode: other }),

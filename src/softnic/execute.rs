@@ -174,6 +174,11 @@ impl FabricState {
         report: &mut StepReport,
     ) -> Option<u16> {
         let sq = self.sqs.get_mut(&qpn)?;
+        // A queue pair in RESET has no send context: the NIC reads neither its doorbell nor
+        // its record (rdma-core zeroes the record only after the 2RST command).
+        if sq.state == QpState::Reset {
+            return None;
+        }
         // Queues are accepted only with memory doorbells (`Fabric::create_qp`).
         let doorbell = sq.memory.load_doorbell()?;
         let mut rung = false;
@@ -305,6 +310,26 @@ impl FabricState {
             true
         });
         newly | send_side.unwrap_or(false)
+    }
+
+    /// 2ERR_QP: moves a queue pair to the error state from any state (nothing happens to
+    /// one already in error). Responses already in flight land and the signaled CQEs
+    /// waiting for them are written first, as before a failed WQE; every WQE it executes
+    /// from then on is flushed, signaled or not. Its receive side stops answering.
+    pub(crate) fn modify_to_error(&mut self, qpn: u32, counters: &CounterBlock) {
+        let mut report = StepReport::default();
+        if let Some(responder) = self.responders.get_mut(&qpn) {
+            responder.error = true;
+        }
+        self.with_queue(qpn, counters, &mut report, |sq, ctx| {
+            if sq.state != QpState::Error {
+                settle(sq, ctx);
+                sq.state = QpState::Error;
+                sq.error = Some(ErrorCause::Command);
+            }
+        });
+        // The CQEs written may have overrun a CQ.
+        self.apply_effects(counters, &mut report);
     }
 }
 

@@ -218,6 +218,8 @@ pub enum ErrorCause {
         /// The CQ.
         cq: Cqn,
     },
+    /// The control plane moved it to the error state (2ERR_QP).
+    Command,
 }
 
 /// A snapshot of a queue pair.
