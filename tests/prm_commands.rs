@@ -628,7 +628,9 @@ fn address_path_constructors_set_the_link_fields() {
     ];
     let mac = [2, 0x11, 0x22, 0x33, 0x44, 0x55];
     let roce = AddressPath::roce(2, gid, mac, 3, 64, 0xc000);
-    for (path, rlid, sl, grh) in [(ib, 0x1234, 5, false), (roce, 0, 0, true)] {
+    // `grh` is set by neither: InfiniBand within a subnet sends none, and on RoCE every
+    // packet has one and the bit is reserved.
+    for (path, rlid, sl, is_roce) in [(ib, 0x1234, 5, false), (roce, 0, 0, true)] {
         let rtr = Init2RtrQp {
             uid: 0,
             qpn: 1,
@@ -645,10 +647,10 @@ fn address_path_constructors_set_the_link_fields() {
         // The primary path starts at byte (0xc0 + 0xc0) / 8 = 48: rlid in bytes 54..56,
         // grh at bit 0x28 of it (byte 53, 0x80), sl in byte 84's low nibble, port byte 85.
         assert_eq!(u16::from_be_bytes([bytes[54], bytes[55]]), rlid);
-        assert_eq!(bytes[53] & 0x80 != 0, grh);
+        assert_eq!(bytes[53] & 0x80, 0, "grh");
         assert_eq!(bytes[84] & 0x0f, sl);
         assert_eq!(bytes[85], path.vhca_port_num);
-        if grh {
+        if is_roce {
             assert_eq!(&bytes[64..80], &gid);
             assert_eq!(&bytes[86..92], &mac);
             assert_eq!(bytes[57], 3, "src_addr_index");

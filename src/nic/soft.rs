@@ -40,7 +40,9 @@ use super::backend::{
     Backend, BackendObject, MemoryAccess, MemoryRegistration, ProtectionDomainId, QueueMemoryRef,
     RegisterMemory, UarPage, UmemId,
 };
-use super::caps::{AtomicEndianness, DeviceCaps, Gid, LinkLayer, Mtu, PortAttributes};
+use super::caps::{
+    AtomicEndianness, DeviceCaps, Gid, GidEntry, GidType, LinkLayer, Mtu, PortAttributes,
+};
 use super::error::NicError;
 use crate::memory::DmaBuffer;
 use crate::queue::executor::ExecutorClaim;
@@ -149,7 +151,10 @@ impl SoftNic {
                 lid,
                 mtu: Mtu::Mtu4096,
                 link_layer: LinkLayer::InfiniBand,
-                gids: vec![Gid(gid)],
+                gids: vec![GidEntry {
+                    gid: Gid(gid),
+                    kind: GidType::InfiniBand,
+                }],
             },
             tables: Arc::default(),
         })
@@ -461,6 +466,7 @@ impl Backend for SoftNic {
         &self,
         _pd: &SoftPd,
         port: &PortAttributes,
+        _source_gid_index: u8,
         _gid: Gid,
     ) -> Result<AddressVectorSegment, NicError> {
         // The software fabric routes by LID; the DCT number and key are patched in later.

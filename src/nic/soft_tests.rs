@@ -277,9 +277,7 @@ fn transitions_follow_the_state_machine_and_a_wrong_one_changes_nothing() {
             Some(command::Peer {
                 qpn,
                 psn: 0,
-                lid: 1,
-                gid: [0; 16],
-                link_layer: super::caps::LinkLayer::InfiniBand,
+                address: command::PeerAddress::InfiniBand { lid: 1 },
             }),
         )?
         .encode()?)
@@ -420,9 +418,7 @@ fn a_queue_refuses_remote_operations_its_context_disables() {
     let peer = command::Peer {
         qpn,
         psn: 0,
-        lid: 1,
-        gid: [0; 16],
-        link_layer: super::caps::LinkLayer::InfiniBand,
+        address: command::PeerAddress::InfiniBand { lid: 1 },
     };
     for input in [
         rst2init.encode().unwrap(),
@@ -505,9 +501,7 @@ impl Bench {
         let peer = command::Peer {
             qpn,
             psn: 0,
-            lid: 1,
-            gid: [0; 16],
-            link_layer: super::caps::LinkLayer::InfiniBand,
+            address: command::PeerAddress::InfiniBand { lid: 1 },
         };
         let steps = [
             (

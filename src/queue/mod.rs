@@ -57,5 +57,8 @@ pub use shared::{
 mod erased;
 pub use erased::AnyQueuePair;
 
+mod recovery;
+pub use recovery::{Recovery, RecoveryError, Unfinished, UnfinishedOutcome};
+
 mod device;
 pub use device::{DeviceProducerState, DeviceQueue, DeviceQueueDescriptor, DeviceQueueError};

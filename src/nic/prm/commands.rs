@@ -1096,8 +1096,10 @@ impl AddressPath {
         }
     }
 
-    /// A RoCE path: the peer's GID and next-hop MAC, the local GID index, a GRH with
-    /// `hop_limit`, and the RoCE v2 UDP source port (0 lets the NIC choose).
+    /// A RoCE path: the peer's GID and next-hop MAC, the local GID index, the GRH's
+    /// `hop_limit`, and the RoCE v2 UDP source port (0 on RoCE v1). `grh` stays clear: on
+    /// Ethernet every packet carries a GRH and the bit is reserved (rdma-core's
+    /// `mlx5_create_ah`, the kernel's `mlx5_set_path`, NVSHMEM and DOCA all leave it 0).
     pub const fn roce(
         vhca_port_num: u8,
         rgid: [u8; 16],
@@ -1109,7 +1111,7 @@ impl AddressPath {
         Self {
             force_loopback: false,
             pkey_index: 0,
-            grh: true,
+            grh: false,
             rlid: 0,
             src_addr_index,
             stat_rate: 0,

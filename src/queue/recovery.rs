@@ -1,0 +1,285 @@
+//! Recovery: a queue pair in the error state (or one that must stop) brought back to RTS
+//! through the control plane's modify commands, every request it had not completed
+//! returned to the caller.
+//!
+//! [`QueuePair::recover`] (RC) and [`QueuePair::recover_dci`] (DC initiators) do, in order:
+//!
+//! 1. ring the doorbell for everything published, so the NIC knows every WQE;
+//! 2. 2ERR_QP (from any state): the NIC completes every WQE it has not executed with a
+//!    flush error, signaled or not;
+//! 3. drain the CQ until every WQE is retired, with a deadline: each WQE retired by an
+//!    error CQE or a flush becomes an [`Unfinished`] entry (its [`Ticket`] and the
+//!    completion's syndrome); WQEs retired by a successful CQE completed and are not
+//!    listed;
+//! 4. 2RST_QP: the NIC forgets the queue pair's progress, so its send counter restarts at
+//!    0, as rdma-core's mlx5 provider assumes when it zeroes its SQ indices and both words
+//!    of the doorbell record on a move to RESET; the host does the same (the record is
+//!    zeroed, the ring starts over at WQE index 0, see `SendQueue::restart`, and a
+//!    collapsed CQ forgets the last WQE counter it saw);
+//! 5. RST2INIT, INIT2RTR and RTR2RTS as at creation (an RC queue pair to the endpoint the
+//!    peer gives for its own next connection, sending from a new PSN of its own).
+//!
+//! Every ticket issued before the recovery is resolved exactly once: it completed (its
+//! CQE was polled before, or the drain retired it successfully), or its error CQE was
+//! returned by a poll before the recovery, or it is in the [`Recovery`] list. Tickets stay
+//! comparable across a recovery: the free-running counter only grows.
+//!
+//! A WQE in the list may have been executed before it was flushed (an atomic whose
+//! response the NIC dropped in the error state has changed remote memory): repost what is
+//! idempotent, report the rest.
+//!
+//! The RC peer must be recovered too (on hardware a requester error usually moves the
+//! responder to error as well, and a peer that kept its old PSN would drop or misread the
+//! new stream): both sides exchange [`QueuePair::endpoint`] before either recovers.
+//!
+//! A CQ that overran is in the error state and writes nothing more, so the drain of its
+//! queue pair times out ([`RecoveryError::Timeout`]); such a queue pair must be made again.
+
+use core::fmt;
+use std::time::{Duration, Instant};
+
+use super::pair::{CompletionError, PollError, Polled, QueuePair};
+use super::send::Ticket;
+use crate::cq::{ResponderCompletion, Syndrome};
+use crate::nic::{NicError, RcEndpoint};
+use crate::wqe::{AvForm, Dc, Rc, Transport};
+
+/// How a request that did not complete ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum UnfinishedOutcome {
+    /// It failed: its error CQE.
+    Failed(CompletionError),
+    /// The NIC flushed it (the queue pair was in the error state): its flush CQE, or the
+    /// flush CQE of the later WQE whose completion retired it.
+    Flushed(CompletionError),
+}
+
+impl UnfinishedOutcome {
+    /// The completion that reported it.
+    pub fn completion(&self) -> &CompletionError {
+        match self {
+            Self::Failed(e) | Self::Flushed(e) => e,
+        }
+    }
+}
+
+/// A request that did not complete.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Unfinished {
+    /// Its ticket (as posting returned it).
+    pub ticket: Ticket,
+    /// The 16-bit index of its first basic block.
+    pub wqe_index: u16,
+    /// How it ended.
+    pub outcome: UnfinishedOutcome,
+}
+
+/// What a recovery found: every request that had not completed, in posting order, and
+/// the receive completions it consumed on the way.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Recovery {
+    /// The requests that failed or were flushed.
+    pub unfinished: Vec<Unfinished>,
+    /// Receive completions (WRITE_WITH_IMM at this queue pair) consumed while draining.
+    pub received: Vec<ResponderCompletion>,
+    /// Receive-side error completions consumed while draining.
+    pub receive_errors: Vec<CompletionError>,
+}
+
+impl Recovery {
+    fn append(&mut self, mut more: Recovery) {
+        self.unfinished.append(&mut more.unfinished);
+        self.received.append(&mut more.received);
+        self.receive_errors.append(&mut more.receive_errors);
+    }
+}
+
+/// Why a recovery did not bring the queue pair back.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum RecoveryError {
+    /// The queue pair was not made by the control plane ([`crate::nic`]): there is no NIC
+    /// object to send the state transitions to.
+    NotControlPlane,
+    /// A state-transition command failed. The queue pair is in the state the NIC left it
+    /// in; `recover` may be called again (every step can be repeated).
+    Command(NicError),
+    /// After 2ERR_QP the NIC had not completed every WQE when the timeout passed (its CQ
+    /// is in the error state, or the NIC stopped). What the drain found so far is kept
+    /// and returned by the next recovery that finishes.
+    Timeout {
+        /// How long the drain waited.
+        waited: Duration,
+        /// WQEBBs still not completed.
+        outstanding_wqebbs: u64,
+    },
+    /// A CQE that is not one for this queue pair (malformed, or naming nothing it posted):
+    /// the CQ cannot be trusted, and nothing was reset.
+    Poll(PollError),
+    /// The free-running WQEBB counter cannot move on (2^64 WQEBBs posted).
+    CountersExhausted,
+}
+
+impl fmt::Display for RecoveryError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::NotControlPlane => f.write_str(
+                "the queue pair was not made by the control plane (nic::Device): no NIC object \
+                 to move through RESET",
+            ),
+            Self::Command(e) => write!(f, "recovery command failed: {e}"),
+            Self::Timeout {
+                waited,
+                outstanding_wqebbs,
+            } => write!(
+                f,
+                "{outstanding_wqebbs} WQEBBs not completed {waited:?} after 2ERR_QP (a CQ in \
+                 the error state writes nothing: make the queue pair again)"
+            ),
+            Self::Poll(e) => write!(f, "recovery found a CQE it cannot trust: {e}"),
+            Self::CountersExhausted => f.write_str("the queue's WQEBB counter is exhausted"),
+        }
+    }
+}
+
+impl std::error::Error for RecoveryError {}
+
+impl From<NicError> for RecoveryError {
+    fn from(e: NicError) -> Self {
+        Self::Command(e)
+    }
+}
+
+impl<T: Transport> QueuePair<T> {
+    /// Steps 1 to 5 of the module documentation for a host-placed queue pair.
+    fn recover_host(
+        &mut self,
+        remote: Option<&RcEndpoint>,
+        timeout: Duration,
+    ) -> Result<Recovery, RecoveryError> {
+        if self.nic_objects.is_none() {
+            return Err(RecoveryError::NotControlPlane);
+        }
+        self.sq.ring_doorbell();
+        if let Some(objects) = &self.nic_objects {
+            objects.to_error()?;
+        }
+        let mut found = Recovery::default();
+        let drained = self.drain_flushed(timeout, &mut found);
+        // What was found is kept even if the drain did not finish.
+        self.unreported.append(found);
+        drained?;
+        if let Some(objects) = &self.nic_objects {
+            objects.to_reset()?;
+        }
+        // The NIC's send counter is 0 now: so is the record, before RST2INIT lets the NIC
+        // read it again.
+        self.sq.memory().store_dbrec([0; 8]);
+        self.sq.restart().ok_or(RecoveryError::CountersExhausted)?;
+        self.cq.restart();
+        self.first_error = None;
+        if let Some(objects) = &mut self.nic_objects {
+            objects.reconnect(remote)?;
+        }
+        Ok(core::mem::take(&mut self.unreported))
+    }
+
+    /// Polls until every posted WQE is retired and the CQ is empty, listing in `found`
+    /// what failed or was flushed (also when it stops with a timeout or an untrusted CQE).
+    fn drain_flushed(
+        &mut self,
+        timeout: Duration,
+        found: &mut Recovery,
+    ) -> Result<(), RecoveryError> {
+        let start = Instant::now();
+        let mut idle_polls = 0u32;
+        loop {
+            let before = self.sq.retired();
+            match self.poll() {
+                Ok(Some(Polled::Sent { .. })) => {}
+                Ok(Some(Polled::Received(r))) => found.received.push(r),
+                Ok(None) if self.sq.is_idle() => return Ok(()),
+                Ok(None) => {
+                    idle_polls = idle_polls.wrapping_add(1);
+                    if idle_polls % 64 == 0 {
+                        let waited = start.elapsed();
+                        if waited >= timeout {
+                            let outstanding_wqebbs = self.sq.producer() - self.sq.retired();
+                            return Err(RecoveryError::Timeout {
+                                waited,
+                                outstanding_wqebbs,
+                            });
+                        }
+                        std::thread::yield_now();
+                    }
+                }
+                Err(PollError::Completion(error)) => {
+                    let after = self.sq.retired();
+                    if after == before {
+                        // A receive-side error: it retired no send WQE.
+                        found.receive_errors.push(error);
+                        continue;
+                    }
+                    let flush = error.syndrome == Some(Syndrome::WorkRequestFlushed);
+                    let qpn = self.sq.qpn();
+                    let wqes = self.sq.wqes_between(before, after);
+                    let last = wqes.len().saturating_sub(1);
+                    for (i, (first, end)) in wqes.into_iter().enumerate() {
+                        let wqe_index = first as u16;
+                        let outcome = if i == last {
+                            if flush {
+                                UnfinishedOutcome::Flushed(error)
+                            } else {
+                                UnfinishedOutcome::Failed(error)
+                            }
+                        } else if flush {
+                            // Retired by a later WQE's flush: flushed too (every WQE after
+                            // the first error is).
+                            UnfinishedOutcome::Flushed(CompletionError { wqe_index, ..error })
+                        } else {
+                            // Before the failed WQE, in order: it completed.
+                            continue;
+                        };
+                        found.unfinished.push(Unfinished {
+                            ticket: Ticket { qpn, end },
+                            wqe_index,
+                            outcome,
+                        });
+                    }
+                }
+                Err(e) => return Err(RecoveryError::Poll(e)),
+            }
+        }
+    }
+}
+
+impl QueuePair<Rc> {
+    /// What the peer needs to connect to this queue pair after its next recovery: its
+    /// number, the PSN its next connection sends from, its port's addresses (`None` if it
+    /// was not made by the control plane). Both sides exchange these before either calls
+    /// [`recover`](Self::recover).
+    pub fn endpoint(&self) -> Option<RcEndpoint> {
+        self.nic_objects.as_ref()?.endpoint()
+    }
+
+    /// Brings the queue pair back to RTS connected to `remote` (the peer's
+    /// [`endpoint`](Self::endpoint) for its own recovery), returning every request that
+    /// had not completed (see the [module documentation](self)). Waits at most `timeout`
+    /// for the NIC to flush.
+    pub fn recover(
+        &mut self,
+        remote: &RcEndpoint,
+        timeout: Duration,
+    ) -> Result<Recovery, RecoveryError> {
+        self.recover_host(Some(remote), timeout)
+    }
+}
+
+impl<Av: AvForm> QueuePair<Dc<Av>> {
+    /// Brings the DC initiator back to RTS, returning every request that had not
+    /// completed (see the [module documentation](self)). Waits at most `timeout` for the
+    /// NIC to flush.
+    pub fn recover_dci(&mut self, timeout: Duration) -> Result<Recovery, RecoveryError> {
+        self.recover_host(None, timeout)
+    }
+}
