@@ -14,7 +14,7 @@
 use core::fmt;
 use core::ops::RangeInclusive;
 
-use super::caps::Gid;
+use super::caps::{Gid, GidEntry, GidType};
 
 /// The UDP source ports RoCE v2 uses (`IB_ROCE_UDP_ENCAP_VALID_PORT_MIN` to `_MAX`).
 pub const UDP_SOURCE_PORTS: RangeInclusive<u16> = 0xc000..=0xffff;
@@ -82,6 +82,18 @@ pub fn link_local_mac(gid: &Gid) -> Option<[u8; 6]> {
     Some([g[8] ^ 2, g[9], g[10], g[13], g[14], g[15]])
 }
 
+/// The GID table Linux builds for a RoCE port whose network interface has MAC `mac` and
+/// IPv4 addresses `ipv4`, as rdma-core's sysfs shows it: for the link-local IPv6 address
+/// (from the MAC) and then each IPv4 address (as `::ffff:a.b.c.d`), one `IB/RoCE v1`
+/// entry followed by one `RoCE v2` entry. A ConnectX port with one IPv4 address has its
+/// RoCE v2 IPv4 GID at index 3, the index NCCL and NVSHMEM users are told to set.
+pub fn kernel_gid_table(mac: [u8; 6], ipv4: &[[u8; 4]]) -> Vec<GidEntry> {
+    core::iter::once(Gid::link_local(mac))
+        .chain(ipv4.iter().map(|a| Gid::from_ipv4(*a)))
+        .flat_map(|gid| [GidType::RoceV1, GidType::RoceV2].map(|kind| GidEntry { gid, kind }))
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -98,6 +110,35 @@ mod tests {
         assert!(gid.is_link_local() && !gid.is_ipv4_mapped());
         assert_eq!(link_local_mac(&gid), Some(mac));
         assert_eq!(link_local_mac(&Gid::from_ipv4([10, 0, 0, 1])), None);
+    }
+
+    #[test]
+    fn the_kernel_table_puts_the_ipv4_roce_v2_gid_at_index_3_and_that_is_the_one_chosen() {
+        use crate::nic::{LinkLayer, Mtu, PortAttributes};
+        let mac = [0x02, 0, 0, 0, 0, 0x01];
+        let table = kernel_gid_table(mac, &[[192, 168, 1, 7]]);
+        let kinds: Vec<&str> = table.iter().map(|e| e.kind.sysfs_name()).collect();
+        assert_eq!(kinds, ["IB/RoCE v1", "RoCE v2", "IB/RoCE v1", "RoCE v2"]);
+        let port = PortAttributes {
+            port: 1,
+            lid: 0,
+            mtu: Mtu::Mtu4096,
+            link_layer: LinkLayer::Ethernet,
+            gids: table.clone(),
+        };
+        assert_eq!(
+            port.source_gid(),
+            Some((3, Gid::from_ipv4([192, 168, 1, 7])))
+        );
+        // Without an IP address only the link-local RoCE v2 entry is left; without RoCE v2
+        // entries, none.
+        let mut port = PortAttributes {
+            gids: kernel_gid_table(mac, &[]),
+            ..port
+        };
+        assert_eq!(port.source_gid(), Some((1, Gid::link_local(mac))));
+        port.gids.retain(|e| e.kind == GidType::RoceV1);
+        assert_eq!(port.source_gid(), None);
     }
 
     #[test]

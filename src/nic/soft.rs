@@ -49,7 +49,7 @@ use crate::queue::executor::ExecutorClaim;
 use crate::queue::{GpuDoorbell, HostDoorbell};
 use crate::softnic::{Fabric, MemoryRegion, NodeId};
 use crate::wqe::segment::AddressVectorSegment;
-use crate::wqe::{FullAddressVector, LinkAddress, RKey};
+use crate::wqe::{FullAddressVector, Grh, LinkAddress, RKey};
 
 /// The capabilities a software NIC reports unless told otherwise: CQE version 1, compact
 /// address vectors, send queues up to 2^15 WQEBBs, CQs up to 2^22 entries, WQEs up to 1 KiB,
@@ -155,6 +155,41 @@ impl SoftNic {
                     gid: Gid(gid),
                     kind: GidType::InfiniBand,
                 }],
+            },
+            tables: Arc::default(),
+        })
+    }
+
+    /// A new device on `fabric` with an Ethernet (RoCE) port: MAC `mac`, MTU 4096, GID
+    /// table `gids` (a ConnectX's, for given addresses, is
+    /// [`roce::kernel_gid_table`](super::roce::kernel_gid_table)). Its node of the fabric
+    /// answers for every GID of the table: RoCE paths reach it by GID and MAC (the next
+    /// hop's MAC must be right), RC paths with a RoCE v2 source GID carry a UDP source port
+    /// in 0xc000..=0xffff, and an address vector to a GID resolves its MAC as an address
+    /// handle would (see [`Fabric::resolve_mac`]).
+    pub fn open_roce(fabric: &Fabric, mac: [u8; 6], gids: Vec<GidEntry>) -> Result<Self, NicError> {
+        let mut addresses: Vec<[u8; 16]> = Vec::new();
+        for entry in gids.iter().filter(|e| !e.gid.is_zero()) {
+            if !addresses.contains(&entry.gid.0) {
+                addresses.push(entry.gid.0);
+            }
+        }
+        let node = fabric
+            .add_ethernet_node(mac, &addresses)
+            .map_err(|e| NicError::NoDevice {
+                reason: format!("software RoCE NIC with MAC {mac:02x?}: {e}"),
+            })?;
+        Ok(Self {
+            fabric: fabric.clone(),
+            node,
+            name: format!("soft:{node}"),
+            caps: SOFT_NIC_CAPS,
+            port: PortAttributes {
+                port: 1,
+                lid: 0,
+                mtu: Mtu::Mtu4096,
+                link_layer: LinkLayer::Ethernet,
+                gids,
             },
             tables: Arc::default(),
         })
@@ -466,14 +501,13 @@ impl Backend for SoftNic {
         &self,
         _pd: &SoftPd,
         port: &PortAttributes,
-        _source_gid_index: u8,
-        _gid: Gid,
+        source_gid_index: u8,
+        gid: Gid,
     ) -> Result<AddressVectorSegment, NicError> {
-        // The software fabric routes by LID; the DCT number and key are patched in later.
-        let target = FullAddressVector {
-            dct: 0,
-            dc_key: 0,
-            link: LinkAddress::InfiniBand {
+        // The DCT number and key are patched in later.
+        let link = match port.link_layer {
+            // The software fabric routes InfiniBand by LID.
+            LinkLayer::InfiniBand => LinkAddress::InfiniBand {
                 lid: port.lid,
                 sl: 0,
                 static_rate: 0,
@@ -481,6 +515,44 @@ impl Backend for SoftNic {
                 force_loopback: false,
                 grh: None,
             },
+            LinkLayer::Ethernet => {
+                let populated = port
+                    .gids
+                    .get(usize::from(source_gid_index))
+                    .is_some_and(|e| !e.gid.is_zero());
+                if !populated {
+                    return Err(NicError::OutOfRange {
+                        what: "source GID index (not a populated entry of the port's table)",
+                        value: source_gid_index.into(),
+                        max: port.gids.len().saturating_sub(1) as u64,
+                    });
+                }
+                let mac = self.fabric.resolve_mac(gid.0).map_err(NicError::SoftNic)?;
+                // rdma-core draws a random RoCE v2 port for an address handle without a
+                // flow label; this NIC derives one from the GID, so runs repeat.
+                let tail = u32::from_be_bytes([gid.0[12], gid.0[13], gid.0[14], gid.0[15]]);
+                LinkAddress::Roce {
+                    udp_source_port: super::roce::udp_source_port(super::roce::flow_label(
+                        tail & 0xff_ffff,
+                        1,
+                    )),
+                    sl: 0,
+                    static_rate: 0,
+                    mac,
+                    grh: Grh {
+                        sgid_index: source_gid_index,
+                        flow_label: 0,
+                        traffic_class: 0,
+                        hop_limit: super::command::HOP_LIMIT,
+                        dgid: gid.0,
+                    },
+                }
+            }
+        };
+        let target = FullAddressVector {
+            dct: 0,
+            dc_key: 0,
+            link,
         }
         .encode()?;
         Ok(*target.segment())

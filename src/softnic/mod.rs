@@ -110,6 +110,8 @@
 //! | DC: no such DCT on that node | [`Fault::UnknownDct`] | TRANSPORT_RETRY_EXC 0x15 | 0x51 |
 //! | DC: wrong DC key | [`Fault::WrongDcKey`] | TRANSPORT_RETRY_EXC 0x15 | 0x52 |
 //! | responder gone or in error | [`Fault::ResponderUnavailable`] | TRANSPORT_RETRY_EXC 0x15 | 0x53 |
+//! | RoCE: no node has the path's destination GID | [`Fault::UnknownGid`] | TRANSPORT_RETRY_EXC 0x15 | 0x54 |
+//! | RoCE: the next-hop MAC is not that node's | [`Fault::WrongMac`] | TRANSPORT_RETRY_EXC 0x15 | 0x55 |
 //! | atomic not aligned to its size | [`Fault::MisalignedAtomic`] | REMOTE_INVAL_REQ 0x12 | 0x30 |
 //! | unknown rkey | [`Fault::RemoteKey`] | REMOTE_ACCESS 0x13 | 0x40 |
 //! | remote range outside the region | [`Fault::RemoteBounds`] | REMOTE_ACCESS 0x13 | 0x41 |
@@ -158,7 +160,8 @@ pub use engine::EngineHandle;
 pub use error::SoftNicError;
 pub use fabric::{
     AsyncEvent, Census, Cqn, DctConfig, DctNumber, DoorbellWatch, ErrorCause, Fabric, NodeId,
-    QpConfig, QpState, QpStatus, QueueId, ReceiveConfig, DEFAULT_MAX_MESSAGE_BYTES,
+    PeerPath, QpConfig, QpState, QpStatus, QueueId, ReceiveConfig, RocePath,
+    DEFAULT_MAX_MESSAGE_BYTES,
 };
 pub use fault::{Fault, FLUSH_VENDOR_SYNDROME};
 pub(crate) use objects::{CommandedQp, ObjectRefusal, Transition};

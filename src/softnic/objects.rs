@@ -13,7 +13,7 @@ use crate::wqe::{Qpn, TransportKind};
 use super::completion::CqState;
 use super::error::SoftNicError;
 use super::fabric::{
-    check_node, DoorbellWatch, Fabric, FabricState, NodeId, QpState, ResponderState,
+    check_node, DoorbellWatch, Fabric, FabricState, NodeId, PeerPath, QpState, ResponderState,
     SendQueueState, DEFAULT_MAX_MESSAGE_BYTES,
 };
 use super::region::Access;
@@ -50,10 +50,10 @@ pub(crate) enum Transition {
         /// `rre`, `rwe`, `rae` as access rights.
         enabled: Access,
     },
-    /// INIT2RTR_QP, with the RC peer (QPN and LID) for an RC queue pair.
+    /// INIT2RTR_QP, with the RC peer (QPN and path) for an RC queue pair.
     InitToRtr {
-        /// The remote QPN and the LID it is reached at (RC only).
-        peer: Option<(u32, u16)>,
+        /// The remote QPN and the path it is reached by (RC only).
+        peer: Option<(u32, PeerPath)>,
     },
     /// RTR2RTS_QP.
     RtrToRts,
@@ -75,7 +75,7 @@ impl FabricState {
             sq.state = QpState::Reset;
             sq.error = None;
             sq.peer = None;
-            sq.peer_lid = None;
+            sq.peer_path = None;
             sq.consumer = 0;
             sq.executed = 0;
             sq.armed_limit = None;
@@ -132,6 +132,16 @@ impl Fabric {
         Ok(())
     }
 
+    /// The transport of a queue pair made by command.
+    pub(crate) fn commanded_transport(&self, qpn: u32) -> Option<TransportKind> {
+        let state = self.shared.lock();
+        state
+            .sqs
+            .get(&qpn)
+            .filter(|sq| sq.commanded)
+            .map(|sq| sq.transport)
+    }
+
     /// Whether `cqn` is a CQ made by command.
     pub(crate) fn has_cq_object(&self, cqn: u32) -> bool {
         self.shared.lock().cqs.get(&cqn).is_some_and(|cq| cq.held)
@@ -182,7 +192,7 @@ impl Fabric {
                 state: QpState::Reset,
                 error: None,
                 peer: None,
-                peer_lid: None,
+                peer_path: None,
                 commanded: true,
                 consumer: 0,
                 executed: 0,
@@ -248,12 +258,12 @@ impl Fabric {
         }
         if let Transition::InitToRtr { peer } = transition {
             if sq.transport == TransportKind::Rc {
-                let (remote, lid) =
+                let (remote, path) =
                     peer.ok_or(ObjectRefusal::Invalid(SoftNicError::NotReliableConnected {
                         number: qpn,
                     }))?;
                 sq.peer = Some(remote);
-                sq.peer_lid = Some(lid);
+                sq.peer_path = Some(path);
             }
         }
         sq.state = to;
