@@ -4,13 +4,17 @@
 //!
 //! [`QueuePair::recover`] (RC) and [`QueuePair::recover_dci`] (DC initiators) do, in order:
 //!
-//! 1. ring the doorbell for everything published, so the NIC knows every WQE;
+//! 1. post a signaled NOP after an unsignaled tail (WQEs that ran unsignaled complete
+//!    without a CQE, and a NIC in error flushes only what it has not run, so the NOP's
+//!    completion or flush is what retires them), and ring the doorbell for everything
+//!    published, so the NIC knows every WQE;
 //! 2. 2ERR_QP (from any state): the NIC completes every WQE it has not executed with a
 //!    flush error, signaled or not;
-//! 3. drain the CQ until every WQE is retired, with a deadline: each WQE retired by an
-//!    error CQE or a flush becomes an [`Unfinished`] entry (its [`Ticket`] and the
-//!    completion's syndrome); WQEs retired by a successful CQE completed and are not
-//!    listed;
+//! 3. drain the CQ until every WQE is retired, with a deadline: the WQE an error or flush
+//!    CQE names becomes an [`Unfinished`] entry (its [`Ticket`] and the completion's
+//!    syndrome); the unsignaled WQEs before it that the CQE retires completed (they ran
+//!    before the error: a NIC in error flushes each WQE with a CQE of its own, as mlx5 does
+//!    and the software NIC models), as did those a successful CQE retires;
 //! 4. 2RST_QP: the NIC forgets the queue pair's progress, so its send counter restarts at
 //!    0, as rdma-core's mlx5 provider assumes when it zeroes its SQ indices and both words
 //!    of the doorbell record on a move to RESET; the host does the same (the record is
@@ -116,6 +120,8 @@ pub enum RecoveryError {
     /// A CQE that is not one for this queue pair (malformed, or naming nothing it posted):
     /// the CQ cannot be trusted, and nothing was reset.
     Poll(PollError),
+    /// The signaled NOP that makes a CQE cover an unsignaled tail could not be posted.
+    Post(super::send::PostError),
     /// The free-running WQEBB counter cannot move on (2^64 WQEBBs posted).
     CountersExhausted,
 }
@@ -137,6 +143,7 @@ impl fmt::Display for RecoveryError {
                  the error state writes nothing: make the queue pair again)"
             ),
             Self::Poll(e) => write!(f, "recovery found a CQE it cannot trust: {e}"),
+            Self::Post(e) => write!(f, "recovery could not signal the tail: {e}"),
             Self::CountersExhausted => f.write_str("the queue's WQEBB counter is exhausted"),
         }
     }
@@ -156,16 +163,31 @@ impl<T: Transport> QueuePair<T> {
         &mut self,
         remote: Option<&RcEndpoint>,
         timeout: Duration,
+        progress: &mut dyn FnMut(),
     ) -> Result<Recovery, RecoveryError> {
         if self.nic_objects.is_none() {
             return Err(RecoveryError::NotControlPlane);
         }
+        let start = Instant::now();
+        let mut found = Recovery::default();
+        // WQEs that ran unsignaled at the end of the ring complete without a CQE; a NIC in
+        // error only flushes what it has not run. A signaled NOP after them makes a CQE
+        // cover them either way (its completion, or its flush).
+        let signaled = self.signal_tail_for_recovery(start, timeout, &mut found, progress);
+        let own_nop = match signaled {
+            Ok(nop) => nop,
+            Err(e) => {
+                self.unreported.append(found);
+                return Err(e);
+            }
+        };
         self.sq.ring_doorbell();
         if let Some(objects) = &self.nic_objects {
             objects.to_error()?;
         }
-        let mut found = Recovery::default();
-        let drained = self.drain_flushed(timeout, &mut found);
+        let drained = self.drain_flushed(start, timeout, &mut found, progress);
+        // The NOP is the recovery's own, not a request of the caller's.
+        found.unfinished.retain(|u| Some(u.ticket) != own_nop);
         // What was found is kept even if the drain did not finish.
         self.unreported.append(found);
         drained?;
@@ -188,18 +210,57 @@ impl<T: Transport> QueuePair<T> {
     /// what failed or was flushed (also when it stops with a timeout or an untrusted CQE).
     fn drain_flushed(
         &mut self,
+        start: Instant,
         timeout: Duration,
         found: &mut Recovery,
+        progress: &mut dyn FnMut(),
     ) -> Result<(), RecoveryError> {
-        let start = Instant::now();
+        self.drain_until(start, timeout, found, progress, |qp| qp.sq.is_idle())
+    }
+
+    /// Posts a signaled NOP after an unsignaled tail, polling for room first (the ring
+    /// always holds a signaled WQE within half its size, so room comes). Returns the NOP's
+    /// ticket, if it posted one.
+    fn signal_tail_for_recovery(
+        &mut self,
+        start: Instant,
+        timeout: Duration,
+        found: &mut Recovery,
+        progress: &mut dyn FnMut(),
+    ) -> Result<Option<Ticket>, RecoveryError> {
+        if !self.sq.has_unsignaled_tail() {
+            return Ok(None);
+        }
+        self.sq.ring_doorbell();
+        self.drain_until(start, timeout, found, progress, |qp| {
+            qp.sq.free_wqebbs() > 0 || !qp.sq.has_unsignaled_tail()
+        })?;
+        if !self.sq.has_unsignaled_tail() {
+            return Ok(None);
+        }
+        // Room for one WQEBB; a NOP is one.
+        self.sq.signal_tail().map_err(RecoveryError::Post)
+    }
+
+    /// Polls (listing what failed or was flushed) until `done` holds and the CQ has
+    /// nothing more, or the deadline passes.
+    fn drain_until(
+        &mut self,
+        start: Instant,
+        timeout: Duration,
+        found: &mut Recovery,
+        progress: &mut dyn FnMut(),
+        done: impl Fn(&Self) -> bool,
+    ) -> Result<(), RecoveryError> {
         let mut idle_polls = 0u32;
         loop {
             let before = self.sq.retired();
             match self.poll() {
                 Ok(Some(Polled::Sent { .. })) => {}
                 Ok(Some(Polled::Received(r))) => found.received.push(r),
-                Ok(None) if self.sq.is_idle() => return Ok(()),
+                Ok(None) if done(self) => return Ok(()),
                 Ok(None) => {
+                    progress();
                     idle_polls = idle_polls.wrapping_add(1);
                     if idle_polls % 64 == 0 {
                         let waited = start.elapsed();
@@ -220,32 +281,22 @@ impl<T: Transport> QueuePair<T> {
                         found.receive_errors.push(error);
                         continue;
                     }
-                    let flush = error.syndrome == Some(Syndrome::WorkRequestFlushed);
-                    let qpn = self.sq.qpn();
-                    let wqes = self.sq.wqes_between(before, after);
-                    let last = wqes.len().saturating_sub(1);
-                    for (i, (first, end)) in wqes.into_iter().enumerate() {
-                        let wqe_index = first as u16;
-                        let outcome = if i == last {
-                            if flush {
-                                UnfinishedOutcome::Flushed(error)
-                            } else {
-                                UnfinishedOutcome::Failed(error)
-                            }
-                        } else if flush {
-                            // Retired by a later WQE's flush: flushed too (every WQE after
-                            // the first error is).
-                            UnfinishedOutcome::Flushed(CompletionError { wqe_index, ..error })
-                        } else {
-                            // Before the failed WQE, in order: it completed.
-                            continue;
-                        };
-                        found.unfinished.push(Unfinished {
-                            ticket: Ticket { qpn, end },
-                            wqe_index,
-                            outcome,
-                        });
-                    }
+                    // The CQE names one WQE (which ends at `after`). The unsignaled WQEs
+                    // before it that it retires completed: they ran before the error, for
+                    // a NIC in error completes every WQE it flushes with a CQE of its own.
+                    let outcome = if error.syndrome == Some(Syndrome::WorkRequestFlushed) {
+                        UnfinishedOutcome::Flushed(error)
+                    } else {
+                        UnfinishedOutcome::Failed(error)
+                    };
+                    found.unfinished.push(Unfinished {
+                        ticket: Ticket {
+                            qpn: self.sq.qpn(),
+                            end: after,
+                        },
+                        wqe_index: error.wqe_index,
+                        outcome,
+                    });
                 }
                 Err(e) => return Err(RecoveryError::Poll(e)),
             }
@@ -271,7 +322,18 @@ impl QueuePair<Rc> {
         remote: &RcEndpoint,
         timeout: Duration,
     ) -> Result<Recovery, RecoveryError> {
-        self.recover_host(Some(remote), timeout)
+        self.recover_host(Some(remote), timeout, &mut || {})
+    }
+
+    /// [`recover`](Self::recover), calling `progress` between polls that find nothing (for
+    /// a NIC that needs driving, such as the software NIC stepped by hand).
+    pub fn recover_driving(
+        &mut self,
+        remote: &RcEndpoint,
+        timeout: Duration,
+        progress: &mut dyn FnMut(),
+    ) -> Result<Recovery, RecoveryError> {
+        self.recover_host(Some(remote), timeout, progress)
     }
 }
 
@@ -280,6 +342,16 @@ impl<Av: AvForm> QueuePair<Dc<Av>> {
     /// completed (see the [module documentation](self)). Waits at most `timeout` for the
     /// NIC to flush.
     pub fn recover_dci(&mut self, timeout: Duration) -> Result<Recovery, RecoveryError> {
-        self.recover_host(None, timeout)
+        self.recover_host(None, timeout, &mut || {})
+    }
+
+    /// [`recover_dci`](Self::recover_dci), calling `progress` between polls that find
+    /// nothing.
+    pub fn recover_dci_driving(
+        &mut self,
+        timeout: Duration,
+        progress: &mut dyn FnMut(),
+    ) -> Result<Recovery, RecoveryError> {
+        self.recover_host(None, timeout, progress)
     }
 }

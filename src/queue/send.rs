@@ -392,26 +392,6 @@ impl<T: Transport, P: Placement, S: OrderingScope + ValidFor<P>> SendQueue<T, P,
         Some(end)
     }
 
-    /// The WQEs published between free-running counters `from` and `to` (each as its
-    /// first counter and the counter after it), read from the producer's records: for
-    /// `from` and `to` at WQE boundaries of the range the producer published since its last
-    /// restart, whether retired or not (retirement leaves the records in place).
-    pub(crate) fn wqes_between(&self, from: u64, to: u64) -> Vec<(u64, u64)> {
-        let mask = u64::from(self.memory.size().wqebbs() - 1);
-        let mut wqes = Vec::new();
-        let mut at = from;
-        while at < to {
-            let record = self.state.slots[(at & mask) as usize];
-            if record.start != at {
-                break; // not a WQE boundary: nothing the producer published
-            }
-            let end = at + u64::from(record.wqebbs.max(1));
-            wqes.push((at, end));
-            at = end;
-        }
-        wqes
-    }
-
     /// Starts the ring over after the NIC reset the queue pair (2RST_QP), which restarts
     /// the NIC's send counter (and so the next WQE index) at 0. Every WQE must be retired.
     /// The free-running counters skip ahead to the next multiple of 2^16 instead of going
