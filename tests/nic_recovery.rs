@@ -7,11 +7,12 @@
 //!   failed request with its syndrome and vendor syndrome, the two flushed, each with its
 //!   ticket and WQE index), memory unchanged by all three, then a clean round of every
 //!   operation. RC and DCI, InfiniBand and RoCE v2.
-//!   Not here: the faults a control-plane queue pair cannot meet from safe code, because
-//!   only the builders write its ring (a malformed WQE, one naming another queue, one
-//!   reaching past the record; `ibgda::queue::recovery`'s unit tests corrupt a ring from
-//!   inside the crate for those), a misaligned atomic (the builder refuses it), and a WQE
-//!   before RTS (a `PendingRc` has no post).
+//!   Not here: the faults a control-plane queue pair cannot meet from safe code: a
+//!   malformed WQE, one naming another queue, one reaching past the record (only the
+//!   builders write its ring) and a WQE before RTS (a `PendingRc` has no post); the unit
+//!   tests of `src/queue/recovery.rs` make each from inside the crate (the ring rewritten,
+//!   the queue pair moved to INIT behind the control plane's back), then recover. A
+//!   misaligned atomic cannot be built at all.
 //! - A CQ that overran: its queue pair's recovery ends in a typed timeout, every time.
 //! - A queue pair stuck behind a peer in RESET: only 2ERR_QP gets its WQEs back.
 //! - A property test of random posts, faults, polls, NIC steps and recoveries: every

@@ -355,3 +355,181 @@ impl<Av: AvForm> QueuePair<Dc<Av>> {
         self.recover_host(None, timeout, progress)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    //! The faults a control-plane queue pair meets only if its ring is written behind its
+    //! back (the builders never write a malformed WQE, one naming another queue, or one
+    //! longer than what is published) or if it is moved out of RTS behind the control
+    //! plane's back, each followed by recovery: the corrupted WQE is returned failed with
+    //! its syndrome, the ones after it flushed, and the queue pair works again.
+
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::memory::DmaBuffer;
+    use crate::nic::prm::{self, Command};
+    use crate::nic::{Device, MemoryAccess, QueueSpec, SoftNic, SoftObject};
+    use crate::softnic::Fabric;
+    use crate::wqe::{RdmaWrite, RingSize};
+
+    const LOCAL_QP_OP: u8 = 0x02;
+
+    struct Setup {
+        fabric: Fabric,
+        device: Device<SoftNic>,
+        buffer: Arc<DmaBuffer>,
+        region: crate::nic::MemoryRegion<SoftNic>,
+        qp: QueuePair<Rc>,
+    }
+
+    fn setup() -> Setup {
+        let fabric = Fabric::new();
+        let device = Device::open(SoftNic::open(&fabric, 1).unwrap()).unwrap();
+        let pd = device.alloc_pd().unwrap();
+        let buffer = Arc::new(DmaBuffer::zeroed(64, 64).unwrap());
+        let region = pd
+            .register(buffer.clone(), 0, 64, MemoryAccess::all())
+            .unwrap();
+        let pending = pd
+            .create_rc(QueueSpec::new(RingSize::new(16).unwrap()))
+            .unwrap();
+        let endpoint = pending.endpoint();
+        let qp = pending.connect(&endpoint).unwrap();
+        Setup {
+            fabric,
+            device,
+            buffer,
+            region,
+            qp,
+        }
+    }
+
+    impl Setup {
+        fn write(&mut self, at: u64, byte: u8) -> Ticket {
+            let payload = [byte; 8];
+            let wqe = RdmaWrite::new(self.region.remote(at))
+                .inline(&payload)
+                .signaled()
+                .build()
+                .unwrap();
+            self.qp.post(&wqe, &[]).unwrap()
+        }
+
+        /// Recovers, expecting `failed` to fail with `vendor` and `flushed` to be flushed,
+        /// then checks the queue pair writes again.
+        fn recover_expecting(&mut self, failed: Ticket, vendor: u8, flushed: &[Ticket]) {
+            let next = self.qp.endpoint().unwrap();
+            let fabric = self.fabric.clone();
+            let recovery = self
+                .qp
+                .recover_driving(&next, Duration::from_secs(5), &mut || {
+                    fabric.step();
+                })
+                .unwrap();
+            let mut expected = vec![(failed, true, LOCAL_QP_OP, vendor)];
+            expected.extend(flushed.iter().map(|t| (*t, false, 0x05, 0)));
+            let found: Vec<_> = recovery
+                .unfinished
+                .iter()
+                .map(|u| {
+                    let e = u.outcome.completion();
+                    (
+                        u.ticket,
+                        matches!(u.outcome, UnfinishedOutcome::Failed(_)),
+                        e.syndrome_byte,
+                        e.vendor_syndrome,
+                    )
+                })
+                .collect();
+            assert_eq!(found, expected);
+            assert_eq!(self.buffer.to_vec(), vec![0; 64], "nothing landed");
+            let t = self.write(0, 0x5a);
+            self.qp
+                .wait_driving(t, Duration::from_secs(5), &mut || {
+                    self.fabric.step();
+                })
+                .unwrap();
+            assert_eq!(self.buffer.to_vec()[..8], [0x5a; 8]);
+        }
+
+        /// Rewrites byte `at` of the WQE starting at `ticket - 1`'s slot.
+        fn corrupt(&self, ticket: Ticket, at: usize, byte: u8) {
+            let slot = ((ticket.end() - 1) % 16) as usize;
+            self.qp
+                .sq
+                .memory()
+                .ring_buffer()
+                .write(slot * 64 + at, &[byte])
+                .unwrap();
+        }
+    }
+
+    #[test]
+    fn a_malformed_wqe_then_recovery() {
+        let mut s = setup();
+        let failed = s.write(0, 1);
+        // Opcode byte 3 of the control segment: 0x07 is no opcode.
+        s.corrupt(failed, 3, 0x07);
+        let flushed = [s.write(8, 2), s.write(16, 3)];
+        s.fabric.run_until_idle();
+        s.recover_expecting(failed, 0x01, &flushed);
+    }
+
+    #[test]
+    fn a_wqe_naming_another_queue_then_recovery() {
+        let mut s = setup();
+        let failed = s.write(0, 1);
+        // The QPN is bytes 4..7 of the control segment.
+        s.corrupt(failed, 6, 0x77);
+        let flushed = [s.write(8, 2)];
+        s.fabric.run_until_idle();
+        s.recover_expecting(failed, 0x02, &flushed);
+    }
+
+    #[test]
+    fn a_wqe_longer_than_what_is_published_then_recovery() {
+        let mut s = setup();
+        let failed = s.write(0, 1);
+        // DS 8 (two basic blocks) where one is published.
+        s.corrupt(failed, 7, 8);
+        s.fabric.run_until_idle();
+        s.recover_expecting(failed, 0x03, &[]);
+    }
+
+    #[test]
+    fn a_wqe_before_rts_then_recovery() {
+        let mut s = setup();
+        let qpn = s.qp.qpn().get();
+        let modify = |input: Vec<u8>| {
+            s.device
+                .backend()
+                .modify_object(&SoftObject::Qp(qpn), &input, &mut [0u8; 64])
+                .unwrap()
+        };
+        // Behind the control plane's back: RESET (the host starting over as recovery
+        // would), then INIT only.
+        modify(prm::Qp2Rst { uid: 0, qpn }.encode().unwrap());
+        s.qp.sq.memory().store_dbrec([0; 8]);
+        s.qp.sq.restart().unwrap();
+        modify(
+            prm::Rst2InitQp {
+                uid: 0,
+                qpn,
+                opt_param_mask: 0,
+                pm_state: prm::PmState::Migrated,
+                vhca_port_num: 1,
+                pkey_index: 0,
+                access: prm::RemoteAccess::ALL,
+                atomic_mode: prm::AtomicMode::UpTo8Bytes,
+                dc_access_key: 0,
+            }
+            .encode()
+            .unwrap(),
+        );
+        let failed = s.write(0, 1);
+        let flushed = [s.write(8, 2)];
+        s.fabric.run_until_idle();
+        s.recover_expecting(failed, 0x04, &flushed);
+    }
+}
