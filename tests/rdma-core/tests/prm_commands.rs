@@ -1152,20 +1152,25 @@ mod checks {
             };
             let qpn = rng.u32(24);
             let theirs = oracle::dr_init2rtr(qpn, &args).expect("dr_devx_modify_qp_init2rtr");
-            let mut path = AddressPath {
-                vhca_port_num: args.port_num as u8,
-                ..AddressPath::default()
-            };
-            if args.fl {
-                path.force_loopback = true;
-            } else {
-                path.rmac = args.mac;
-                path.rgid = args.gid;
-                path.src_addr_index = args.sgid_index;
-                if args.roce_v2 {
-                    path.udp_sport = 49999;
+            // The RoCE path is built with the constructor the control plane uses (rdma-core
+            // sets no hop limit here, and port 49999 for RoCE v2).
+            let path = if args.fl {
+                AddressPath {
+                    vhca_port_num: args.port_num as u8,
+                    force_loopback: true,
+                    ..AddressPath::default()
                 }
-            }
+            } else {
+                let udp_sport = if args.roce_v2 { 49999 } else { 0 };
+                AddressPath::roce(
+                    args.port_num as u8,
+                    args.gid,
+                    args.mac,
+                    args.sgid_index,
+                    0,
+                    udp_sport,
+                )
+            };
             let ours = Init2RtrQp {
                 uid: 0,
                 qpn,
