@@ -80,7 +80,9 @@ fn a_roce_port_without_a_roce_v2_gid_is_a_typed_error_naming_the_port() {
     let spec = QueueSpec::new(RingSize::new(16).unwrap());
     assert_eq!(pd.create_rc(spec).map(|_| ()).unwrap_err(), expected);
     assert_eq!(
-        pd.create_dci::<ibgda::wqe::Full>(spec).map(|_| ()).unwrap_err(),
+        pd.create_dci::<ibgda::wqe::Full>(spec)
+            .map(|_| ())
+            .unwrap_err(),
         expected
     );
     assert_eq!(pd.create_dct(1, 16).map(|_| ()).unwrap_err(), expected);
@@ -109,8 +111,14 @@ fn macs_resolve_as_an_address_handle_resolves_them() {
     // A link-local GID: the MAC comes from the interface id, even for no node of the
     // fabric (nothing is asked); any other: the MAC of the node that has the address.
     let stranger = [0x0a, 1, 2, 3, 4, 5];
-    assert_eq!(fabric.resolve_mac(Gid::link_local(stranger).0), Ok(stranger));
-    assert_eq!(fabric.resolve_mac(Gid::from_ipv4([10, 0, 0, 2]).0), Ok(MAC_B));
+    assert_eq!(
+        fabric.resolve_mac(Gid::link_local(stranger).0),
+        Ok(stranger)
+    );
+    assert_eq!(
+        fabric.resolve_mac(Gid::from_ipv4([10, 0, 0, 2]).0),
+        Ok(MAC_B)
+    );
     let nobody = Gid::from_ipv4([10, 0, 0, 3]).0;
     assert_eq!(
         fabric.resolve_mac(nobody),
@@ -141,18 +149,23 @@ fn macs_resolve_as_an_address_handle_resolves_them() {
 fn init2rtr_refuses_roce_paths_that_reach_no_one_and_changes_nothing() {
     let fabric = Fabric::new();
     let device = Device::open(
-        SoftNic::open_roce(&fabric, MAC_A, roce::kernel_gid_table(MAC_A, &[[10, 0, 0, 1]]))
-            .unwrap(),
+        SoftNic::open_roce(
+            &fabric,
+            MAC_A,
+            roce::kernel_gid_table(MAC_A, &[[10, 0, 0, 1]]),
+        )
+        .unwrap(),
     )
     .unwrap();
     let pd = device.alloc_pd().unwrap();
     // A queue pair in RESET, moved by raw commands.
-    let pending = pd.create_rc(QueueSpec::new(RingSize::new(16).unwrap())).unwrap();
+    let pending = pd
+        .create_rc(QueueSpec::new(RingSize::new(16).unwrap()))
+        .unwrap();
     let qpn = pending.qpn();
     let nic = device.backend();
-    let send = |input: Vec<u8>| {
-        nic.modify_object(&SoftObject::Qp(qpn.get()), &input, &mut [0u8; 64])
-    };
+    let send =
+        |input: Vec<u8>| nic.modify_object(&SoftObject::Qp(qpn.get()), &input, &mut [0u8; 64]);
     send(
         Rst2InitQp {
             uid: 0,
@@ -190,7 +203,14 @@ fn init2rtr_refuses_roce_paths_that_reach_no_one_and_changes_nothing() {
         other => panic!("expected a refusal, got {other:?}"),
     };
     let bad = CommandStatus::BadParameter;
-    assert_eq!(refused(AddressPath { rmac: [0; 6], ..good }), (bad, 0x0c), "zero MAC");
+    assert_eq!(
+        refused(AddressPath {
+            rmac: [0; 6],
+            ..good
+        }),
+        (bad, 0x0c),
+        "zero MAC"
+    );
     assert_eq!(
         refused(AddressPath {
             src_addr_index: 9,
@@ -207,7 +227,11 @@ fn init2rtr_refuses_roce_paths_that_reach_no_one_and_changes_nothing() {
         (bad, 0x0e),
         "UDP source port 0 from a RoCE v2 GID"
     );
-    assert_eq!(refused(AddressPath { grh: true, ..good }), (bad, 0x0f), "grh set");
+    assert_eq!(
+        refused(AddressPath { grh: true, ..good }),
+        (bad, 0x0f),
+        "grh set"
+    );
     let status = fabric.qp_status(qpn).unwrap();
     assert_eq!((status.state, status.peer_path), (QpState::Init, None));
     // From a RoCE v1 GID there is no UDP, and any port field passes.
@@ -250,7 +274,11 @@ fn an_rc_queue_pair_connected_over_roce_carries_the_path_the_control_plane_resol
         b.alloc_pd().unwrap().create_rc(spec).unwrap(),
     );
     let (ea, eb) = (pa.endpoint(), pb.endpoint());
-    assert_eq!(ea.gid, Gid::from_ipv4([10, 0, 0, 1]), "A advertises its RoCE v2 IPv4 GID");
+    assert_eq!(
+        ea.gid,
+        Gid::from_ipv4([10, 0, 0, 1]),
+        "A advertises its RoCE v2 IPv4 GID"
+    );
     let (qa, qb) = (pa.connect(&eb).unwrap(), pb.connect(&ea).unwrap());
     let path = |qpn| match fabric.qp_status(qpn).unwrap().peer_path {
         Some(PeerPath::Roce(path)) => path,

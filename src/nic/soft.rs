@@ -128,6 +128,8 @@ pub struct SoftNic {
     caps: DeviceCaps,
     port: PortAttributes,
     tables: Arc<SharedTables>,
+    /// Unit tests that play a GPU producer give doorbells a "GPU address" (their own).
+    mapped_doorbells: bool,
 }
 
 impl SoftNic {
@@ -157,6 +159,7 @@ impl SoftNic {
                 }],
             },
             tables: Arc::default(),
+            mapped_doorbells: false,
         })
     }
 
@@ -192,6 +195,7 @@ impl SoftNic {
                 gids,
             },
             tables: Arc::default(),
+            mapped_doorbells: false,
         })
     }
 
@@ -199,6 +203,15 @@ impl SoftNic {
     /// meets a device that lacks something).
     pub fn with_caps(mut self, caps: DeviceCaps) -> Self {
         self.caps = caps;
+        self
+    }
+
+    /// The same device with doorbells whose "GPU address" is their host address, for unit
+    /// tests in which the host plays a GPU producer of a queue in host memory (no GPU
+    /// reaches them).
+    #[cfg(test)]
+    pub(crate) fn with_mapped_doorbells_for_tests(mut self) -> Self {
+        self.mapped_doorbells = true;
         self
     }
 
@@ -469,7 +482,20 @@ impl Backend for SoftNic {
     }
 
     fn alloc_uar(&self) -> Result<SoftUar, NicError> {
-        let doorbell = Arc::new(DmaBuffer::zeroed(8, 64)?);
+        let mut doorbell = DmaBuffer::zeroed(8, 64)?;
+        if self.mapped_doorbells {
+            let addr = doorbell.addr();
+            let ptr = core::ptr::NonNull::new(addr as *mut u8).ok_or(NicError::OutOfRange {
+                what: "doorbell address",
+                value: 0,
+                max: 0,
+            })?;
+            // SAFETY: only unit tests set `mapped_doorbells`; the buffer moves in as the
+            // owner of its own memory, and the "GPU address" is the host address, which no
+            // GPU reaches (the test plays the producer).
+            doorbell = unsafe { DmaBuffer::from_raw_mapped(ptr, 8, addr, Box::new(doorbell)) }?;
+        }
+        let doorbell = Arc::new(doorbell);
         let mut tables = self.tables.lock();
         let page = next_id(&mut tables.next_uar)?;
         tables.uars.insert(page, doorbell.clone());

@@ -58,7 +58,9 @@ mod erased;
 pub use erased::AnyQueuePair;
 
 mod recovery;
-pub use recovery::{Recovery, RecoveryError, Unfinished, UnfinishedOutcome};
+pub use recovery::{
+    DeviceQueueAccess, HostMemory, Recovery, RecoveryError, Unfinished, UnfinishedOutcome,
+};
 
 mod device;
 pub use device::{DeviceProducerState, DeviceQueue, DeviceQueueDescriptor, DeviceQueueError};

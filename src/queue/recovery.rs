@@ -42,11 +42,19 @@
 use core::fmt;
 use std::time::{Duration, Instant};
 
+use std::sync::Arc;
+
+use super::memory::CQE_INIT_OP_OWN;
 use super::pair::{CompletionError, PollError, Polled, QueuePair};
-use super::send::Ticket;
-use crate::cq::{ResponderCompletion, Syndrome};
+use super::placement::{Host, HostDoorbell, Placement};
+use super::send::{PostError, Ticket};
+use crate::cq::{Completion, CqMode, ResponderCompletion, Syndrome, CQE_BYTES};
+use crate::memory::DmaBuffer;
 use crate::nic::{NicError, RcEndpoint};
-use crate::wqe::{AvForm, Dc, Rc, Transport};
+use crate::order::{GpuThread, HostBarrier, OrderingScope, ValidFor};
+use crate::wqe::{
+    wqebbs_for_ds, AvForm, Dc, Nop, Rc, SendRing, Transport, TypedTransport, WqeIndex, WQEBB_BYTES,
+};
 
 /// How a request that did not complete ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -88,6 +96,9 @@ pub struct Recovery {
     pub received: Vec<ResponderCompletion>,
     /// Receive-side error completions consumed while draining.
     pub receive_errors: Vec<CompletionError>,
+    /// GPU-produced queues: WQEBBs reserved by a kernel that never published them (it
+    /// stopped in the middle of a post), given up (no WQE of theirs reached the NIC).
+    pub abandoned_wqebbs: u64,
 }
 
 impl Recovery {
@@ -95,6 +106,7 @@ impl Recovery {
         self.unfinished.append(&mut more.unfinished);
         self.received.append(&mut more.received);
         self.receive_errors.append(&mut more.receive_errors);
+        self.abandoned_wqebbs += more.abandoned_wqebbs;
     }
 }
 
@@ -121,7 +133,9 @@ pub enum RecoveryError {
     /// the CQ cannot be trusted, and nothing was reset.
     Poll(PollError),
     /// The signaled NOP that makes a CQE cover an unsignaled tail could not be posted.
-    Post(super::send::PostError),
+    Post(PostError),
+    /// The memory of a GPU-produced queue pair could not be read or written.
+    DeviceMemory(String),
     /// The free-running WQEBB counter cannot move on (2^64 WQEBBs posted).
     CountersExhausted,
 }
@@ -144,12 +158,19 @@ impl fmt::Display for RecoveryError {
             ),
             Self::Poll(e) => write!(f, "recovery found a CQE it cannot trust: {e}"),
             Self::Post(e) => write!(f, "recovery could not signal the tail: {e}"),
+            Self::DeviceMemory(e) => write!(f, "recovery could not reach the queue's memory: {e}"),
             Self::CountersExhausted => f.write_str("the queue's WQEBB counter is exhausted"),
         }
     }
 }
 
 impl std::error::Error for RecoveryError {}
+
+impl From<PostError> for RecoveryError {
+    fn from(e: PostError) -> Self {
+        Self::Post(e)
+    }
+}
 
 impl From<NicError> for RecoveryError {
     fn from(e: NicError) -> Self {
@@ -356,6 +377,435 @@ impl<Av: AvForm> QueuePair<Dc<Av>> {
     }
 }
 
+// ---------------------------------------------------------------------------------------
+// GPU-produced queue pairs.
+
+/// How recovery reaches, from the host, the memory of a queue pair that GPU threads post
+/// to: its send ring, doorbell record, CQ ring and record and producer state (the
+/// buffers the queue pair owns, handed to the methods by recovery itself), and its
+/// doorbell. [`HostMemory`] is the host's own access to queue memory in host memory (the
+/// `Host` placement); GPU memory needs a copy engine (`cuMemcpy`) and a one-thread kernel
+/// for the doorbell register, which the code that owns the CUDA context provides.
+///
+/// # Safety
+///
+/// `read` and `write` must move exactly the bytes asked for, at `offset` of the buffer
+/// given (its device address for GPU memory), and `ring` must store the 8-byte value to the
+/// doorbell given, as a producer of the placement does; none may touch anything else.
+/// Recovery trusts them as it trusts the memory itself: a wrong write is a WQE the NIC
+/// executes.
+pub unsafe trait DeviceQueueAccess<P: Placement> {
+    /// Copies `dst.len()` bytes from `offset` of `buffer`.
+    fn read(&self, buffer: &P::Buffer, offset: usize, dst: &mut [u8]) -> Result<(), String>;
+    /// Copies `src` to `offset` of `buffer`, visible to the NIC when it returns.
+    fn write(&self, buffer: &P::Buffer, offset: usize, src: &[u8]) -> Result<(), String>;
+    /// Stores `value` to the doorbell, after every earlier write.
+    fn ring(&self, doorbell: &P::Doorbell, value: [u8; 8]) -> Result<(), String>;
+}
+
+/// The host's access to queue memory in host memory (pinned and mapped into the GPU).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct HostMemory;
+
+// SAFETY: exactly the bytes asked for, through the buffers' checked accessors; the doorbell
+// with the host producer's release store.
+unsafe impl DeviceQueueAccess<Host> for HostMemory {
+    fn read(&self, buffer: &Arc<DmaBuffer>, offset: usize, dst: &mut [u8]) -> Result<(), String> {
+        buffer.read(offset, dst).map_err(|e| e.to_string())
+    }
+    fn write(&self, buffer: &Arc<DmaBuffer>, offset: usize, src: &[u8]) -> Result<(), String> {
+        buffer.write(offset, src).map_err(|e| e.to_string())?;
+        core::sync::atomic::fence(core::sync::atomic::Ordering::Release);
+        Ok(())
+    }
+    fn ring(&self, doorbell: &HostDoorbell, value: [u8; 8]) -> Result<(), String> {
+        HostBarrier.flush_writes();
+        doorbell.store(value);
+        HostBarrier.flush_writes();
+        Ok(())
+    }
+}
+
+/// The counters of a [`DeviceProducerState`](super::DeviceProducerState) as recovery reads
+/// and writes them.
+#[derive(Clone, Copy, Debug)]
+struct DeviceCounters {
+    reserved: u64,
+    ready: u64,
+    retired: u64,
+    cq_consumer: u64,
+    collapsed_seen: u32,
+}
+
+/// Byte offsets in the producer state (pinned in `queue::device`).
+mod state_offset {
+    pub const RESERVED: usize = 0;
+    pub const READY: usize = 8;
+    pub const POSTED: usize = 16;
+    pub const RETIRED: usize = 24;
+    pub const CQ_CONSUMER: usize = 32;
+    pub const DOORBELL_LOCK: usize = 40;
+    pub const COLLAPSED_SEEN: usize = 48;
+}
+
+impl<T, P, S> QueuePair<T, P, S>
+where
+    T: TypedTransport,
+    P: Placement,
+    S: OrderingScope<Producer = GpuThread> + ValidFor<P>,
+{
+    /// What the peer needs to connect to this RC queue pair after its next recovery (see
+    /// [`QueuePair::endpoint`]); `None` for a DCI or a queue pair not made by the control
+    /// plane.
+    pub fn endpoint(&self) -> Option<RcEndpoint> {
+        self.nic_objects.as_ref()?.endpoint()
+    }
+
+    /// Brings a queue pair GPU threads post to back to RTS (an RC queue pair connected to
+    /// `remote`, the peer's `endpoint()`; a DCI with `None`), as the [module documentation](self) says, reaching its memory through
+    /// `access`. Where the host stands in for the device: the WQEs the kernels published
+    /// and did not announce are announced, a signaled NOP follows an unsignaled tail, the
+    /// CQ is drained from where the kernels left it, and the producer state is rewritten
+    /// for the next kernel (every counter skipped ahead to the next multiple of 2^16, the
+    /// locks free, a collapsed CQ's last seen counter forgotten). Slots reserved but never
+    /// published (a kernel that stopped in the middle of a post) are abandoned and counted
+    /// in [`Recovery::abandoned_wqebbs`].
+    ///
+    /// No kernel may post to the queue meanwhile, and the borrow proves it: kernels get
+    /// the queue as a [`DeviceQueue`](super::DeviceQueue) borrowed from this queue pair,
+    /// and the launchers' contracts require the launched work to complete before that
+    /// borrow ends, so while `&mut self` exists no launched kernel can still hold it.
+    pub fn recover_device(
+        &mut self,
+        remote: Option<&RcEndpoint>,
+        access: &dyn DeviceQueueAccess<P>,
+        timeout: Duration,
+        progress: &mut dyn FnMut(),
+    ) -> Result<Recovery, RecoveryError> {
+        if self.nic_objects.is_none() {
+            return Err(RecoveryError::NotControlPlane);
+        }
+        let start = Instant::now();
+        let mut found = Recovery::default();
+        let drained = self.device_drain(access, start, timeout, &mut found, progress);
+        self.unreported.append(found);
+        let mut counters = drained?;
+        if let Some(objects) = &self.nic_objects {
+            objects.to_reset()?;
+        }
+        let io = |e: String| RecoveryError::DeviceMemory(e);
+        access
+            .write(self.sq.memory().dbrec_buffer(), 0, &[0; 8])
+            .map_err(io)?;
+        let next = counters
+            .ready
+            .checked_next_multiple_of(1 << 16)
+            .ok_or(RecoveryError::CountersExhausted)?;
+        counters = DeviceCounters {
+            reserved: next,
+            ready: next,
+            retired: next,
+            collapsed_seen: 0,
+            ..counters
+        };
+        if self.cq.mode() == CqMode::Collapsed {
+            let mut last = [0u8; 8];
+            last[7] = CQE_INIT_OP_OWN;
+            access
+                .write(self.cq.memory().ring_buffer(), CQE_BYTES - 8, &last)
+                .map_err(io)?;
+        }
+        self.write_counters(access, &counters)?;
+        self.first_error = None;
+        if let Some(objects) = &mut self.nic_objects {
+            objects.reconnect(remote)?;
+        }
+        Ok(core::mem::take(&mut self.unreported))
+    }
+
+    fn state_buffer(&self) -> Result<&P::Buffer, RecoveryError> {
+        self.device_state
+            .as_ref()
+            .ok_or(RecoveryError::DeviceMemory("no producer state".into()))
+    }
+
+    fn read_counters(
+        &self,
+        access: &dyn DeviceQueueAccess<P>,
+    ) -> Result<DeviceCounters, RecoveryError> {
+        let mut b = [0u8; 64];
+        access
+            .read(self.state_buffer()?, 0, &mut b)
+            .map_err(RecoveryError::DeviceMemory)?;
+        let u64_at = |at: usize| u64::from_ne_bytes(b[at..at + 8].try_into().unwrap_or([0; 8]));
+        let u32_at = |at: usize| u32::from_ne_bytes(b[at..at + 4].try_into().unwrap_or([0; 4]));
+        Ok(DeviceCounters {
+            reserved: u64_at(state_offset::RESERVED),
+            ready: u64_at(state_offset::READY),
+            retired: u64_at(state_offset::RETIRED),
+            cq_consumer: u64_at(state_offset::CQ_CONSUMER),
+            collapsed_seen: u32_at(state_offset::COLLAPSED_SEEN),
+        })
+    }
+
+    /// Writes every counter, `posted` equal to `ready`, the locks free.
+    fn write_counters(
+        &self,
+        access: &dyn DeviceQueueAccess<P>,
+        c: &DeviceCounters,
+    ) -> Result<(), RecoveryError> {
+        let mut b = [0u8; 64];
+        b[state_offset::RESERVED..][..8].copy_from_slice(&c.reserved.to_ne_bytes());
+        b[state_offset::READY..][..8].copy_from_slice(&c.ready.to_ne_bytes());
+        b[state_offset::POSTED..][..8].copy_from_slice(&c.ready.to_ne_bytes());
+        b[state_offset::RETIRED..][..8].copy_from_slice(&c.retired.to_ne_bytes());
+        b[state_offset::CQ_CONSUMER..][..8].copy_from_slice(&c.cq_consumer.to_ne_bytes());
+        b[state_offset::DOORBELL_LOCK..][..8].copy_from_slice(&[0; 8]);
+        b[state_offset::COLLAPSED_SEEN..][..4].copy_from_slice(&c.collapsed_seen.to_ne_bytes());
+        access
+            .write(self.state_buffer()?, 0, &b)
+            .map_err(RecoveryError::DeviceMemory)
+    }
+
+    /// The control segment's first 12 bytes of the WQE at free-running counter `at`.
+    fn device_ctrl(
+        &self,
+        access: &dyn DeviceQueueAccess<P>,
+        at: u64,
+    ) -> Result<[u8; 12], RecoveryError> {
+        let slot = (at & u64::from(self.sq.size().wqebbs() - 1)) as usize;
+        let mut ctrl = [0u8; 12];
+        access
+            .read(
+                self.sq.memory().ring_buffer(),
+                slot * WQEBB_BYTES,
+                &mut ctrl,
+            )
+            .map_err(RecoveryError::DeviceMemory)?;
+        Ok(ctrl)
+    }
+
+    /// Announces what the kernels published, signals an unsignaled tail, sends 2ERR_QP
+    /// and drains the CQ: the counters the queue ends with.
+    fn device_drain(
+        &mut self,
+        access: &dyn DeviceQueueAccess<P>,
+        start: Instant,
+        timeout: Duration,
+        found: &mut Recovery,
+        progress: &mut dyn FnMut(),
+    ) -> Result<DeviceCounters, RecoveryError> {
+        let mut c = self.read_counters(access)?;
+        if c.reserved > c.ready {
+            found.abandoned_wqebbs += c.reserved - c.ready;
+        }
+        c.reserved = c.ready;
+        // Is the last published WQE unsignaled? Walk the WQEs still out from `retired`.
+        let mut last_signaled = true;
+        let mut at = c.retired;
+        while at < c.ready {
+            let ctrl = self.device_ctrl(access, at)?;
+            last_signaled = ctrl[11] & 0x08 != 0;
+            at += u64::from(wqebbs_for_ds(usize::from(ctrl[7] & 0x3f)).max(1));
+        }
+        let own_nop = if !last_signaled && c.ready > c.retired {
+            // Room for the NOP: the ring always has a signaled WQE within half its size,
+            // so polling makes room.
+            let capacity = u64::from(self.sq.size().wqebbs());
+            self.device_poll_until(access, &mut c, start, timeout, found, progress, |c| {
+                c.ready - c.retired < capacity
+            })?;
+            let at = c.ready;
+            let nop = Nop::<T>::new()
+                .signaled()
+                .build()
+                .map_err(PostError::from)?;
+            let mut block = [0u8; WQEBB_BYTES];
+            SendRing::new(&mut block, Default::default())
+                .and_then(|mut ring| ring.write(WqeIndex::from_counter(at), self.sq.qpn(), &nop))
+                .map_err(PostError::from)?;
+            let slot = (at & (capacity - 1)) as usize;
+            access
+                .write(self.sq.memory().ring_buffer(), slot * WQEBB_BYTES, &block)
+                .map_err(RecoveryError::DeviceMemory)?;
+            c.ready = at + 1;
+            c.reserved = c.ready;
+            let mut doorbell = [0u8; 8];
+            doorbell.copy_from_slice(&block[..8]);
+            self.device_announce(access, c.ready, doorbell)?;
+            Some(Ticket {
+                qpn: self.sq.qpn(),
+                end: c.ready,
+            })
+        } else {
+            // Announce whatever the kernels published (a doorbell they did not ring).
+            let ctrl = [((c.ready & 0xffff) << 8) as u32, self.sq.qpn().get() << 8];
+            let mut doorbell = [0u8; 8];
+            doorbell[..4].copy_from_slice(&ctrl[0].to_be_bytes());
+            doorbell[4..].copy_from_slice(&ctrl[1].to_be_bytes());
+            self.device_announce(access, c.ready, doorbell)?;
+            None
+        };
+        self.write_counters(access, &c)?;
+        if let Some(objects) = &self.nic_objects {
+            objects.to_error()?;
+        }
+        let drained =
+            self.device_poll_until(access, &mut c, start, timeout, found, progress, |c| {
+                c.retired == c.ready
+            });
+        found.unfinished.retain(|u| Some(u.ticket) != own_nop);
+        // The counters as far as the drain got, for the next kernel or recovery.
+        self.write_counters(access, &c)?;
+        drained?;
+        Ok(c)
+    }
+
+    /// The doorbell record for everything before `next_free`, then the doorbell.
+    fn device_announce(
+        &self,
+        access: &dyn DeviceQueueAccess<P>,
+        next_free: u64,
+        doorbell: [u8; 8],
+    ) -> Result<(), RecoveryError> {
+        let mut record = [0u8; 8];
+        record[4..].copy_from_slice(&((next_free & 0xffff) as u32).to_be_bytes());
+        let io = RecoveryError::DeviceMemory;
+        access
+            .write(self.sq.memory().dbrec_buffer(), 0, &record)
+            .map_err(io)?;
+        access
+            .ring(self.sq.memory().doorbell_buffer(), doorbell)
+            .map_err(io)
+    }
+
+    /// Consumes CQEs from where the kernels left the CQ until `done` holds and the CQ has
+    /// nothing more, listing what failed or was flushed, as the device library polls
+    /// (owner bit or collapsed counter, `wqe_counter` relative to `retired`, the WQE's size
+    /// from its control segment).
+    #[allow(clippy::too_many_arguments)]
+    fn device_poll_until(
+        &self,
+        access: &dyn DeviceQueueAccess<P>,
+        c: &mut DeviceCounters,
+        start: Instant,
+        timeout: Duration,
+        found: &mut Recovery,
+        progress: &mut dyn FnMut(),
+        done: impl Fn(&DeviceCounters) -> bool,
+    ) -> Result<(), RecoveryError> {
+        let io = RecoveryError::DeviceMemory;
+        let cq = self.cq.memory();
+        let entries = cq.entries();
+        let collapsed = self.cq.mode() == CqMode::Collapsed;
+        let mut idle_polls = 0u32;
+        loop {
+            let slot = if collapsed {
+                0
+            } else {
+                (c.cq_consumer & u64::from(entries - 1)) as usize
+            };
+            let mut bytes = [0u8; CQE_BYTES];
+            access
+                .read(cq.ring_buffer(), slot * CQE_BYTES, &mut bytes)
+                .map_err(io)?;
+            let op_own = bytes[CQE_BYTES - 1];
+            let counter = u16::from_be_bytes([bytes[60], bytes[61]]);
+            let valid = op_own >> 4 != 0xf
+                && if collapsed {
+                    u32::from(counter) + 1 != c.collapsed_seen
+                } else {
+                    (op_own & 1 != 0) == (c.cq_consumer & u64::from(entries) != 0)
+                };
+            if !valid {
+                if done(c) {
+                    return Ok(());
+                }
+                progress();
+                idle_polls = idle_polls.wrapping_add(1);
+                if idle_polls % 64 == 0 {
+                    let waited = start.elapsed();
+                    if waited >= timeout {
+                        return Err(RecoveryError::Timeout {
+                            waited,
+                            outstanding_wqebbs: c.ready - c.retired,
+                        });
+                    }
+                    std::thread::yield_now();
+                }
+                continue;
+            }
+            c.cq_consumer += 1;
+            if collapsed {
+                c.collapsed_seen = u32::from(counter) + 1;
+            } else {
+                let ci = ((c.cq_consumer & 0xff_ffff) as u32).to_be_bytes();
+                access
+                    .write(
+                        cq.dbrec_buffer(),
+                        0,
+                        &[ci[0], ci[1], ci[2], ci[3], 0, 0, 0, 0],
+                    )
+                    .map_err(io)?;
+            }
+            let completion = crate::cq::parse_cqe(&bytes)
+                .map_err(|e| RecoveryError::Poll(PollError::Malformed(e)))?;
+            let qpn = self.sq.qpn();
+            let stray = RecoveryError::Poll(PollError::Stray {
+                qpn: completion.qpn(),
+                wqe_counter: completion.wqe_counter(),
+            });
+            let (error, requester) = match completion {
+                Completion::Responder(r) if r.qpn == qpn.get() => {
+                    found.received.push(r);
+                    continue;
+                }
+                Completion::Requester(r) if r.qpn == qpn.get() => (None, true),
+                Completion::Error(e) if e.qpn == qpn.get() => (
+                    Some(CompletionError {
+                        qpn: e.qpn,
+                        wqe_index: e.wqe_counter,
+                        syndrome: e.syndrome,
+                        syndrome_byte: e.syndrome_byte,
+                        vendor_syndrome: e.vendor_syndrome,
+                        status: e.status(),
+                    }),
+                    e.requester,
+                ),
+                _ => return Err(stray),
+            };
+            if !requester {
+                if let Some(e) = error {
+                    found.receive_errors.push(e);
+                }
+                continue;
+            }
+            let first = c.retired + u64::from(counter.wrapping_sub(c.retired as u16));
+            if first >= c.ready {
+                return Err(stray);
+            }
+            let ctrl = self.device_ctrl(access, first)?;
+            let end = first + u64::from(wqebbs_for_ds(usize::from(ctrl[7] & 0x3f)).max(1));
+            c.retired = end.min(c.ready);
+            if let Some(error) = error {
+                let outcome = if error.syndrome == Some(Syndrome::WorkRequestFlushed) {
+                    UnfinishedOutcome::Flushed(error)
+                } else {
+                    UnfinishedOutcome::Failed(error)
+                };
+                found.unfinished.push(Unfinished {
+                    ticket: Ticket {
+                        qpn,
+                        end: c.retired,
+                    },
+                    wqe_index: counter,
+                    outcome,
+                });
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     //! The faults a control-plane queue pair meets only if its ring is written behind its
@@ -531,5 +981,242 @@ mod tests {
         let flushed = [s.write(8, 2)];
         s.fabric.run_until_idle();
         s.recover_expecting(failed, 0x04, &flushed);
+    }
+}
+
+#[cfg(test)]
+mod device_tests {
+    //! Recovery of a GPU-produced queue pair in host memory, on the CPU software NIC, with
+    //! the test playing the GPU producer (writing WQEs, the producer state, the record and
+    //! the doorbell as the device library does).
+
+    use core::ptr::NonNull;
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::memory::DmaBuffer;
+    use crate::nic::{
+        Device, HostQueueMemory, MemoryAccess, NicError, QueueAllocator, QueueFill, QueueSpec,
+        SoftNic,
+    };
+    use crate::order::SystemReleaseStore;
+    use crate::queue::ProducerStateMemory;
+    use crate::softnic::Fabric;
+    use crate::wqe::{RdmaWrite, RemoteAddress, RingSize, Wqe, WqeSpec};
+
+    /// Host queue memory with a "GPU address": the host's own (the test is the GPU).
+    struct Mapped;
+
+    fn mapped(plain: DmaBuffer) -> DmaBuffer {
+        let len = plain.len();
+        let addr = plain.addr();
+        let ptr = NonNull::new(addr as *mut u8).expect("an allocation");
+        // SAFETY: `plain` owns the memory and becomes the new buffer's owner, so the span
+        // stays valid for as long as the new buffer; all access goes through it. The GPU
+        // address is the host address: no GPU exists here, the test plays the producer.
+        unsafe { DmaBuffer::from_raw_mapped(ptr, len, addr, Box::new(plain)) }
+            .expect("a word-aligned span")
+    }
+
+    impl QueueAllocator<Host> for Mapped {
+        fn allocate(
+            &self,
+            len: usize,
+            align: usize,
+            fill: QueueFill,
+        ) -> Result<DmaBuffer, NicError> {
+            Ok(mapped(HostQueueMemory.allocate(len, align, fill)?))
+        }
+    }
+
+    type GpuQp = QueuePair<Rc, Host, SystemReleaseStore>;
+
+    struct Setup {
+        fabric: Fabric,
+        _device: Device<SoftNic>,
+        read_only: crate::nic::MemoryRegion<SoftNic>,
+        region: crate::nic::MemoryRegion<SoftNic>,
+        buffer: Arc<DmaBuffer>,
+        qp: GpuQp,
+    }
+
+    fn setup() -> Setup {
+        let fabric = Fabric::new();
+        let device = Device::open(
+            SoftNic::open(&fabric, 1)
+                .unwrap()
+                .with_mapped_doorbells_for_tests(),
+        )
+        .unwrap();
+        let pd = device.alloc_pd().unwrap();
+        let buffer = Arc::new(DmaBuffer::zeroed(128, 64).unwrap());
+        let region = pd
+            .register(buffer.clone(), 0, 64, MemoryAccess::all())
+            .unwrap();
+        let read_only = pd
+            .register(
+                buffer.clone(),
+                64,
+                64,
+                MemoryAccess::LOCAL_WRITE | MemoryAccess::REMOTE_READ,
+            )
+            .unwrap();
+        let pending = pd
+            .create_rc_in(QueueSpec::new(RingSize::new(16).unwrap()), &Mapped)
+            .unwrap();
+        let endpoint = pending.endpoint();
+        let state =
+            ProducerStateMemory::from_buffer(mapped(DmaBuffer::zeroed(64, 64).unwrap())).unwrap();
+        let qp = pending
+            .connect_device(&endpoint, state, SystemReleaseStore)
+            .unwrap();
+        Setup {
+            fabric,
+            _device: device,
+            read_only,
+            region,
+            buffer,
+            qp,
+        }
+    }
+
+    impl Setup {
+        /// Posts as a GPU thread does: the WQE at `reserved`, the counters, the record, the
+        /// doorbell. Returns the ticket (the end counter).
+        fn device_post<W: WqeSpec<Transport = Rc>>(&self, wqe: &Wqe<W>) -> Ticket {
+            let mut c = self.qp.read_counters(&HostMemory).unwrap();
+            let at = c.reserved;
+            let wqebbs = wqe.wqebbs();
+            let mut bytes = vec![0u8; wqebbs as usize * WQEBB_BYTES];
+            SendRing::new(&mut bytes, Default::default())
+                .unwrap()
+                .write(WqeIndex::from_counter(at), self.qp.device_qpn(), wqe)
+                .unwrap();
+            let slot = (at % 16) as usize;
+            HostMemory
+                .write(
+                    self.qp.sq.memory().ring_buffer(),
+                    slot * WQEBB_BYTES,
+                    &bytes,
+                )
+                .unwrap();
+            c.reserved = at + u64::from(wqebbs);
+            c.ready = c.reserved;
+            self.qp.write_counters(&HostMemory, &c).unwrap();
+            let mut doorbell = [0u8; 8];
+            doorbell.copy_from_slice(&bytes[..8]);
+            self.qp
+                .device_announce(&HostMemory, c.ready, doorbell)
+                .unwrap();
+            Ticket {
+                qpn: self.qp.device_qpn(),
+                end: c.ready,
+            }
+        }
+
+        fn write(&self, remote: RemoteAddress, byte: u8, signaled: bool) -> Ticket {
+            let payload = [byte; 8];
+            let w = RdmaWrite::new(remote).inline(&payload);
+            let w = if signaled {
+                w.signaled().build()
+            } else {
+                w.build()
+            };
+            self.device_post(&w.unwrap())
+        }
+
+        fn recover(&mut self) -> Recovery {
+            let next = self.qp.endpoint().unwrap();
+            let fabric = self.fabric.clone();
+            self.qp
+                .recover_device(
+                    Some(&next),
+                    &HostMemory,
+                    Duration::from_secs(5),
+                    &mut || {
+                        fabric.step();
+                    },
+                )
+                .unwrap()
+        }
+    }
+
+    #[test]
+    fn a_gpu_produced_queue_pair_recovers_its_requests_and_its_producer_state() {
+        let mut s = setup();
+        let done = s.write(s.region.remote(0), 0x11, true);
+        s.fabric.run_until_idle();
+        // The "device" consumes that CQE.
+        let mut c = s.qp.read_counters(&HostMemory).unwrap();
+        let mut found = Recovery::default();
+        s.qp.device_poll_until(
+            &HostMemory,
+            &mut c,
+            Instant::now(),
+            Duration::from_secs(5),
+            &mut found,
+            &mut || {},
+            |c| c.retired == done.end(),
+        )
+        .unwrap();
+        s.qp.write_counters(&HostMemory, &c).unwrap();
+        let failed = s.write(s.read_only.remote(0), 0x22, true);
+        let flushed = [
+            s.write(s.region.remote(8), 0x33, false),
+            s.write(s.region.remote(16), 0x44, true),
+        ];
+        s.fabric.run_until_idle();
+        // A kernel that stopped after reserving 3 more slots.
+        let mut c = s.qp.read_counters(&HostMemory).unwrap();
+        c.reserved += 3;
+        s.qp.write_counters(&HostMemory, &c).unwrap();
+        let recovery = s.recover();
+        let found: Vec<_> = recovery
+            .unfinished
+            .iter()
+            .map(|u| (u.ticket, u.outcome.completion().syndrome))
+            .collect();
+        assert_eq!(
+            found,
+            vec![
+                (failed, Some(Syndrome::RemoteAccess)),
+                (flushed[0], Some(Syndrome::WorkRequestFlushed)),
+                (flushed[1], Some(Syndrome::WorkRequestFlushed)),
+            ]
+        );
+        assert_eq!(recovery.abandoned_wqebbs, 3);
+        let mut image = vec![0x11; 8];
+        image.extend([0; 120]);
+        assert_eq!(s.buffer.to_vec(), image);
+        // The producer state is what the next kernel starts from: everything retired at a
+        // multiple of 2^16 (WQE index 0, slot 0), the CQ consumed where the NIC is.
+        let c = s.qp.read_counters(&HostMemory).unwrap();
+        assert_eq!(
+            (c.reserved, c.ready, c.retired),
+            (1 << 16, 1 << 16, 1 << 16)
+        );
+        assert_eq!(c.cq_consumer, 4);
+        assert_eq!(s.qp.sq.memory().dbrec_bytes(), [0; 8]);
+        let again = s.write(s.region.remote(24), 0x55, true);
+        assert_eq!(first_index(again), 0);
+        s.fabric.run_until_idle();
+        assert_eq!(s.buffer.to_vec()[24..32], [0x55; 8]);
+    }
+
+    fn first_index(t: Ticket) -> u16 {
+        (t.end() - 1) as u16
+    }
+
+    #[test]
+    fn an_unsignaled_tail_the_kernels_left_is_covered_by_recovery() {
+        let mut s = setup();
+        let ran = s.write(s.region.remote(0), 0x66, false);
+        s.fabric.run_until_idle();
+        // It ran, and no CQE will ever say so: recovery's NOP covers it.
+        assert_eq!(s.buffer.to_vec()[..8], [0x66; 8]);
+        let recovery = s.recover();
+        assert!(recovery.unfinished.is_empty(), "{recovery:?}");
+        let c = s.qp.read_counters(&HostMemory).unwrap();
+        assert!(c.retired >= ran.end() && c.retired == 1 << 16);
     }
 }

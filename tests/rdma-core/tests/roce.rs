@@ -20,21 +20,30 @@
 //!   `dr_devx_modify_qp_init2rtr` for RoCE v1 and v2 in `prm_dr_init2rtr`.
 
 #[test]
-#[cfg_attr(not(ibgda_oracle), ignore = "rdma-core oracle not built: run scripts/rdma-core.sh")]
+#[cfg_attr(
+    not(ibgda_oracle),
+    ignore = "rdma-core oracle not built: run scripts/rdma-core.sh"
+)]
 fn roce_address_vectors_are_mlx5_create_ahs() {
     #[cfg(ibgda_oracle)]
     checks::roce_address_vectors_are_mlx5_create_ahs();
 }
 
 #[test]
-#[cfg_attr(not(ibgda_oracle), ignore = "rdma-core oracle not built: run scripts/rdma-core.sh")]
+#[cfg_attr(
+    not(ibgda_oracle),
+    ignore = "rdma-core oracle not built: run scripts/rdma-core.sh"
+)]
 fn software_nic_roce_address_vectors_are_mlx5_create_ahs() {
     #[cfg(ibgda_oracle)]
     checks::software_nic_roce_address_vectors_are_mlx5_create_ahs();
 }
 
 #[test]
-#[cfg_attr(not(ibgda_oracle), ignore = "rdma-core oracle not built: run scripts/rdma-core.sh")]
+#[cfg_attr(
+    not(ibgda_oracle),
+    ignore = "rdma-core oracle not built: run scripts/rdma-core.sh"
+)]
 fn udp_source_ports_are_rdma_cores() {
     #[cfg(ibgda_oracle)]
     checks::udp_source_ports_are_rdma_cores();
@@ -170,7 +179,11 @@ mod checks {
                 .unwrap();
                 let (ours, theirs) = (ours.as_bytes(), &theirs[..]);
                 assert_eq!(ours[12..14], theirs[12..14], "stat_rate_sl, fl_mlid");
-                assert_eq!(ours[16..48], theirs[16..48], "rmac, tclass, hop limit, GRH, rgid");
+                assert_eq!(
+                    ours[16..48],
+                    theirs[16..48],
+                    "rmac, tclass, hop limit, GRH, rgid"
+                );
                 let port_of = |b: &[u8]| u16::from_be_bytes([b[14], b[15]]);
                 assert!(roce::UDP_SOURCE_PORTS.contains(&port_of(ours)));
                 assert!(roce::UDP_SOURCE_PORTS.contains(&port_of(theirs)));
@@ -186,7 +199,11 @@ mod checks {
         let random = (0..CASES).map(|_| (rng.next() & 0xf_ffff) as u32);
         let mut cases = 0;
         for fl in edges.into_iter().chain(random) {
-            assert_eq!(roce::udp_source_port(fl), flow_label_to_udp_sport(fl), "flow label {fl:#x}");
+            assert_eq!(
+                roce::udp_source_port(fl),
+                flow_label_to_udp_sport(fl),
+                "flow label {fl:#x}"
+            );
             cases += 1;
         }
         eprintln!("oracle: udp_source_ports_are_rdma_cores: {cases} cases");
