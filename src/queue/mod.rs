@@ -57,7 +57,7 @@ pub use shared::{
 mod erased;
 pub use erased::AnyQueuePair;
 
-mod recovery;
+pub mod recovery;
 pub use recovery::{
     DeviceQueueAccess, HostMemory, Recovery, RecoveryError, Unfinished, UnfinishedOutcome,
 };
