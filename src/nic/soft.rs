@@ -485,11 +485,7 @@ impl Backend for SoftNic {
         let mut doorbell = DmaBuffer::zeroed(8, 64)?;
         if self.mapped_doorbells {
             let addr = doorbell.addr();
-            let ptr = core::ptr::NonNull::new(addr as *mut u8).ok_or(NicError::OutOfRange {
-                what: "doorbell address",
-                value: 0,
-                max: 0,
-            })?;
+            let ptr = core::ptr::NonNull::from(&doorbell.words()[0]).cast::<u8>();
             // SAFETY: only unit tests set `mapped_doorbells`; the buffer moves in as the
             // owner of its own memory, and the "GPU address" is the host address, which no
             // GPU reaches (the test plays the producer).

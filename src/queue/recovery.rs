@@ -1010,7 +1010,7 @@ mod device_tests {
     fn mapped(plain: DmaBuffer) -> DmaBuffer {
         let len = plain.len();
         let addr = plain.addr();
-        let ptr = NonNull::new(addr as *mut u8).expect("an allocation");
+        let ptr = NonNull::from(&plain.words()[0]).cast::<u8>();
         // SAFETY: `plain` owns the memory and becomes the new buffer's owner, so the span
         // stays valid for as long as the new buffer; all access goes through it. The GPU
         // address is the host address: no GPU exists here, the test plays the producer.
