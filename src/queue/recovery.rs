@@ -178,6 +178,53 @@ impl From<NicError> for RecoveryError {
     }
 }
 
+/// The deadline of one recovery, shared by its phases.
+struct Deadline {
+    start: Instant,
+    timeout: Duration,
+    idle_polls: u32,
+}
+
+impl Deadline {
+    fn new(timeout: Duration) -> Self {
+        Self {
+            start: Instant::now(),
+            timeout,
+            idle_polls: 0,
+        }
+    }
+
+    /// A poll found nothing: now and then yields the CPU, and says when time is up.
+    fn idle(&mut self, outstanding_wqebbs: u64) -> Result<(), RecoveryError> {
+        self.idle_polls = self.idle_polls.wrapping_add(1);
+        if self.idle_polls % 64 == 0 {
+            let waited = self.start.elapsed();
+            if waited >= self.timeout {
+                return Err(RecoveryError::Timeout {
+                    waited,
+                    outstanding_wqebbs,
+                });
+            }
+            std::thread::yield_now();
+        }
+        Ok(())
+    }
+}
+
+/// The request an error or flush CQE names: it ends at `end`.
+fn unfinished(qpn: crate::wqe::Qpn, end: u64, error: CompletionError) -> Unfinished {
+    let outcome = if error.syndrome == Some(Syndrome::WorkRequestFlushed) {
+        UnfinishedOutcome::Flushed(error)
+    } else {
+        UnfinishedOutcome::Failed(error)
+    };
+    Unfinished {
+        ticket: Ticket { qpn, end },
+        wqe_index: error.wqe_index,
+        outcome,
+    }
+}
+
 impl<T: Transport> QueuePair<T> {
     /// Steps 1 to 5 of the module documentation for a host-placed queue pair.
     fn recover_host(
@@ -189,12 +236,12 @@ impl<T: Transport> QueuePair<T> {
         if self.nic_objects.is_none() {
             return Err(RecoveryError::NotControlPlane);
         }
-        let start = Instant::now();
+        let mut deadline = Deadline::new(timeout);
         let mut found = Recovery::default();
         // WQEs that ran unsignaled at the end of the ring complete without a CQE; a NIC in
         // error only flushes what it has not run. A signaled NOP after them makes a CQE
         // cover them either way (its completion, or its flush).
-        let signaled = self.signal_tail_for_recovery(start, timeout, &mut found, progress);
+        let signaled = self.signal_tail_for_recovery(&mut deadline, &mut found, progress);
         let own_nop = match signaled {
             Ok(nop) => nop,
             Err(e) => {
@@ -206,7 +253,7 @@ impl<T: Transport> QueuePair<T> {
         if let Some(objects) = &self.nic_objects {
             objects.to_error()?;
         }
-        let drained = self.drain_flushed(start, timeout, &mut found, progress);
+        let drained = self.drain_flushed(&mut deadline, &mut found, progress);
         // The NOP is the recovery's own, not a request of the caller's.
         found.unfinished.retain(|u| Some(u.ticket) != own_nop);
         // What was found is kept even if the drain did not finish.
@@ -231,12 +278,11 @@ impl<T: Transport> QueuePair<T> {
     /// what failed or was flushed (also when it stops with a timeout or an untrusted CQE).
     fn drain_flushed(
         &mut self,
-        start: Instant,
-        timeout: Duration,
+        deadline: &mut Deadline,
         found: &mut Recovery,
         progress: &mut dyn FnMut(),
     ) -> Result<(), RecoveryError> {
-        self.drain_until(start, timeout, found, progress, |qp| qp.sq.is_idle())
+        self.drain_until(deadline, found, progress, |qp| qp.sq.is_idle())
     }
 
     /// Posts a signaled NOP after an unsignaled tail, polling for room first (the ring
@@ -244,8 +290,7 @@ impl<T: Transport> QueuePair<T> {
     /// ticket, if it posted one.
     fn signal_tail_for_recovery(
         &mut self,
-        start: Instant,
-        timeout: Duration,
+        deadline: &mut Deadline,
         found: &mut Recovery,
         progress: &mut dyn FnMut(),
     ) -> Result<Option<Ticket>, RecoveryError> {
@@ -253,7 +298,7 @@ impl<T: Transport> QueuePair<T> {
             return Ok(None);
         }
         self.sq.ring_doorbell();
-        self.drain_until(start, timeout, found, progress, |qp| {
+        self.drain_until(deadline, found, progress, |qp| {
             qp.sq.free_wqebbs() > 0 || !qp.sq.has_unsignaled_tail()
         })?;
         if !self.sq.has_unsignaled_tail() {
@@ -267,13 +312,11 @@ impl<T: Transport> QueuePair<T> {
     /// nothing more, or the deadline passes.
     fn drain_until(
         &mut self,
-        start: Instant,
-        timeout: Duration,
+        deadline: &mut Deadline,
         found: &mut Recovery,
         progress: &mut dyn FnMut(),
         done: impl Fn(&Self) -> bool,
     ) -> Result<(), RecoveryError> {
-        let mut idle_polls = 0u32;
         loop {
             let before = self.sq.retired();
             match self.poll() {
@@ -282,18 +325,7 @@ impl<T: Transport> QueuePair<T> {
                 Ok(None) if done(self) => return Ok(()),
                 Ok(None) => {
                     progress();
-                    idle_polls = idle_polls.wrapping_add(1);
-                    if idle_polls % 64 == 0 {
-                        let waited = start.elapsed();
-                        if waited >= timeout {
-                            let outstanding_wqebbs = self.sq.producer() - self.sq.retired();
-                            return Err(RecoveryError::Timeout {
-                                waited,
-                                outstanding_wqebbs,
-                            });
-                        }
-                        std::thread::yield_now();
-                    }
+                    deadline.idle(self.sq.producer() - self.sq.retired())?;
                 }
                 Err(PollError::Completion(error)) => {
                     let after = self.sq.retired();
@@ -305,19 +337,9 @@ impl<T: Transport> QueuePair<T> {
                     // The CQE names one WQE (which ends at `after`). The unsignaled WQEs
                     // before it that it retires completed: they ran before the error, for
                     // a NIC in error completes every WQE it flushes with a CQE of its own.
-                    let outcome = if error.syndrome == Some(Syndrome::WorkRequestFlushed) {
-                        UnfinishedOutcome::Flushed(error)
-                    } else {
-                        UnfinishedOutcome::Failed(error)
-                    };
-                    found.unfinished.push(Unfinished {
-                        ticket: Ticket {
-                            qpn: self.sq.qpn(),
-                            end: after,
-                        },
-                        wqe_index: error.wqe_index,
-                        outcome,
-                    });
+                    found
+                        .unfinished
+                        .push(unfinished(self.sq.qpn(), after, error));
                 }
                 Err(e) => return Err(RecoveryError::Poll(e)),
             }
@@ -485,9 +507,9 @@ where
         if self.nic_objects.is_none() {
             return Err(RecoveryError::NotControlPlane);
         }
-        let start = Instant::now();
+        let mut deadline = Deadline::new(timeout);
         let mut found = Recovery::default();
-        let drained = self.device_drain(access, start, timeout, &mut found, progress);
+        let drained = self.device_drain(access, &mut deadline, &mut found, progress);
         self.unreported.append(found);
         let mut counters = drained?;
         if let Some(objects) = &self.nic_objects {
@@ -590,8 +612,7 @@ where
     fn device_drain(
         &mut self,
         access: &dyn DeviceQueueAccess<P>,
-        start: Instant,
-        timeout: Duration,
+        deadline: &mut Deadline,
         found: &mut Recovery,
         progress: &mut dyn FnMut(),
     ) -> Result<DeviceCounters, RecoveryError> {
@@ -612,7 +633,7 @@ where
             // Room for the NOP: the ring always has a signaled WQE within half its size,
             // so polling makes room.
             let capacity = u64::from(self.sq.size().wqebbs());
-            self.device_poll_until(access, &mut c, start, timeout, found, progress, |c| {
+            self.device_poll_until(access, &mut c, deadline, found, progress, |c| {
                 c.ready - c.retired < capacity
             })?;
             let at = c.ready;
@@ -650,10 +671,9 @@ where
         if let Some(objects) = &self.nic_objects {
             objects.to_error()?;
         }
-        let drained =
-            self.device_poll_until(access, &mut c, start, timeout, found, progress, |c| {
-                c.retired == c.ready
-            });
+        let drained = self.device_poll_until(access, &mut c, deadline, found, progress, |c| {
+            c.retired == c.ready
+        });
         found.unfinished.retain(|u| Some(u.ticket) != own_nop);
         // The counters as far as the drain got, for the next kernel or recovery.
         self.write_counters(access, &c)?;
@@ -683,13 +703,11 @@ where
     /// nothing more, listing what failed or was flushed, as the device library polls
     /// (owner bit or collapsed counter, `wqe_counter` relative to `retired`, the WQE's size
     /// from its control segment).
-    #[allow(clippy::too_many_arguments)]
     fn device_poll_until(
         &self,
         access: &dyn DeviceQueueAccess<P>,
         c: &mut DeviceCounters,
-        start: Instant,
-        timeout: Duration,
+        deadline: &mut Deadline,
         found: &mut Recovery,
         progress: &mut dyn FnMut(),
         done: impl Fn(&DeviceCounters) -> bool,
@@ -698,7 +716,6 @@ where
         let cq = self.cq.memory();
         let entries = cq.entries();
         let collapsed = self.cq.mode() == CqMode::Collapsed;
-        let mut idle_polls = 0u32;
         loop {
             let slot = if collapsed {
                 0
@@ -722,17 +739,7 @@ where
                     return Ok(());
                 }
                 progress();
-                idle_polls = idle_polls.wrapping_add(1);
-                if idle_polls % 64 == 0 {
-                    let waited = start.elapsed();
-                    if waited >= timeout {
-                        return Err(RecoveryError::Timeout {
-                            waited,
-                            outstanding_wqebbs: c.ready - c.retired,
-                        });
-                    }
-                    std::thread::yield_now();
-                }
+                deadline.idle(c.ready - c.retired)?;
                 continue;
             }
             c.cq_consumer += 1;
@@ -788,19 +795,7 @@ where
             let end = first + u64::from(wqebbs_for_ds(usize::from(ctrl[7] & 0x3f)).max(1));
             c.retired = end.min(c.ready);
             if let Some(error) = error {
-                let outcome = if error.syndrome == Some(Syndrome::WorkRequestFlushed) {
-                    UnfinishedOutcome::Flushed(error)
-                } else {
-                    UnfinishedOutcome::Failed(error)
-                };
-                found.unfinished.push(Unfinished {
-                    ticket: Ticket {
-                        qpn,
-                        end: c.retired,
-                    },
-                    wqe_index: counter,
-                    outcome,
-                });
+                found.unfinished.push(unfinished(qpn, c.retired, error));
             }
         }
     }
@@ -1152,8 +1147,7 @@ mod device_tests {
         s.qp.device_poll_until(
             &HostMemory,
             &mut c,
-            Instant::now(),
-            Duration::from_secs(5),
+            &mut Deadline::new(Duration::from_secs(5)),
             &mut found,
             &mut || {},
             |c| c.retired == done.end(),
