@@ -236,12 +236,14 @@ impl PortAttributes {
         }
     }
 
-    /// The RoCE v2 GID to send from, as perftest chooses a GID (`get_best_gid_index` in
-    /// `perftest_communication.c`), among RoCE v2 entries only: an IPv4-mapped address
-    /// first, then one that is not link-local; the lowest index among equals. NVSHMEM and
-    /// NCCL (`ib_get_gid_index`, their defaults `IB_ROCE_VERSION_NUM=2` and address family
-    /// IPv4) land on the same entry of a table the kernel filled. `None` when the port has
-    /// no populated RoCE v2 entry (or none whose index fits a GID index byte).
+    /// The RoCE v2 GID to send from, as perftest chooses a GID when given none
+    /// (`get_best_gid_index` in `perftest_communication.c`: an address of the preferred
+    /// family, IPv4 by default, first, then one that is not link-local, then RoCE v2 over
+    /// v1; the lowest index among equals), among RoCE v2 entries only. rdma-core's own
+    /// `ibv_rc_pingpong` chooses nothing (on RoCE its `-g` index must be given); NVSHMEM and
+    /// NCCL (`ib_get_gid_index`, defaults `IB_ROCE_VERSION_NUM=2` and address family IPv4)
+    /// land on the same entry of a table the kernel filled. `None` when the port has no
+    /// populated RoCE v2 entry (or none whose index fits a GID index byte).
     pub fn roce_v2_source(&self) -> Option<(u8, Gid)> {
         let score = |gid: &Gid| {
             100 * u32::from(gid.is_ipv4_mapped()) + 10 * u32::from(!gid.is_link_local())
