@@ -3,9 +3,13 @@
 //! initiators and targets, every operation with memory and completions checked exactly,
 //! a remote-access error and its flush, and teardown in any drop order.
 //!
-//! Backend: `IBGDA_NIC` unset or `soft` runs the software NIC; `IBGDA_NIC=<device>` runs
-//! the same cases on that ConnectX (build with `--features mlx5`); a case the backend
-//! cannot run is reported ignored with the reason, never as passed.
+//! Recovery: an RC queue pair (alone and with a peer) and a DCI brought back from the error
+//! state, every unfinished request returned with its ticket, then a clean round.
+//!
+//! Backend: `IBGDA_NIC` unset or `soft` runs the software NIC with InfiniBand ports,
+//! `IBGDA_NIC=soft-roce` with RoCE v2 ports; `IBGDA_NIC=<device>` runs the same cases on
+//! that ConnectX (build with `--features mlx5`); a case the backend cannot run is reported
+//! ignored with the reason, never as passed.
 
 mod case_report;
 mod nic_support;
@@ -15,10 +19,16 @@ use std::net::{TcpListener, TcpStream};
 use std::process::ExitCode;
 
 use ibgda::cq::{CompletionStatus, Syndrome};
-use ibgda::nic::{connection, Backend, Device, MemoryAccess, QueueSpec};
-use ibgda::queue::{PollError, Polled};
+use ibgda::nic::{
+    connection, roce, Backend, Device, DeviceCaps, LinkLayer, MemoryAccess, ProtectionDomain,
+    QueueSpec, UdpSourcePort,
+};
+use ibgda::queue::{
+    PollError, Polled, QueuePair, Recovery, Ticket, Unfinished, UnfinishedOutcome, WaitError,
+};
 use ibgda::wqe::{
-    Atomic, AvForm, Compact, Dc, DcTarget, Full, RdmaRead, RdmaWrite, RemoteAddress, RingSize,
+    Atomic, AvForm, Compact, Dc, DcTarget, Full, Nop, Rc, RdmaRead, RdmaWrite, RemoteAddress,
+    RingSize,
 };
 use nic_support::*;
 
@@ -52,8 +62,21 @@ fn rc_loopback_every_operation<H: Harness>(h: &H) -> CaseResult {
     let device = h.open(0)?;
     let caps = *device.caps();
     let pd = device.alloc_pd()?;
-    let local = Area::new(&pd, 256, 0, ALL)?;
-    let remote = Area::new(&pd, 256, 0, ALL)?;
+    let pending = device.alloc_pd()?.create_rc(spec())?;
+    let endpoint = pending.endpoint();
+    let mut qp = pending.connect(&endpoint)?;
+    every_operation(caps, &pd, &mut qp)
+}
+
+/// WRITE (inline and gathered), READ and every atomic the device has, through `qp` (an RC
+/// queue pair connected to itself) on memory registered in `pd`, memory and CQEs checked.
+fn every_operation<B: Backend>(
+    caps: DeviceCaps,
+    pd: &ProtectionDomain<B>,
+    qp: &mut QueuePair<Rc>,
+) -> CaseResult {
+    let local = Area::new(pd, 256, 0, ALL)?;
+    let remote = Area::new(pd, 256, 0, ALL)?;
     remote.buffer.write(0, b"sixteen bytes!!!")?;
     remote.buffer.write(64, &100u64.to_be_bytes())?;
     remote.buffer.write(72, &7u64.to_be_bytes())?;
@@ -65,9 +88,6 @@ fn rc_loopback_every_operation<H: Harness>(h: &H) -> CaseResult {
         .buffer
         .write(40, &0x0102_0304_0506_0708u64.to_be_bytes())?;
 
-    let pending = device.alloc_pd()?.create_rc(spec())?;
-    let endpoint = pending.endpoint();
-    let mut qp = pending.connect(&endpoint)?;
     let regs = [local.region.registered()];
     let inline = 0xa1a2_a3a4_a5a6_a7a8u64.to_be_bytes();
     let r = &remote.region;
@@ -123,7 +143,7 @@ fn rc_loopback_every_operation<H: Harness>(h: &H) -> CaseResult {
         qp.post(&mcs.signaled().build()?, &regs)?;
         expected_ops.extend([OP_MASKED_FA, OP_MASKED_CS]);
     }
-    let polled = poll_n(&mut qp, expected_ops.len())?;
+    let polled = poll_n(qp, expected_ops.len())?;
     check_eq(
         sent_opcodes(&polled)?,
         expected_ops,
@@ -280,6 +300,11 @@ where
     if Av::DS == 1 && !dev_a.caps().compact_address_vector {
         return Err(CaseError::Ignored(
             "the device has no compact address vectors".into(),
+        ));
+    }
+    if Av::DS == 1 && dev_a.port().link_layer != LinkLayer::InfiniBand {
+        return Err(CaseError::Ignored(
+            "compact address vectors are LID-routed InfiniBand only (RoCE needs the GRH of the full one)".into(),
         ));
     }
     let (pd_a, pd_b) = (dev_a.alloc_pd()?, dev_b.alloc_pd()?);
@@ -460,6 +485,329 @@ fn teardown_in_any_drop_order<H: Harness>(h: &H) -> CaseResult {
     Ok(())
 }
 
+/// The WQE index of the WQE a ticket ends (one-WQEBB WQEs only).
+fn index_of(ticket: Ticket) -> u16 {
+    (ticket.end() - 1) as u16
+}
+
+/// Checks a recovery's list: `flushed` exactly, each flushed (WR_FLUSH_ERR) with its own
+/// ticket and WQE index; nothing received.
+fn expect_flushed(recovery: &Recovery, flushed: &[Ticket]) -> CaseResult {
+    let found: Vec<(Ticket, u16, bool)> = recovery
+        .unfinished
+        .iter()
+        .map(|u: &Unfinished| {
+            let flush = matches!(u.outcome, UnfinishedOutcome::Flushed(e)
+                if e.syndrome == Some(Syndrome::WorkRequestFlushed)
+                    && e.status == CompletionStatus::WorkRequestFlushError
+                    && e.wqe_index == u.wqe_index);
+            (u.ticket, u.wqe_index, flush)
+        })
+        .collect();
+    let expected: Vec<(Ticket, u16, bool)> =
+        flushed.iter().map(|t| (*t, index_of(*t), true)).collect();
+    check_eq(found, expected, "requests the recovery returned")?;
+    check_eq(recovery.received.len(), 0, "receives consumed")
+}
+
+/// Waits for `ticket` and expects the error CQE of WQE `failed_index` instead.
+fn expect_error<T: ibgda::wqe::Transport>(
+    qp: &mut QueuePair<T>,
+    ticket: Ticket,
+    failed_index: u16,
+    syndrome: Syndrome,
+) -> CaseResult {
+    match qp.wait(ticket, WAIT) {
+        Err(WaitError::Poll(PollError::Completion(e))) => check_eq(
+            (e.wqe_index, e.syndrome),
+            (failed_index, Some(syndrome)),
+            "the error CQE",
+        ),
+        other => Err(CaseError::Failed(format!(
+            "expected the error CQE of WQE {failed_index}, got {other:?}"
+        ))),
+    }
+}
+
+/// Posts an inline WRITE of eight `byte`s to `remote`.
+fn post_write(
+    qp: &mut QueuePair<Rc>,
+    remote: RemoteAddress,
+    byte: u8,
+    signaled: bool,
+) -> Result<Ticket, CaseError> {
+    let payload = [byte; 8];
+    let wqe = RdmaWrite::new(remote).inline(&payload);
+    let wqe = if signaled {
+        wqe.signaled().build()?
+    } else {
+        wqe.build()?
+    };
+    Ok(qp.post(&wqe, &[])?)
+}
+
+fn rc_recovers_from_a_remote_access_error<H: Harness>(h: &H) -> CaseResult {
+    let device = h.open(0)?;
+    let caps = *device.caps();
+    let pd = device.alloc_pd()?;
+    let read_only = Area::new(
+        &pd,
+        64,
+        0x5a,
+        MemoryAccess::LOCAL_WRITE | MemoryAccess::REMOTE_READ,
+    )?;
+    let writable = Area::new(&pd, 64, 0x5a, ALL)?;
+    let pending = pd.create_rc(spec())?;
+    let endpoint = pending.endpoint();
+    let mut qp = pending.connect(&endpoint)?;
+    let done = post_write(&mut qp, writable.region.remote(0), 0x11, true)?;
+    qp.wait(done, WAIT)?;
+    let failed = post_write(&mut qp, read_only.region.remote(0), 0x22, true)?;
+    let flushed_unsignaled = post_write(&mut qp, writable.region.remote(8), 0x33, false)?;
+    let flushed = post_write(&mut qp, writable.region.remote(16), 0x44, true)?;
+    // The error CQE reaches whoever polls first: here the wait.
+    expect_error(&mut qp, flushed, index_of(failed), Syndrome::RemoteAccess)?;
+    let next = qp
+        .endpoint()
+        .ok_or(CaseError::Failed("no endpoint".into()))?;
+    check(next.psn != endpoint.psn, || {
+        "a new connection sends from a new PSN".into()
+    })?;
+    let recovery = qp.recover(&next, WAIT)?;
+    expect_flushed(&recovery, &[flushed_unsignaled, flushed])?;
+    for ticket in [done, failed, flushed_unsignaled, flushed] {
+        check(qp.sq().is_complete(ticket), || {
+            format!("{ticket:?} is resolved")
+        })?;
+    }
+    let mut image = vec![0x11; 8];
+    image.extend([0x5a; 56]);
+    check_eq(
+        writable.bytes(0, 64),
+        image,
+        "only the WRITE before the error landed",
+    )?;
+    check_eq(
+        read_only.bytes(0, 64),
+        vec![0x5a; 64],
+        "the refused WRITE changed nothing",
+    )?;
+    // The ring starts over at WQE index 0, and every operation works again.
+    let nop = qp.post(&Nop::<Rc>::new().signaled().build()?, &[])?;
+    check_eq(index_of(nop), 0, "the first WQE index after recovery")?;
+    check(nop > flushed, || {
+        "tickets keep growing across a recovery".into()
+    })?;
+    qp.wait(nop, WAIT)?;
+    every_operation(caps, &pd, &mut qp)
+}
+
+fn rc_pair_recovers_on_both_sides<H: Harness>(h: &H) -> CaseResult {
+    let (dev_a, dev_b) = (h.open(0)?, h.open(1)?);
+    let (pd_a, pd_b) = (dev_a.alloc_pd()?, dev_b.alloc_pd()?);
+    let read_only = Area::new(
+        &pd_b,
+        64,
+        0,
+        MemoryAccess::LOCAL_WRITE | MemoryAccess::REMOTE_READ,
+    )?;
+    let area_a = Area::new(&pd_a, 64, 0, ALL)?;
+    let area_b = Area::new(&pd_b, 64, 0, ALL)?;
+    let (pa, pb) = (pd_a.create_rc(spec())?, pd_b.create_rc(spec())?);
+    let (ea, eb) = (pa.endpoint(), pb.endpoint());
+    let (mut a, mut b) = (pa.connect(&eb)?, pb.connect(&ea)?);
+    let failed = a.post(
+        &RdmaWrite::new(read_only.region.remote(0))
+            .inline(&[1; 8])
+            .signaled()
+            .build()?,
+        &[],
+    )?;
+    expect_error(&mut a, failed, index_of(failed), Syndrome::RemoteAccess)?;
+    // Both sides start a new connection (on hardware the responder is in error too): each
+    // takes the other's next endpoint first.
+    let missing = || CaseError::Failed("no endpoint".into());
+    let (next_a, next_b) = (
+        a.endpoint().ok_or_else(missing)?,
+        b.endpoint().ok_or_else(missing)?,
+    );
+    expect_flushed(&a.recover(&next_b, WAIT)?, &[])?;
+    expect_flushed(&b.recover(&next_a, WAIT)?, &[])?;
+    let to_b = a.post(
+        &RdmaWrite::new(area_b.region.remote(0))
+            .inline(&[0xab; 8])
+            .signaled()
+            .build()?,
+        &[],
+    )?;
+    let to_a = b.post(
+        &RdmaWrite::new(area_a.region.remote(0))
+            .inline(&[0xba; 8])
+            .signaled()
+            .build()?,
+        &[],
+    )?;
+    a.wait(to_b, WAIT)?;
+    b.wait(to_a, WAIT)?;
+    check_eq(area_b.bytes(0, 8), vec![0xab; 8], "A to B after recovery")?;
+    check_eq(area_a.bytes(0, 8), vec![0xba; 8], "B to A after recovery")?;
+    check_eq(
+        read_only.bytes(0, 8),
+        vec![0; 8],
+        "the refused WRITE changed nothing",
+    )
+}
+
+fn dci_recovers_from_a_local_error<H: Harness>(h: &H) -> CaseResult {
+    let (dev_a, dev_b) = (h.open(0)?, h.open(1)?);
+    let (pd_a, pd_b) = (dev_a.alloc_pd()?, dev_b.alloc_pd()?);
+    // A READ's destination the NIC may not write: a local protection error.
+    let not_writable = Area::new(&pd_a, 64, 0x77, MemoryAccess::REMOTE_READ)?;
+    let local = Area::new(&pd_a, 64, 0, ALL)?;
+    let remote = Area::new(&pd_b, 64, 0, ALL)?;
+    remote.buffer.write(0, b"after recovery!!")?;
+    let dct = pd_b.create_dct(0x1122_3344_5566_7788, 16)?;
+    let target = dct.endpoint().full_target()?;
+    let mut dci = pd_a.create_dci::<Full>(spec())?.activate()?;
+    let bad_regs = [not_writable.region.registered()];
+    let failed = dci.post(
+        &RdmaRead::new(target.at(remote.region.remote(0)))
+            .sge(not_writable.region.sge(0, 16)?)
+            .signaled()
+            .build()?,
+        &bad_regs,
+    )?;
+    let flushed = dci.post(
+        &RdmaWrite::new(target.at(remote.region.remote(32)))
+            .inline(&[9; 8])
+            .signaled()
+            .build()?,
+        &[],
+    )?;
+    // A DC WQE with the full address vector is two basic blocks: its index is its first.
+    let first_block = |t: Ticket| (t.end() - 2) as u16;
+    expect_error(
+        &mut dci,
+        flushed,
+        first_block(failed),
+        Syndrome::LocalProtection,
+    )?;
+    let recovery = dci.recover_dci(WAIT)?;
+    check_eq(
+        recovery
+            .unfinished
+            .iter()
+            .map(|u| {
+                (
+                    u.ticket,
+                    u.wqe_index,
+                    matches!(u.outcome, UnfinishedOutcome::Flushed(_)),
+                )
+            })
+            .collect::<Vec<_>>(),
+        vec![(flushed, first_block(flushed), true)],
+        "requests the recovery returned",
+    )?;
+    check_eq(
+        not_writable.bytes(0, 64),
+        vec![0x77; 64],
+        "the failed READ moved nothing",
+    )?;
+    check_eq(
+        remote.bytes(32, 8),
+        vec![0; 8],
+        "the flushed WRITE moved nothing",
+    )?;
+    let regs = [local.region.registered()];
+    let read = dci.post(
+        &RdmaRead::new(target.at(remote.region.remote(0)))
+            .sge(local.region.sge(0, 16)?)
+            .signaled()
+            .build()?,
+        &regs,
+    )?;
+    check_eq(first_block(read), 0, "the first WQE index after recovery")?;
+    let write = dci.post(
+        &RdmaWrite::new(target.at(remote.region.remote(48)))
+            .inline(&[5; 8])
+            .signaled()
+            .build()?,
+        &[],
+    )?;
+    dci.wait(write, WAIT)?;
+    check_eq(
+        local.bytes(0, 16),
+        b"after recovery!!".to_vec(),
+        "READ after recovery",
+    )?;
+    check_eq(remote.bytes(48, 8), vec![5; 8], "WRITE after recovery")
+}
+
+fn roce_rc_queue_pairs_get_their_own_udp_source_ports<H: Harness>(h: &H) -> CaseResult {
+    let (dev_a, dev_b) = (h.open(0)?, h.open(1)?);
+    if dev_a.port().link_layer != LinkLayer::Ethernet {
+        return Err(CaseError::Ignored(
+            "InfiniBand ports send no UDP (run with IBGDA_NIC=soft-roce)".into(),
+        ));
+    }
+    let (index, gid) = dev_a.source_gid()?;
+    check(
+        dev_a.port().gids[usize::from(index)].kind == ibgda::nic::GidType::RoceV2,
+        || format!("GID index {index} ({gid:?}) is not RoCE v2"),
+    )?;
+    let (pd_a, pd_b) = (dev_a.alloc_pd()?, dev_b.alloc_pd()?);
+    let mut ports = Vec::new();
+    let mut pairs = Vec::new();
+    for _ in 0..8 {
+        let (pa, pb) = (pd_a.create_rc(spec())?, pd_b.create_rc(spec())?);
+        let (ea, eb) = (pa.endpoint(), pb.endpoint());
+        check_eq(ea.gid, gid, "the GID an endpoint advertises")?;
+        let (a, b) = (pa.connect(&eb)?, pb.connect(&ea)?);
+        let port = h
+            .udp_source_port(&dev_a, a.qpn())
+            .map_err(CaseError::Ignored)?;
+        check_eq(
+            port,
+            roce::udp_source_port(roce::flow_label(a.qpn().get(), b.qpn().get())),
+            "the spread port (Linux's hash of the two QPNs)",
+        )?;
+        ports.push(port);
+        pairs.push((a, b));
+    }
+    let mut distinct = ports.clone();
+    distinct.sort_unstable();
+    distinct.dedup();
+    check_eq(
+        distinct.len(),
+        ports.len(),
+        "distinct ports of the 8 queue pairs",
+    )?;
+    // NVSHMEM's fixed port, kept across a recovery.
+    let (mut pa, pb) = (pd_a.create_rc(spec())?, pd_b.create_rc(spec())?);
+    pa.set_udp_source_port(UdpSourcePort::Fixed(49152))?;
+    let (ea, eb) = (pa.endpoint(), pb.endpoint());
+    let (mut a, mut b) = (pa.connect(&eb)?, pb.connect(&ea)?);
+    check_eq(
+        h.udp_source_port(&dev_a, a.qpn())
+            .map_err(CaseError::Ignored)?,
+        49152,
+        "fixed port",
+    )?;
+    let missing = || CaseError::Failed("no endpoint".into());
+    let (na, nb) = (
+        a.endpoint().ok_or_else(missing)?,
+        b.endpoint().ok_or_else(missing)?,
+    );
+    a.recover(&nb, WAIT)?;
+    b.recover(&na, WAIT)?;
+    check_eq(
+        h.udp_source_port(&dev_a, a.qpn())
+            .map_err(CaseError::Ignored)?,
+        49152,
+        "fixed port after recovery",
+    )
+}
+
 fn gpu_placed_queues<H: Harness>(h: &H) -> CaseResult {
     Err(CaseError::Ignored(h.gpu_unavailable()))
 }
@@ -495,6 +843,22 @@ fn cases<H: Harness>() -> Vec<Case<H>> {
             run: teardown_in_any_drop_order::<H>,
         },
         Case {
+            name: "rc_recovers_from_a_remote_access_error",
+            run: rc_recovers_from_a_remote_access_error::<H>,
+        },
+        Case {
+            name: "rc_pair_recovers_on_both_sides",
+            run: rc_pair_recovers_on_both_sides::<H>,
+        },
+        Case {
+            name: "dci_recovers_from_a_local_error",
+            run: dci_recovers_from_a_local_error::<H>,
+        },
+        Case {
+            name: "roce_rc_queue_pairs_get_their_own_udp_source_ports",
+            run: roce_rc_queue_pairs_get_their_own_udp_source_ports::<H>,
+        },
+        Case {
             name: "gpu_placed_queues",
             run: gpu_placed_queues::<H>,
         },
@@ -504,8 +868,12 @@ fn cases<H: Harness>() -> Vec<Case<H>> {
 fn main() -> ExitCode {
     match Selection::from_env() {
         Selection::Soft => {
-            println!("nic_suite: backend = software NIC");
+            println!("nic_suite: backend = software NIC, InfiniBand");
             run_suite(&cases::<SoftHarness>(), || Ok(SoftHarness::new()))
+        }
+        Selection::SoftRoce => {
+            println!("nic_suite: backend = software NIC, RoCE v2");
+            run_suite(&cases::<SoftRoceHarness>(), || Ok(SoftRoceHarness::new()))
         }
         Selection::Hardware(name) => hardware::run(&name),
     }

@@ -244,6 +244,14 @@ fn encoded_commands(seed: u64) -> Vec<Encoded> {
             uid: g.u16(16),
             dctn: g.u32(24),
         }),
+        entry(Qp2Err {
+            uid: g.u16(16),
+            qpn: g.u32(24),
+        }),
+        entry(Qp2Rst {
+            uid: g.u16(16),
+            qpn: g.u32(24),
+        }),
     ]
 }
 
@@ -268,6 +276,8 @@ fn decode_all(bytes: &[u8]) {
     one::<Rtr2RtsQp>(bytes);
     one::<CreateDct>(bytes);
     one::<DestroyDct>(bytes);
+    one::<Qp2Err>(bytes);
+    one::<Qp2Rst>(bytes);
     let _ = QueryHcaCapOutput::decode(CapabilityType::General, bytes);
     let _ = QueryHcaCapOutput::decode(CapabilityType::Atomic, bytes);
     let _ = CreateQpOutput::decode(bytes);
@@ -296,10 +306,10 @@ proptest! {
     }
 
     #[test]
-    fn arbitrary_bytes_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..600), opcode in 0usize..12) {
+    fn arbitrary_bytes_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..600), opcode in 0usize..14) {
         // Give the bytes a real opcode half of the time so decoding goes past the header.
         let mut bytes = bytes;
-        let opcodes = [0x100u16, 0x802, 0x803, 0x400, 0x401, 0x500, 0x501, 0x502, 0x503, 0x504, 0x710, 0x711];
+        let opcodes = [0x100u16, 0x802, 0x803, 0x400, 0x401, 0x500, 0x501, 0x502, 0x503, 0x504, 0x710, 0x711, 0x507, 0x50a];
         if bytes.len() >= 2 && opcode % 2 == 0 {
             bytes[..2].copy_from_slice(&opcodes[opcode].to_be_bytes());
         }
@@ -547,6 +557,8 @@ fn fuzz_seed_corpus_holds_real_commands() {
             9 => command::<Rtr2RtsQp>(bytes),
             10 => command::<CreateDct>(bytes),
             11 => command::<DestroyDct>(bytes),
+            23 => command::<Qp2Err>(bytes),
+            24 => command::<Qp2Rst>(bytes),
             12 => QueryHcaCapOutput::decode(CapabilityType::General, bytes).map(drop),
             13 => QueryHcaCapOutput::decode(CapabilityType::Atomic, bytes).map(drop),
             14 => AllocUarOutput::decode(bytes).map(drop),
@@ -616,7 +628,9 @@ fn address_path_constructors_set_the_link_fields() {
     ];
     let mac = [2, 0x11, 0x22, 0x33, 0x44, 0x55];
     let roce = AddressPath::roce(2, gid, mac, 3, 64, 0xc000);
-    for (path, rlid, sl, grh) in [(ib, 0x1234, 5, false), (roce, 0, 0, true)] {
+    // `grh` is set by neither: InfiniBand within a subnet sends none, and on RoCE every
+    // packet has one and the bit is reserved.
+    for (path, rlid, sl, is_roce) in [(ib, 0x1234, 5, false), (roce, 0, 0, true)] {
         let rtr = Init2RtrQp {
             uid: 0,
             qpn: 1,
@@ -633,10 +647,10 @@ fn address_path_constructors_set_the_link_fields() {
         // The primary path starts at byte (0xc0 + 0xc0) / 8 = 48: rlid in bytes 54..56,
         // grh at bit 0x28 of it (byte 53, 0x80), sl in byte 84's low nibble, port byte 85.
         assert_eq!(u16::from_be_bytes([bytes[54], bytes[55]]), rlid);
-        assert_eq!(bytes[53] & 0x80 != 0, grh);
+        assert_eq!(bytes[53] & 0x80, 0, "grh");
         assert_eq!(bytes[84] & 0x0f, sl);
         assert_eq!(bytes[85], path.vhca_port_num);
-        if grh {
+        if is_roce {
             assert_eq!(&bytes[64..80], &gid);
             assert_eq!(&bytes[86..92], &mac);
             assert_eq!(bytes[57], 3, "src_addr_index");

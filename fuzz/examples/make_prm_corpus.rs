@@ -238,6 +238,26 @@ fn main() {
         .encode()
         .unwrap(),
     );
+    save(
+        "qp-2err",
+        23,
+        Qp2Err {
+            uid: 0,
+            qpn: 0x1234,
+        }
+        .encode()
+        .unwrap(),
+    );
+    save(
+        "qp-2rst",
+        24,
+        Qp2Rst {
+            uid: 0,
+            qpn: 0x1234,
+        }
+        .encode()
+        .unwrap(),
+    );
     let general = GeneralCaps {
         log_max_qp_sz: 15,
         log_max_cq_sz: 22,

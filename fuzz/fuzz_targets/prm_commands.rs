@@ -39,7 +39,7 @@ fuzz_target!(|data: &[u8]| {
     let Some((&selector, bytes)) = data.split_first() else {
         return;
     };
-    match selector % 24 {
+    match selector % 27 {
         0 => command::<QueryHcaCap>(bytes),
         1 => command::<AllocUar>(bytes),
         2 => command::<DeallocUar>(bytes),
@@ -79,6 +79,9 @@ fuzz_target!(|data: &[u8]| {
         20 => output::<Init2RtrQpOutput>(bytes),
         21 => output::<Rtr2RtsQpOutput>(bytes),
         22 => output::<DestroyQpOutput>(bytes),
+        23 => command::<Qp2Err>(bytes),
+        24 => command::<Qp2Rst>(bytes),
+        25 => output::<Qp2ErrOutput>(bytes),
         _ => {
             let _ = check_status("fuzz", bytes);
         }

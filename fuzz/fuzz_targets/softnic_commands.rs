@@ -1,7 +1,9 @@
 //! Arbitrary bytes as a PRM command the software NIC executes, on a device that already
 //! holds a protection domain, a CQ and an RC queue pair in RESET. Byte 0 picks the entry
-//! point (create, modify, destroy, general) and the object it is sent to; the rest is the
-//! command.
+//! point (create, modify, destroy, general: the state transitions, 2ERR_QP and 2RST_QP
+//! among the modify commands), the object it is sent to, and the device (bit 4: an
+//! InfiniBand port, or a RoCE v2 port, whose INIT2RTR paths go through the RoCE checks);
+//! the rest is the command.
 //!
 //! Properties: the NIC never panics; a command it refuses (malformed or not) changes
 //! nothing: the fabric's objects, the device's allocations, its command log and the queue
@@ -15,7 +17,7 @@
 
 use std::cell::RefCell;
 
-use ibgda::nic::{Device, PendingRc, QueueSpec, SoftNic, SoftNicAllocations, SoftObject};
+use ibgda::nic::{roce, Device, PendingRc, QueueSpec, SoftNic, SoftNicAllocations, SoftObject};
 use ibgda::queue::Host;
 use ibgda::softnic::{Census, Fabric, QpStatus};
 use ibgda::wqe::RingSize;
@@ -36,9 +38,15 @@ struct Setup {
 type Snapshot = (Census, SoftNicAllocations, Vec<u16>, Option<QpStatus>);
 
 impl Setup {
-    fn new() -> Self {
+    fn new(roce_port: bool) -> Self {
         let fabric = Fabric::new();
-        let device = Device::open(SoftNic::open(&fabric, 1).expect("a node")).expect("a device");
+        let nic = if roce_port {
+            let mac = [0x02, 0, 0, 0, 0, 1];
+            SoftNic::open_roce(&fabric, mac, roce::kernel_gid_table(mac, &[[10, 0, 0, 1]]))
+        } else {
+            SoftNic::open(&fabric, 1)
+        };
+        let device = Device::open(nic.expect("a node")).expect("a device");
         let pd = device.alloc_pd().expect("a PD");
         let pending = pd
             .create_rc(QueueSpec::new(RingSize::new(16).expect("16 WQEBBs")))
@@ -65,7 +73,7 @@ impl Setup {
 
 thread_local! {
     /// The device and its state before any command, reused while commands are refused.
-    static SETUP: RefCell<Option<(Setup, Snapshot)>> = const { RefCell::new(None) };
+    static SETUP: RefCell<[Option<(Setup, Snapshot)>; 2]> = const { RefCell::new([None, None]) };
     static OUTPUT: RefCell<Vec<u8>> = RefCell::new(vec![0u8; OUTPUT_BYTES]);
 }
 
@@ -73,9 +81,11 @@ fuzz_target!(|data: &[u8]| {
     let Some((&selector, input)) = data.split_first() else {
         return;
     };
-    SETUP.with_borrow_mut(|slot| {
+    let roce_port = selector & 0x10 != 0;
+    SETUP.with_borrow_mut(|setups| {
+        let slot = &mut setups[usize::from(roce_port)];
         let (setup, before) = slot.get_or_insert_with(|| {
-            let setup = Setup::new();
+            let setup = Setup::new(roce_port);
             let snapshot = setup.snapshot();
             (setup, snapshot)
         });

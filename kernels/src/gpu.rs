@@ -722,8 +722,10 @@ impl Gpu {
     ///
     /// `rest` must be exactly the kernel's parameters after the descriptor, in order,
     /// every address a live device allocation large enough for the kernel's use, and those
-    /// allocations must outlive the launched work (the queue pair does: `'q` borrows it,
-    /// but the caller must synchronize before the borrow ends).
+    /// allocations must outlive the launched work; and the launched work must complete
+    /// before the borrow `'q` of the queue pair ends (synchronize first): the queue pair's
+    /// `&mut` methods (recovery, `QueuePair::recover_device`) and its drop rely on no
+    /// kernel still posting once nothing borrows it.
     pub unsafe fn launch_scoped<'q, S>(
         &self,
         kernel: &str,
@@ -746,7 +748,9 @@ impl Gpu {
     ///
     /// `args` must be exactly the parameters the named kernel declares, in order, every
     /// address a live device allocation (or mapped host memory) large enough for what the
-    /// kernel does with it, kept alive until the work completes.
+    /// kernel does with it, kept alive until the work completes; a [`KernelArg::Queue`]'s
+    /// borrow of its queue pair must last until the work completes too (recovery, through
+    /// the queue pair's `&mut`, relies on it).
     pub unsafe fn launch_raw(
         &self,
         raw_program: bool,
@@ -813,6 +817,52 @@ unsafe fn launch_with_queue<T, S: OrderingScope>(
     // while the caller keeps it until the work completes.
     unsafe { b.launch(cfg) }?;
     Ok(())
+}
+
+// SAFETY: `read` and `write` copy exactly the bytes asked for, at `offset` of the device
+// buffer given (checked to lie inside it), synchronously on the context; `ring` stores the
+// 8-byte value to a doorbell in device memory (the CUDA software NIC's) and refuses a
+// register doorbell, which only a GPU thread's MMIO store may ring.
+unsafe impl ibgda::queue::DeviceQueueAccess<GpuPlaced> for Gpu {
+    fn read(
+        &self,
+        buffer: &Arc<ibgda::memory::DeviceBuffer>,
+        offset: usize,
+        dst: &mut [u8],
+    ) -> Result<(), String> {
+        let at = checked_range(offset, dst.len(), buffer.len()).map_err(|e| e.to_string())?;
+        self.ctx.bind_to_thread().map_err(|e| format!("{e:?}"))?;
+        // SAFETY: `buffer` is a live device allocation of `buffer.len()` bytes (a
+        // `DeviceBuffer`'s contract) and `[offset, offset + dst.len())` lies inside it.
+        unsafe { result::memcpy_dtoh_sync(dst, buffer.addr() + at) }.map_err(|e| format!("{e:?}"))
+    }
+
+    fn write(
+        &self,
+        buffer: &Arc<ibgda::memory::DeviceBuffer>,
+        offset: usize,
+        src: &[u8],
+    ) -> Result<(), String> {
+        let at = checked_range(offset, src.len(), buffer.len()).map_err(|e| e.to_string())?;
+        self.ctx.bind_to_thread().map_err(|e| format!("{e:?}"))?;
+        // SAFETY: as in `read`; the copy completes before it returns.
+        unsafe { result::memcpy_htod_sync(buffer.addr() + at, src) }.map_err(|e| format!("{e:?}"))
+    }
+
+    fn ring(&self, doorbell: &ibgda::queue::GpuDoorbell, value: [u8; 8]) -> Result<(), String> {
+        if doorbell.is_register() {
+            return Err(
+                "the doorbell is a NIC register mapped into the GPU: only a GPU thread's MMIO \
+                 store rings it (recovery of a GPU-placed queue on a ConnectX is not \
+                 implemented)"
+                    .into(),
+            );
+        }
+        use ibgda::queue::QueueBuffer;
+        self.ctx.bind_to_thread().map_err(|e| format!("{e:?}"))?;
+        // SAFETY: a memory doorbell is an 8-byte device allocation the queue pair owns.
+        unsafe { result::memcpy_htod_sync(doorbell.addr(), &value) }.map_err(|e| format!("{e:?}"))
+    }
 }
 
 /// A user's CUDA program, compiled against the device library and loaded by
@@ -907,8 +957,10 @@ impl<T, S: OrderingScope> UserKernel<'_, T, S> {
     /// The kernel is the user's code: its parameters must be a descriptor by value then
     /// exactly `rest`, in order; it must touch only memory the descriptor names (through
     /// the device library) and memory `rest` names, every address a live allocation
-    /// large enough for its use; and the caller must keep those allocations and the
-    /// queue pair alive until the work completes (synchronize first).
+    /// large enough for its use; and the caller must keep those allocations alive, and
+    /// the borrow of the queue pair `q` carries, until the work completes (synchronize
+    /// first): the queue pair's `&mut` methods (recovery) and its drop rely on no kernel
+    /// still posting once nothing borrows it.
     pub unsafe fn launch(
         &self,
         q: &DeviceQueue<'_, T, S>,

@@ -89,6 +89,22 @@ impl CompletionQueue<Host> {
         }
     }
 
+    /// Starts a collapsed CQ over after its queue pair was reset (its WQE counters restart
+    /// at 0, so a new CQE may repeat the counter of the last one seen): entry 0 becomes a
+    /// CQE nobody has written, and no counter is taken as seen. Only while the NIC writes no
+    /// CQE to it (the queue pair drained and in RESET). A ring CQ needs nothing: its owner
+    /// bits follow the NIC's producer count, which a queue pair's reset does not change.
+    pub(crate) fn restart(&mut self) {
+        if self.mode == CqMode::Collapsed {
+            let words = self.memory.ring_buffer().words();
+            // The last word of entry 0: `op_own` invalid and hardware-owned, the rest 0.
+            let mut last = [0u8; 8];
+            last[7] = crate::queue::CQE_INIT_OP_OWN;
+            words[LAST_WORD / 8].store(u64::from_ne_bytes(last), Ordering::Release);
+            self.last_collapsed = None;
+        }
+    }
+
     /// Consumes the next CQE, if the NIC has written one: `None` when the queue is empty,
     /// otherwise the parsed completion (or why the entry is not one this crate accepts).
     pub fn poll(&mut self) -> Option<Result<Completion, CqeError>> {

@@ -293,13 +293,18 @@ pub trait Backend: Send + Sync + fmt::Debug + 'static {
     /// doorbell records). The registration keeps the memory alive until dropped.
     fn register_umem(&self, memory: QueueMemoryRef<'_>) -> Result<Self::Umem, NicError>;
 
-    /// The 48-byte address vector that reaches `gid` / the port's LID from any initiator
-    /// of this fabric (on hardware, an address handle made in `pd` read back through
-    /// `mlx5dv_init_obj`). The DCT number and the key are patched in by the initiator.
+    /// The 48-byte address vector of a path from `port` (on hardware, an address handle
+    /// made in `pd` read back through `mlx5dv_init_obj`). On InfiniBand it reaches the
+    /// port's own LID (a DC target's vector for its initiators). On Ethernet it reaches
+    /// `gid`, sent from the port's GID `source_gid_index`, and carries the destination MAC
+    /// resolved as an address handle resolves it (the kernel's neighbour lookup on
+    /// hardware, the fabric's on the software NIC): the control plane reads that MAC for
+    /// RC paths over RoCE. The DCT number and the key are patched in by the initiator.
     fn address_vector(
         &self,
         pd: &Self::Pd,
         port: &PortAttributes,
+        source_gid_index: u8,
         gid: Gid,
     ) -> Result<AddressVectorSegment, NicError>;
 

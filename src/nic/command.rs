@@ -2,13 +2,13 @@
 //! commands, and the reading of their outputs. Each choice is where NVSHMEM and DOCA
 //! agree (reference: the control-plane notes), unless its comment says otherwise.
 
-use super::caps::{AtomicEndianness, DeviceCaps, LinkLayer};
+use super::caps::{AtomicEndianness, DeviceCaps};
 use super::error::NicError;
 use super::prm::{
     self, AddressPath, AtomicMode, CapabilityType, Command, CommandOutput, CqContext, CqeSize,
     CreateCq, CreateDct, CreateQp, DctContext, DestroyCq, DestroyDct, DestroyQp, Init2RtrQp,
-    PmState, PrmError, QpCreateContext, QueryHcaCap, QueryHcaCapOutput, ReceiveQueue, RemoteAccess,
-    Rst2InitQp, Rtr2RtsQp, ServiceType,
+    PmState, PrmError, Qp2Err, Qp2Rst, QpCreateContext, QueryHcaCap, QueryHcaCapOutput,
+    ReceiveQueue, RemoteAccess, Rst2InitQp, Rtr2RtsQp, ServiceType,
 };
 
 /// Output buffer size for every command (the largest output is QUERY_HCA_CAP's).
@@ -221,19 +221,44 @@ pub(crate) fn rst2init(qpn: u32, port: u8, rc: bool, atomic: bool) -> Rst2InitQp
     }
 }
 
+/// The GRH hop limit of RoCE paths: 64, the IPv4 TTL Linux gives the routes it resolves
+/// an address handle's path by (`ip_default_ttl`); a RoCE packet with a hop limit of 0 or 1
+/// cannot leave its subnet.
+pub(crate) const HOP_LIMIT: u8 = 64;
+
+/// How INIT2RTR reaches the RC peer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum PeerAddress {
+    /// InfiniBand, within the subnet: the peer's LID, no GRH.
+    InfiniBand {
+        /// The peer's LID.
+        lid: u16,
+    },
+    /// RoCE: the peer's GID and the MAC it resolved to, sent from local GID
+    /// `source_gid_index` with `udp_source_port` (RoCE v2).
+    Roce {
+        /// The peer's GID.
+        gid: [u8; 16],
+        /// The next hop's MAC (never zero: the software NIC refuses a zero one).
+        mac: [u8; 6],
+        /// The local GID index.
+        source_gid_index: u8,
+        /// The UDP source port.
+        udp_source_port: u16,
+    },
+}
+
 /// The RC peer of INIT2RTR.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Peer {
     pub(crate) qpn: u32,
     pub(crate) psn: u32,
-    pub(crate) lid: u16,
-    pub(crate) gid: [u8; 16],
-    pub(crate) link_layer: LinkLayer,
+    pub(crate) address: PeerAddress,
 }
 
 /// INIT2RTR: the path MTU, messages up to 2^30 bytes; RC adds the peer (by LID on
-/// InfiniBand, by GID with a GRH on Ethernet, hop limit 64), its first PSN, the RNR NAK
-/// timer and the responder's outstanding reads.
+/// InfiniBand, by GID and MAC on Ethernet, hop limit [`HOP_LIMIT`], traffic class 0), its
+/// first PSN, the RNR NAK timer and the responder's outstanding reads.
 pub(crate) fn init2rtr(
     qpn: u32,
     port: u8,
@@ -241,23 +266,37 @@ pub(crate) fn init2rtr(
     peer: Option<Peer>,
 ) -> Result<Init2RtrQp, NicError> {
     let mtu = prm::Mtu::from_wire("INIT2RTR_QP", mtu.into())?;
-    let mut path = AddressPath {
-        vhca_port_num: port,
-        ..Default::default()
-    };
-    let (remote_qpn, next_rcv_psn, min_rnr_nak, log_rra_max) = match peer {
+    let (path, remote_qpn, next_rcv_psn, min_rnr_nak, log_rra_max) = match peer {
         Some(peer) => {
-            match peer.link_layer {
-                LinkLayer::InfiniBand => path.rlid = peer.lid,
-                LinkLayer::Ethernet => {
-                    path.grh = true;
-                    path.rgid = peer.gid;
-                    path.hop_limit = 64;
+            let path = match peer.address {
+                PeerAddress::InfiniBand { lid } => AddressPath::infiniband(port, lid, 0),
+                PeerAddress::Roce {
+                    gid,
+                    mac,
+                    source_gid_index,
+                    udp_source_port,
+                } => {
+                    AddressPath::roce(port, gid, mac, source_gid_index, HOP_LIMIT, udp_source_port)
                 }
-            }
-            (peer.qpn, peer.psn, MIN_RNR_NAK, LOG_RDMA_ATOMIC_OUTSTANDING)
+            };
+            (
+                path,
+                peer.qpn,
+                peer.psn,
+                MIN_RNR_NAK,
+                LOG_RDMA_ATOMIC_OUTSTANDING,
+            )
         }
-        None => (0, 0, 0, 0),
+        None => (
+            AddressPath {
+                vhca_port_num: port,
+                ..Default::default()
+            },
+            0,
+            0,
+            0,
+            0,
+        ),
     };
     Ok(Init2RtrQp {
         uid: 0,
@@ -271,6 +310,16 @@ pub(crate) fn init2rtr(
         log_rra_max,
         path,
     })
+}
+
+/// 2ERR_QP: the queue pair to the error state (recovery's first step).
+pub(crate) fn to_error(qpn: u32) -> Qp2Err {
+    Qp2Err { uid: 0, qpn }
+}
+
+/// 2RST_QP: the queue pair to RESET (recovery's second step).
+pub(crate) fn to_reset(qpn: u32) -> Qp2Rst {
+    Qp2Rst { uid: 0, qpn }
 }
 
 /// RTR2RTS: retry 7, RNR retry 7, ACK timeout 20, the first PSN this side sends, and the
@@ -290,7 +339,10 @@ pub(crate) fn rtr2rts(qpn: u32, next_send_psn: u32) -> Rtr2RtsQp {
 }
 
 /// CREATE_DCT: remote read and write, atomics (up to 8 bytes) where the device has them,
-/// the access key, port MTU, P_Key index 0, GID index 0; receive completions to `cqn`.
+/// the access key, port MTU, P_Key index 0, responses sent from GID `source_gid_index`
+/// (the port's RoCE v2 GID on Ethernet, 0 on InfiniBand) with hop limit [`HOP_LIMIT`];
+/// receive completions to `cqn`.
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn create_dct(
     pd: u32,
     cqn: u32,
@@ -298,6 +350,7 @@ pub(crate) fn create_dct(
     port: u8,
     mtu: u8,
     atomic: bool,
+    source_gid_index: u8,
 ) -> Result<CreateDct, NicError> {
     Ok(CreateDct {
         uid: 0,
@@ -323,8 +376,8 @@ pub(crate) fn create_dct(
             mtu: prm::Mtu::from_wire("CREATE_DCT", mtu.into())?,
             port,
             pkey_index: 0,
-            my_addr_index: 0,
-            hop_limit: 64,
+            my_addr_index: source_gid_index,
+            hop_limit: HOP_LIMIT,
             eth_prio: 0,
             dscp: 0,
         },

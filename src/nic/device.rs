@@ -10,12 +10,13 @@ use super::backend::{
     Backend, MemoryAccess, MemoryRegistration, ProtectionDomainId, QueueMemoryRef, RegisterMemory,
     UarPage, UmemId,
 };
-use super::caps::{DeviceCaps, PortAttributes};
-use super::command::{self, Peer, OUTPUT_BYTES};
+use super::caps::{DeviceCaps, Gid, LinkLayer, PortAttributes};
+use super::command::{self, Peer, PeerAddress, OUTPUT_BYTES};
 use super::connection::{DcEndpoint, RcEndpoint};
 use super::error::NicError;
 use super::prm::PrmError;
 use super::prm::{Command, CreateCq, CreateDct, CreateQp, ServiceType};
+use super::roce::{UdpSourcePort, UDP_SOURCE_PORTS};
 use crate::cq::{CompletionQueue, CqMode, CQE_BYTES};
 use crate::memory::DmaBuffer;
 use crate::order::{GpuThread, OrderingScope, ValidFor};
@@ -79,6 +80,18 @@ impl<B: Backend> DeviceInner<B> {
         unsafe { self.backend.modify_object(object, &input, &mut output)? };
         command::output::<C>(&output)?;
         Ok(())
+    }
+
+    /// The GID queues send from and advertise, and its index: the port GID on
+    /// InfiniBand, the RoCE v2 GID perftest would pick on Ethernet
+    /// ([`PortAttributes::roce_v2_source`]); a RoCE port without one is
+    /// [`NicError::NoRoceV2Gid`].
+    fn source_gid(&self) -> Result<(u8, Gid), NicError> {
+        self.port.source_gid().ok_or_else(|| NicError::NoRoceV2Gid {
+            device: self.backend.name().to_owned(),
+            port: self.port.port,
+            entries: self.port.gids.len(),
+        })
     }
 
     /// Destroys an object; a failure is counted (drop cannot return it).
@@ -147,6 +160,13 @@ impl<B: Backend> Device<B> {
     /// The backend.
     pub fn backend(&self) -> &B {
         &self.inner.backend
+    }
+
+    /// The GID this device's queues send from and advertise, with its GID table index
+    /// (see [`PortAttributes::source_gid`]), or [`NicError::NoRoceV2Gid`] on a RoCE port
+    /// that has no RoCE v2 GID.
+    pub fn source_gid(&self) -> Result<(u8, Gid), NicError> {
+        self.inner.source_gid()
     }
 
     /// How many DESTROY commands failed while handles were dropped, and the last error.
@@ -396,7 +416,33 @@ pub(crate) struct QueueObjects<B: Backend> {
     cq: Option<(B::Object, u32)>,
     umems: Vec<B::Umem>,
     uar: Option<B::Uar>,
-    _pd: Arc<PdInner<B>>,
+    pd: Arc<PdInner<B>>,
+    connection: Connection,
+}
+
+/// How a queue pair is brought to RTS, kept so that recovery can do it again.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Connection {
+    /// No queue pair (the CQ of a DC target).
+    None,
+    /// An RC queue pair: how many times it was connected (each connection sends from a
+    /// PSN of its own, [`send_psn`]) and how it picks its RoCE v2 UDP source port.
+    Rc {
+        connections: u32,
+        udp_source_port: UdpSourcePort,
+    },
+    /// A DC initiator.
+    Dci,
+}
+
+/// The PSN an RC queue pair sends from at its connection number `connection` (0 first,
+/// then one more per recovery): a value derived from the QPN (any 24-bit value works;
+/// distinct ones make traces easier to read), moved on by an odd step per connection so
+/// that a peer still expecting the old stream cannot take the new one for it.
+fn send_psn(qpn: u32, connection: u32) -> u32 {
+    qpn.wrapping_mul(0x9e37_79b9)
+        .wrapping_add(connection.wrapping_mul(0x00c3_5a97))
+        & 0xff_ffff
 }
 
 impl<B: Backend> fmt::Debug for QueueObjects<B> {
@@ -422,7 +468,138 @@ impl<B: Backend> Drop for QueueObjects<B> {
     }
 }
 
-impl<B: Backend> crate::queue::NicObjects for QueueObjects<B> {}
+impl<B: Backend> QueueObjects<B> {
+    fn qpn(&self) -> Result<u32, NicError> {
+        self.qp
+            .as_ref()
+            .map(|(_, qpn)| *qpn)
+            .ok_or(NicError::Unsupported {
+                what: "queue pair without an object".into(),
+            })
+    }
+
+    fn modify<C: Command>(&self, command: &C) -> Result<(), NicError> {
+        let (object, _) = self.qp.as_ref().ok_or(NicError::Unsupported {
+            what: "queue pair without an object".into(),
+        })?;
+        self.device.modify(object, command)
+    }
+
+    /// What the peer needs to connect to this RC queue pair's next connection (its QPN,
+    /// the PSN it will send from, its port's addresses).
+    fn endpoint(&self) -> Option<RcEndpoint> {
+        let Connection::Rc { connections, .. } = self.connection else {
+            return None;
+        };
+        let qpn = self.qpn().ok()?;
+        let port = &self.device.port;
+        Some(RcEndpoint {
+            qpn,
+            psn: send_psn(qpn, connections),
+            lid: port.lid,
+            mtu: port.mtu,
+            link_layer: port.link_layer,
+            gid: port.source_gid().map(|(_, gid)| gid).unwrap_or_default(),
+        })
+    }
+
+    /// How INIT2RTR reaches `remote`: by LID on InfiniBand; on Ethernet by GID, with the MAC
+    /// an address handle to that GID resolves to (the backend's address vector: on a
+    /// ConnectX the kernel's neighbour lookup, on the software NIC its fabric's).
+    fn peer_address(&self, remote: &RcEndpoint, qpn: u32) -> Result<PeerAddress, NicError> {
+        let device = &*self.device;
+        let port = &device.port;
+        if remote.link_layer != port.link_layer {
+            return Err(NicError::Unsupported {
+                what: format!(
+                    "connecting a {:?} port to a {:?} peer",
+                    port.link_layer, remote.link_layer
+                ),
+            });
+        }
+        match port.link_layer {
+            LinkLayer::InfiniBand => Ok(PeerAddress::InfiniBand { lid: remote.lid }),
+            LinkLayer::Ethernet => {
+                let (source_gid_index, _) = device.source_gid()?;
+                let av = device.backend.address_vector(
+                    &self.pd.pd,
+                    port,
+                    source_gid_index,
+                    remote.gid,
+                )?;
+                let Connection::Rc {
+                    udp_source_port, ..
+                } = self.connection
+                else {
+                    return Err(NicError::Unsupported {
+                        what: "a peer for a queue pair that is not RC".into(),
+                    });
+                };
+                Ok(PeerAddress::Roce {
+                    gid: remote.gid.0,
+                    mac: av.rmac,
+                    source_gid_index,
+                    udp_source_port: udp_source_port.for_connection(qpn, remote.qpn),
+                })
+            }
+        }
+    }
+
+    /// RST2INIT, INIT2RTR and RTR2RTS: an RC queue pair to `remote` (with remote read,
+    /// write and atomics enabled), a DCI to no one.
+    fn connect(&mut self, remote: Option<&RcEndpoint>) -> Result<(), NicError> {
+        let qpn = self.qpn()?;
+        let device = &*self.device;
+        let port = &device.port;
+        match (self.connection, remote) {
+            (Connection::Rc { connections, .. }, Some(remote)) => {
+                let address = self.peer_address(remote, qpn)?;
+                self.modify(&command::rst2init(qpn, port.port, true, device.caps.atomic))?;
+                self.modify(&command::init2rtr(
+                    qpn,
+                    port.port,
+                    port.mtu.min(remote.mtu).code(),
+                    Some(Peer {
+                        qpn: remote.qpn,
+                        psn: remote.psn,
+                        address,
+                    }),
+                )?)?;
+                self.modify(&command::rtr2rts(qpn, send_psn(qpn, connections)))?;
+                if let Connection::Rc { connections, .. } = &mut self.connection {
+                    *connections = connections.wrapping_add(1);
+                }
+                Ok(())
+            }
+            (Connection::Dci, None) => {
+                self.modify(&command::rst2init(qpn, port.port, false, false))?;
+                self.modify(&command::init2rtr(qpn, port.port, port.mtu.code(), None)?)?;
+                self.modify(&command::rtr2rts(qpn, 0))
+            }
+            (connection, _) => Err(NicError::Unsupported {
+                what: format!(
+                    "connecting a {connection:?} queue pair {} a remote endpoint",
+                    if remote.is_some() { "to" } else { "without" }
+                ),
+            }),
+        }
+    }
+}
+
+impl<B: Backend> crate::queue::NicObjects for QueueObjects<B> {
+    fn to_error(&self) -> Result<(), NicError> {
+        self.modify(&command::to_error(self.qpn()?))
+    }
+    fn to_reset(&self) -> Result<(), NicError> {
+        self.modify(&command::to_reset(self.qpn()?))
+    }
+    fn reconnect(&mut self, remote: Option<&RcEndpoint>) -> Result<(), NicError> {
+        self.connect(remote)
+    }
+    fn endpoint(&self) -> Option<RcEndpoint> {
+        QueueObjects::endpoint(self)
+    }
+}
 
 /// The memory and NIC objects of a queue pair not yet ready to send.
 struct Building<B: Backend, P: Placement> {
@@ -510,6 +687,9 @@ impl<B: Backend> ProtectionDomain<B> {
                 max: 1 << caps.log_max_cq_size,
             });
         }
+        // A RoCE port without a RoCE v2 GID cannot connect anything: say so before
+        // allocating.
+        device.source_gid()?;
         let uar = device.backend.alloc_uar()?;
         let cq = CompletionQueueMemory::<P>::from_parts(
             entries,
@@ -544,7 +724,14 @@ impl<B: Backend> ProtectionDomain<B> {
             cq: None,
             umems: Vec::with_capacity(4),
             uar: None,
-            _pd: self.inner.clone(),
+            pd: self.inner.clone(),
+            connection: match service {
+                ServiceType::Rc => Connection::Rc {
+                    connections: 0,
+                    udp_source_port: UdpSourcePort::Spread,
+                },
+                ServiceType::Dci => Connection::Dci,
+            },
         };
         // CQ ring, CQ record, send ring, send record: the order `umem(i)` reads below.
         for memory in P::cq_umems(&cq).into_iter().chain(P::sq_umems(&sq)) {
@@ -598,8 +785,7 @@ impl<B: Backend> ProtectionDomain<B> {
         allocator: &dyn QueueAllocator<P>,
     ) -> Result<PendingRc<B, P>, NicError> {
         let building = self.build(ServiceType::Rc, spec, allocator)?;
-        let psn = initial_psn(building.qpn.get());
-        Ok(PendingRc { building, psn })
+        Ok(PendingRc { building })
     }
 
     /// Creates a DC initiator in host memory (in RESET): activate it with
@@ -662,13 +848,15 @@ impl<B: Backend> ProtectionDomain<B> {
         }
         let uar = device.backend.alloc_uar()?;
         let cq = CompletionQueueMemory::<Host>::allocate(cq_entries)?;
+        let (source_gid_index, gid) = device.source_gid()?;
         let mut objects = QueueObjects {
             device: self.inner.device.clone(),
             qp: None,
             cq: None,
             umems: Vec::with_capacity(2),
             uar: None,
-            _pd: self.inner.clone(),
+            pd: self.inner.clone(),
+            connection: Connection::None,
         };
         for memory in <Host as umem::UmemRef>::cq_umems(&cq) {
             objects.umems.push(device.backend.register_umem(memory)?);
@@ -691,6 +879,7 @@ impl<B: Backend> ProtectionDomain<B> {
             PORT,
             device.port.mtu.code(),
             device.caps.atomic,
+            source_gid_index,
         )?)?;
         let dct = command::output::<CreateDct>(&output).map(|o| o.dctn);
         let dct_number = dct.as_ref().copied().unwrap_or(0);
@@ -701,8 +890,10 @@ impl<B: Backend> ProtectionDomain<B> {
         };
         let dct = dct?;
         let port = &device.port;
-        let gid = port.gids.first().copied().unwrap_or_default();
-        let address_vector = device.backend.address_vector(&self.inner.pd, port, gid)?;
+        let address_vector =
+            device
+                .backend
+                .address_vector(&self.inner.pd, port, source_gid_index, gid)?;
         Ok(DcTargetQueue {
             endpoint: DcEndpoint {
                 dct,
@@ -720,24 +911,7 @@ impl<B: Backend> ProtectionDomain<B> {
     }
 }
 
-/// A first PSN derived from the QPN (any 24-bit value works; distinct ones make traces
-/// easier to read).
-fn initial_psn(qpn: u32) -> u32 {
-    qpn.wrapping_mul(0x9e37_79b9) & 0xff_ffff
-}
-
 impl<B: Backend, P: Placement> Building<B, P> {
-    fn modify<C: Command>(&self, command: &C) -> Result<(), NicError> {
-        let (object, _) = self.objects.qp.as_ref().ok_or(NicError::Unsupported {
-            what: "queue pair without an object".into(),
-        })?;
-        self.objects.device.modify(object, command)
-    }
-
-    fn port(&self) -> &PortAttributes {
-        &self.objects.device.port
-    }
-
     fn device_pair<T: TypedTransport, S>(
         self,
         state: ProducerStateMemory<P>,
@@ -784,14 +958,13 @@ impl<B: Backend> Building<B, Host> {
 /// the peer, and no way to post until [`connect`](PendingRc::connect) has moved it to RTS.
 pub struct PendingRc<B: Backend, P: Placement> {
     building: Building<B, P>,
-    psn: u32,
 }
 
 impl<B: Backend, P: Placement> fmt::Debug for PendingRc<B, P> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("PendingRc")
             .field("qpn", &self.building.qpn)
-            .field("psn", &self.psn)
+            .field("connection", &self.building.objects.connection)
             .finish()
     }
 }
@@ -802,58 +975,50 @@ impl<B: Backend, P: Placement> PendingRc<B, P> {
         self.building.qpn
     }
 
-    /// What the peer needs to connect to this queue pair.
+    /// What the peer needs to connect to this queue pair: its number, the PSN it sends
+    /// from, and its port's LID, MTU, link layer and GID (on RoCE the port's RoCE v2 GID,
+    /// [`Device::source_gid`]).
     pub fn endpoint(&self) -> RcEndpoint {
-        let port = self.building.port();
-        RcEndpoint {
+        // An RC queue pair's objects always have an endpoint.
+        self.building.objects.endpoint().unwrap_or(RcEndpoint {
             qpn: self.building.qpn.get(),
-            psn: self.psn,
-            lid: port.lid,
-            mtu: port.mtu,
-            link_layer: port.link_layer,
-            gid: port.gids.first().copied().unwrap_or_default(),
-        }
+            psn: 0,
+            lid: 0,
+            mtu: crate::nic::Mtu::Mtu256,
+            link_layer: LinkLayer::InfiniBand,
+            gid: Gid::default(),
+        })
     }
 
-    /// RST2INIT, INIT2RTR (to `remote`) and RTR2RTS: the queue pair is ready to send.
-    fn transitions(&self, remote: &RcEndpoint) -> Result<(), NicError> {
-        let qpn = self.building.qpn.get();
-        let port = self.building.port();
-        if remote.link_layer != port.link_layer {
-            return Err(NicError::Unsupported {
-                what: format!(
-                    "connecting a {:?} port to a {:?} peer",
-                    port.link_layer, remote.link_layer
-                ),
-            });
+    /// The RoCE v2 UDP source port rule of the queue pair (every connection, recoveries
+    /// included): [`UdpSourcePort::Spread`] unless set. A fixed port must lie in
+    /// [`UDP_SOURCE_PORTS`](crate::nic::roce::UDP_SOURCE_PORTS). InfiniBand ports send no
+    /// UDP and ignore it.
+    pub fn set_udp_source_port(&mut self, port: UdpSourcePort) -> Result<(), NicError> {
+        if let UdpSourcePort::Fixed(p) = port {
+            if !UDP_SOURCE_PORTS.contains(&p) {
+                return Err(NicError::OutOfRange {
+                    what: "RoCE v2 UDP source port (0xc000 to 0xffff)",
+                    value: p.into(),
+                    max: (*UDP_SOURCE_PORTS.end()).into(),
+                });
+            }
         }
-        self.building.modify(&command::rst2init(
-            qpn,
-            port.port,
-            true,
-            self.building.objects.device.caps.atomic,
-        ))?;
-        self.building.modify(&command::init2rtr(
-            qpn,
-            port.port,
-            port.mtu.min(remote.mtu).code(),
-            Some(Peer {
-                qpn: remote.qpn,
-                psn: remote.psn,
-                lid: remote.lid,
-                gid: remote.gid.0,
-                link_layer: remote.link_layer,
-            }),
-        )?)?;
-        self.building.modify(&command::rtr2rts(qpn, self.psn))
+        if let Connection::Rc {
+            udp_source_port, ..
+        } = &mut self.building.objects.connection
+        {
+            *udp_source_port = port;
+        }
+        Ok(())
     }
 }
 
 impl<B: Backend> PendingRc<B, Host> {
     /// Connects to `remote` (RST -> INIT -> RTR -> RTS) and returns the queue pair, posted
     /// from CPU threads. On failure the queue pair is destroyed.
-    pub fn connect(self, remote: &RcEndpoint) -> Result<QueuePair<Rc>, NicError> {
-        self.transitions(remote)?;
+    pub fn connect(mut self, remote: &RcEndpoint) -> Result<QueuePair<Rc>, NicError> {
+        self.building.objects.connect(Some(remote))?;
         self.building.host_pair()
     }
 }
@@ -862,7 +1027,7 @@ impl<B: Backend, P: Placement> PendingRc<B, P> {
     /// Connects to `remote` and returns the queue pair GPU threads post to with `scope`;
     /// `state` (moved in: the queue pair owns it) holds the device producer state.
     pub fn connect_device<S>(
-        self,
+        mut self,
         remote: &RcEndpoint,
         state: ProducerStateMemory<P>,
         scope: S,
@@ -870,7 +1035,7 @@ impl<B: Backend, P: Placement> PendingRc<B, P> {
     where
         S: OrderingScope<Producer = GpuThread> + ValidFor<P>,
     {
-        self.transitions(remote)?;
+        self.building.objects.connect(Some(remote))?;
         self.building.device_pair(state, scope)
     }
 }
@@ -895,19 +1060,9 @@ impl<B: Backend, Av: AvForm, P: Placement> PendingDci<B, Av, P> {
         self.building.qpn
     }
 
-    fn transitions(&self) -> Result<(), NicError> {
-        let qpn = self.building.qpn.get();
-        let port = self.building.port();
-        self.building
-            .modify(&command::rst2init(qpn, port.port, false, false))?;
-        self.building
-            .modify(&command::init2rtr(qpn, port.port, port.mtu.code(), None)?)?;
-        self.building.modify(&command::rtr2rts(qpn, 0))
-    }
-
     /// Activates the DCI (RST -> INIT -> RTR -> RTS) for a GPU producer with `scope`.
     pub fn activate_device<S>(
-        self,
+        mut self,
         state: ProducerStateMemory<P>,
         scope: S,
     ) -> Result<QueuePair<Dc<Av>, P, S>, NicError>
@@ -915,7 +1070,7 @@ impl<B: Backend, Av: AvForm, P: Placement> PendingDci<B, Av, P> {
         S: OrderingScope<Producer = GpuThread> + ValidFor<P>,
         Dc<Av>: TypedTransport,
     {
-        self.transitions()?;
+        self.building.objects.connect(None)?;
         self.building.device_pair(state, scope)
     }
 }
@@ -925,8 +1080,8 @@ where
     Dc<Av>: TypedTransport,
 {
     /// Activates the DCI (RST -> INIT -> RTR -> RTS) for CPU producers.
-    pub fn activate(self) -> Result<QueuePair<Dc<Av>>, NicError> {
-        self.transitions()?;
+    pub fn activate(mut self) -> Result<QueuePair<Dc<Av>>, NicError> {
+        self.building.objects.connect(None)?;
         self.building.host_pair()
     }
 }

@@ -146,6 +146,16 @@ pub enum NicError {
     },
     /// Connection information that cannot be decoded.
     Connection(super::connection::ConnectionError),
+    /// A RoCE port has no RoCE v2 GID to send from (RoCE v2 GIDs come from the IP
+    /// addresses of the port's network interface).
+    NoRoceV2Gid {
+        /// The device.
+        device: String,
+        /// The port.
+        port: u8,
+        /// Entries of its GID table.
+        entries: usize,
+    },
     /// The backend failed, with its own error type (downcast it through
     /// [`BackendError::downcast_ref`]); [`BackendError::is_unsupported`] says whether the
     /// machine lacks what was needed.
@@ -178,6 +188,17 @@ impl fmt::Display for NicError {
             Self::QueueMemory(e) => write!(f, "queue memory: {e}"),
             Self::DeviceQueue(e) => write!(f, "GPU-placed queue: {e}"),
             Self::Connection(e) => write!(f, "connection information: {e}"),
+            Self::NoRoceV2Gid {
+                device,
+                port,
+                entries,
+            } => write!(
+                f,
+                "port {port} of {device} is Ethernet (RoCE) and none of its {entries} GID \
+                 entries is RoCE v2: give its network interface an IPv4 or IPv6 address \
+                 (the kernel adds a RoCE v2 GID for each), and check the table with \
+                 `show_gids` or /sys/class/infiniband/{device}/ports/{port}/gid_attrs/types/"
+            ),
             Self::SoftNic(e) => write!(f, "software NIC: {e}"),
             Self::ExecutedElsewhere(e) => e.fmt(f),
             Self::OverlapsQueueMemory { addr, len, queue } => write!(

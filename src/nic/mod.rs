@@ -70,6 +70,7 @@ mod error;
 pub mod gpu_access;
 #[cfg(feature = "mlx5")]
 pub mod mlx5;
+pub mod roce;
 mod soft;
 mod soft_commands;
 mod soft_gpu;
@@ -82,13 +83,16 @@ pub use backend::{
     Backend, BackendObject, MemoryAccess, MemoryRegistration, ProtectionDomainId, QueueMemoryRef,
     RegisterMemory, UarPage, UmemId,
 };
-pub use caps::{AtomicEndianness, DeviceCaps, Gid, LinkLayer, Mtu, PortAttributes};
+pub use caps::{
+    AtomicEndianness, DeviceCaps, Gid, GidEntry, GidType, LinkLayer, Mtu, PortAttributes,
+};
 pub use connection::{ConnectionError, DcEndpoint, Endpoint, RcEndpoint};
 pub use device::{
     DcTargetQueue, Device, HostQueueMemory, MemoryRegion, PendingDci, PendingRc, ProtectionDomain,
     QueueAllocator, QueueFill, QueuePlacement, QueueSpec,
 };
 pub use error::{BackendError, NicError};
+pub use roce::UdpSourcePort;
 pub use soft::{SoftNic, SoftNicAllocations, SoftObject, SoftPd, SoftUar, SoftUmem, SOFT_NIC_CAPS};
 pub use soft_gpu::{
     GpuCq, GpuDoorbellMemory, GpuObjects, GpuQueuePair, GpuRegion, SoftGpuNic, SoftGpuRegion,

@@ -12,8 +12,13 @@
 //! - CREATE_QP (RC or DCI): a queue pair in RESET over the UMEMs, the UAR page's doorbell
 //!   and the named CQs;
 //! - RST2INIT_QP, INIT2RTR_QP, RTR2RTS_QP: the state machine; a transition from the wrong
-//!   state is status BAD_QP_STATE and changes nothing; a WQE published before RTS is an
-//!   error CQE (LOCAL_QP_OP) and the queue goes to error;
+//!   state is status BAD_QP_STATE and changes nothing; a WQE published in INIT or RTR is an
+//!   error CQE (LOCAL_QP_OP) and the queue goes to error (in RESET the NIC reads neither
+//!   doorbell nor record);
+//! - 2ERR_QP (any state): every WQE not yet executed is flushed, signaled or not, each
+//!   with a flush-error CQE; 2RST_QP (any state): the queue pair forgets its progress (the
+//!   next WQE index is 0), its responses in flight and its receive side, and writes no
+//!   CQE (those already written stay);
 //! - CREATE_DCT: a DC target reporting to the named CQ;
 //! - DESTROY_QP, DESTROY_DCT, DESTROY_CQ: refused (RESOURCE_BUSY) while a queue still uses
 //!   the CQ.
@@ -35,14 +40,16 @@ use super::backend::{
     Backend, BackendObject, MemoryAccess, MemoryRegistration, ProtectionDomainId, QueueMemoryRef,
     RegisterMemory, UarPage, UmemId,
 };
-use super::caps::{AtomicEndianness, DeviceCaps, Gid, LinkLayer, Mtu, PortAttributes};
+use super::caps::{
+    AtomicEndianness, DeviceCaps, Gid, GidEntry, GidType, LinkLayer, Mtu, PortAttributes,
+};
 use super::error::NicError;
 use crate::memory::DmaBuffer;
 use crate::queue::executor::ExecutorClaim;
 use crate::queue::{GpuDoorbell, HostDoorbell};
 use crate::softnic::{Fabric, MemoryRegion, NodeId};
 use crate::wqe::segment::AddressVectorSegment;
-use crate::wqe::{FullAddressVector, LinkAddress, RKey};
+use crate::wqe::{FullAddressVector, Grh, LinkAddress, RKey};
 
 /// The capabilities a software NIC reports unless told otherwise: CQE version 1, compact
 /// address vectors, send queues up to 2^15 WQEBBs, CQs up to 2^22 entries, WQEs up to 1 KiB,
@@ -122,6 +129,8 @@ pub struct SoftNic {
     caps: DeviceCaps,
     port: PortAttributes,
     tables: Arc<SharedTables>,
+    /// Unit tests that play a GPU producer give doorbells a "GPU address" (their own).
+    mapped_doorbells: bool,
 }
 
 impl SoftNic {
@@ -145,9 +154,49 @@ impl SoftNic {
                 lid,
                 mtu: Mtu::Mtu4096,
                 link_layer: LinkLayer::InfiniBand,
-                gids: vec![Gid(gid)],
+                gids: vec![GidEntry {
+                    gid: Gid(gid),
+                    kind: GidType::InfiniBand,
+                }],
             },
             tables: Arc::default(),
+            mapped_doorbells: false,
+        })
+    }
+
+    /// A new device on `fabric` with an Ethernet (RoCE) port: MAC `mac`, MTU 4096, GID
+    /// table `gids` (a ConnectX's, for given addresses, is
+    /// [`roce::kernel_gid_table`](super::roce::kernel_gid_table)). Its node of the fabric
+    /// answers for every GID of the table: RoCE paths reach it by GID and MAC (the next
+    /// hop's MAC must be right), RC paths with a RoCE v2 source GID carry a UDP source port
+    /// in 0xc000..=0xffff, and an address vector to a GID resolves its MAC as an address
+    /// handle would (see [`Fabric::resolve_mac`]).
+    pub fn open_roce(fabric: &Fabric, mac: [u8; 6], gids: Vec<GidEntry>) -> Result<Self, NicError> {
+        let mut addresses: Vec<[u8; 16]> = Vec::new();
+        for entry in gids.iter().filter(|e| !e.gid.is_zero()) {
+            if !addresses.contains(&entry.gid.0) {
+                addresses.push(entry.gid.0);
+            }
+        }
+        let node = fabric
+            .add_ethernet_node(mac, &addresses)
+            .map_err(|e| NicError::NoDevice {
+                reason: format!("software RoCE NIC with MAC {mac:02x?}: {e}"),
+            })?;
+        Ok(Self {
+            fabric: fabric.clone(),
+            node,
+            name: format!("soft:{node}"),
+            caps: SOFT_NIC_CAPS,
+            port: PortAttributes {
+                port: 1,
+                lid: 0,
+                mtu: Mtu::Mtu4096,
+                link_layer: LinkLayer::Ethernet,
+                gids,
+            },
+            tables: Arc::default(),
+            mapped_doorbells: false,
         })
     }
 
@@ -210,6 +259,15 @@ impl SoftNic {
             doorbell,
             tables: Arc::downgrade(&self.tables),
         })
+    }
+
+    /// The same device with doorbells whose "GPU address" is their host address, for unit
+    /// tests in which the host plays a GPU producer of a queue in host memory (no GPU
+    /// reaches them).
+    #[cfg(test)]
+    pub(crate) fn with_mapped_doorbells_for_tests(mut self) -> Self {
+        self.mapped_doorbells = true;
+        self
     }
 
     /// The fabric the device is on.
@@ -507,7 +565,16 @@ impl Backend for SoftNic {
     }
 
     fn alloc_uar(&self) -> Result<SoftUar, NicError> {
-        self.insert_uar(Arc::new(DmaBuffer::zeroed(8, 64)?))
+        let mut doorbell = DmaBuffer::zeroed(8, 64)?;
+        if self.mapped_doorbells {
+            let addr = doorbell.addr();
+            let ptr = core::ptr::NonNull::from(&doorbell.words()[0]).cast::<u8>();
+            // SAFETY: only unit tests set `mapped_doorbells`; the buffer moves in as the
+            // owner of its own memory, and the "GPU address" is the host address, which no
+            // GPU reaches (the test plays the producer).
+            doorbell = unsafe { DmaBuffer::from_raw_mapped(ptr, 8, addr, Box::new(doorbell)) }?;
+        }
+        self.insert_uar(Arc::new(doorbell))
     }
 
     fn register_umem(&self, memory: QueueMemoryRef<'_>) -> Result<SoftUmem, NicError> {
@@ -525,13 +592,13 @@ impl Backend for SoftNic {
         &self,
         _pd: &SoftPd,
         port: &PortAttributes,
-        _gid: Gid,
+        source_gid_index: u8,
+        gid: Gid,
     ) -> Result<AddressVectorSegment, NicError> {
-        // The software fabric routes by LID; the DCT number and key are patched in later.
-        let target = FullAddressVector {
-            dct: 0,
-            dc_key: 0,
-            link: LinkAddress::InfiniBand {
+        // The DCT number and key are patched in later.
+        let link = match port.link_layer {
+            // The software fabric routes InfiniBand by LID.
+            LinkLayer::InfiniBand => LinkAddress::InfiniBand {
                 lid: port.lid,
                 sl: 0,
                 static_rate: 0,
@@ -539,6 +606,44 @@ impl Backend for SoftNic {
                 force_loopback: false,
                 grh: None,
             },
+            LinkLayer::Ethernet => {
+                let populated = port
+                    .gids
+                    .get(usize::from(source_gid_index))
+                    .is_some_and(|e| !e.gid.is_zero());
+                if !populated {
+                    return Err(NicError::OutOfRange {
+                        what: "source GID index (not a populated entry of the port's table)",
+                        value: source_gid_index.into(),
+                        max: port.gids.len().saturating_sub(1) as u64,
+                    });
+                }
+                let mac = self.fabric.resolve_mac(gid.0).map_err(NicError::SoftNic)?;
+                // rdma-core draws a random RoCE v2 port for an address handle without a
+                // flow label; this NIC derives one from the GID, so runs repeat.
+                let tail = u32::from_be_bytes([gid.0[12], gid.0[13], gid.0[14], gid.0[15]]);
+                LinkAddress::Roce {
+                    udp_source_port: super::roce::udp_source_port(super::roce::flow_label(
+                        tail & 0xff_ffff,
+                        1,
+                    )),
+                    sl: 0,
+                    static_rate: 0,
+                    mac,
+                    grh: Grh {
+                        sgid_index: source_gid_index,
+                        flow_label: 0,
+                        traffic_class: 0,
+                        hop_limit: super::command::HOP_LIMIT,
+                        dgid: gid.0,
+                    },
+                }
+            }
+        };
+        let target = FullAddressVector {
+            dct: 0,
+            dc_key: 0,
+            link,
         }
         .encode()?;
         Ok(*target.segment())

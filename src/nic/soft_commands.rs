@@ -17,24 +17,38 @@
 //! | 0x09 | an object that does not exist, or a command naming another object than the one it is sent to |
 //! | 0x0a | a size beyond the device's capabilities |
 //! | 0x0b | a port other than 1, or an MTU above the port's |
+//! | 0x0c | a RoCE RC path with a zero destination MAC (`rmac`) |
+//! | 0x0d | a source GID index (`src_addr_index`, `my_addr_index`) that is not a populated entry of the port's GID table |
+//! | 0x0e | a RoCE v2 RC path whose UDP source port is outside 0xc000..=0xffff |
+//! | 0x0f | `grh` set on a RoCE path (every RoCE packet carries a GRH; the bit is reserved) |
+//!
+//! A zero `rmac` is refused with status BAD_PARAMETER, the status firmware gives a
+//! command whose context holds a value the field cannot take: no Ethernet frame can be
+//! addressed to it, and a queue pair connected with it would only ever time out. The other
+//! RoCE checks are of the same kind; hardware behaviour for them is not documented, so
+//! they are this NIC's rules, stricter than what is known of firmware, to catch a control
+//! plane that would connect nothing.
 
 use std::sync::Arc;
 
 use super::backend::MemoryAccess;
+use super::caps::{GidEntry, GidType, LinkLayer};
 use super::command::{caps_pages, opcode_of, OUTPUT_BYTES};
 use super::error::NicError;
+use super::prm::AddressPath;
 use super::prm::{
     opcode, AtomicCaps, CapabilityType, Command, CommandOutput, CommandStatus, CqeSize, CreateCq,
     CreateCqOutput, CreateDct, CreateDctOutput, CreateQp, CreateQpOutput, DestroyCq, DestroyDct,
-    DestroyQp, GeneralCaps, Init2RtrQp, PrmError, QueryHcaCap, QueryHcaCapOutput, ReceiveQueue,
-    RemoteAccess, Rst2InitQp, Rtr2RtsQp, ServiceType,
+    DestroyQp, GeneralCaps, Init2RtrQp, PrmError, Qp2Err, Qp2Rst, QueryHcaCap, QueryHcaCapOutput,
+    ReceiveQueue, RemoteAccess, Rst2InitQp, Rtr2RtsQp, ServiceType,
 };
+use super::roce::UDP_SOURCE_PORTS;
 use super::soft::{SoftNic, SoftObject};
 use crate::cq::CqMode;
 use crate::memory::DmaBuffer;
 use crate::queue::executor::ExecutorClaim;
 use crate::queue::{CompletionQueueNicAccess, SendQueueNicAccess};
-use crate::softnic::{CommandedQp, ObjectRefusal, Transition};
+use crate::softnic::{CommandedQp, ObjectRefusal, PeerPath, RocePath, Transition};
 use crate::wqe::{RingSize, TransportKind};
 
 /// Syndromes of refused commands (see the module's table).
@@ -50,6 +64,10 @@ mod syndrome {
     pub const UNKNOWN_OBJECT: u32 = 0x09;
     pub const TOO_LARGE: u32 = 0x0a;
     pub const BAD_PORT: u32 = 0x0b;
+    pub const ZERO_MAC: u32 = 0x0c;
+    pub const BAD_GID_INDEX: u32 = 0x0d;
+    pub const BAD_UDP_PORT: u32 = 0x0e;
+    pub const RESERVED_GRH: u32 = 0x0f;
 }
 
 /// A refusal: the status and syndrome the output gets.
@@ -266,6 +284,9 @@ fn execute_create_dct(
     if dctc.port != 1 || dctc.mtu.wire() > u64::from(nic.port_attributes().mtu.code()) {
         return Err(bad_param(syndrome::BAD_PORT));
     }
+    if populated_gid(nic, dctc.my_addr_index).is_none() {
+        return Err(bad_param(syndrome::BAD_GID_INDEX));
+    }
     if !nic.fabric().has_cq_object(dctc.cqn) {
         return Err(bad_param(syndrome::UNKNOWN_CQ));
     }
@@ -318,6 +339,53 @@ fn enabled_rights(access: RemoteAccess) -> MemoryAccess {
     rights
 }
 
+/// Whether `index` is a populated entry of the port's GID table.
+fn populated_gid(nic: &SoftNic, index: u8) -> Option<GidEntry> {
+    nic.port_attributes()
+        .gids
+        .get(usize::from(index))
+        .filter(|e| !e.gid.is_zero())
+        .copied()
+}
+
+/// The path INIT2RTR's address path describes on this NIC's port: by LID on InfiniBand
+/// (a GID-routed InfiniBand path is not modelled), by GID and MAC on Ethernet, checked as
+/// the module's table says (for RC queue pairs; a DCI's INIT2RTR carries no peer).
+fn peer_path(nic: &SoftNic, path: &AddressPath, rc: bool) -> Result<PeerPath, Refusal> {
+    match nic.port_attributes().link_layer {
+        LinkLayer::InfiniBand => {
+            if path.grh {
+                return Err(bad_param(syndrome::NOT_MODELLED));
+            }
+            Ok(PeerPath::Lid(path.rlid))
+        }
+        LinkLayer::Ethernet => {
+            if path.grh {
+                return Err(bad_param(syndrome::RESERVED_GRH));
+            }
+            let roce = RocePath {
+                gid: path.rgid,
+                mac: path.rmac,
+                source_gid_index: path.src_addr_index,
+                udp_source_port: path.udp_sport,
+                hop_limit: path.hop_limit,
+                traffic_class: path.tclass,
+            };
+            if rc {
+                if path.rmac == [0; 6] {
+                    return Err(bad_param(syndrome::ZERO_MAC));
+                }
+                let source = populated_gid(nic, path.src_addr_index)
+                    .ok_or(bad_param(syndrome::BAD_GID_INDEX))?;
+                if source.kind == GidType::RoceV2 && !UDP_SOURCE_PORTS.contains(&path.udp_sport) {
+                    return Err(bad_param(syndrome::BAD_UDP_PORT));
+                }
+            }
+            Ok(PeerPath::Roce(roce))
+        }
+    }
+}
+
 /// The queue pair a modify command is sent to: it must be the one the command names.
 fn target_qp(object: SoftObject, qpn: u32) -> Result<u32, Refusal> {
     match object {
@@ -329,7 +397,7 @@ fn target_qp(object: SoftObject, qpn: u32) -> Result<u32, Refusal> {
     }
 }
 
-/// RST2INIT_QP, INIT2RTR_QP, RTR2RTS_QP.
+/// RST2INIT_QP, INIT2RTR_QP, RTR2RTS_QP, 2ERR_QP, 2RST_QP.
 pub(super) fn modify(
     nic: &SoftNic,
     object: SoftObject,
@@ -356,14 +424,12 @@ pub(super) fn modify(
             if c.mtu.wire() > u64::from(nic.port_attributes().mtu.code()) {
                 return Err(bad_param(syndrome::BAD_PORT));
             }
-            // The software fabric routes by LID; a GID-routed path is not modelled.
-            if c.path.grh {
-                return Err(bad_param(syndrome::NOT_MODELLED));
-            }
+            let rc = fabric.commanded_transport(qpn) == Some(TransportKind::Rc);
+            let path = peer_path(nic, &c.path, rc)?;
             fabric.transition(
                 qpn,
                 Transition::InitToRtr {
-                    peer: Some((c.remote_qpn, c.path.rlid)),
+                    peer: Some((c.remote_qpn, path)),
                 },
             )?;
             Ok(Default::default())
@@ -371,6 +437,16 @@ pub(super) fn modify(
         opcode::RTR2RTS_QP => run::<Rtr2RtsQp>(input, output, |c| {
             let qpn = target_qp(object, c.qpn)?;
             fabric.transition(qpn, Transition::RtrToRts)?;
+            Ok(Default::default())
+        }),
+        opcode::QP_2ERR => run::<Qp2Err>(input, output, |c| {
+            let qpn = target_qp(object, c.qpn)?;
+            fabric.transition(qpn, Transition::ToError)?;
+            Ok(Default::default())
+        }),
+        opcode::QP_2RST => run::<Qp2Rst>(input, output, |c| {
+            let qpn = target_qp(object, c.qpn)?;
+            fabric.transition(qpn, Transition::ToReset)?;
             Ok(Default::default())
         }),
         other => Err(NicError::UnknownOpcode { opcode: other }),

@@ -515,9 +515,10 @@ impl Backend for SoftGpuNic {
         &self,
         pd: &SoftPd,
         port: &PortAttributes,
+        source_gid_index: u8,
         gid: Gid,
     ) -> Result<AddressVectorSegment, NicError> {
-        self.soft.address_vector(pd, port, gid)
+        self.soft.address_vector(pd, port, source_gid_index, gid)
     }
 
     fn register_memory(

@@ -188,7 +188,7 @@ fn random_bytes_under_every_opcode_never_change_the_nic() {
         seed
     };
     let opcodes = [
-        0x100u16, 0x400, 0x401, 0x500, 0x501, 0x502, 0x503, 0x504, 0x710, 0x711,
+        0x100u16, 0x400, 0x401, 0x500, 0x501, 0x502, 0x503, 0x504, 0x507, 0x50a, 0x710, 0x711,
     ];
     for case in 0..4000 {
         let opcode = opcodes[case % opcodes.len()];
@@ -277,9 +277,7 @@ fn transitions_follow_the_state_machine_and_a_wrong_one_changes_nothing() {
             Some(command::Peer {
                 qpn,
                 psn: 0,
-                lid: 1,
-                gid: [0; 16],
-                link_layer: super::caps::LinkLayer::InfiniBand,
+                address: command::PeerAddress::InfiniBand { lid: 1 },
             }),
         )?
         .encode()?)
@@ -420,9 +418,7 @@ fn a_queue_refuses_remote_operations_its_context_disables() {
     let peer = command::Peer {
         qpn,
         psn: 0,
-        lid: 1,
-        gid: [0; 16],
-        link_layer: super::caps::LinkLayer::InfiniBand,
+        address: command::PeerAddress::InfiniBand { lid: 1 },
     };
     for input in [
         rst2init.encode().unwrap(),
@@ -490,4 +486,221 @@ fn a_queue_refuses_remote_operations_its_context_disables() {
         expected,
         "the WRITE landed; the READ moved nothing"
     );
+}
+
+impl Bench {
+    /// Sends `input` to `qp`.
+    fn modify(&self, qp: &SoftObject, input: Vec<u8>) -> Result<(), NicError> {
+        self.nic
+            .modify_object(qp, &input, &mut vec![0u8; OUTPUT_BYTES])
+    }
+
+    /// Moves `qp` (queue pair `qpn`, connected to itself) from RESET through the states to
+    /// `target`.
+    fn walk_to(&self, qp: &SoftObject, qpn: u32, target: QpState) {
+        let peer = command::Peer {
+            qpn,
+            psn: 0,
+            address: command::PeerAddress::InfiniBand { lid: 1 },
+        };
+        let steps = [
+            (
+                QpState::Init,
+                command::rst2init(qpn, 1, true, true).encode(),
+            ),
+            (
+                QpState::ReadyToReceive,
+                command::init2rtr(qpn, 1, 5, Some(peer)).unwrap().encode(),
+            ),
+            (QpState::ReadyToSend, command::rtr2rts(qpn, 0).encode()),
+        ];
+        for (state, input) in steps {
+            if target == QpState::Reset {
+                break;
+            }
+            self.modify(qp, input.unwrap()).unwrap();
+            if state == target {
+                break;
+            }
+        }
+    }
+}
+
+/// Every error CQE of `pair`, as (WQE index, syndrome, vendor syndrome), until it is empty.
+fn error_cqes(pair: &mut QueuePair<Rc>) -> Vec<(u16, Option<Syndrome>, u8)> {
+    let mut found = Vec::new();
+    loop {
+        match pair.poll() {
+            Ok(None) => return found,
+            Err(PollError::Completion(e)) => {
+                found.push((e.wqe_index, e.syndrome, e.vendor_syndrome))
+            }
+            other => panic!("expected an error CQE, got {other:?}"),
+        }
+    }
+}
+
+#[test]
+fn two_err_flushes_every_outstanding_wqe_signaled_or_not_from_every_state() {
+    for from in [
+        QpState::Reset,
+        QpState::Init,
+        QpState::ReadyToReceive,
+        QpState::ReadyToSend,
+    ] {
+        let bench = Bench::new();
+        let (qp, qpn) = bench.create_qp();
+        bench.walk_to(&qp, qpn, from);
+        let number = Qpn::new(qpn).unwrap();
+        let fabric = bench.nic.fabric().clone();
+        assert_eq!(fabric.qp_status(number).unwrap().state, from);
+        let Bench {
+            nic,
+            sq_memory,
+            cq_memory,
+            ..
+        } = bench;
+        let mut pair: QueuePair<Rc> =
+            QueuePair::new(number, sq_memory, cq_memory, QpConfig::default()).unwrap();
+        // Signaled, unsignaled, signaled; published and rung, nothing executed yet.
+        pair.post(&Nop::new().signaled().build().unwrap(), &[])
+            .unwrap();
+        pair.post(&Nop::new().build().unwrap(), &[]).unwrap();
+        pair.post(&Nop::new().signaled().build().unwrap(), &[])
+            .unwrap();
+        nic.modify_object(
+            &qp,
+            &super::prm::Qp2Err { uid: 0, qpn }.encode().unwrap(),
+            &mut vec![0u8; OUTPUT_BYTES],
+        )
+        .unwrap();
+        let status = fabric.qp_status(number).unwrap();
+        assert_eq!(status.state, QpState::Error, "from {from:?}");
+        assert_eq!(status.error, Some(crate::softnic::ErrorCause::Command));
+        let report = fabric.run_until_idle();
+        assert_eq!(
+            (
+                report.wqes_executed,
+                report.wqes_failed,
+                report.wqes_flushed
+            ),
+            (0, 0, 3),
+            "from {from:?}"
+        );
+        let flushed = Some(Syndrome::WorkRequestFlushed);
+        assert_eq!(
+            error_cqes(&mut pair),
+            vec![(0, flushed, 0), (1, flushed, 0), (2, flushed, 0)],
+            "from {from:?}: one flush CQE per WQE, the unsignaled one too"
+        );
+        assert!(pair.sq().is_idle());
+        // 2ERR from ERR changes nothing, and a later WQE is flushed too.
+        nic.modify_object(
+            &qp,
+            &super::prm::Qp2Err { uid: 0, qpn }.encode().unwrap(),
+            &mut vec![0u8; OUTPUT_BYTES],
+        )
+        .unwrap();
+        pair.post(&Nop::new().build().unwrap(), &[]).unwrap();
+        fabric.run_until_idle();
+        assert_eq!(error_cqes(&mut pair), vec![(3, flushed, 0)]);
+    }
+}
+
+#[test]
+fn two_err_writes_the_cqes_of_work_already_done_first() {
+    let bench = Bench::new();
+    let (qp, qpn) = bench.create_qp();
+    bench.walk_to(&qp, qpn, QpState::ReadyToSend);
+    let number = Qpn::new(qpn).unwrap();
+    let Bench {
+        nic,
+        sq_memory,
+        cq_memory,
+        ..
+    } = bench;
+    let fabric = nic.fabric().clone();
+    let mut pair: QueuePair<Rc> =
+        QueuePair::new(number, sq_memory, cq_memory, QpConfig::default()).unwrap();
+    pair.post(&Nop::new().signaled().build().unwrap(), &[])
+        .unwrap();
+    fabric.run_until_idle();
+    pair.post(&Nop::new().signaled().build().unwrap(), &[])
+        .unwrap();
+    nic.modify_object(
+        &qp,
+        &super::prm::Qp2Err { uid: 0, qpn }.encode().unwrap(),
+        &mut vec![0u8; OUTPUT_BYTES],
+    )
+    .unwrap();
+    fabric.run_until_idle();
+    assert!(matches!(
+        pair.poll(),
+        Ok(Some(crate::queue::Polled::Sent { wqe_counter: 0, .. }))
+    ));
+    assert_eq!(
+        error_cqes(&mut pair),
+        vec![(1, Some(Syndrome::WorkRequestFlushed), 0)]
+    );
+}
+
+#[test]
+fn two_rst_forgets_the_queue_writes_no_cqe_and_leaves_written_cqes() {
+    let bench = Bench::new();
+    let (qp, qpn) = bench.create_qp();
+    bench.walk_to(&qp, qpn, QpState::ReadyToSend);
+    let number = Qpn::new(qpn).unwrap();
+    let Bench {
+        nic,
+        sq_memory,
+        cq_memory,
+        ..
+    } = bench;
+    let fabric = nic.fabric().clone();
+    let mut pair: QueuePair<Rc> =
+        QueuePair::new(number, sq_memory, cq_memory, QpConfig::default()).unwrap();
+    for _ in 0..2 {
+        pair.post(&Nop::new().signaled().build().unwrap(), &[])
+            .unwrap();
+    }
+    fabric.run_until_idle();
+    let written = pair.cq().memory().ring_bytes();
+    assert_eq!(fabric.qp_status(number).unwrap().wqes, 2);
+    // Two more, published and rung but not executed when the queue is reset.
+    for _ in 0..2 {
+        pair.post(&Nop::new().signaled().build().unwrap(), &[])
+            .unwrap();
+    }
+    let reset = super::prm::Qp2Rst { uid: 0, qpn }.encode().unwrap();
+    nic.modify_object(&qp, &reset, &mut vec![0u8; OUTPUT_BYTES])
+        .unwrap();
+    let status = fabric.qp_status(number).unwrap();
+    assert_eq!(
+        (status.state, status.consumer, status.wqes, status.error),
+        (QpState::Reset, 0, 0, None)
+    );
+    // In RESET the NIC reads neither the doorbell nor the record (which still says 4).
+    let report = fabric.run_until_idle();
+    assert!(!report.made_progress(), "{report:?}");
+    assert_eq!(
+        pair.cq().memory().ring_bytes(),
+        written,
+        "no CQE written; those written before stay"
+    );
+    // From RESET the state machine starts over: RTR2RTS is refused, RST2INIT accepted.
+    let e = nic
+        .modify_object(
+            &qp,
+            &command::rtr2rts(qpn, 0).encode().unwrap(),
+            &mut vec![0u8; OUTPUT_BYTES],
+        )
+        .unwrap_err();
+    assert_eq!(status_of(&e), Some((CommandStatus::BadQpState, 0x07)));
+    nic.modify_object(
+        &qp,
+        &command::rst2init(qpn, 1, true, true).encode().unwrap(),
+        &mut vec![0u8; OUTPUT_BYTES],
+    )
+    .unwrap();
+    assert_eq!(fabric.qp_status(number).unwrap().state, QpState::Init);
 }

@@ -212,6 +212,7 @@ where
             sq: SendQueue::new(qpn, sq, config.send, scope).map_err(DeviceQueueError::Config)?,
             cq: CompletionQueue::new(cq, config.cq_mode),
             first_error: None,
+            unreported: Default::default(),
             device_state: Some(state.into_buffer()),
             descriptor: DeviceQueueDescriptor::default(),
         };

@@ -57,5 +57,10 @@ pub use shared::{
 mod erased;
 pub use erased::AnyQueuePair;
 
+pub mod recovery;
+pub use recovery::{
+    DeviceQueueAccess, HostMemory, Recovery, RecoveryError, Unfinished, UnfinishedOutcome,
+};
+
 mod device;
 pub use device::{DeviceProducerState, DeviceQueue, DeviceQueueDescriptor, DeviceQueueError};

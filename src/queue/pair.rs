@@ -148,8 +148,21 @@ pub struct QpConfig {
     pub cq_mode: CqMode,
 }
 
-/// NIC objects a queue pair keeps until it is dropped (see [`crate::nic`]).
-pub(crate) trait NicObjects: Send + Sync + fmt::Debug {}
+/// NIC objects a queue pair keeps until it is dropped (see [`crate::nic`]), and the
+/// commands recovery sends to them.
+pub(crate) trait NicObjects: Send + Sync + fmt::Debug {
+    /// 2ERR_QP.
+    fn to_error(&self) -> Result<(), crate::nic::NicError>;
+    /// 2RST_QP.
+    fn to_reset(&self) -> Result<(), crate::nic::NicError>;
+    /// RST2INIT, INIT2RTR and RTR2RTS again: an RC queue pair to `remote`, a DCI to none.
+    fn reconnect(
+        &mut self,
+        remote: Option<&crate::nic::RcEndpoint>,
+    ) -> Result<(), crate::nic::NicError>;
+    /// What a peer needs to connect to an RC queue pair's next connection.
+    fn endpoint(&self) -> Option<crate::nic::RcEndpoint>;
+}
 
 impl<T: Transport, P: Placement, S: OrderingScope + ValidFor<P>> QueuePair<T, P, S> {
     /// The same queue pair, keeping `objects` until it is dropped.
@@ -185,6 +198,9 @@ pub struct QueuePair<
     pub(crate) sq: SendQueue<T, P, S>,
     pub(crate) cq: CompletionQueue<P>,
     pub(crate) first_error: Option<CompletionError>,
+    /// What a recovery that did not finish (it timed out) already found, for the next
+    /// one to return.
+    pub(crate) unreported: super::recovery::Recovery,
     pub(crate) device_state: Option<P::Buffer>,
     /// What kernels get (for GPU-produced queues; zero otherwise).
     pub(crate) descriptor: super::device::DeviceQueueDescriptor,
@@ -203,6 +219,7 @@ impl<T: Transport> QueuePair<T> {
             sq: SendQueue::new(qpn, sq, config.send, HostBarrier)?,
             cq: CompletionQueue::new(cq, config.cq_mode),
             first_error: None,
+            unreported: Default::default(),
             device_state: None,
             descriptor: Default::default(),
         })

@@ -392,6 +392,41 @@ impl<T: Transport, P: Placement, S: OrderingScope + ValidFor<P>> SendQueue<T, P,
         Some(end)
     }
 
+    /// Starts the ring over after the NIC reset the queue pair (2RST_QP), which restarts
+    /// the NIC's send counter (and so the next WQE index) at 0. Every WQE must be retired.
+    /// The free-running counters skip ahead to the next multiple of 2^16 instead of going
+    /// back to 0: a multiple of 2^16 has WQE index 0, and (rings being at most 2^15
+    /// WQEBBs) slot 0, so the post path derives indices as before at no cost, and every
+    /// ticket issued before stays complete. Returns the new counter, or `None` if the
+    /// queue is not idle or the counter cannot move on.
+    pub(crate) fn restart(&mut self) -> Option<u64> {
+        if !self.is_idle() {
+            return None;
+        }
+        const INDEX_PERIOD: u64 = 1 << 16;
+        let st = &mut self.state;
+        let next = st
+            .producer
+            .checked_next_multiple_of(INDEX_PERIOD.max(u64::from(self.memory.size().wqebbs())))?;
+        st.producer = next;
+        st.rung = next;
+        st.retired = next;
+        st.unsignaled = 0;
+        st.unannounced = 0;
+        st.last_ctrl = 0;
+        for slot in st.slots.iter_mut() {
+            *slot = SlotRecord {
+                start: NO_WQE,
+                wqebbs: 0,
+            };
+        }
+        for kept in st.keep_alive.iter_mut() {
+            *kept = None;
+        }
+        st.kept = 0;
+        Some(next)
+    }
+
     /// The WQEBBs `wqe` occupies under the queue's limits, if `left` of them are available.
     #[inline(always)]
     fn fit<W: WqeSpec>(&self, wqe: &Wqe<W>, left: u32) -> Result<u32, PostError> {

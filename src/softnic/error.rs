@@ -20,6 +20,17 @@ pub enum SoftNicError {
         /// The LID.
         lid: u16,
     },
+    /// Another node already has this MAC, or this GID (as its own address).
+    DuplicateAddress {
+        /// The MAC, or the GID, as bytes.
+        address: Vec<u8>,
+    },
+    /// No node of the fabric answers for this GID: an address handle's neighbour lookup
+    /// (ARP, IPv6 neighbour discovery) would find no MAC.
+    NoNeighbour {
+        /// The GID.
+        gid: [u8; 16],
+    },
     /// A region of zero bytes.
     EmptyRegion,
     /// A region that does not fit in its buffer (or whose addresses overflow).
@@ -103,6 +114,14 @@ impl fmt::Display for SoftNicError {
         match self {
             Self::UnknownNode { node } => write!(f, "no node {node} on the fabric"),
             Self::DuplicateLid { lid } => write!(f, "LID {lid:#06x} is already in use"),
+            Self::DuplicateAddress { address } => {
+                write!(f, "address {address:02x?} is already another node's")
+            }
+            Self::NoNeighbour { gid } => write!(
+                f,
+                "no node answers for GID {:?}: its MAC cannot be resolved",
+                crate::nic::Gid(*gid)
+            ),
             Self::EmptyRegion => f.write_str("a memory region needs at least one byte"),
             Self::RegionOutOfBounds {
                 offset,

@@ -19,7 +19,8 @@ use super::completion::{
 use super::counters::{CounterBlock, StepReport};
 use super::fabric::{
     AsyncEvent, Cqn, DctNumber, DoorbellWatch, Effects, ErrorCause, FabricState, InFlight,
-    LocalWrite, NodeId, NodeState, QpState, QueueId, ResponderState, SendQueueState, WaitingCqe,
+    LocalWrite, NodeId, NodeState, PeerPath, QpState, QueueId, ResponderState, SendQueueState,
+    WaitingCqe,
 };
 use super::fault::{Fault, FLUSH_VENDOR_SYNDROME};
 use super::region::{Access, KeyTable, Region};
@@ -45,6 +46,7 @@ enum Served {
 struct Ctx<'a> {
     nodes: &'a [NodeState],
     lids: &'a HashMap<u16, NodeId>,
+    gids: &'a HashMap<[u8; 16], NodeId>,
     responders: &'a mut BTreeMap<u32, ResponderState>,
     cqs: &'a mut BTreeMap<u32, CqState>,
     effects: &'a mut Effects,
@@ -174,6 +176,11 @@ impl FabricState {
         report: &mut StepReport,
     ) -> Option<u16> {
         let sq = self.sqs.get_mut(&qpn)?;
+        // A queue pair in RESET has no send context: the NIC reads neither its doorbell nor
+        // its record (rdma-core zeroes the record only after the 2RST command).
+        if sq.state == QpState::Reset {
+            return None;
+        }
         // Queues are accepted only with memory doorbells (`Fabric::create_qp`).
         let doorbell = sq.memory.load_doorbell()?;
         let mut rung = false;
@@ -232,6 +239,7 @@ impl FabricState {
         let FabricState {
             nodes,
             lids,
+            gids,
             sqs,
             responders,
             cqs,
@@ -242,6 +250,7 @@ impl FabricState {
         let mut ctx = Ctx {
             nodes,
             lids,
+            gids,
             responders,
             cqs,
             effects,
@@ -305,6 +314,26 @@ impl FabricState {
             true
         });
         newly | send_side.unwrap_or(false)
+    }
+
+    /// 2ERR_QP: moves a queue pair to the error state from any state (nothing happens to
+    /// one already in error). Responses already in flight land and the signaled CQEs
+    /// waiting for them are written first, as before a failed WQE; every WQE it executes
+    /// from then on is flushed, signaled or not. Its receive side stops answering.
+    pub(crate) fn modify_to_error(&mut self, qpn: u32, counters: &CounterBlock) {
+        let mut report = StepReport::default();
+        if let Some(responder) = self.responders.get_mut(&qpn) {
+            responder.error = true;
+        }
+        self.with_queue(qpn, counters, &mut report, |sq, ctx| {
+            if sq.state != QpState::Error {
+                settle(sq, ctx);
+                sq.state = QpState::Error;
+                sq.error = Some(ErrorCause::Command);
+            }
+        });
+        // The CQEs written may have overrun a CQ.
+        self.apply_effects(counters, &mut report);
     }
 }
 
@@ -703,17 +732,25 @@ fn find_route<'a>(
             let peer = sq
                 .peer
                 .ok_or(Fault::ResponderUnavailable { responder: sq.qpn })?;
+            // A peer connected by INIT2RTR is reached by the path the command gave.
+            match sq.peer_path {
+                None => {}
+                Some(PeerPath::Lid(_)) => {}
+                Some(PeerPath::Roce(path)) => {
+                    reach_by_gid(ctx, path.gid, path.mac)?;
+                }
+            }
             let responder = ctx
                 .responders
                 .get(&peer)
                 .filter(|r| r.dc_key.is_none() && !r.error)
-                .filter(|r| {
-                    // A peer connected by INIT2RTR is reached at the LID the command gave.
-                    sq.peer_lid.is_none_or(|lid| {
-                        ctx.nodes
-                            .get(r.node.0 as usize)
-                            .is_some_and(|n| n.lid == lid)
-                    })
+                .filter(|r| match sq.peer_path {
+                    None => true,
+                    Some(PeerPath::Lid(lid)) => ctx
+                        .nodes
+                        .get(r.node.0 as usize)
+                        .is_some_and(|n| n.lid == lid && n.mac.is_none()),
+                    Some(PeerPath::Roce(path)) => ctx.gids.get(&path.gid) == Some(&r.node),
                 });
             (
                 peer,
@@ -728,11 +765,22 @@ fn find_route<'a>(
                     octoword: 1,
                     what: "DC WQE without an address vector",
                 }))?;
-            let lid = match target {
-                AnyDcTarget::Compact(av) => av.rlid.get(),
-                AnyDcTarget::Full(av) => av.rlid.get(),
+            let ethernet = ctx
+                .nodes
+                .get(sq.node.0 as usize)
+                .is_some_and(|n| n.mac.is_some());
+            let node = match target {
+                // RoCE: by the GID, through the MAC (the LID field is the UDP port).
+                AnyDcTarget::Full(av) if ethernet => reach_by_gid(ctx, av.rgid, av.rmac)?,
+                AnyDcTarget::Compact(av) => {
+                    let lid = av.rlid.get();
+                    *ctx.lids.get(&lid).ok_or(Fault::UnknownLid { lid })?
+                }
+                AnyDcTarget::Full(av) => {
+                    let lid = av.rlid.get();
+                    *ctx.lids.get(&lid).ok_or(Fault::UnknownLid { lid })?
+                }
             };
-            let node = *ctx.lids.get(&lid).ok_or(Fault::UnknownLid { lid })?;
             let dct = target.dct();
             let responder = ctx
                 .responders
@@ -757,6 +805,17 @@ fn find_route<'a>(
         enabled: responder.enabled,
         node,
     })
+}
+
+/// The Ethernet node a RoCE packet to `gid` sent to `mac` reaches: the node that has the
+/// GID, if `mac` is its MAC.
+fn reach_by_gid(ctx: &Ctx<'_>, gid: [u8; 16], mac: [u8; 6]) -> Result<NodeId, Fault> {
+    let node = *ctx.gids.get(&gid).ok_or(Fault::UnknownGid { gid })?;
+    let owner_mac = ctx.nodes.get(node.0 as usize).and_then(|n| n.mac);
+    if owner_mac != Some(mac) {
+        return Err(Fault::WrongMac { mac });
+    }
+    Ok(node)
 }
 
 /// Stores bytes at a translated offset. Cannot fail: the range was translated through a

@@ -218,6 +218,34 @@ pub enum ErrorCause {
         /// The CQ.
         cq: Cqn,
     },
+    /// The control plane moved it to the error state (2ERR_QP).
+    Command,
+}
+
+/// The path INIT2RTR gave an RC queue pair to its peer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum PeerPath {
+    /// InfiniBand: the peer's LID.
+    Lid(u16),
+    /// RoCE: GID, next-hop MAC and the rest of the address path.
+    Roce(RocePath),
+}
+
+/// A RoCE address path, as INIT2RTR set it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct RocePath {
+    /// The peer's GID (`rgid_rip`).
+    pub gid: [u8; 16],
+    /// The next hop's MAC (`rmac`).
+    pub mac: [u8; 6],
+    /// The local GID index it sends from (`src_addr_index`).
+    pub source_gid_index: u8,
+    /// The UDP source port (`udp_sport`).
+    pub udp_source_port: u16,
+    /// The GRH hop limit.
+    pub hop_limit: u8,
+    /// The GRH traffic class.
+    pub traffic_class: u8,
 }
 
 /// A snapshot of a queue pair.
@@ -235,6 +263,8 @@ pub struct QpStatus {
     pub cqes_waiting: usize,
     /// Why it is in error, if it is.
     pub error: Option<ErrorCause>,
+    /// The path to its RC peer, as INIT2RTR gave it.
+    pub peer_path: Option<PeerPath>,
 }
 
 /// How many objects a fabric holds (see [`Fabric::census`]).
@@ -276,6 +306,8 @@ pub enum AsyncEvent {
 #[derive(Debug)]
 pub(crate) struct NodeState {
     pub(crate) lid: u16,
+    /// An Ethernet (RoCE) node's MAC; `None` on InfiniBand.
+    pub(crate) mac: Option<[u8; 6]>,
     pub(crate) local_keys: KeyTable,
     pub(crate) remote_keys: KeyTable,
     keys: KeySpace,
@@ -321,8 +353,8 @@ pub(crate) struct SendQueueState {
     pub(crate) error: Option<ErrorCause>,
     /// The connected RC peer.
     pub(crate) peer: Option<u32>,
-    /// The LID the RC peer is reached at (set by INIT2RTR; `None` for [`Fabric::connect`]).
-    pub(crate) peer_lid: Option<u16>,
+    /// The path the RC peer is reached by (set by INIT2RTR; `None` for [`Fabric::connect`]).
+    pub(crate) peer_path: Option<PeerPath>,
     /// Made by PRM command: it moves only by state transitions, and a WQE published while
     /// it is not in RTS is an error rather than waiting.
     pub(crate) commanded: bool,
@@ -371,6 +403,8 @@ pub(crate) struct Effects {
 pub(crate) struct FabricState {
     pub(crate) nodes: Vec<NodeState>,
     pub(crate) lids: HashMap<u16, NodeId>,
+    /// The node each RoCE GID (an address of an Ethernet node) belongs to.
+    pub(crate) gids: HashMap<[u8; 16], NodeId>,
     pub(crate) sqs: BTreeMap<u32, SendQueueState>,
     pub(crate) responders: BTreeMap<u32, ResponderState>,
     pub(crate) cqs: BTreeMap<u32, CqState>,
@@ -478,6 +512,7 @@ impl Fabric {
         let key_salt = state.key_salt;
         state.nodes.push(NodeState {
             lid,
+            mac: None,
             local_keys: KeyTable::default(),
             remote_keys: KeyTable::default(),
             keys: KeySpace::new(id, key_salt),
@@ -489,6 +524,62 @@ impl Fabric {
     /// The LID of a node.
     pub fn lid(&self, node: NodeId) -> Option<u16> {
         self.shared.lock().nodes.get(node.0 as usize).map(|n| n.lid)
+    }
+
+    /// Adds an Ethernet (RoCE) node with MAC `mac` whose addresses are `gids` (the GIDs of
+    /// its port's table: the link-local one and one per IP address). RoCE paths reach it by
+    /// any of them, with its MAC as the next hop; it has no LID.
+    pub fn add_ethernet_node(
+        &self,
+        mac: [u8; 6],
+        gids: &[[u8; 16]],
+    ) -> Result<NodeId, SoftNicError> {
+        let mut state = self.shared.lock();
+        if state.nodes.iter().any(|n| n.mac == Some(mac)) {
+            return Err(SoftNicError::DuplicateAddress {
+                address: mac.to_vec(),
+            });
+        }
+        if let Some(gid) = gids.iter().find(|g| state.gids.contains_key(*g)) {
+            return Err(SoftNicError::DuplicateAddress {
+                address: gid.to_vec(),
+            });
+        }
+        let id = NodeId(state.nodes.len() as u32);
+        let key_salt = state.key_salt;
+        state.nodes.push(NodeState {
+            lid: 0,
+            mac: Some(mac),
+            local_keys: KeyTable::default(),
+            remote_keys: KeyTable::default(),
+            keys: KeySpace::new(id, key_salt),
+        });
+        for gid in gids {
+            state.gids.insert(*gid, id);
+        }
+        Ok(id)
+    }
+
+    /// The MAC of an Ethernet node.
+    pub fn mac(&self, node: NodeId) -> Option<[u8; 6]> {
+        self.shared.lock().nodes.get(node.0 as usize)?.mac
+    }
+
+    /// The MAC a RoCE packet to `gid` is sent to, found as an address handle finds it: for
+    /// a link-local GID from its interface id ([`link_local_mac`](crate::nic::roce::link_local_mac),
+    /// as rdma-core and the kernel do without asking the network), for any other (IPv4-mapped
+    /// or global IPv6) by a neighbour lookup: the MAC of the node that has the address.
+    pub fn resolve_mac(&self, gid: [u8; 16]) -> Result<[u8; 6], SoftNicError> {
+        if let Some(mac) = crate::nic::roce::link_local_mac(&crate::nic::Gid(gid)) {
+            return Ok(mac);
+        }
+        let state = self.shared.lock();
+        state
+            .gids
+            .get(&gid)
+            .and_then(|node| state.nodes.get(node.0 as usize))
+            .and_then(|n| n.mac)
+            .ok_or(SoftNicError::NoNeighbour { gid })
     }
 
     /// Registers `len` bytes of `buffer` starting at `offset` on `node` with `access`.
@@ -627,7 +718,7 @@ impl Fabric {
                 },
                 error: None,
                 peer: None,
-                peer_lid: None,
+                peer_path: None,
                 commanded: false,
                 consumer: 0,
                 executed: 0,
@@ -783,15 +874,21 @@ impl Fabric {
             responses_in_flight: sq.in_flight.len(),
             cqes_waiting: sq.waiting_cqes.len(),
             error: sq.error,
+            peer_path: sq.peer_path,
         })
     }
 
     /// The queue pair an RC queue pair is connected to (by [`Fabric::connect`] or by its
-    /// INIT2RTR command), and the LID the peer was named at.
+    /// INIT2RTR command), and the LID the peer was named at (`None` for a RoCE path or a
+    /// [`Fabric::connect`]ion).
     pub fn rc_peer(&self, qpn: Qpn) -> Option<(u32, Option<u16>)> {
         let state = self.shared.lock();
         let sq = state.sqs.get(&qpn.get())?;
-        sq.peer.map(|p| (p, sq.peer_lid))
+        let lid = match sq.peer_path {
+            Some(PeerPath::Lid(lid)) => Some(lid),
+            _ => None,
+        };
+        sq.peer.map(|p| (p, lid))
     }
 
     /// The send CQ of a queue pair.

@@ -76,6 +76,18 @@ pub enum Fault {
         /// The DCT number.
         dct: u32,
     },
+    /// RoCE: no node of the fabric has the path's destination GID (the RC path's
+    /// `rgid_rip`, the DC address vector's `rgid`): the packets go nowhere.
+    UnknownGid {
+        /// The GID.
+        gid: [u8; 16],
+    },
+    /// RoCE: the next-hop MAC is not the MAC of the node that has the destination GID:
+    /// the frames reach no one that answers.
+    WrongMac {
+        /// The MAC the path carries.
+        mac: [u8; 6],
+    },
     /// The responder (the connected RC queue pair or the DCT) no longer exists or is in
     /// the error state: nobody answers.
     ResponderUnavailable {
@@ -154,6 +166,8 @@ impl Fault {
             Self::UnknownLid { .. }
             | Self::UnknownDct { .. }
             | Self::WrongDcKey { .. }
+            | Self::UnknownGid { .. }
+            | Self::WrongMac { .. }
             | Self::ResponderUnavailable { .. } => Syndrome::TransportRetryExceeded,
             Self::MisalignedAtomic { .. } => Syndrome::RemoteInvalidRequest,
             Self::RemoteKey { .. }
@@ -186,6 +200,8 @@ impl Fault {
             Self::UnknownDct { .. } => 0x51,
             Self::WrongDcKey { .. } => 0x52,
             Self::ResponderUnavailable { .. } => 0x53,
+            Self::UnknownGid { .. } => 0x54,
+            Self::WrongMac { .. } => 0x55,
             Self::ReceiverNotReady { .. } => 0x60,
             Self::ResponderCqOverrun { .. } => 0x70,
             Self::Injected {
@@ -219,6 +235,8 @@ impl fmt::Display for Fault {
             Self::UnknownLid { lid } => write!(f, "no node with LID {lid:#06x}")?,
             Self::UnknownDct { dct } => write!(f, "no DCT {dct:#08x} at the target")?,
             Self::WrongDcKey { dct } => write!(f, "wrong DC key for DCT {dct:#08x}")?,
+            Self::UnknownGid { gid } => write!(f, "no node has GID {:?}", crate::nic::Gid(*gid))?,
+            Self::WrongMac { mac } => write!(f, "MAC {mac:02x?} is not the destination's")?,
             Self::ResponderUnavailable { responder } => {
                 write!(f, "responder {responder:#08x} does not answer")?
             }

@@ -28,11 +28,29 @@
 //! arrives, so nothing runs without one. An RC queue executes nothing until it is
 //! connected (it is in [`QpState::Init`]); WQEs posted before that wait. A queue pair
 //! made by PRM command ([`crate::nic::SoftNic`]) starts in [`QpState::Reset`] and moves
-//! only by the RST2INIT, INIT2RTR and RTR2RTS commands, as hardware does; a WQE published
-//! before it reaches RTS fails with [`Fault::NotReadyToSend`] and the queue goes to
+//! only by the RST2INIT, INIT2RTR, RTR2RTS, 2ERR and 2RST commands, as hardware does; a
+//! WQE published in INIT or RTR fails with [`Fault::NotReadyToSend`] and the queue goes to
 //! error. A queue whose RC peer (made by command) is still in RESET or INIT does not
 //! execute its next WQE until the peer reaches RTR: the hardware's retransmissions until
 //! the peer is ready, without their limit.
+//!
+//! In RESET a queue pair made by command reads neither doorbell nor record. 2ERR_QP
+//! (from any state) lands the responses in flight, writes the CQEs waiting for them, and
+//! puts the queue in [`QpState::Error`]: every WQE not yet executed is then flushed, one
+//! flush CQE each, signaled or not. 2RST_QP (from any state) forgets the queue's progress
+//! (the next WQE it executes is at index 0), drops responses in flight and the CQEs
+//! waiting for them, forgets the RC peer and the receive side's credits and rights, and
+//! writes no CQE; CQEs already written stay.
+//!
+//! # RoCE
+//!
+//! A node is InfiniBand ([`Fabric::add_node`], addressed by LID) or Ethernet
+//! ([`Fabric::add_ethernet_node`]: a MAC, and the GIDs of its port, addressed by GID).
+//! RoCE paths (an RC queue pair's INIT2RTR path, a DC WQE's full address vector) reach the
+//! node that has the destination GID, and only if the next-hop MAC is that node's; a GID
+//! no node has is [`Fault::UnknownGid`], a wrong MAC [`Fault::WrongMac`] (both transport
+//! retries exceeded, as a packet to nobody ends on hardware). [`Fabric::resolve_mac`]
+//! answers the MAC of a GID as an address handle's resolution does.
 //!
 //! # Execution
 //!
@@ -111,6 +129,8 @@
 //! | DC: no such DCT on that node | [`Fault::UnknownDct`] | TRANSPORT_RETRY_EXC 0x15 | 0x51 |
 //! | DC: wrong DC key | [`Fault::WrongDcKey`] | TRANSPORT_RETRY_EXC 0x15 | 0x52 |
 //! | responder gone or in error | [`Fault::ResponderUnavailable`] | TRANSPORT_RETRY_EXC 0x15 | 0x53 |
+//! | RoCE: no node has the path's destination GID | [`Fault::UnknownGid`] | TRANSPORT_RETRY_EXC 0x15 | 0x54 |
+//! | RoCE: the next-hop MAC is not that node's | [`Fault::WrongMac`] | TRANSPORT_RETRY_EXC 0x15 | 0x55 |
 //! | atomic not aligned to its size | [`Fault::MisalignedAtomic`] | REMOTE_INVAL_REQ 0x12 | 0x30 |
 //! | unknown rkey | [`Fault::RemoteKey`] | REMOTE_ACCESS 0x13 | 0x40 |
 //! | remote range outside the region | [`Fault::RemoteBounds`] | REMOTE_ACCESS 0x13 | 0x41 |
@@ -159,7 +179,8 @@ pub use engine::EngineHandle;
 pub use error::SoftNicError;
 pub use fabric::{
     AsyncEvent, Census, Cqn, DctConfig, DctNumber, DoorbellWatch, ErrorCause, Fabric, NodeId,
-    QpConfig, QpState, QpStatus, QueueId, ReceiveConfig, DEFAULT_MAX_MESSAGE_BYTES,
+    PeerPath, QpConfig, QpState, QpStatus, QueueId, ReceiveConfig, RocePath,
+    DEFAULT_MAX_MESSAGE_BYTES,
 };
 pub use fault::{Fault, FLUSH_VENDOR_SYNDROME};
 pub(crate) use objects::{CommandedQp, ObjectRefusal, Transition};

@@ -13,8 +13,8 @@ use crate::wqe::{Qpn, TransportKind};
 use super::completion::CqState;
 use super::error::SoftNicError;
 use super::fabric::{
-    check_node, DoorbellWatch, Fabric, NodeId, QpState, ResponderState, SendQueueState,
-    DEFAULT_MAX_MESSAGE_BYTES,
+    check_node, DoorbellWatch, Fabric, FabricState, NodeId, PeerPath, QpState, ResponderState,
+    SendQueueState, DEFAULT_MAX_MESSAGE_BYTES,
 };
 use super::region::Access;
 
@@ -50,13 +50,45 @@ pub(crate) enum Transition {
         /// `rre`, `rwe`, `rae` as access rights.
         enabled: Access,
     },
-    /// INIT2RTR_QP, with the RC peer (QPN and LID) for an RC queue pair.
+    /// INIT2RTR_QP, with the RC peer (QPN and path) for an RC queue pair.
     InitToRtr {
-        /// The remote QPN and the LID it is reached at (RC only).
-        peer: Option<(u32, u16)>,
+        /// The remote QPN and the path it is reached by (RC only).
+        peer: Option<(u32, PeerPath)>,
     },
     /// RTR2RTS_QP.
     RtrToRts,
+    /// 2ERR_QP, from any state.
+    ToError,
+    /// 2RST_QP, from any state.
+    ToReset,
+}
+
+impl FabricState {
+    /// 2RST_QP: the queue pair forgets everything it had in progress, as hardware does:
+    /// its consumer counters restart at 0 (the next WQE it executes is the one at WQE index
+    /// 0), responses in flight are dropped without landing, CQEs waiting for them are
+    /// dropped, the RC peer is forgotten (INIT2RTR sets it again), and the receive side
+    /// loses its credits, its counter and its rights. No CQE is written; CQEs already
+    /// written stay where they are.
+    pub(crate) fn reset_queue(&mut self, qpn: u32) {
+        if let Some(sq) = self.sqs.get_mut(&qpn) {
+            sq.state = QpState::Reset;
+            sq.error = None;
+            sq.peer = None;
+            sq.peer_path = None;
+            sq.consumer = 0;
+            sq.executed = 0;
+            sq.armed_limit = None;
+            sq.in_flight.clear();
+            sq.waiting_cqes.clear();
+        }
+        if let Some(responder) = self.responders.get_mut(&qpn) {
+            responder.credits = 0;
+            responder.received = 0;
+            responder.error = false;
+            responder.enabled = Access::empty();
+        }
+    }
 }
 
 impl Fabric {
@@ -98,6 +130,16 @@ impl Fabric {
         }
         state.cqs.remove(&cqn);
         Ok(())
+    }
+
+    /// The transport of a queue pair made by command.
+    pub(crate) fn commanded_transport(&self, qpn: u32) -> Option<TransportKind> {
+        let state = self.shared.lock();
+        state
+            .sqs
+            .get(&qpn)
+            .filter(|sq| sq.commanded)
+            .map(|sq| sq.transport)
     }
 
     /// Whether `cqn` is a CQ made by command.
@@ -150,7 +192,7 @@ impl Fabric {
                 state: QpState::Reset,
                 error: None,
                 peer: None,
-                peer_lid: None,
+                peer_path: None,
                 commanded: true,
                 consumer: 0,
                 executed: 0,
@@ -191,6 +233,14 @@ impl Fabric {
             Transition::ResetToInit { .. } => (QpState::Reset, QpState::Init),
             Transition::InitToRtr { .. } => (QpState::Init, QpState::ReadyToReceive),
             Transition::RtrToRts => (QpState::ReadyToReceive, QpState::ReadyToSend),
+            Transition::ToError => {
+                state.modify_to_error(qpn, &self.shared.counters);
+                return Ok(());
+            }
+            Transition::ToReset => {
+                state.reset_queue(qpn);
+                return Ok(());
+            }
         };
         if sq.state != from {
             return Err(ObjectRefusal::BadState(sq.state));
@@ -201,14 +251,20 @@ impl Fabric {
             }
         }
         let sq = state.sqs.get_mut(&qpn).ok_or(ObjectRefusal::Unknown)?;
+        if let Transition::ResetToInit { .. } = transition {
+            // Doorbells rung in RESET were not seen; only later changes count.
+            if let Some(doorbell) = sq.memory.load_doorbell() {
+                sq.last_doorbell = doorbell;
+            }
+        }
         if let Transition::InitToRtr { peer } = transition {
             if sq.transport == TransportKind::Rc {
-                let (remote, lid) =
+                let (remote, path) =
                     peer.ok_or(ObjectRefusal::Invalid(SoftNicError::NotReliableConnected {
                         number: qpn,
                     }))?;
                 sq.peer = Some(remote);
-                sq.peer_lid = Some(lid);
+                sq.peer_path = Some(path);
             }
         }
         sq.state = to;

@@ -1,8 +1,9 @@
 //! Support for the control-plane suite: the backend under test (`IBGDA_NIC`), two "hosts"
 //! on it, and a small runner that reports cases ignored on a backend with the reason.
 //!
-//! `IBGDA_NIC` unset or `soft`: the software NIC (a fresh fabric per case, an engine
-//! thread stepping it). `IBGDA_NIC=<device>`: the mlx5 backend on that device, when this
+//! `IBGDA_NIC` unset or `soft`: the software NIC with InfiniBand ports (a fresh fabric per
+//! case, an engine thread stepping it). `IBGDA_NIC=soft-roce`: the same with RoCE v2
+//! ports (each host a MAC and an IPv4 address, the GID table the kernel would build). `IBGDA_NIC=<device>`: the mlx5 backend on that device, when this
 //! test binary is built with the `mlx5` feature; without it, or without the device, every
 //! case is reported ignored with the reason.
 
@@ -14,8 +15,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use ibgda::memory::DmaBuffer;
-use ibgda::nic::{Backend, Device, MemoryAccess, MemoryRegion, NicError, SoftNic};
-use ibgda::queue::{PollError, Polled, QueuePair};
+use ibgda::nic::{roce, Backend, Device, LinkLayer, MemoryAccess, MemoryRegion, NicError, SoftNic};
+use ibgda::queue::{PollError, Polled, QueuePair, RecoveryError};
 use ibgda::softnic::{EngineHandle, Fabric};
 use ibgda::wqe::{Qpn, Transport};
 
@@ -69,6 +70,7 @@ fails_the_case!(
     ibgda::queue::WaitError,
     ibgda::queue::PollError,
     ibgda::nic::ConnectionError,
+    RecoveryError,
 );
 
 /// A case's result.
@@ -95,6 +97,22 @@ pub trait Harness: Send + Sync {
     fn outstanding(&self, device: &Device<Self::Backend>) -> Option<String>;
     /// Why GPU-placed queues cannot be tested on this harness.
     fn gpu_unavailable(&self) -> String;
+    /// The RoCE v2 UDP source port the NIC holds for RC queue pair `qpn` (read back from
+    /// the NIC), or why this backend cannot tell.
+    fn udp_source_port(&self, device: &Device<Self::Backend>, qpn: Qpn) -> Result<u16, String>;
+}
+
+/// The UDP source port a software NIC's queue pair was connected with.
+fn soft_udp_source_port(device: &Device<SoftNic>, qpn: Qpn) -> Result<u16, String> {
+    match device
+        .backend()
+        .fabric()
+        .qp_status(qpn)
+        .and_then(|s| s.peer_path)
+    {
+        Some(ibgda::softnic::PeerPath::Roce(path)) => Ok(path.udp_source_port),
+        other => Err(format!("queue pair {qpn:?} has no RoCE path: {other:?}")),
+    }
 }
 
 /// The software NIC: a fresh fabric with an engine thread.
@@ -142,6 +160,50 @@ impl Harness for SoftHarness {
     }
     fn gpu_unavailable(&self) -> String {
         "the CPU software NIC serves host-placed queues; GPU-placed ones run on the CUDA software NIC (kernels) and on hardware".into()
+    }
+    fn udp_source_port(&self, device: &Device<SoftNic>, qpn: Qpn) -> Result<u16, String> {
+        soft_udp_source_port(device, qpn)
+    }
+}
+
+/// The software NIC with RoCE v2 ports: host `h` has MAC `02:00:00:00:00:0h+1` and IPv4
+/// address `10.0.0.h+1`, and the GID table the kernel builds for them.
+pub struct SoftRoceHarness {
+    soft: SoftHarness,
+}
+
+impl SoftRoceHarness {
+    /// A new fabric with its engine running.
+    pub fn new() -> Self {
+        Self {
+            soft: SoftHarness::new(),
+        }
+    }
+}
+
+impl Harness for SoftRoceHarness {
+    type Backend = SoftNic;
+    fn describe(&self) -> String {
+        "software NIC, RoCE v2".into()
+    }
+    fn open(&self, host: u8) -> Result<Device<SoftNic>, NicError> {
+        let mac = [0x02, 0, 0, 0, 0, host + 1];
+        let gids = roce::kernel_gid_table(mac, &[[10, 0, 0, host + 1]]);
+        let device = Device::open(SoftNic::open_roce(&self.soft.fabric, mac, gids)?)?;
+        assert_eq!(device.port().link_layer, LinkLayer::Ethernet);
+        Ok(device)
+    }
+    fn post_receives(&self, device: &Device<SoftNic>, qpn: Qpn, count: u32) -> Result<(), String> {
+        self.soft.post_receives(device, qpn, count)
+    }
+    fn outstanding(&self, device: &Device<SoftNic>) -> Option<String> {
+        self.soft.outstanding(device)
+    }
+    fn gpu_unavailable(&self) -> String {
+        self.soft.gpu_unavailable()
+    }
+    fn udp_source_port(&self, device: &Device<SoftNic>, qpn: Qpn) -> Result<u16, String> {
+        soft_udp_source_port(device, qpn)
     }
 }
 
@@ -286,16 +348,20 @@ pub fn run_suite<H: Harness>(
 
 /// Which backend `IBGDA_NIC` selects.
 pub enum Selection {
-    /// The software NIC.
+    /// The software NIC (InfiniBand ports).
     Soft,
+    /// The software NIC with RoCE v2 ports.
+    SoftRoce,
     /// The mlx5 device of this name.
     Hardware(String),
 }
 
 impl Selection {
-    /// Reads `IBGDA_NIC`: unset, empty or `soft` is the software NIC.
+    /// Reads `IBGDA_NIC`: unset, empty or `soft` is the software NIC, `soft-roce` the
+    /// software NIC with RoCE ports, anything else a device name.
     pub fn from_env() -> Self {
         match std::env::var("IBGDA_NIC") {
+            Ok(name) if name == "soft-roce" => Self::SoftRoce,
             Ok(name) if !name.is_empty() && name != "soft" => Self::Hardware(name),
             _ => Self::Soft,
         }
@@ -351,6 +417,12 @@ pub mod hardware {
             }
             fn gpu_unavailable(&self) -> String {
                 "GPU-placed queues need the CUDA allocator of ibgda-kernels, which this suite does not link".into()
+            }
+            fn udp_source_port(&self, _: &Device<Mlx5Backend>, _: Qpn) -> Result<u16, String> {
+                Err(
+                    "the mlx5 backend does not read a queue pair's context back (no QUERY_QP)"
+                        .into(),
+                )
             }
         }
 

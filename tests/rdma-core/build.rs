@@ -41,6 +41,8 @@ fn main() {
     println!("cargo::rerun-if-changed=shim/prm.c");
     println!("cargo::rerun-if-changed=shim/prm.h");
     println!("cargo::rerun-if-changed=shim/verbs_abi.c");
+    println!("cargo::rerun-if-changed=shim/roce.c");
+    println!("cargo::rerun-if-changed=shim/roce.h");
     println!("cargo::rerun-if-env-changed=IBGDA_RDMA_CORE_DIR");
     println!("cargo::rerun-if-env-changed=IBGDA_REQUIRE_ORACLE");
     println!("cargo::rerun-if-env-changed=CARGO_TARGET_DIR");
@@ -194,6 +196,7 @@ fn compile_and_link(dir: &Path) {
         .file("shim/oracle.c")
         .file("shim/prm.c")
         .file("shim/verbs_abi.c")
+        .file("shim/roce.c")
         .include("shim")
         .define("_STATIC_LIBRARY_BUILD_", "1")
         .flag("-std=gnu11");
@@ -221,8 +224,15 @@ fn compile_and_link(dir: &Path) {
         println!("cargo::rustc-link-lib=dylib={lib}");
     }
     // The PRM oracle runs rdma-core's dr_devx_* command builders and captures the command
-    // each would send: its DEVX object calls resolve to the shim's __wrap_ definitions.
-    for symbol in ["mlx5dv_devx_obj_create", "mlx5dv_devx_obj_modify"] {
+    // each would send: its DEVX object calls resolve to the shim's __wrap_ definitions. The
+    // RoCE oracle runs mlx5_create_ah for an Ethernet port: its sysfs and netlink lookups
+    // resolve to the shim's answers.
+    for symbol in [
+        "mlx5dv_devx_obj_create",
+        "mlx5dv_devx_obj_modify",
+        "ibv_query_gid_type",
+        "ibv_resolve_eth_l2_from_gid",
+    ] {
         println!("cargo::rustc-link-arg=-Wl,--wrap={symbol}");
     }
 }

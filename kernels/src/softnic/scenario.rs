@@ -1293,6 +1293,10 @@ pub fn run_on_fabric(s: &Scenario) -> Result<FabricRun, String> {
                     0,
                     *cqn_index.get(&cq).ok_or("unknown CQ")?,
                 ),
+                // Scenarios send no commands: a queue they drive never meets 2ERR_QP.
+                Some(ErrorCause::Command) => {
+                    return Err(format!("queue {i} moved to error by a command"))
+                }
             };
             queues.push(QueueView {
                 qpn: qpn.get(),

@@ -11,8 +11,9 @@ use super::verbs::{LinkLayer as VerbsLinkLayer, MemoryRegion, ProtectionDomain};
 use super::Mlx5Device;
 use crate::nic::gpu_access::{DmaBufExporter, IoMemoryMapper};
 use crate::nic::{
-    Backend, BackendError, BackendObject, Gid, LinkLayer, MemoryAccess, MemoryRegistration, Mtu,
-    NicError, PortAttributes, ProtectionDomainId, QueueMemoryRef, RegisterMemory, UarPage, UmemId,
+    Backend, BackendError, BackendObject, Gid, GidEntry, GidType, LinkLayer, MemoryAccess,
+    MemoryRegistration, Mtu, NicError, PortAttributes, ProtectionDomainId, QueueMemoryRef,
+    RegisterMemory, UarPage, UmemId,
 };
 use crate::queue::executor::ExecutorClaim;
 use crate::queue::{Executor, GpuDoorbell, HostDoorbell, QueueBufferSpan};
@@ -226,10 +227,29 @@ fn port_attributes(device: &Mlx5Device, port: u8) -> Result<PortAttributes, Mlx5
             limit: 5,
         })?;
     let mut gids = Vec::with_capacity(info.gid_table_len as usize);
+    let infiniband = info.link_layer != VerbsLinkLayer::Ethernet;
     for index in 0..info.gid_table_len {
         // An unpopulated entry reads as zero (or fails on newer kernels): kept as the zero
-        // GID so that table indices stay GID indices.
-        gids.push(Gid(device.query_gid(port, index).unwrap_or([0; 16])));
+        // GID so that table indices stay GID indices. Without `ibv_query_gid_ex` (rdma-core
+        // before 32) an Ethernet entry's type is unknown: taken as RoCE v1, which the
+        // control plane never sends from.
+        let (gid, kind) = match device.query_gid_entry(port, index) {
+            Ok((gid, super::verbs::VerbsGidType::RoceV2)) => (gid, GidType::RoceV2),
+            Ok((gid, super::verbs::VerbsGidType::RoceV1)) => (gid, GidType::RoceV1),
+            Ok((gid, super::verbs::VerbsGidType::InfiniBand)) => (gid, GidType::InfiniBand),
+            Err(_) => (
+                device.query_gid(port, index).unwrap_or([0; 16]),
+                if infiniband {
+                    GidType::InfiniBand
+                } else {
+                    GidType::RoceV1
+                },
+            ),
+        };
+        gids.push(GidEntry {
+            gid: Gid(gid),
+            kind,
+        });
     }
     Ok(PortAttributes {
         port,
@@ -335,29 +355,14 @@ impl Backend for Mlx5Backend {
         &self,
         pd: &ProtectionDomain,
         port: &PortAttributes,
+        source_gid_index: u8,
         gid: Gid,
     ) -> Result<AddressVectorSegment, NicError> {
-        // Ethernet (RoCE) paths are global: sent from the port's GID equal to `gid` (a
-        // loopback) or else its first populated one. InfiniBand paths use the LID.
+        // Ethernet (RoCE) paths are global: to `gid`, sent from the control plane's source
+        // GID; the provider (with the kernel) resolves the destination MAC. InfiniBand
+        // paths use the LID.
         let global = match port.link_layer {
-            LinkLayer::Ethernet => {
-                let index = port
-                    .gids
-                    .iter()
-                    .position(|g| *g == gid)
-                    .or_else(|| port.gids.iter().position(|g| g.0 != [0; 16]))
-                    .ok_or(Mlx5Error::Gid {
-                        port: port.port,
-                        index: 0,
-                        errno: 61, // ENODATA: the port has no GID to send from
-                    })?;
-                let index = u8::try_from(index).map_err(|_| NicError::OutOfRange {
-                    what: "source GID index",
-                    value: index as u64,
-                    max: u64::from(u8::MAX),
-                })?;
-                Some((gid.0, index))
-            }
+            LinkLayer::Ethernet => Some((gid.0, source_gid_index)),
             LinkLayer::InfiniBand => None,
         };
         let av = super::verbs::address_vector(pd, port.port, port.lid, global)?;

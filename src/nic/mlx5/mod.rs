@@ -159,6 +159,15 @@ impl Mlx5Device {
         verbs::query_gid(&self.ctx, port, index)
     }
 
+    /// Entry `index` of port `port`'s GID table and its type.
+    pub fn query_gid_entry(
+        &self,
+        port: u8,
+        index: u32,
+    ) -> Result<([u8; 16], verbs::VerbsGidType), Mlx5Error> {
+        verbs::query_gid_entry(&self.ctx, port, index)
+    }
+
     /// Allocates a protection domain.
     pub fn alloc_pd(&self) -> Result<ProtectionDomain, Mlx5Error> {
         ProtectionDomain::alloc(&self.ctx)

@@ -282,6 +282,44 @@ pub(crate) fn query_gid(ctx: &Context, port: u8, index: u32) -> Result<[u8; 16],
     Ok(unsafe { gid.raw })
 }
 
+/// The type of a GID table entry as verbs' `ibv_gid_type` numbers it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum VerbsGidType {
+    /// `IBV_GID_TYPE_IB`.
+    InfiniBand,
+    /// `IBV_GID_TYPE_ROCE_V1`.
+    RoceV1,
+    /// `IBV_GID_TYPE_ROCE_V2`.
+    RoceV2,
+}
+
+/// Entry `index` of port `port`'s GID table with its type (`ibv_query_gid_ex`, rdma-core
+/// 32 and later, which reads the kernel's table or its sysfs files).
+pub(crate) fn query_gid_entry(
+    ctx: &Context,
+    port: u8,
+    index: u32,
+) -> Result<([u8; 16], VerbsGidType), Mlx5Error> {
+    // SAFETY: `ibv_gid_entry` is plain data (integers and a byte union).
+    let mut entry: sys::ibv_gid_entry = unsafe { core::mem::zeroed() };
+    // SAFETY: a live context and a valid out-pointer of the size passed.
+    let rc = unsafe { sys::ibv_query_gid_ex(ctx.ctx.as_ptr(), port.into(), index, &mut entry, 0) };
+    if rc != 0 {
+        return Err(Mlx5Error::Gid {
+            port,
+            index,
+            errno: if rc > 0 { rc } else { errno() },
+        });
+    }
+    let kind = match entry.gid_type {
+        1 => VerbsGidType::RoceV1,
+        2 => VerbsGidType::RoceV2,
+        _ => VerbsGidType::InfiniBand,
+    };
+    // SAFETY: both union fields are plain bytes; `raw` covers all 16.
+    Ok((unsafe { entry.gid.raw }, kind))
+}
+
 /// A protection domain (and its number, from `mlx5dv_init_obj`).
 pub struct ProtectionDomain {
     pub(crate) inner: Arc<PdInner>,

@@ -5,9 +5,9 @@ use super::error::{CommandStatus, PrmError};
 use super::layout::{
     ads, alloc_uar_in, alloc_uar_out, atomic_caps, cmd_hca_cap, cqc, create_cq_in, create_cq_out,
     create_dct_in, create_dct_out, create_qp_in, create_qp_out, dctc, dealloc_uar_in,
-    destroy_cq_in, destroy_dct_in, destroy_qp_in, mbox_in, mbox_out, modify_qp_in, qpc,
-    query_hca_cap_in, CREATE_CQ_CQC, CREATE_DCT_DCTC, QPC_PRIMARY_ADDRESS_PATH, QP_COMMAND_QPC,
-    QUERY_HCA_CAP_OUT_BITS, QUERY_HCA_CAP_OUT_CAPABILITY,
+    destroy_cq_in, destroy_dct_in, destroy_qp_in, mbox_in, mbox_out, modify_qp_in, qp_2err_in,
+    qp_2rst_in, qpc, query_hca_cap_in, CREATE_CQ_CQC, CREATE_DCT_DCTC, QPC_PRIMARY_ADDRESS_PATH,
+    QP_COMMAND_QPC, QUERY_HCA_CAP_OUT_BITS, QUERY_HCA_CAP_OUT_CAPABILITY,
 };
 use super::types::{
     AtomicEndianness, AtomicMode, CapabilityType, CqeSize, Mtu, PmState, ReceiveQueue, ServiceType,
@@ -221,6 +221,14 @@ empty_output!(
 empty_output!(
     /// RTR2RTS_QP's output.
     Rtr2RtsQpOutput, "RTR2RTS_QP"
+);
+empty_output!(
+    /// 2ERR_QP's output.
+    Qp2ErrOutput, "2ERR_QP"
+);
+empty_output!(
+    /// 2RST_QP's output.
+    Qp2RstOutput, "2RST_QP"
 );
 
 // ---------------------------------------------------------------------------------------
@@ -587,7 +595,9 @@ impl Command for AllocUar {
     }
 }
 
-macro_rules! destroy_command {
+/// A command whose input is the common header and one object number: the DESTROY
+/// commands, and 2ERR_QP / 2RST_QP (which name the queue pair as every modify command does).
+macro_rules! object_command {
     ($(#[$meta:meta])* $name:ident, $command:literal, $opcode:expr, $layout:ident, $field:ident, $output:ident) => {
         $(#[$meta])*
         #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -653,17 +663,27 @@ impl Command for DeallocUar {
     }
 }
 
-destroy_command!(
+object_command!(
     /// DESTROY_CQ.
     DestroyCq, "DESTROY_CQ", opcode::DESTROY_CQ, destroy_cq_in, cqn, DestroyCqOutput
 );
-destroy_command!(
+object_command!(
     /// DESTROY_QP.
     DestroyQp, "DESTROY_QP", opcode::DESTROY_QP, destroy_qp_in, qpn, DestroyQpOutput
 );
-destroy_command!(
+object_command!(
     /// DESTROY_DCT.
     DestroyDct, "DESTROY_DCT", opcode::DESTROY_DCT, destroy_dct_in, dctn, DestroyDctOutput
+);
+object_command!(
+    /// 2ERR_QP: moves a queue pair to the error state from any state; the NIC completes
+    /// every outstanding WQE with a flush error.
+    Qp2Err, "2ERR_QP", opcode::QP_2ERR, qp_2err_in, qpn, Qp2ErrOutput
+);
+object_command!(
+    /// 2RST_QP: moves a queue pair to RESET from any state; the NIC forgets its send and
+    /// receive progress (indices restart at 0) and writes no completions.
+    Qp2Rst, "2RST_QP", opcode::QP_2RST, qp_2rst_in, qpn, Qp2RstOutput
 );
 
 // ---------------------------------------------------------------------------------------
@@ -1076,8 +1096,10 @@ impl AddressPath {
         }
     }
 
-    /// A RoCE path: the peer's GID and next-hop MAC, the local GID index, a GRH with
-    /// `hop_limit`, and the RoCE v2 UDP source port (0 lets the NIC choose).
+    /// A RoCE path: the peer's GID and next-hop MAC, the local GID index, the GRH's
+    /// `hop_limit`, and the RoCE v2 UDP source port (0 on RoCE v1). `grh` stays clear: on
+    /// Ethernet every packet carries a GRH and the bit is reserved (rdma-core's
+    /// `mlx5_create_ah`, the kernel's `mlx5_set_path`, NVSHMEM and DOCA all leave it 0).
     pub const fn roce(
         vhca_port_num: u8,
         rgid: [u8; 16],
@@ -1089,7 +1111,7 @@ impl AddressPath {
         Self {
             force_loopback: false,
             pkey_index: 0,
-            grh: true,
+            grh: false,
             rlid: 0,
             src_addr_index,
             stat_rate: 0,
@@ -1607,6 +1629,9 @@ const _: () = {
     assert!(fields_fit(DestroyCq::FIELDS, DestroyCq::INPUT_BYTES));
     assert!(fields_fit(DestroyQp::FIELDS, DestroyQp::INPUT_BYTES));
     assert!(fields_fit(DestroyDct::FIELDS, DestroyDct::INPUT_BYTES));
+    assert!(fields_fit(Qp2Err::FIELDS, Qp2Err::INPUT_BYTES));
+    assert!(fields_fit(Qp2Rst::FIELDS, Qp2Rst::INPUT_BYTES));
+    assert!(Qp2Err::INPUT_BYTES == 16 && Qp2Rst::INPUT_BYTES == 16);
     assert!(fields_fit(CreateCq::FIELDS, CreateCq::INPUT_BYTES));
     assert!(fields_fit(CreateQp::FIELDS, CreateQp::INPUT_BYTES));
     assert!(fields_fit(Rst2InitQp::FIELDS, Rst2InitQp::INPUT_BYTES));

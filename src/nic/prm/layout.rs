@@ -78,6 +78,24 @@ layout! {
 }
 
 layout! {
+    /// `qp_2err_in` (2ERR_QP's input): the common command header and the queue pair.
+    /// rdma-core 56.1's `mlx5_ifc.h` has only the opcode; the layout is the kernel's and
+    /// DOCA's, the first 16 bytes of every QP modify command's header.
+    qp_2err_in = "qp_2err_in", 0x80;
+    OPCODE = "opcode" @ 0x00, 16;
+    UID = "uid" @ 0x10, 16;
+    OBJECT = "qpn" @ 0x48, 24;
+}
+
+layout! {
+    /// `qp_2rst_in` (2RST_QP's input), laid out as [`qp_2err_in`].
+    qp_2rst_in = "qp_2rst_in", 0x80;
+    OPCODE = "opcode" @ 0x00, 16;
+    UID = "uid" @ 0x10, 16;
+    OBJECT = "qpn" @ 0x48, 24;
+}
+
+layout! {
     /// `dealloc_uar_in` (no `uid` in this input).
     dealloc_uar_in = "dealloc_uar_in", 0x80;
     OPCODE = "opcode" @ 0x00, 16;
@@ -373,4 +391,10 @@ const _: () = {
     assert!(CREATE_CQ_CQC + cqc::LAYOUT.bits <= create_cq_in::CQ_UMEM_OFFSET.bit_offset);
     assert!(CREATE_DCT_DCTC + dctc::LAYOUT.bits <= create_dct_in::LAYOUT.bits);
     assert!(QUERY_HCA_CAP_OUT_CAPABILITY == mbox_out::LAYOUT.bits);
+    // 2ERR_QP and 2RST_QP carry the header of the other modify commands, and nothing else.
+    assert!(qp_2err_in::OBJECT.bit_offset == modify_qp_in::QPN.bit_offset);
+    assert!(qp_2rst_in::OBJECT.bit_offset == modify_qp_in::QPN.bit_offset);
+    assert!(qp_2err_in::OBJECT.bit_width == modify_qp_in::QPN.bit_width);
+    assert!(qp_2rst_in::OBJECT.bit_width == modify_qp_in::QPN.bit_width);
+    assert!(qp_2err_in::LAYOUT.bits == 0x80 && qp_2rst_in::LAYOUT.bits == 0x80);
 };

@@ -1,8 +1,8 @@
 //! mlx5 PRM commands as typed values over big-endian bit-field layouts.
 //!
 //! Every command the control plane sends (QUERY_HCA_CAP, ALLOC_UAR / DEALLOC_UAR,
-//! CREATE_CQ, CREATE_QP for RC and DCI, RST2INIT_QP / INIT2RTR_QP / RTR2RTS_QP, CREATE_DCT,
-//! DESTROY_CQ / QP / DCT) is a plain struct of typed fields with
+//! CREATE_CQ, CREATE_QP for RC and DCI, RST2INIT_QP / INIT2RTR_QP / RTR2RTS_QP, 2ERR_QP /
+//! 2RST_QP (recovery), CREATE_DCT, DESTROY_CQ / QP / DCT) is a plain struct of typed fields with
 //!
 //! - `encode(&self) -> Result<Vec<u8>, PrmError>`: the exact bytes handed to DEVX; a value
 //!   wider than its field is [`PrmError::FieldOutOfRange`], never truncated;
@@ -57,8 +57,8 @@ pub use commands::{
     CqContext, CreateCq, CreateCqOutput, CreateDct, CreateDctOutput, CreateQp, CreateQpOutput,
     DctContext, DeallocUar, DeallocUarOutput, DestroyCq, DestroyCqOutput, DestroyDct,
     DestroyDctOutput, DestroyQp, DestroyQpOutput, GeneralCaps, Init2RtrQp, Init2RtrQpOutput,
-    QpCreateContext, QueryHcaCap, QueryHcaCapOutput, RemoteAccess, Rst2InitQp, Rst2InitQpOutput,
-    Rtr2RtsQp, Rtr2RtsQpOutput,
+    Qp2Err, Qp2ErrOutput, Qp2Rst, Qp2RstOutput, QpCreateContext, QueryHcaCap, QueryHcaCapOutput,
+    RemoteAccess, Rst2InitQp, Rst2InitQpOutput, Rtr2RtsQp, Rtr2RtsQpOutput,
 };
 pub use error::{CommandStatus, PrmError};
 pub use types::{
@@ -95,6 +95,10 @@ pub mod opcode {
     pub const INIT2RTR_QP: u16 = 0x503;
     /// RTR2RTS_QP.
     pub const RTR2RTS_QP: u16 = 0x504;
+    /// 2ERR_QP (rdma-core's `MLX5_CMD_OP_2ERR_QP`).
+    pub const QP_2ERR: u16 = 0x507;
+    /// 2RST_QP (rdma-core's `MLX5_CMD_OP_2RST_QP`).
+    pub const QP_2RST: u16 = 0x50a;
     /// CREATE_DCT.
     pub const CREATE_DCT: u16 = 0x710;
     /// DESTROY_DCT.

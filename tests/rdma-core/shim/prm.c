@@ -149,6 +149,7 @@
 	X(MLX5_CMD_OP_DESTROY_CQ) X(MLX5_CMD_OP_CREATE_QP)                     \
 	X(MLX5_CMD_OP_DESTROY_QP) X(MLX5_CMD_OP_RST2INIT_QP)                   \
 	X(MLX5_CMD_OP_INIT2RTR_QP) X(MLX5_CMD_OP_RTR2RTS_QP)                   \
+	X(MLX5_CMD_OP_2ERR_QP) X(MLX5_CMD_OP_2RST_QP)                          \
 	X(MLX5_CMD_OP_CREATE_DCT) X(MLX5_CMD_OP_DESTROY_DCT)                   \
 	X(MLX5_CMD_OP_ALLOC_UAR) X(MLX5_CMD_OP_DEALLOC_UAR)                    \
 	X(HCA_CAP_OPMOD_GET_MAX) X(HCA_CAP_OPMOD_GET_CUR)                      \

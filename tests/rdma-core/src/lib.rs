@@ -140,6 +140,9 @@ pub use headers::*;
 pub mod prm;
 
 #[cfg(ibgda_oracle)]
+pub mod roce;
+
+#[cfg(ibgda_oracle)]
 mod qp;
 #[cfg(ibgda_oracle)]
 pub use qp::*;

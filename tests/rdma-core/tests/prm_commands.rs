@@ -53,6 +53,7 @@ oracle_test!(
     prm_rst2init_devx_set,
     prm_init2rtr_devx_set,
     prm_rtr2rts_devx_set,
+    prm_qp_2err_2rst_devx_set,
     prm_dr_create_qp,
     prm_dr_rst2init,
     prm_dr_init2rtr,
@@ -63,6 +64,7 @@ scapy_test!(
     prm_create_cq_scapy,
     prm_create_qp_scapy,
     prm_modify_qp_scapy,
+    prm_qp_2err_2rst_scapy,
     prm_outputs_scapy
 );
 
@@ -361,6 +363,8 @@ mod checks {
             ("MLX5_CMD_OP_RST2INIT_QP", opcode::RST2INIT_QP.into()),
             ("MLX5_CMD_OP_INIT2RTR_QP", opcode::INIT2RTR_QP.into()),
             ("MLX5_CMD_OP_RTR2RTS_QP", opcode::RTR2RTS_QP.into()),
+            ("MLX5_CMD_OP_2ERR_QP", opcode::QP_2ERR.into()),
+            ("MLX5_CMD_OP_2RST_QP", opcode::QP_2RST.into()),
             ("MLX5_CMD_OP_CREATE_DCT", opcode::CREATE_DCT.into()),
             ("MLX5_CMD_OP_DESTROY_DCT", opcode::DESTROY_DCT.into()),
             ("MLX5_CMD_OP_ALLOC_UAR", opcode::ALLOC_UAR.into()),
@@ -773,6 +777,10 @@ mod checks {
             output_case(n, case, Init2RtrQpOutput, "init2rtr_qp_out", None, rng);
             output_case(n, case, Rtr2RtsQpOutput, "rtr2rts_qp_out", None, rng);
             output_case(n, case, DestroyQpOutput, "mbox_out", None, rng);
+            // 2ERR_QP's and 2RST_QP's outputs are the bare output header (rdma-core 56.1
+            // names neither; the kernel's qp_2err_out / qp_2rst_out are mbox_out).
+            output_case(n, case, Qp2ErrOutput, "mbox_out", None, rng);
+            output_case(n, case, Qp2RstOutput, "mbox_out", None, rng);
         });
     }
 
@@ -1013,6 +1021,41 @@ mod checks {
         });
     }
 
+    /// 2ERR_QP and 2RST_QP. rdma-core 56.1's `mlx5_ifc.h` has their opcodes
+    /// (`MLX5_CMD_OP_2ERR_QP`, `MLX5_CMD_OP_2RST_QP`, compared in
+    /// `prm_constants_match_mlx5_ifc`) but no `qp_2err_in` / `qp_2rst_in`. Their input is
+    /// the common header every QP modify command starts with (the kernel's and DOCA's
+    /// `mlx5_ifc.h` declare exactly `opcode`, `uid`, `vhca_tunnel_id`, `op_mod`, `qpn` and a
+    /// reserved word: 16 bytes), so the oracle is `DEVX_SET` of those header fields of
+    /// `rst2init_qp_in`, with the 2ERR/2RST opcode, cut to the first 16 bytes; the rest of
+    /// `rst2init_qp_in` must stay zero. (Scapy's `ModifyQpIn`, cut the same way, is
+    /// `prm_qp_2err_2rst_scapy`.)
+    pub fn prm_qp_2err_2rst_devx_set() {
+        fn case<C: Command + PartialEq + std::fmt::Debug>(
+            name: &str,
+            n: u32,
+            command: C,
+            uid: u16,
+            qpn: u32,
+        ) {
+            let mut c = Devx::new("rst2init_qp_in", Rst2InitQp::INPUT_BYTES);
+            c.set("opcode", C::OPCODE).set("uid", uid).set("qpn", qpn);
+            assert!(
+                c.bytes[C::INPUT_BYTES..].iter().all(|&b| b == 0),
+                "{name}: the header fields lie in the first {} bytes",
+                C::INPUT_BYTES
+            );
+            roundtrip(name, n, &command, &c.bytes[..C::INPUT_BYTES]);
+        }
+        let name = "prm_qp_2err_2rst_devx_set";
+        run(name, |rng, n| {
+            let (uid, qpn) = (rng.u16(16), rng.u32(24));
+            case(name, n, Qp2Err { uid, qpn }, uid, qpn);
+            let (uid, qpn) = (rng.u16(16), rng.u32(24));
+            case(name, n, Qp2Rst { uid, qpn }, uid, qpn);
+        });
+    }
+
     // ---- (c) rdma-core's dr_devx_* command builders -------------------------------------
 
     pub fn prm_dr_create_qp() {
@@ -1109,20 +1152,25 @@ mod checks {
             };
             let qpn = rng.u32(24);
             let theirs = oracle::dr_init2rtr(qpn, &args).expect("dr_devx_modify_qp_init2rtr");
-            let mut path = AddressPath {
-                vhca_port_num: args.port_num as u8,
-                ..AddressPath::default()
-            };
-            if args.fl {
-                path.force_loopback = true;
-            } else {
-                path.rmac = args.mac;
-                path.rgid = args.gid;
-                path.src_addr_index = args.sgid_index;
-                if args.roce_v2 {
-                    path.udp_sport = 49999;
+            // The RoCE path is built with the constructor the control plane uses (rdma-core
+            // sets no hop limit here, and port 49999 for RoCE v2).
+            let path = if args.fl {
+                AddressPath {
+                    vhca_port_num: args.port_num as u8,
+                    force_loopback: true,
+                    ..AddressPath::default()
                 }
-            }
+            } else {
+                let udp_sport = if args.roce_v2 { 49999 } else { 0 };
+                AddressPath::roce(
+                    args.port_num as u8,
+                    args.gid,
+                    args.mac,
+                    args.sgid_index,
+                    0,
+                    udp_sport,
+                )
+            };
             let ours = Init2RtrQp {
                 uid: 0,
                 qpn,
@@ -1432,6 +1480,54 @@ mod scapy {
             })
             .collect();
         compare("prm_modify_qp_scapy (RTR2RTS_QP)", rtr2rts);
+    }
+
+    /// 2ERR_QP and 2RST_QP through scapy's `ModifyQpIn` (rdma-core's tests define no class
+    /// of their own for them): the header fields set, everything after the first 16 bytes
+    /// zero and cut off (see `prm_qp_2err_2rst_devx_set` for why the layout is the header).
+    pub fn prm_qp_2err_2rst_scapy() {
+        let mut rng = Rng::new("prm_qp_2err_2rst_scapy");
+        let cases: Vec<(bool, u16, u32)> = (0..CASES)
+            .map(|i| (i % 2 == 0, rng.u16(16), rng.u32(24)))
+            .collect();
+        let packets: Vec<ScapyPacket> = cases
+            .iter()
+            .map(|&(err, uid, qpn)| {
+                let opcode = if err {
+                    opcode::QP_2ERR
+                } else {
+                    opcode::QP_2RST
+                };
+                ScapyPacket {
+                    class: "ModifyQpIn",
+                    fields: vec![
+                        ("opcode", int(opcode)),
+                        ("uid", int(uid)),
+                        ("qpn", int(qpn)),
+                    ],
+                }
+            })
+            .collect();
+        let serialized = scapy_serialize(&packets).expect("scapy");
+        fn check<C: Command + PartialEq + std::fmt::Debug>(i: usize, ours: C, theirs: &[u8]) {
+            let bytes = ours.encode().unwrap();
+            assert_eq!(bytes.len(), 16, "{}", C::NAME);
+            assert_eq!(&theirs[..16], &bytes[..], "{} case {i}", C::NAME);
+            assert!(
+                theirs[16..].iter().all(|&b| b == 0),
+                "{} case {i}: scapy bytes past the header are not zero",
+                C::NAME
+            );
+            assert_eq!(C::decode(&theirs[..16]), Ok(ours), "{} case {i}", C::NAME);
+        }
+        for (i, (&(err, uid, qpn), theirs)) in cases.iter().zip(&serialized).enumerate() {
+            if err {
+                check(i, Qp2Err { uid, qpn }, theirs);
+            } else {
+                check(i, Qp2Rst { uid, qpn }, theirs);
+            }
+        }
+        eprintln!("oracle: prm_qp_2err_2rst_scapy: {} cases", cases.len());
     }
 
     pub fn prm_outputs_scapy() {
