@@ -267,8 +267,9 @@ int ibgda_prm_get(const char *structure, const char *field, const void *buf,
 
 /* ---- Level 2: dr_devx_* with the DEVX object calls captured ------------------------ */
 
-static uint8_t captured[4096];
-static size_t captured_len;
+/* Per thread: oracle tests run on several threads at once. */
+static __thread uint8_t captured[4096];
+static __thread size_t captured_len;
 static struct mlx5dv_devx_obj fake_obj;
 
 /* Linked with -Wl,--wrap=mlx5dv_devx_obj_create: every call from the provider lands here. */

@@ -20,8 +20,12 @@
 
 #include "roce.h"
 
-static uint8_t answer_mac[6];
-static enum ibv_gid_type_sysfs answer_type;
+/*
+ * The answers are per thread: the test harness runs oracle tests on several threads at
+ * once, and one test's answer must never reach another's mlx5_create_ah.
+ */
+static __thread uint8_t answer_mac[6];
+static __thread enum ibv_gid_type_sysfs answer_type;
 
 int __wrap_ibv_query_gid_type(struct ibv_context *context, uint8_t port_num,
 			      unsigned int index, enum ibv_gid_type_sysfs *type);
