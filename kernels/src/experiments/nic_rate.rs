@@ -289,16 +289,8 @@ pub fn run(gpu: &Gpu, op: NicOp, engines: u32) -> Result<NicRateResult, GpuError
         queues,
         wqes,
         ns,
-        mwqe_per_s: if ns == 0 {
-            0.0
-        } else {
-            wqes as f64 * 1e3 / ns as f64
-        },
-        sm_mhz: if ns == 0 {
-            0.0
-        } else {
-            cycles as f64 * 1e3 / ns as f64
-        },
+        mwqe_per_s: super::rate::million_per_s(wqes, ns),
+        sm_mhz: super::sm_mhz(cycles, ns),
     })
 }
 

@@ -306,11 +306,7 @@ where
         config,
         wqes,
         ns,
-        mwqe_per_s: if ns == 0 {
-            0.0
-        } else {
-            wqes as f64 * 1e3 / ns as f64
-        },
+        mwqe_per_s: million_per_s(wqes, ns),
         sm_mhz: sm_mhz(word64(&o, 16)?, word64(&o, 24)?),
         sink_doorbells: stats.doorbells,
         sink_cqes: stats.cqes,
@@ -318,6 +314,15 @@ where
         never_wraps: config.never_wraps(),
         stale_wqes,
     })
+}
+
+/// Millions of `count` per second over `ns` nanoseconds (0 over no time).
+pub fn million_per_s(count: u64, ns: u64) -> f64 {
+    if ns == 0 {
+        0.0
+    } else {
+        count as f64 * 1e3 / ns as f64
+    }
 }
 
 /// Queue counts of the sink capacity row: every rate row's queue count is among them.
@@ -484,11 +489,7 @@ pub fn run_one_launch(
         config,
         wqes,
         ns,
-        mwqe_per_s: if ns == 0 {
-            0.0
-        } else {
-            wqes as f64 * 1e3 / ns as f64
-        },
+        mwqe_per_s: million_per_s(wqes, ns),
         sm_mhz: sm_mhz(word64(&o, 16)?, word64(&o, 24)?),
         sink_doorbells: 0,
         sink_cqes: 0,
@@ -576,11 +577,7 @@ where
         launches,
         wqes_checked: wqes,
         stale_wqes: stale,
-        mwqe_per_s: if ns == 0 {
-            0.0
-        } else {
-            wqes as f64 * 1e3 / ns as f64
-        },
+        mwqe_per_s: million_per_s(wqes, ns),
         sm_mhz,
     })
 }
