@@ -8,7 +8,8 @@
 //!
 //! It also compiles the CUDA software NIC's engine (`cuda/softnic.cuh`, portable C++) for
 //! the host with the system C++ compiler, so that the differential test against the CPU
-//! software NIC runs without a GPU.
+//! software NIC runs without a GPU, and the hand-written baseline's WQE writer
+//! (`cuda/raw_host.cpp`), so that a test compares its bytes with the Rust builders'.
 
 use std::env;
 use std::path::{Path, PathBuf};
@@ -23,6 +24,7 @@ fn main() {
         PathBuf::from(env::var_os("CARGO_MANIFEST_DIR").expect("CARGO_MANIFEST_DIR")).join("cuda");
     println!("cargo::metadata=include={}", cuda.display());
     build_host_engine();
+    build_raw_host();
     for var in [
         "IBGDA_NVRTC_DIR",
         "IBGDA_CUDA_WHEELS_DIR",
@@ -181,4 +183,30 @@ fn build_host_engine() {
         .extra_warnings(true)
         .flag_if_supported("-Wno-unused-parameter")
         .compile("ibgda_softnic_host");
+}
+
+/// The host build of the hand-written baseline's WQE writer: `cuda/raw_host.cpp` (which
+/// includes the PTX-free part of `cuda/raw_baseline.cu`) as a static library.
+fn build_raw_host() {
+    // Left out with the engine (it includes the same generated header).
+    if env::var("IBGDA_SKIP_HOST_ENGINE").is_ok_and(|v| v == "1") {
+        return;
+    }
+    for f in [
+        "cuda/raw_host.cpp",
+        "cuda/raw_baseline.cu",
+        "cuda/ibgda_layout.h",
+    ] {
+        println!("cargo::rerun-if-changed={f}");
+    }
+    cc::Build::new()
+        .cpp(true)
+        .std("c++17")
+        .file("cuda/raw_host.cpp")
+        .include("cuda")
+        .warnings(true)
+        .extra_warnings(true)
+        .warnings_into_errors(true)
+        .flag_if_supported("-Wno-unused-parameter")
+        .compile("ibgda_raw_host");
 }

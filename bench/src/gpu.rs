@@ -10,11 +10,12 @@ use ibgda::order::{GpuFence, GpuReleaseStore, Unordered};
 use ibgda_kernels::experiments::completion;
 use ibgda_kernels::experiments::dormant;
 use ibgda_kernels::experiments::issue::{self, IssueResult, IssueRun, IssueShape, ShapeResult};
+use ibgda_kernels::experiments::nic_rate;
 use ibgda_kernels::experiments::peers;
 use ibgda_kernels::experiments::rate::{self, Publication, RateResult};
 use ibgda_kernels::experiments::{bench_options, gpu_hung, progress, BenchProgram};
 use ibgda_kernels::gpu::{Gpu, GpuError};
-use ibgda_kernels::harness::{SinkMode, SINK_RETIRE, SINK_RETIRE_BEFORE};
+use ibgda_kernels::harness::{SinkMode, SINK_RETIRE, SINK_RETIRE_TIGHT};
 use serde::{Deserialize, Serialize};
 
 use crate::stats::{Durations, Percentiles};
@@ -165,8 +166,8 @@ pub struct RateRow {
     /// Doorbells the sink acted on.
     #[serde(default)]
     pub sink_doorbells: u64,
-    /// The sink mode the row ran against ("Retire", or "RetireBefore" for the same-run
-    /// comparison with the sink as it was).
+    /// The sink mode the row ran against ("Retire", or "RetireTight" and its variants
+    /// for the same-run comparison).
     #[serde(default)]
     pub sink_mode: String,
     /// The most M WQE/s that sink mode lets this row reach: its measured capacity
@@ -192,7 +193,7 @@ pub const SINK_BOUND_SHARE: f64 = 0.8;
 /// The sink alone over pre-built WQEs and doorbells, no producer.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct SinkCapacityRow {
-    /// "Retire" or "RetireBefore".
+    /// "Retire" or "RetireTight".
     pub mode: String,
     /// Queues, one sink thread each (as the rate rows launch it).
     pub queues: u32,
@@ -204,6 +205,23 @@ pub struct SinkCapacityRow {
     pub doorbells_per_s: f64,
     /// ns per doorbell of the slowest queue's thread.
     pub ns_per_doorbell: f64,
+}
+
+/// The CUDA software NIC over pre-posted rings: one operation on some engines.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct NicRateRow {
+    /// The operation's label.
+    pub op: String,
+    /// Engines (one block, on its own SM, each).
+    pub engines: u32,
+    /// Queues in all.
+    pub queues: u32,
+    /// WQEs executed.
+    pub wqes: u64,
+    /// Millions of WQEs executed per second (the slowest engine's time).
+    pub mwqe_per_s: f64,
+    /// SM clock of the slowest engine, MHz.
+    pub sm_clock_mhz: f64,
 }
 
 /// ptxas's report for one dormant-cost variant.
@@ -264,9 +282,12 @@ pub struct GpuResult {
     pub completion: Vec<CompletionRow>,
     /// Table 5 and the sweeps.
     pub rates: Vec<RateRow>,
-    /// The sink's own capacity (no producer), as the rate rows run it and as it was.
+    /// The sink's own capacity (no producer), as the rate rows run it and in its tight mode.
     #[serde(default)]
     pub sink_capacity: Vec<SinkCapacityRow>,
+    /// The CUDA software NIC's own throughput (no producer beside it).
+    #[serde(default)]
+    pub nic_rate: Vec<NicRateRow>,
     /// ptxas registers of the dormant-cost variants.
     pub dormant_registers: Vec<RegisterRow>,
     /// Dormant cost.
@@ -402,7 +423,11 @@ fn rate_row(
     let mode = format!("{sink_mode:?}");
     RateRow {
         sink_doorbells: r.sink_doorbells,
-        sink_bound_mwqe_per_s: rate::sink_bound_mwqe_per_s(r, capacity, &mode),
+        sink_bound_mwqe_per_s: rate::sink_bound_mwqe_per_s(
+            r,
+            capacity,
+            &format!("{:?}", sink_mode.capacity_mode()),
+        ),
         sink_mode: mode,
         label,
         scope: r.scope.into(),
@@ -480,14 +505,32 @@ impl Rows {
     }
 }
 
-/// The rate rows (label starts) also run against the sink as it was before its
-/// per-doorbell cost was cut, in the same run.
-const SINK_BEFORE_ROWS: [&str; 5] = [
+/// The rate rows (label starts) also run against the tight sink (`SinkMode::RetireTight`:
+/// its per-doorbell cost cut, the default before the H200 showed it slowing the producers
+/// beside it), in the same run.
+const SINK_TIGHT_ROWS: [&str; 5] = [
     "1 thread, 1 QP, batch 16",
     "32 threads, 1 QP, per-warp, batch 32 (paper 21.6)",
     "64 threads, 64 QPs, 64 SMs, batch 16",
     "64 warps, 64 QPs, 64 SMs, per-warp, batch 32 (target 1500)",
     "placement: 128 warps, 128 QPs, 64 SMs x 2 warps",
+];
+
+/// The rate rows (label starts) run again against each variant of the tight sink that
+/// undoes one of its idle-pass properties: which one slows the producers beside it.
+const SINK_VARIANT_ROWS: [&str; 2] = [
+    "64 warps, 64 QPs, 64 SMs, per-warp, batch 32 (target 1500)",
+    "no reuse: 64 warps, 64 QPs, 64 SMs, per-warp, batch 32",
+];
+
+/// The tight sink's variants and their row notes.
+const SINK_VARIANTS: [(SinkMode, &str); 3] = [
+    (SinkMode::TightPaused, "tight sink, idle polls paused"),
+    (SinkMode::TightAcquire, "tight sink, acquire polls"),
+    (
+        SinkMode::TightTimedStop,
+        "tight sink, stop flag read by time",
+    ),
 ];
 
 /// The pause of the frontier-backoff variant (ns).
@@ -513,7 +556,7 @@ pub fn run(
     progress("GPU: compiling bench_experiments.cu");
     let program = BenchProgram::load(&gpu)?;
     let configs = rate::table5(params.rate_scale);
-    progress_bar.set_length(6 + configs.len() as u64 + 6);
+    progress_bar.set_length(7 + configs.len() as u64 + 6);
     let mut rows = Rows {
         failed: Vec::new(),
         hung: false,
@@ -579,14 +622,25 @@ pub fn run(
         if let Some(r) = rows.run("rate", &row, || rate::run(&gpu, &program, scope, c)) {
             rates.push((label.clone(), r, SINK_RETIRE));
         }
-        // The same row against the sink as it was: what the sink's own cost took.
-        if SINK_BEFORE_ROWS.iter().any(|p| label.starts_with(p)) {
-            let label = format!("{label} (sink as before)");
+        // The same row against the tight sink (the A/B of the sink's own cost).
+        if SINK_TIGHT_ROWS.iter().any(|p| label.starts_with(p)) {
+            let label = format!("{label} (tight sink)");
             let row = format!("{label} [GpuFence]");
             if let Some(r) = rows.run("rate", &row, || {
-                rate::run_with_sink(&gpu, &program, scope, c, SINK_RETIRE_BEFORE)
+                rate::run_with_sink(&gpu, &program, scope, c, SINK_RETIRE_TIGHT)
             }) {
-                rates.push((label, r, SINK_RETIRE_BEFORE));
+                rates.push((label, r, SINK_RETIRE_TIGHT));
+            }
+        }
+        if SINK_VARIANT_ROWS.iter().any(|p| label.starts_with(p)) {
+            for (mode, note) in SINK_VARIANTS {
+                let label = format!("{label} ({note})");
+                let row = format!("{label} [GpuFence]");
+                if let Some(r) = rows.run("rate", &row, || {
+                    rate::run_with_sink(&gpu, &program, scope, c, mode)
+                }) {
+                    rates.push((label, r, mode));
+                }
             }
         }
         progress_bar.inc(1);
@@ -642,6 +696,14 @@ pub fn run(
         progress_bar.inc(1);
     }
 
+    progress_bar.set_message("GPU: CUDA software NIC throughput");
+    let nic_rates = rows
+        .run("nic rate", "every operation, one SM and all", || {
+            nic_rate::run_all(&gpu)
+        })
+        .unwrap_or_default();
+    progress_bar.inc(1);
+
     progress_bar.set_message("GPU: dormant cost (Figure 9)");
     // NVRTC only: runs even when the GPU is hung.
     progress("GPU: dormant_registers: ptxas reports of the three builds");
@@ -661,6 +723,7 @@ pub fn run(
         "shapes": to_json(&shapes)?,
         "rates": to_json(&rates.iter().map(|(l, r, _)| (l, r)).collect::<Vec<_>>())?,
         "sink_capacity": to_json(&capacity)?,
+        "nic_rate": to_json(&nic_rates)?,
         "dormant_registers": to_json(&registers)?,
         "dormant": to_json(&dormant)?,
         "failed": to_json(&rows.failed)?,
@@ -720,6 +783,17 @@ pub fn run(
                 doorbells_per_s_per_queue: c.doorbells_per_s_per_queue,
                 doorbells_per_s: c.doorbells_per_s,
                 ns_per_doorbell: c.ns_per_doorbell,
+            })
+            .collect(),
+        nic_rate: nic_rates
+            .iter()
+            .map(|r| NicRateRow {
+                op: r.op.label().into(),
+                engines: r.engines,
+                queues: r.queues,
+                wqes: r.wqes,
+                mwqe_per_s: r.mwqe_per_s,
+                sm_clock_mhz: r.sm_mhz,
             })
             .collect(),
         dormant_registers: registers

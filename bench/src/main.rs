@@ -516,6 +516,18 @@ fn table(report: &Report) -> String {
                 c.doorbells_per_s / 1e6
             );
         }
+        let _ = writeln!(
+            t,
+            "CUDA software NIC: WQEs executed over pre-posted rings, no producer (target {} M WQE/s on all SMs)",
+            targets::NIC_RATE_MWQE
+        );
+        for r in &g.nic_rate {
+            let _ = writeln!(
+                t,
+                "  {:<18} {:>4} engine(s) {:>4} queues {:>8} WQEs  {:>8.2} M WQE/s  SM {:.0} MHz",
+                r.op, r.engines, r.queues, r.wqes, r.mwqe_per_s, r.sm_clock_mhz
+            );
+        }
         let _ = writeln!(t, "Dormant cost: registers per thread (ptxas)");
         for r in &g.dormant_registers {
             let _ = writeln!(

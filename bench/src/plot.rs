@@ -646,6 +646,7 @@ pub(crate) mod tests {
                     rate("batch sweep: 1 thread, 1 QP, batch 4", 3.0),
                 ],
                 sink_capacity: Vec::new(),
+                nic_rate: Vec::new(),
                 dormant_registers: vec![RegisterRow {
                     caller: "Compute".into(),
                     build: "Plain".into(),

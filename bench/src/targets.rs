@@ -45,6 +45,8 @@ pub const PAPER_WAITING_LOSS: f64 = 0.019;
 pub const ONE_WARP_MWQE: f64 = 25.0;
 /// 64 warps on 64 QPs, M WQE/s.
 pub const SIXTY_FOUR_WARPS_MWQE: f64 = 1500.0;
+/// The CUDA software NIC on every SM, each operation, M WQE/s.
+pub const NIC_RATE_MWQE: f64 = 200.0;
 
 /// The GpuFence rows (against the sink as it runs now) whose label starts with `row`
 /// (a whole label, or followed by a note), best first.
@@ -52,7 +54,7 @@ fn rows_of<'a>(g: &'a GpuResult, row: &str) -> Vec<&'a RateRow> {
     let mut v: Vec<&RateRow> = g
         .rates
         .iter()
-        .filter(|r| r.scope == "GpuFence" && r.sink_mode != "RetireBefore")
+        .filter(|r| r.scope == "GpuFence" && r.sink_mode == "Retire")
         .filter(|r| {
             r.label.strip_prefix(row).is_some_and(|rest| {
                 rest.is_empty() || rest.starts_with(" (") || rest.starts_with(", ")
@@ -394,7 +396,38 @@ pub fn shape_targets(g: &GpuResult) -> Vec<Target> {
     out
 }
 
-/// Every target of the report that has a GPU part (none without one)./// Every target of the report that has a GPU part (none without one).
+/// The CUDA software NIC's throughput on every SM, per operation: at least
+/// [`NIC_RATE_MWQE`]. The one-SM rows are reported beside it, without a goal.
+pub fn nic_rate_targets(g: &GpuResult) -> Vec<Target> {
+    [
+        "8 B inline WRITE",
+        "64 B WRITE (SGE)",
+        "64 B READ",
+        "8 B fetch-add",
+    ]
+    .iter()
+    .map(|op| {
+        let what = format!("CUDA software NIC on every SM: {op}");
+        let goal = format!(">= {NIC_RATE_MWQE}");
+        let widest = g
+            .nic_rate
+            .iter()
+            .filter(|r| r.op == *op)
+            .max_by_key(|r| r.engines);
+        match widest {
+            Some(r) if r.engines > 1 => target(
+                what,
+                format!("{:.2} M WQE/s ({} engines)", r.mwqe_per_s, r.engines),
+                goal,
+                r.mwqe_per_s >= NIC_RATE_MWQE,
+            ),
+            _ => missing(what, goal, "no such row"),
+        }
+    })
+    .collect()
+}
+
+/// Every target of the report that has a GPU part (none without one).
 pub fn all(report: &Report) -> Vec<Target> {
     let Some(g) = &report.gpu_sink else {
         return Vec::new();
@@ -402,6 +435,7 @@ pub fn all(report: &Report) -> Vec<Target> {
     let mut out = rate_targets(g);
     out.extend(shape_targets(g));
     out.extend(sink_targets(g));
+    out.extend(nic_rate_targets(g));
     out.extend(dormant_targets(g));
     out
 }
@@ -457,6 +491,7 @@ mod tests {
             completion: vec![],
             rates,
             sink_capacity: vec![],
+            nic_rate: vec![],
             dormant_registers: vec![],
             dormant: vec![],
             failed: vec![],
@@ -467,6 +502,51 @@ mod tests {
         t.iter()
             .find(|x| x.what.starts_with(what))
             .unwrap_or_else(|| panic!("no target {what}: {t:?}"))
+    }
+
+    #[test]
+    fn only_rows_against_the_default_sink_meet_a_rate_target() {
+        let mut tight = rate(
+            "64 warps, 64 QPs, 64 SMs, per-warp, batch 32 (target 1500) (tight sink)",
+            1600.0,
+        );
+        tight.sink_mode = "RetireTight".into();
+        let g = result(vec![
+            tight,
+            rate(
+                "64 warps, 64 QPs, 64 SMs, per-warp, batch 32 (target 1500)",
+                1400.0,
+            ),
+        ]);
+        let all = rate_targets(&g);
+        let t = find(&all, "64 warps on 64 QPs");
+        assert!(!t.reached && t.value.starts_with("1400.00"), "{t:?}");
+    }
+
+    #[test]
+    fn the_nic_rate_target_takes_the_widest_row_of_each_operation() {
+        let row = |op: &str, engines, mwqe| crate::gpu::NicRateRow {
+            op: op.into(),
+            engines,
+            queues: 2 * engines,
+            wqes: 8192 * u64::from(engines),
+            mwqe_per_s: mwqe,
+            sm_clock_mhz: 1980.0,
+        };
+        let mut g = result(vec![]);
+        g.nic_rate = vec![
+            row("8 B inline WRITE", 1, 900.0),
+            row("8 B inline WRITE", 132, 250.0),
+            row("64 B READ", 132, 150.0),
+            row("8 B fetch-add", 1, 300.0),
+        ];
+        let t = nic_rate_targets(&g);
+        assert_eq!(t.len(), 4);
+        assert!(find(&t, "CUDA software NIC on every SM: 8 B inline WRITE").reached);
+        assert!(!find(&t, "CUDA software NIC on every SM: 64 B READ").reached);
+        let one_sm_only = find(&t, "CUDA software NIC on every SM: 8 B fetch-add");
+        assert!(!one_sm_only.reached && one_sm_only.value.starts_with("not measured"));
+        assert!(!find(&t, "CUDA software NIC on every SM: 64 B WRITE").reached);
     }
 
     #[test]

@@ -363,42 +363,66 @@ IBGDA_SCOPE_KERNELS(SystemFence)
  * Doorbell-driven, as a NIC is: a changed doorbell value makes it read the doorbell record
  * and consume the WQEs up to it. Mode 0 checks every WQE's control segment and, for 8-byte
  * inline WRITEs whose payload is (producer << 32 | sequence), that each producer's
- * sequence arrives complete and in order; it writes a CQE for every signaled WQE. Mode 1
- * ("only retires", for rate runs of one-WQEBB WQEs) reads one control segment per doorbell
- * and writes one CQE for the last signaled WQE announced.
+ * sequence arrives complete and in order; it writes a CQE for every signaled WQE. The
+ * retire modes (for rate runs of one-WQEBB WQEs) read one control segment per doorbell and
+ * write one CQE for the last signaled WQE announced.
  *
- * Its own cost per doorbell bounds every rate measured against it (ibgda-bench's sink
- * capacity row measures it): the doorbell is polled with a relaxed load and acquired with
- * a fence only when it changed (an acquire load on every idle pass invalidated the SM's
- * L1, the co-resident producers' included); a thread serving one queue keeps its
- * descriptor and state in registers; the loads of a doorbell's work that do not depend on
- * each other (the two control segments mode 1 may need, the CQ's consumer index) are in
- * flight together; CQEs are released at GPU scope (their readers are the GPU's producers,
- * the CQ is device memory). Mode 2 is mode 1 as it was before (state reloaded every pass,
- * acquire load per poll, dependent loads one after another, CQEs released at system
- * scope), for a same-run comparison.
+ * A control segment whose index is not the one expected was fetched stale (the record,
+ * which the scopes weaker than a release order before the WQE bytes, ran ahead of them:
+ * possible under GpuFence and Unordered, a finding there): it is counted once, nothing is
+ * consumed past it, and it is read again on the next pass, so a stale fetch never drops
+ * the CQE a producer waits for (it once did: rate rows timed out behind the sink).
+ *
+ * Retire modes:
+ *   1 (RETIRE, what every rate row runs against): state reloaded every pass, the doorbell
+ *     polled with an acquire load, the doorbell's loads one after another, CQEs released
+ *     at system scope;
+ *   2 (RETIRE_TIGHT): the doorbell polled relaxed and acquired with a fence only when it
+ *     changed, a one-queue thread's descriptor and state in registers, the doorbell's
+ *     independent loads (both control segments it may need, the CQ's consumer index) in
+ *     flight together, CQEs released at GPU scope (their readers are the GPU's producers,
+ *     the CQ is device memory). Its own capacity is higher (the capacity row), yet on the
+ *     H200 with 64 queues the producers beside it ran 4x slower than beside mode 1, the
+ *     rows with no ring reuse too (so not through its CQEs): an A/B row, not the default;
+ *   3, 4, 5: mode 2 with one of its idle-pass properties undone, to find which one slows
+ *     the producers: 3 pauses SINK_IDLE_PAUSE_NS between idle polls (the idle poll rate
+ *     of mode 1), 4 polls with an acquire load (an L1 invalidation every pass, as mode 1),
+ *     5 reads the host-mapped stop flag every SINK_STOP_EVERY_NS of %globaltimer instead
+ *     of every 256 passes (as many PCIe reads per second as mode 1 makes).
  * ------------------------------------------------------------------------------------- */
 
 constexpr u32 SINK_MODE_CHECK = 0;
 constexpr u32 SINK_MODE_RETIRE = 1;
-constexpr u32 SINK_MODE_RETIRE_BEFORE = 2;
+constexpr u32 SINK_MODE_RETIRE_TIGHT = 2;
+constexpr u32 SINK_MODE_TIGHT_PAUSED = 3;
+constexpr u32 SINK_MODE_TIGHT_ACQUIRE = 4;
+constexpr u32 SINK_MODE_TIGHT_TIMED_STOP = 5;
+constexpr u32 SINK_IDLE_PAUSE_NS = 512;
+constexpr u64 SINK_STOP_EVERY_NS = 100000;
+
+/* The retire mode 1: the sink as the rate rows run it. */
+__device__ __forceinline__ bool sink_reloading(u32 mode) { return mode == SINK_MODE_RETIRE; }
 
 struct SinkQueue {
     u64 consumed;
     u64 last_doorbell;
     u64 cq_produced;
-    /* 1 while the last doorbell announced more than the doorbell record held: DOCA rings
+    /* Bit 0: the last doorbell announced more than the doorbell record held (DOCA rings
      * the doorbell, then writes the record, then rings the SAME value again, which this
-     * value-sampling sink cannot tell from no ring; it re-reads the record on every pass
-     * until the record reaches the doorbell's index. */
+     * value-sampling sink cannot tell from no ring): the record is re-read on every pass
+     * until it reaches the doorbell's index. Bit 1: a control segment was read stale; it
+     * is read again on every pass until it is current. */
     u64 record_behind;
 };
+
+constexpr u64 SINK_RECORD_BEHIND = 1;
+constexpr u64 SINK_STALE_PENDING = 2;
 
 __device__ __forceinline__ void fence_acquire_sys() { asm volatile("fence.acquire.sys;" ::: "memory"); }
 
 /* Writes the CQE for WQE `counter` (`opcode`); `ci` is the CQ's consumer index as loaded
  * (ring mode; the loop reloads it while the CQ is full). */
-__device__ void sink_write_cqe(const Queue& q, SinkQueue& sq, u32 counter, u32 opcode, u32 ci, bool before) {
+__device__ void sink_write_cqe(const Queue& q, SinkQueue& sq, u32 counter, u32 opcode, u32 ci, bool sys_release) {
     const u32 n = 1u << q.d.log_cq_entries;
     const u64 p = sq.cq_produced;
     if (!q.d.cq_mode) {
@@ -417,7 +441,7 @@ __device__ void sink_write_cqe(const Queue& q, SinkQueue& sq, u32 counter, u32 o
     const u64 sop = bswap32((opcode << 24) | q.d.qpn);
     const u64 ctr = bswap16((u16)counter);
     const u64 last = sop | (ctr << 32) | ((u64)((layout::CQE_OPCODE_REQ << 4) | owner) << 56);
-    if (before) {
+    if (sys_release) {
         ptx::st_release_sys_b64(&cqe[layout::CQE_SOP_DROP_QPN / 8], last);
     } else {
         ptx::st_release_gpu_b64(&cqe[layout::CQE_SOP_DROP_QPN / 8], last);
@@ -429,20 +453,34 @@ __device__ __forceinline__ u32 sink_cq_consumer(const Queue& q) {
     return q.d.cq_mode ? 0u : bswap32((u32)ptx::ld_relaxed_sys_b64((const void*)q.d.cq_dbrec)) & 0xffffffu;
 }
 
-__device__ void sink_queue(const Queue& q, SinkQueue& sq, u32 mode, u32* expect_seq, u32 max_producers, SinkStats& acc) {
-    const bool before = mode == SINK_MODE_RETIRE_BEFORE;
-    const u64 db = before ? ptx::ld_acquire_sys_b64((const void*)q.d.doorbell)
-                          : ptx::ld_relaxed_sys_b64((const void*)q.d.doorbell);
+/* Whether control-segment word 0 (as loaded) names WQE `at`. */
+__device__ __forceinline__ bool sink_index_is(u64 w0, u64 at) {
+    return ((bswap32((u32)w0) >> 8) & 0xffffu) == ((u32)at & 0xffffu);
+}
+
+/* A control segment read stale: counted the first time, read again on the next pass. */
+__device__ __forceinline__ void sink_stale(SinkQueue& sq, SinkStats& acc) {
+    if ((sq.record_behind & SINK_STALE_PENDING) == 0) acc.bad_wqes++;
+    sq.record_behind |= SINK_STALE_PENDING;
+}
+
+/* One pass over one queue; returns whether the doorbell (or a pending re-read) made it
+ * look at the queue's WQEs. */
+__device__ bool sink_queue(const Queue& q, SinkQueue& sq, u32 mode, u32* expect_seq, u32 max_producers, SinkStats& acc) {
+    const bool reloading = sink_reloading(mode);
+    const bool acquire_poll = reloading || mode == SINK_MODE_TIGHT_ACQUIRE;
+    const u64 db = acquire_poll ? ptx::ld_acquire_sys_b64((const void*)q.d.doorbell)
+                                : ptx::ld_relaxed_sys_b64((const void*)q.d.doorbell);
     const bool rung = db != sq.last_doorbell;
-    if (!rung && sq.record_behind == 0) return;
+    if (!rung && sq.record_behind == 0) return false;
     /* What the doorbell (or, behind it, the record) announces is read after this. */
-    if (!before) fence_acquire_sys();
+    if (!acquire_poll) fence_acquire_sys();
     sq.last_doorbell = db;
     if (rung) acc.doorbells++;
     const u32 db_qpn = bswap32((u32)(db >> 32)) >> 8;
     const u32 db_idx = (bswap32((u32)db) >> 8) & 0xffffu;
     const u64 record = ptx::ld_relaxed_sys_b64((const void*)(q.d.sq_dbrec - layout::SEND_DBREC_OFFSET));
-    if (!before && sq.record_behind != 0) fence_acquire_sys(); /* the record itself announces */
+    if (!reloading && sq.record_behind != 0) fence_acquire_sys(); /* the record itself announces */
     const u32 rec = bswap32((u32)(record >> 32)) & 0xffffu;
     const u32 cap = q.capacity();
     /* The doorbell at or behind the record (rdma-core and ibgda: the last WQE's index;
@@ -450,43 +488,45 @@ __device__ void sink_queue(const Queue& q, SinkQueue& sq, u32 mode, u32* expect_
      * ring, before its record store): then the record is re-read until it catches up. */
     const bool behind_record = (u16)(rec - db_idx) <= cap;
     const bool ahead_of_record = !behind_record && (u16)(db_idx - rec) <= cap;
-    sq.record_behind = ahead_of_record ? 1ull : 0ull;
+    sq.record_behind = (sq.record_behind & SINK_STALE_PENDING) | (ahead_of_record ? SINK_RECORD_BEHIND : 0ull);
     if (rung && (db_qpn != q.d.qpn || (!behind_record && !ahead_of_record))) acc.bad_doorbells++;
     const u64 target = sq.consumed + (u16)(rec - (u16)sq.consumed);
     if (target - sq.consumed > cap) {
         acc.bad_doorbells++;
-        return;
+        return true;
     }
     if (mode != SINK_MODE_CHECK && target > sq.consumed) {
         /* Only retire: the last WQE if signaled, else the last one crossing a multiple of
          * the signal interval (one-WQEBB WQEs). */
         const u64 m = round_down(target, q.d.signal_interval);
-        u64 at = target - 1;
+        const bool crossing = m > sq.consumed && m >= 1;
+        const u64 last = target - 1;
+        u64 at = last;
         u64 w0, w1;
         u32 ci;
-        if (before) {
+        if (reloading) {
             const u64* c = (const u64*)q.slots(at).octo(0);
+            w0 = *(const volatile u64*)&c[0];
             w1 = *(const volatile u64*)&c[1];
-            if ((((u32)(w1 >> 24)) & layout::FM_CE_SE_CQ_UPDATE) == 0) {
-                if (m > sq.consumed && m >= 1) {
+            if (sink_index_is(w0, at) && (((u32)(w1 >> 24)) & layout::FM_CE_SE_CQ_UPDATE) == 0) {
+                if (crossing) {
                     at = m - 1;
                     c = (const u64*)q.slots(at).octo(0);
+                    w0 = *(const volatile u64*)&c[0];
                     w1 = *(const volatile u64*)&c[1];
                 } else {
                     at = ~0ull;
                 }
             }
-            w0 = at != ~0ull ? *(const volatile u64*)&c[0] : 0ull;
             ci = at != ~0ull ? sink_cq_consumer(q) : 0u;
         } else {
             /* Both candidates and the consumer index in flight together. */
-            const bool crossing = m > sq.consumed && m >= 1;
             const u64* c = (const u64*)q.slots(at).octo(0);
             const u64* cm = (const u64*)q.slots(crossing ? m - 1 : at).octo(0);
             const u64 a0 = *(const volatile u64*)&c[0], a1 = *(const volatile u64*)&c[1];
             const u64 b0 = *(const volatile u64*)&cm[0], b1 = *(const volatile u64*)&cm[1];
             ci = sink_cq_consumer(q);
-            if ((((u32)(a1 >> 24)) & layout::FM_CE_SE_CQ_UPDATE) != 0) {
+            if (!sink_index_is(a0, at) || (((u32)(a1 >> 24)) & layout::FM_CE_SE_CQ_UPDATE) != 0) {
                 w0 = a0;
                 w1 = a1;
             } else if (crossing) {
@@ -499,15 +539,19 @@ __device__ void sink_queue(const Queue& q, SinkQueue& sq, u32 mode, u32* expect_
             }
         }
         if (at != ~0ull) {
-            const u32 word0 = bswap32((u32)w0);
-            if (((word0 >> 8) & 0xffffu) != ((u32)at & 0xffffu) || (((u32)(w1 >> 24)) & layout::FM_CE_SE_CQ_UPDATE) == 0)
-                acc.bad_wqes++;
-            sink_write_cqe(q, sq, (u32)at & 0xffffu, word0 & 0xffu, ci, before);
+            if (!sink_index_is(w0, at)) {
+                /* Stale: the WQE's bytes are not visible yet. Consume nothing of it. */
+                sink_stale(sq, acc);
+                return true;
+            }
+            if ((((u32)(w1 >> 24)) & layout::FM_CE_SE_CQ_UPDATE) == 0) acc.bad_wqes++;
+            sink_write_cqe(q, sq, (u32)at & 0xffffu, bswap32((u32)w0) & 0xffu, ci, reloading);
             acc.cqes++;
         }
+        sq.record_behind &= ~SINK_STALE_PENDING;
         acc.wqes += target - sq.consumed;
         sq.consumed = target;
-        return;
+        return true;
     }
     while (sq.consumed < target) {
         const u64 at = sq.consumed;
@@ -518,11 +562,17 @@ __device__ void sink_queue(const Queue& q, SinkQueue& sq, u32 mode, u32* expect_
         const u32 word1 = bswap32((u32)(w0 >> 32));
         const u32 ds = word1 & layout::MAX_DS;
         const u32 opcode = word0 & 0xffu;
-        if (((word0 >> 8) & 0xffffu) != ((u32)at & 0xffffu) || (word1 >> 8) != q.d.qpn || ds == 0) {
+        if (!sink_index_is(w0, at)) {
+            /* Stale (or never written): read again on the next pass. */
+            sink_stale(sq, acc);
+            return true;
+        }
+        if ((word1 >> 8) != q.d.qpn || ds == 0) {
             acc.bad_wqes++;
             sq.consumed = target; /* give up on this queue's stream */
-            return;
+            return true;
         }
+        sq.record_behind &= ~SINK_STALE_PENDING;
         const u32 wqebbs = wqebbs_for_ds(ds);
         if (opcode == layout::OPCODE_RDMA_WRITE && ds == layout::DS_RC_WRITE_SGE && expect_seq != nullptr) {
             const u64* pl = (const u64*)q.slots(at).octo(2);
@@ -544,6 +594,7 @@ __device__ void sink_queue(const Queue& q, SinkQueue& sq, u32 mode, u32* expect_
         acc.wqes++;
         sq.consumed = at + wqebbs;
     }
+    return true;
 }
 
 __device__ void sink_add_stats(SinkStats* stats, const SinkStats& acc) {
@@ -555,22 +606,36 @@ __device__ void sink_add_stats(SinkStats* stats, const SinkStats& acc) {
     atomicAdd(&stats->bad_doorbells, acc.bad_doorbells);
 }
 
+/* Whether the sink should read the host-mapped stop flag after this pass: every 256
+ * passes, or (mode 5) every SINK_STOP_EVERY_NS. */
+__device__ __forceinline__ bool sink_stop_due(u32 mode, u32& spins, u64& last_check) {
+    if (mode == SINK_MODE_TIGHT_TIMED_STOP) {
+        const u64 t = ptx::globaltimer();
+        if (t - last_check < SINK_STOP_EVERY_NS) return false;
+        last_check = t;
+        return true;
+    }
+    return (++spins & 255u) == 0;
+}
+
 /* Thread t serves queues t, t + threads, ...; runs until *stop (host-mapped) is set, then
- * adds its counts to *stats. A thread with one queue (and not mode 2) keeps its descriptor
- * and state in registers across passes. */
+ * adds its counts to *stats. A thread with one queue (mode 0 and the tight modes) keeps
+ * its descriptor and state in registers across passes. */
 extern "C" __global__ void ibgda_sink(const DeviceQueueDescriptor* qs, u32 nq, SinkQueue* sqs, u32 mode, u32* expect_seq,
                                       u32 max_producers, const volatile u32* stop, SinkStats* stats) {
     const u32 t = blockIdx.x * blockDim.x + threadIdx.x;
     const u32 threads = gridDim.x * blockDim.x;
     SinkStats acc = {};
     u32 spins = 0;
-    if (nq <= threads && mode != SINK_MODE_RETIRE_BEFORE) {
+    u64 last_check = 0;
+    if (nq <= threads && !sink_reloading(mode)) {
         if (t < nq) {
             const Queue q{qs[t]};
             SinkQueue sq = sqs[t];
             for (;;) {
-                sink_queue(q, sq, mode, expect_seq, max_producers, acc);
-                if ((++spins & 255u) == 0 && *stop) break;
+                const bool busy = sink_queue(q, sq, mode, expect_seq, max_producers, acc);
+                if (!busy && mode == SINK_MODE_TIGHT_PAUSED) __nanosleep(SINK_IDLE_PAUSE_NS);
+                if (sink_stop_due(mode, spins, last_check) && *stop) break;
             }
             /* A last pass, so nothing rung before the stop is missed. */
             sink_queue(q, sq, mode, expect_seq, max_producers, acc);
@@ -586,7 +651,7 @@ extern "C" __global__ void ibgda_sink(const DeviceQueueDescriptor* qs, u32 nq, S
             sink_queue(q, sq, mode, expect_seq, max_producers, acc);
             sqs[i] = sq;
         }
-        if ((++spins & 255u) == 0 && *stop) break;
+        if (sink_stop_due(mode, spins, last_check) && *stop) break;
     }
     /* A last pass, so nothing rung before the stop is missed. */
     for (u32 i = t; i < nq; i += threads) {

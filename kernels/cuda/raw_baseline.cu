@@ -14,7 +14,78 @@
 typedef unsigned int u32;
 typedef unsigned long long u64;
 
+/* A host build (raw_host.cpp) defines its own byte swap. */
+#ifndef RAW_BSWAP32
 #define RAW_BSWAP32(x) __byte_perm((x), 0, 0x0123)
+#endif
+
+/* The shapes of Table 3 and Figure 3 (kernels.cu's ibgda_issue_shape_GpuFence), by hand:
+ * 0 an RC WRITE of `len` inline bytes from a 4-byte aligned `payload`, 1 an RC WRITE of
+ * `len` bytes from one gather entry, 2 and 3 a DC WRITE of 8 inline bytes with the compact
+ * (16 B) or full (48 B) address vector `av`. */
+struct RawShape {
+    u32 shape, len, inline_octs, avn, ds, wqebbs;
+};
+
+__device__ __forceinline__ RawShape raw_shape(u32 shape, u32 len) {
+    RawShape s;
+    s.shape = shape;
+    s.len = len;
+    s.inline_octs = len == 0 ? 0u : (4u + len + 15u) / 16u;
+    s.avn = shape == 2 ? 1u : (shape == 3 ? 3u : 0u);
+    s.ds = shape == 0 ? 2u + s.inline_octs : (shape == 1 ? 3u : 3u + s.avn);
+    s.wqebbs = (s.ds * 16u + 63u) / 64u;
+    return s;
+}
+
+/* Octoword k of the WQE at WQEBB counter `next` of a ring of `cap` WQEBBs: each octoword
+ * is addressed through its own WQEBB (a WQE may wrap). A function, so that `k` is read
+ * once per octoword (a macro naming it twice, called with `k++`, once put the inline
+ * segment over the control segment). */
+__device__ __forceinline__ uint4* raw_oct(unsigned char* ring, u32 cap, u64 next, u32 k) {
+    return (uint4*)(ring + (((next + (k >> 2)) & (cap - 1)) << 6) + ((k & 3u) << 4));
+}
+
+/* Writes one WQE of shape `s` at WQEBB counter `next` (signaled, CQ_UPDATE only), the
+ * 8 inline bytes of the DC shapes being `value`. */
+__device__ __forceinline__ void raw_shape_wqe(unsigned char* ring, u32 cap, u64 next, u32 qpn, const RawShape& s, u64 raddr,
+                                              u32 rkey, u64 laddr, u32 lkey, const unsigned char* payload, const uint4* av,
+                                              u64 value) {
+    *raw_oct(ring, cap, next, 0) = make_uint4(RAW_BSWAP32((((u32)next & 0xffffu) << 8) | 0x08u),
+                                              RAW_BSWAP32((qpn << 8) | s.ds), 0x08u << 24, 0u);
+    u32 k = 1;
+    for (u32 a = 0; a < s.avn; a++, k++) *raw_oct(ring, cap, next, k) = av[a];
+    *raw_oct(ring, cap, next, k) = make_uint4(RAW_BSWAP32((u32)(raddr >> 32)), RAW_BSWAP32((u32)raddr), RAW_BSWAP32(rkey), 0u);
+    k++;
+    if (s.shape == 1) {
+        *raw_oct(ring, cap, next, k) =
+            make_uint4(RAW_BSWAP32(s.len), RAW_BSWAP32(lkey), RAW_BSWAP32((u32)(laddr >> 32)), RAW_BSWAP32((u32)laddr));
+    } else if (s.shape == 0) {
+        const u32* words = (const u32*)payload;
+        const u32 whole = s.len / 4;
+        for (u32 o = 0; o < s.inline_octs; o++, k++) {
+            u32 v[4];
+            for (u32 j = 0; j < 4; j++) {
+                const int w = (int)(4 * o + j) - 1;
+                u32 x = 0u;
+                if (w < 0) {
+                    x = RAW_BSWAP32(0x80000000u | s.len);
+                } else if ((u32)w < whole) {
+                    x = words[w];
+                } else if ((u32)w == whole) {
+                    for (u32 b = 0; b < (s.len & 3u); b++) x |= (u32)payload[4 * whole + b] << (8 * b);
+                }
+                v[j] = x;
+            }
+            *raw_oct(ring, cap, next, k) = make_uint4(v[0], v[1], v[2], v[3]);
+        }
+    } else {
+        *raw_oct(ring, cap, next, k) = make_uint4(RAW_BSWAP32(0x80000008u), (u32)value, (u32)(value >> 32), 0u);
+    }
+}
+
+/* Everything below is device-only (inline PTX, clocks, kernels). */
+#ifndef IBGDA_RAW_HOST_BUILD
 
 __device__ __forceinline__ u64 raw_gt() {
     u64 t;
@@ -159,11 +230,8 @@ RAW_KERNEL(ThreadFence, 4)
 RAW_KERNEL(SystemReleaseStore, 5)
 RAW_KERNEL(SystemFence, 6)
 
-/* The shapes of Table 3 and Figure 3 (kernels.cu's ibgda_issue_shape_GpuFence), by hand:
- * 0 an RC WRITE of `len` inline bytes from a 4-byte aligned `payload`, 1 an RC WRITE of
- * `len` bytes from one gather entry, 2 and 3 a DC WRITE of 8 inline bytes with the compact
- * (16 B) or full (48 B) address vector `av`; GpuFence's ordering; every WQE signaled and
- * waited for. Each octoword is addressed through its own WQEBB (a WQE may wrap). */
+/* The shapes of Table 3 and Figure 3 (raw_shape_wqe), GpuFence's ordering, every WQE
+ * signaled and waited for. */
 extern "C" __global__ void ibgda_raw_issue_shape_GpuFence(ibgda::DeviceQueueDescriptor d, u32 shape, u32 len, u32 warmup,
                                                           u32 iters, u64 raddr, u32 rkey, u64 laddr, u32 lkey,
                                                           const unsigned char* payload, const uint4* av, u64* issue_ns,
@@ -171,10 +239,8 @@ extern "C" __global__ void ibgda_raw_issue_shape_GpuFence(ibgda::DeviceQueueDesc
     u64* st = (u64*)d.state;
     u64 next = st[0], retired = st[3], consumer = st[4];
     const u32 cap = 1u << d.log_sq_wqebbs;
-    const u32 inline_octs = len == 0 ? 0u : (4u + len + 15u) / 16u;
-    const u32 avn = shape == 2 ? 1u : (shape == 3 ? 3u : 0u);
-    const u32 ds = shape == 0 ? 2u + inline_octs : (shape == 1 ? 3u : 3u + avn);
-    const u32 wqebbs = (ds * 16u + 63u) / 64u;
+    const RawShape s = raw_shape(shape, len);
+    const u32 wqebbs = s.wqebbs;
     int err = 0;
     u64 g_start = 0, c_start = 0;
     for (u32 i = 0; i < warmup + iters; i++) {
@@ -185,39 +251,8 @@ extern "C" __global__ void ibgda_raw_issue_shape_GpuFence(ibgda::DeviceQueueDesc
         const u64 t0 = raw_gt();
         const long long c0 = clock64();
         if (next + wqebbs - retired > cap) { err = -0x200; break; } /* never: one outstanding at a time */
-        const u64 value = 0x0123456789abcdefull ^ i;
-#define RAW_OCT(k) (*(uint4*)(d.sq_ring + (((next + ((k) >> 2)) & (cap - 1)) << 6) + (((k) & 3u) << 4)))
-        RAW_OCT(0) = make_uint4(RAW_BSWAP32((((u32)next & 0xffffu) << 8) | 0x08u), RAW_BSWAP32((d.qpn << 8) | ds),
-                                0x08u << 24, 0u);
-        u32 k = 1;
-        for (u32 a = 0; a < avn; a++) RAW_OCT(k++) = av[a];
-        RAW_OCT(k++) = make_uint4(RAW_BSWAP32((u32)(raddr >> 32)), RAW_BSWAP32((u32)raddr), RAW_BSWAP32(rkey), 0u);
-        if (shape == 1) {
-            RAW_OCT(k++) = make_uint4(RAW_BSWAP32(len), RAW_BSWAP32(lkey), RAW_BSWAP32((u32)(laddr >> 32)),
-                                      RAW_BSWAP32((u32)laddr));
-        } else if (shape == 0) {
-            const u32* words = (const u32*)payload;
-            const u32 whole = len / 4;
-            for (u32 o = 0; o < inline_octs; o++) {
-                u32 v[4];
-                for (u32 j = 0; j < 4; j++) {
-                    const int w = (int)(4 * o + j) - 1;
-                    u32 x = 0u;
-                    if (w < 0) {
-                        x = RAW_BSWAP32(0x80000000u | len);
-                    } else if ((u32)w < whole) {
-                        x = words[w];
-                    } else if ((u32)w == whole) {
-                        for (u32 b = 0; b < (len & 3u); b++) x |= (u32)payload[4 * whole + b] << (8 * b);
-                    }
-                    v[j] = x;
-                }
-                RAW_OCT(k++) = make_uint4(v[0], v[1], v[2], v[3]);
-            }
-        } else {
-            RAW_OCT(k++) = make_uint4(RAW_BSWAP32(0x80000008u), (u32)value, (u32)(value >> 32), 0u);
-        }
-#undef RAW_OCT
+        raw_shape_wqe((unsigned char*)d.sq_ring, cap, next, d.qpn, s, raddr, rkey, laddr, lkey, payload, av,
+                      0x0123456789abcdefull ^ i);
         next += wqebbs;
         const u32 rec = RAW_BSWAP32((u32)next & 0xffffu);
         const u64 db = (u64)RAW_BSWAP32(((u32)next & 0xffffu) << 8) | ((u64)RAW_BSWAP32(d.qpn << 8) << 32);
@@ -246,3 +281,5 @@ extern "C" __global__ void ibgda_raw_issue_shape_GpuFence(ibgda::DeviceQueueDesc
     st[4] = consumer;
     *status = err;
 }
+
+#endif /* IBGDA_RAW_HOST_BUILD */

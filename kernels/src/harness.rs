@@ -65,26 +65,52 @@ pub struct Sink<'q> {
     _queues: PhantomData<&'q ()>,
 }
 
-/// What the sink checks.
+/// What the sink checks, and how it polls (`ibgda_sink` in `cuda/kernels.cu`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[repr(u32)]
 pub enum SinkMode {
     /// Check every WQE and payload, a CQE per signaled WQE.
     Check = 0,
-    /// One control segment read and at most one CQE per doorbell.
+    /// One control segment read and at most one CQE per doorbell: what every rate row runs
+    /// against (state reloaded every pass, an acquire load per poll, the doorbell's loads
+    /// one after another, CQEs released at system scope).
     Retire = 1,
-    /// [`SinkMode::Retire`] as it was before its per-doorbell cost was cut (state reloaded
-    /// every pass, an acquire load per poll, dependent loads one after another, CQEs
-    /// released at system scope): the same-run comparison of the sink capacity row.
-    RetireBefore = 2,
+    /// [`SinkMode::Retire`] with its per-doorbell cost cut (doorbell polled relaxed and
+    /// acquired only when it changed, one-queue state in registers, independent loads
+    /// together, CQEs released at GPU scope): higher capacity, but on the H200 the
+    /// producers beside it on 64 queues ran 4x slower; the same-run A/B row.
+    RetireTight = 2,
+    /// [`SinkMode::RetireTight`] pausing between idle polls (the idle poll rate of
+    /// [`SinkMode::Retire`]).
+    TightPaused = 3,
+    /// [`SinkMode::RetireTight`] polling with an acquire load (an L1 invalidation on
+    /// every pass, as [`SinkMode::Retire`]).
+    TightAcquire = 4,
+    /// [`SinkMode::RetireTight`] reading the host-mapped stop flag by time (every
+    /// 100 us) instead of every 256 passes.
+    TightTimedStop = 5,
+}
+
+impl SinkMode {
+    /// The mode whose capacity row bounds a run in this one: the tight variants differ from
+    /// [`SinkMode::RetireTight`] only when idle (or, [`SinkMode::TightAcquire`], by an
+    /// invalidation per pass, which the bound leaves out).
+    pub fn capacity_mode(self) -> Self {
+        match self {
+            Self::Check | Self::Retire => self,
+            Self::RetireTight | Self::TightPaused | Self::TightAcquire | Self::TightTimedStop => {
+                Self::RetireTight
+            }
+        }
+    }
 }
 
 /// Sink mode 0: check every WQE and payload, a CQE per signaled WQE.
 pub const SINK_CHECK: SinkMode = SinkMode::Check;
-/// Sink mode 1: one control segment read and at most one CQE per doorbell.
+/// Sink mode 1: one control segment read and at most one CQE per doorbell (the rate rows').
 pub const SINK_RETIRE: SinkMode = SinkMode::Retire;
-/// Sink mode 2: mode 1 as it was before (see [`SinkMode::RetireBefore`]).
-pub const SINK_RETIRE_BEFORE: SinkMode = SinkMode::RetireBefore;
+/// Sink mode 2: mode 1 with its per-doorbell cost cut (see [`SinkMode::RetireTight`]).
+pub const SINK_RETIRE_TIGHT: SinkMode = SinkMode::RetireTight;
 
 /// The sink's own capacity over some queues, no producer (`ibgda_sink_capacity`).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -105,7 +131,7 @@ pub struct SinkCapacity {
 /// rate experiment's sink is launched): each thread plays a producer's last stores of
 /// `doorbells` doorbells of `batch` one-WQEBB WQEs on its queue (the batch's last control
 /// segment, signaled; the record; the doorbell) and the consumer's (freeing every CQE),
-/// each followed by one sink pass in `mode` ([`SINK_RETIRE`] or [`SINK_RETIRE_BEFORE`]).
+/// each followed by one sink pass in `mode` ([`SINK_RETIRE`] or [`SINK_RETIRE_TIGHT`]).
 /// The queues must be fresh (nothing posted): their rings are overwritten.
 pub fn sink_capacity<S>(
     gpu: &Gpu,

@@ -183,6 +183,153 @@ impl IssueShape {
     }
 }
 
+/// What the shape rows' WQEs carry besides their shape (the same for the typed and the raw
+/// kernel): the remote and local sides, the inline payload source and the address vector.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ShapeOperands {
+    /// Remote address.
+    pub raddr: u64,
+    /// Remote key.
+    pub rkey: u32,
+    /// Local address of the pointer form's gather entry.
+    pub laddr: u64,
+    /// Its local key.
+    pub lkey: u32,
+    /// The inline shapes' payload source (the first `len` bytes are sent).
+    pub payload: [u8; 256],
+    /// The DC shapes' address vector (compact: the first 16 bytes).
+    pub av: [u8; 48],
+}
+
+impl ShapeOperands {
+    /// The operands of the run of `shape`.
+    pub fn of_run(shape: IssueShape) -> Self {
+        let mut payload = [0u8; 256];
+        for (i, b) in payload.iter_mut().enumerate() {
+            *b = (i as u8).wrapping_mul(37) ^ 0x5a;
+        }
+        let mut av = [0u8; 48];
+        match shape {
+            IssueShape::DcCompact => {
+                av[..16].copy_from_slice(compact_target(1).segment().as_bytes())
+            }
+            IssueShape::DcFull => av.copy_from_slice(full_target(2).segment().as_bytes()),
+            _ => {}
+        }
+        Self {
+            raddr: 0x7000_0000,
+            rkey: 0x99,
+            laddr: 0x7100_0000,
+            lkey: 0x55,
+            payload,
+            av,
+        }
+    }
+}
+
+/// The inline value of iteration `i` of the DC shapes.
+pub fn shape_value(i: u32) -> u64 {
+    0x0123_4567_89ab_cdef ^ u64::from(i)
+}
+
+#[cfg(not(ibgda_no_host_engine))]
+extern "C" {
+    fn ibgda_raw_shape_host(
+        ring: *mut u8,
+        cap: u32,
+        next: u64,
+        qpn: u32,
+        shape: u32,
+        len: u32,
+        raddr: u64,
+        rkey: u32,
+        laddr: u64,
+        lkey: u32,
+        payload: *const u8,
+        av: *const u8,
+        value: u64,
+    ) -> u32;
+}
+
+/// The hand-written baseline's WQE of `shape` (`raw_shape_wqe` in `cuda/raw_baseline.cu`,
+/// the code the raw shape kernel runs, built for the host by `build.rs`) written into
+/// `ring` at WQEBB counter `next`, with queue number `qpn`, `operands` and inline `value`
+/// (the DC shapes); returns its WQEBBs. `ring` must be a power of two of 64-byte WQEBBs,
+/// at least the WQE's; the shape's length 1..=256.
+pub fn raw_shape_wqe_on_host(
+    ring: &mut [u8],
+    next: u64,
+    qpn: u32,
+    shape: IssueShape,
+    operands: &ShapeOperands,
+    value: u64,
+) -> Result<u32, GpuError> {
+    let (code, len) = shape.code();
+    let wqebbs = ring.len() / 64;
+    let cap = u32::try_from(wqebbs).ok().filter(|&c| {
+        c.is_power_of_two() && ring.len() % 64 == 0 && c >= 16 && (1..=256).contains(&len)
+    });
+    let Some(cap) = cap else {
+        return Err(GpuError::Invalid(format!(
+            "raw shape {shape:?} into a ring of {} bytes (a power of two of at least 16 WQEBBs, length 1..=256)",
+            ring.len()
+        )));
+    };
+    if qpn > 0xff_ffff {
+        return Err(GpuError::Invalid(format!(
+            "raw shape: QPN {qpn:#x} over 24 bits"
+        )));
+    }
+    #[cfg(ibgda_no_host_engine)]
+    {
+        let _ = (next, operands, value, cap, code);
+        Err(GpuError::Invalid(
+            "the host build of the raw baseline was left out (IBGDA_SKIP_HOST_ENGINE=1)".into(),
+        ))
+    }
+    #[cfg(not(ibgda_no_host_engine))]
+    {
+        // Word-aligned copies: the writer stores and loads 4-byte words.
+        let mut words = vec![0u32; ring.len() / 4];
+        for (w, b) in words.iter_mut().zip(ring.chunks_exact(4)) {
+            *w = u32::from_ne_bytes(b.try_into().expect("4 bytes"));
+        }
+        let mut payload = [0u32; 64];
+        for (w, b) in payload.iter_mut().zip(operands.payload.chunks_exact(4)) {
+            *w = u32::from_ne_bytes(b.try_into().expect("4 bytes"));
+        }
+        let mut av = [0u32; 12];
+        for (w, b) in av.iter_mut().zip(operands.av.chunks_exact(4)) {
+            *w = u32::from_ne_bytes(b.try_into().expect("4 bytes"));
+        }
+        // SAFETY: `words` holds `cap` WQEBBs (cap a power of two): the writer masks every
+        // WQEBB index with cap - 1, so it stores only inside them; it reads `len` <= 256
+        // bytes of `payload` (256 bytes) and at most 3 octowords of `av` (48 bytes); all
+        // three are 4-byte aligned and live across the call, which keeps no pointer.
+        let written = unsafe {
+            ibgda_raw_shape_host(
+                words.as_mut_ptr().cast(),
+                cap,
+                next,
+                qpn,
+                code,
+                len,
+                operands.raddr,
+                operands.rkey,
+                operands.laddr,
+                operands.lkey,
+                payload.as_ptr().cast(),
+                av.as_ptr().cast(),
+                value,
+            )
+        };
+        for (b, w) in ring.chunks_exact_mut(4).zip(&words) {
+            b.copy_from_slice(&w.to_ne_bytes());
+        }
+        Ok(written)
+    }
+}
+
 /// Inline payload lengths of Figure 3's sweep.
 pub const INLINE_SWEEP: [u32; 9] = [8, 16, 32, 48, 64, 96, 128, 192, 256];
 
@@ -240,17 +387,9 @@ fn one_shape(
     let q = qp.device_queue();
     let n = 8 * u64::from(iters);
     let out = gpu.device_buffer((3 * n + 16 + 8) as usize)?;
-    let payload: Vec<u8> = (0..256u32)
-        .map(|i| (i as u8).wrapping_mul(37) ^ 0x5a)
-        .collect();
-    let payload = gpu.device_buffer_from(&payload)?;
-    let mut av = [0u8; 48];
-    match shape {
-        IssueShape::DcCompact => av[..16].copy_from_slice(compact_target(1).segment().as_bytes()),
-        IssueShape::DcFull => av.copy_from_slice(full_target(2).segment().as_bytes()),
-        _ => {}
-    }
-    let av = gpu.device_buffer_from(&av)?;
+    let operands = ShapeOperands::of_run(shape);
+    let payload = gpu.device_buffer_from(&operands.payload)?;
+    let av = gpu.device_buffer_from(&operands.av)?;
     let sink = Sink::start(gpu, &[&qp], SINK_CHECK, 0, 1, 1)?;
     let base = out.addr();
     let args = [
@@ -259,10 +398,10 @@ fn one_shape(
         KernelArg::U32(len),
         KernelArg::U32(WARMUP),
         KernelArg::U32(iters),
-        KernelArg::U64(0x7000_0000),
-        KernelArg::U32(0x99),
-        KernelArg::U64(0x7100_0000),
-        KernelArg::U32(0x55),
+        KernelArg::U64(operands.raddr),
+        KernelArg::U32(operands.rkey),
+        KernelArg::U64(operands.laddr),
+        KernelArg::U32(operands.lkey),
         KernelArg::U64(payload.addr()),
         KernelArg::U64(av.addr()),
         KernelArg::U64(base),

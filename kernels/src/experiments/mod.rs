@@ -15,6 +15,8 @@
 //!   from the pinned wheel's headers, on ibgda's queue memory, its WQEs judged by ibgda.
 //! - [`proxy`]: the CPU proxy and the CPU-assisted doorbell on software NICs (4.2), with
 //!   GPU producers or CPU threads standing in for them (no GPU needed).
+//! - [`nic_rate`]: the CUDA software NIC's own throughput (WQEs executed per second on one
+//!   SM and on all) over pre-posted rings.
 //!
 //! Everything is allocated before the sink (a persistent kernel) starts, since allocation
 //! and synchronous copies may wait for running kernels; every device wait is bounded (the
@@ -37,6 +39,7 @@ pub mod completion;
 pub mod dormant;
 pub mod issue;
 pub mod moe;
+pub mod nic_rate;
 pub mod peers;
 pub mod proxy;
 pub mod rate;

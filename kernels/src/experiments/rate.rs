@@ -230,8 +230,8 @@ where
 }
 
 /// Runs one configuration against the sink in `sink_mode`: [`SINK_RETIRE`] (what [`run`]
-/// does), [`SINK_CHECK`] ([`run_checked`]), or `SinkMode::RetireBefore` for the same-run
-/// comparison with the retiring sink as it was before its per-doorbell cost was cut.
+/// does), [`SINK_CHECK`] ([`run_checked`]), or a tight retire mode
+/// (`SinkMode::RetireTight` and its variants) for a same-run comparison.
 pub fn run_with_sink<S>(
     gpu: &Gpu,
     program: &BenchProgram,
@@ -306,11 +306,7 @@ where
         config,
         wqes,
         ns,
-        mwqe_per_s: if ns == 0 {
-            0.0
-        } else {
-            wqes as f64 * 1e3 / ns as f64
-        },
+        mwqe_per_s: million_per_s(wqes, ns),
         sm_mhz: sm_mhz(word64(&o, 16)?, word64(&o, 24)?),
         sink_doorbells: stats.doorbells,
         sink_cqes: stats.cqes,
@@ -318,6 +314,15 @@ where
         never_wraps: config.never_wraps(),
         stale_wqes,
     })
+}
+
+/// Millions of `count` per second over `ns` nanoseconds (0 over no time).
+pub fn million_per_s(count: u64, ns: u64) -> f64 {
+    if ns == 0 {
+        0.0
+    } else {
+        count as f64 * 1e3 / ns as f64
+    }
 }
 
 /// Queue counts of the sink capacity row: every rate row's queue count is among them.
@@ -329,7 +334,7 @@ pub const SINK_CAPACITY_DOORBELLS: u32 = 20_000;
 /// thread per queue as the rate rows launch it: doorbells it processes per second.
 #[derive(Clone, Debug, Serialize)]
 pub struct SinkCapacityRow {
-    /// "Retire" (as the rate rows run it) or "RetireBefore" (as it was).
+    /// "Retire" (as the rate rows run it) or "RetireTight" (the A/B rows' sink).
     pub mode: String,
     /// Queues (one sink thread each).
     pub queues: u32,
@@ -382,10 +387,10 @@ pub fn sink_capacity_row(
 }
 
 /// The sink capacity rows: every queue count of [`SINK_CAPACITY_QUEUES`], the sink as the
-/// rate rows run it and as it was before.
+/// rate rows run it and in its tight mode.
 pub fn sink_capacity_rows(gpu: &Gpu, doorbells: u32) -> Result<Vec<SinkCapacityRow>, GpuError> {
     let mut rows = Vec::new();
-    for mode in [SinkMode::Retire, SinkMode::RetireBefore] {
+    for mode in [SinkMode::Retire, SinkMode::RetireTight] {
         for q in SINK_CAPACITY_QUEUES {
             rows.push(sink_capacity_row(gpu, q, mode, doorbells)?);
         }
@@ -393,7 +398,8 @@ pub fn sink_capacity_rows(gpu: &Gpu, doorbells: u32) -> Result<Vec<SinkCapacityR
     Ok(rows)
 }
 
-/// The most WQEs per second the sink (as `mode`) lets a rate row reach: its doorbells per
+/// The most WQEs per second the sink (as `mode`, a capacity row's mode: see
+/// `SinkMode::capacity_mode`) lets a rate row reach: its doorbells per
 /// second per queue at the row's queue count (the next larger count measured), times the
 /// row's queues and the WQEs per doorbell the row's sink saw. `None` without a matching
 /// capacity row or doorbell count.
@@ -483,11 +489,7 @@ pub fn run_one_launch(
         config,
         wqes,
         ns,
-        mwqe_per_s: if ns == 0 {
-            0.0
-        } else {
-            wqes as f64 * 1e3 / ns as f64
-        },
+        mwqe_per_s: million_per_s(wqes, ns),
         sm_mhz: sm_mhz(word64(&o, 16)?, word64(&o, 24)?),
         sink_doorbells: 0,
         sink_cqes: 0,
@@ -575,11 +577,7 @@ where
         launches,
         wqes_checked: wqes,
         stale_wqes: stale,
-        mwqe_per_s: if ns == 0 {
-            0.0
-        } else {
-            wqes as f64 * 1e3 / ns as f64
-        },
+        mwqe_per_s: million_per_s(wqes, ns),
         sm_mhz,
     })
 }
