@@ -144,6 +144,14 @@ fn cases() -> Vec<Case> {
                 check: Some(check_command_log),
             },
         },
+        Case {
+            name: "command_log_shows_the_srq_the_atomic_mode_and_overrun_ignore",
+            run: Run::Child {
+                config: "[device mlx5_0]\n[device mlx5_1]\ncap.masked_atomics = 0\n",
+                run: queues_of_every_kind,
+                check: Some(check_receive_atomic_overrun),
+            },
+        },
         child_case(
             "dc_target_made_with_verbs_as_nvshmem_makes_it",
             DEFAULT_DEVICE,
@@ -697,6 +705,125 @@ fn check_command_log(path: &Path) -> Outcome {
         };
         if let Some(wrong) = wrong {
             return Err(wrong);
+        }
+    }
+    Ok(())
+}
+
+/// On each of two devices (the second without masked atomics): a DC target, a DC
+/// initiator, an RC queue pair without receives and one receiving through the SRQ, each
+/// connected to itself; one WRITE_WITH_IMM received through the SRQ; teardown.
+fn queues_of_every_kind() -> Outcome {
+    use ibgda::nic::Receives;
+    for name in ["mlx5_0", "mlx5_1"] {
+        let device = open(name).map_err(fail)?;
+        let pd = device.alloc_pd().map_err(fail)?;
+        let buffer = Arc::new(DmaBuffer::zeroed(64, 4096).map_err(fail)?);
+        let region = pd
+            .register(buffer.clone(), 0, 64, MemoryAccess::all())
+            .map_err(fail)?;
+        let _dct = pd.create_dct(0x77, 16).map_err(fail)?;
+        let _dci = pd
+            .create_dci::<ibgda::wqe::Full>(spec())
+            .map_err(fail)?
+            .activate()
+            .map_err(fail)?;
+        let send_only = pd.create_rc(spec()).map_err(fail)?;
+        let e = send_only.endpoint();
+        let _send_only = send_only.connect(&e).map_err(fail)?;
+        let receiving = pd
+            .create_rc(spec().with_receives(Receives::SharedQueue))
+            .map_err(fail)?;
+        let e = receiving.endpoint();
+        let mut receiving = receiving.connect(&e).map_err(fail)?;
+        pd.shared_receive_queue()
+            .and_then(|srq| srq.post_receives(1))
+            .map_err(fail)?;
+        let wqe = RdmaWrite::new(region.remote(0))
+            .inline(b"imm")
+            .immediate(7)
+            .signaled()
+            .build()
+            .map_err(fail)?;
+        receiving.post(&wqe, &[]).map_err(fail)?;
+        let start = Instant::now();
+        let mut seen = Vec::new();
+        while seen.len() < 2 && start.elapsed() < Duration::from_secs(10) {
+            if let Some(polled) = receiving.poll().map_err(fail)? {
+                seen.push(polled);
+            }
+        }
+        if !seen
+            .iter()
+            .any(|p| matches!(p, ibgda::queue::Polled::Received(r) if r.imm == 7))
+        {
+            return Err(format!("{name}: no receive completion in {seen:?}"));
+        }
+    }
+    Ok(())
+}
+
+/// The log of [`queues_of_every_kind`]: every DC target names a real SRQ, every DC
+/// initiator the same one (`rq_type` 1), RC queue pairs a zero-size RQ unless they
+/// receive; RST2INIT and CREATE_DCT ask for atomic mode 3 where the device has masked
+/// 8-byte atomics and 1 where it has not; ring CQs ignore overrun only for send-only queue
+/// pairs whose CQ holds the send ring.
+fn check_receive_atomic_overrun(path: &Path) -> Outcome {
+    use ibgda::nic::prm::{AtomicMode, ReceiveQueue};
+    let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let records = log::parse(&text).map_err(fail)?;
+    for (device, mode) in [
+        ("mlx5_0", AtomicMode::UpTo8Bytes),
+        ("mlx5_1", AtomicMode::IbCompatible),
+    ] {
+        let mut srqn = None;
+        let mut receives = Vec::new();
+        let mut oi = Vec::new();
+        let mut rst2init_modes = Vec::new();
+        for record in records.iter().filter(|r| r.device == device) {
+            if record.errno != 0 {
+                return Err(format!(
+                    "record {} failed: errno {}",
+                    record.seq, record.errno
+                ));
+            }
+            match record.decode().input.map_err(fail)? {
+                DecodedCommand::CreateCq(c) => oi.push(c.cqc.overrun_ignore),
+                DecodedCommand::CreateDct(c) => {
+                    if c.dctc.srqn == 0 {
+                        return Err(format!("{device}: CREATE_DCT with srqn 0"));
+                    }
+                    srqn = Some(c.dctc.srqn);
+                    if c.dctc.atomic_mode != mode || !c.dctc.access.atomic {
+                        return Err(format!("{device}: CREATE_DCT {:?}", c.dctc));
+                    }
+                }
+                DecodedCommand::CreateQp(c) => receives.push((c.qpc.service_type, c.qpc.receive)),
+                DecodedCommand::Rst2InitQp(c) => rst2init_modes.push(c.atomic_mode),
+                _ => {}
+            }
+        }
+        let srqn = srqn.ok_or(format!("{device}: no CREATE_DCT"))?;
+        let shared = ReceiveQueue::Srq { srqn };
+        let expected = vec![
+            (ServiceType::Dci, shared),
+            (ServiceType::Rc, ReceiveQueue::ZeroSize),
+            (ServiceType::Rc, shared),
+        ];
+        if receives != expected {
+            return Err(format!(
+                "{device}: receive sides {receives:?}, expected {expected:?}"
+            ));
+        }
+        // The DCT's CQ (receives only), the DCI's, the send-only RC's, the receiving RC's.
+        if oi != [false, true, true, false] {
+            return Err(format!("{device}: CQ overrun ignore {oi:?}"));
+        }
+        // The DCI enables nothing; the RC queue pairs ask for the device's mode.
+        if rst2init_modes != [AtomicMode::NotSet, mode, mode] {
+            return Err(format!(
+                "{device}: RST2INIT atomic modes {rst2init_modes:?}"
+            ));
         }
     }
     Ok(())

@@ -11,7 +11,7 @@ use std::collections::HashMap;
 use std::fs::File;
 use std::io::Write;
 use std::ptr::NonNull;
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
 
 use ibgda::memory::DmaBuffer;
@@ -75,8 +75,6 @@ pub(crate) struct Device {
     pub(crate) nic: SoftNic,
     /// How many commands of each opcode it has received (for `fault.command nth=`).
     pub(crate) command_counts: Mutex<HashMap<u16, u32>>,
-    /// The next SRQ number.
-    pub(crate) next_srqn: AtomicU32,
 }
 
 /// An open device context.
@@ -116,12 +114,17 @@ pub(crate) struct Cq {
     pub(crate) context: usize,
 }
 
-/// A shared receive queue (the emulator's own object: the executor has none).
+/// A shared receive queue: the device's SRQ, and the ring `mlx5dv_init_obj` reports.
 pub(crate) struct Srq {
     /// The C block (freed with this).
     pub(crate) _block: Owned<abi::ibv_srq>,
+    /// The device's SRQ (destroyed with this).
+    pub(crate) soft: ibgda::nic::SoftSrq,
     pub(crate) srqn: u32,
+    /// The receive WQEs it holds (its ring has one more).
     pub(crate) max_wr: u32,
+    /// Receive WQEs posted over its life.
+    pub(crate) posted: u64,
     /// The WQE buffer and record `mlx5dv_init_obj` reports.
     pub(crate) buffer: DmaBuffer,
     pub(crate) dbrec: DmaBuffer,
@@ -307,7 +310,6 @@ impl Emulator {
                 ibv: Owned::new(ibv),
                 nic,
                 command_counts: Mutex::new(HashMap::new()),
-                next_srqn: AtomicU32::new(1),
             });
         }
         let log = match std::env::var_os(LOG_ENV).filter(|p| !p.is_empty()) {

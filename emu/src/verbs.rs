@@ -128,7 +128,7 @@ pub(crate) fn open_context(emulator: &Emulator, index: usize, devx: bool) -> *mu
         _compat_modify_srq: None,
         _compat_query_srq: None,
         _compat_destroy_srq: None,
-        post_srq_recv: Some(crate::stubs::op_post_srq_recv),
+        post_srq_recv: Some(crate::queues::op_post_srq_recv),
         _compat_create_qp: None,
         _compat_query_qp: None,
         _compat_modify_qp: None,

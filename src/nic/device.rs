@@ -8,14 +8,14 @@ use std::sync::Arc;
 
 use super::backend::{
     Backend, MemoryAccess, MemoryRegistration, ProtectionDomainId, QueueMemoryRef, RegisterMemory,
-    UarPage, UmemId,
+    SharedReceiveQueueId, UarPage, UmemId,
 };
 use super::caps::{DeviceCaps, PortAttributes};
 use super::command::{self, Peer, OUTPUT_BYTES};
 use super::connection::{DcEndpoint, RcEndpoint};
 use super::error::NicError;
 use super::prm::PrmError;
-use super::prm::{Command, CreateCq, CreateDct, CreateQp, ServiceType};
+use super::prm::{Command, CreateCq, CreateDct, CreateQp, ReceiveQueue, ServiceType};
 use crate::cq::{CompletionQueue, CqMode, CQE_BYTES};
 use crate::memory::DmaBuffer;
 use crate::order::{GpuThread, OrderingScope, ValidFor};
@@ -31,6 +31,10 @@ use crate::wqe::{
 
 /// The port every queue uses (single-port devices; multi-port selection is a follow-up).
 const PORT: u8 = 1;
+
+/// Receive WQEs a protection domain's shared receive queue holds
+/// ([`ProtectionDomain::shared_receive_queue`]).
+pub const SRQ_RECEIVES: u32 = 1024;
 
 /// An opened device: its backend, capabilities, port and completion event queue.
 ///
@@ -167,6 +171,8 @@ impl<B: Backend> Device<B> {
         let pd = self.inner.backend.alloc_pd()?;
         Ok(ProtectionDomain {
             inner: Arc::new(PdInner {
+                srq: std::sync::OnceLock::new(),
+                srq_made: std::sync::Mutex::new(()),
                 pd,
                 device: self.inner.clone(),
             }),
@@ -175,9 +181,59 @@ impl<B: Backend> Device<B> {
 }
 
 struct PdInner<B: Backend> {
-    // Declared first: dropped (deallocated) before the device reference goes.
+    // Fields drop in order: the SRQ (after every queue naming it, which hold this), then
+    // the PD, then the device reference.
+    srq: std::sync::OnceLock<B::Srq>,
+    /// Held while the SRQ is made, so that it is made once.
+    srq_made: std::sync::Mutex<()>,
     pd: B::Pd,
     device: Arc<DeviceInner<B>>,
+}
+
+impl<B: Backend> PdInner<B> {
+    /// The PD's SRQ, made on first use.
+    fn srq(&self) -> Result<&B::Srq, NicError> {
+        if let Some(srq) = self.srq.get() {
+            return Ok(srq);
+        }
+        let _made = self
+            .srq_made
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(srq) = self.srq.get() {
+            return Ok(srq);
+        }
+        let srq = self.device.backend.create_srq(&self.pd, SRQ_RECEIVES)?;
+        Ok(self.srq.get_or_init(|| srq))
+    }
+}
+
+/// A protection domain's shared receive queue (see
+/// [`ProtectionDomain::shared_receive_queue`]).
+pub struct SharedReceiveQueue<'a, B: Backend> {
+    pd: &'a PdInner<B>,
+    srq: &'a B::Srq,
+}
+
+impl<B: Backend> fmt::Debug for SharedReceiveQueue<'_, B> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SharedReceiveQueue")
+            .field("srqn", &self.srq.srqn())
+            .finish()
+    }
+}
+
+impl<B: Backend> SharedReceiveQueue<'_, B> {
+    /// The SRQ number.
+    pub fn srqn(&self) -> u32 {
+        self.srq.srqn()
+    }
+    /// Posts `count` zero-length receive WQEs: each WRITE_WITH_IMM arriving at a queue
+    /// that receives from this SRQ consumes one (and writes a CQE to that queue's CQ).
+    /// Refused, posting none, when the SRQ cannot take them.
+    pub fn post_receives(&self, count: u32) -> Result<(), NicError> {
+        self.pd.device.backend.post_srq_receives(self.srq, count)
+    }
 }
 
 /// A protection domain: memory regions and queue pairs are made in it.
@@ -269,6 +325,20 @@ impl<B: Backend> MemoryRegion<B> {
     }
 }
 
+/// Where an RC queue pair's receives come from (DC initiators always name their
+/// protection domain's SRQ, as NVSHMEM, the kernel's driver and UCX make them).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum Receives {
+    /// No receive queue (`rq_type` 3, zero-size, as DOCA makes RC queue pairs): WRITE,
+    /// READ and atomics reach the queue pair; a WRITE_WITH_IMM to it fails.
+    #[default]
+    None,
+    /// The protection domain's shared receive queue (`rq_type` 1, as NVSHMEM makes RC
+    /// queue pairs): a WRITE_WITH_IMM consumes one of its receive WQEs
+    /// ([`SharedReceiveQueue::post_receives`]) and completes in the queue pair's CQ.
+    SharedQueue,
+}
+
 /// How to make a queue pair.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct QueueSpec {
@@ -281,17 +351,27 @@ pub struct QueueSpec {
     pub cq_mode: CqMode,
     /// The send queue's configuration.
     pub send: SendQueueConfig,
+    /// Where an RC queue pair's receives come from.
+    pub receives: Receives,
 }
 
 impl QueueSpec {
-    /// A send ring of `sq` WQEBBs, as many ring-mode CQ entries, default configuration.
+    /// A send ring of `sq` WQEBBs, as many ring-mode CQ entries, default configuration,
+    /// no receive queue.
     pub fn new(sq: RingSize) -> Self {
         Self {
             sq,
             cq_entries: sq.wqebbs(),
             cq_mode: CqMode::Ring,
             send: SendQueueConfig::default(),
+            receives: Receives::None,
         }
+    }
+
+    /// The same, receiving WRITE_WITH_IMM through the protection domain's SRQ.
+    pub fn with_receives(mut self, receives: Receives) -> Self {
+        self.receives = receives;
+        self
     }
 }
 
@@ -443,6 +523,17 @@ impl<B: Backend> ProtectionDomain<B> {
         &self.inner.device
     }
 
+    /// The protection domain's shared receive queue, made on first use ([`SRQ_RECEIVES`]
+    /// receive WQEs): its DC targets and DC initiators name it, and its RC queue pairs made
+    /// with [`Receives::SharedQueue`] take WRITE_WITH_IMM from it. It lives as long as the
+    /// protection domain (every queue naming it keeps that alive).
+    pub fn shared_receive_queue(&self) -> Result<SharedReceiveQueue<'_, B>, NicError> {
+        Ok(SharedReceiveQueue {
+            pd: &self.inner,
+            srq: self.inner.srq()?,
+        })
+    }
+
     /// Registers `len` bytes of `buffer` from `offset` with `access`.
     pub fn register(
         &self,
@@ -510,6 +601,13 @@ impl<B: Backend> ProtectionDomain<B> {
                 max: 1 << caps.log_max_cq_size,
             });
         }
+        // DCIs name the SRQ (never receiving); RC queue pairs when asked to receive.
+        let receive = match (service, spec.receives) {
+            (ServiceType::Dci, _) | (ServiceType::Rc, Receives::SharedQueue) => ReceiveQueue::Srq {
+                srqn: self.inner.srq()?.srqn(),
+            },
+            (ServiceType::Rc, Receives::None) => ReceiveQueue::ZeroSize,
+        };
         let uar = device.backend.alloc_uar()?;
         let cq = CompletionQueueMemory::<P>::from_parts(
             entries,
@@ -551,9 +649,26 @@ impl<B: Backend> ProtectionDomain<B> {
             objects.umems.push(device.backend.register_umem(memory)?);
         }
         let umem = |i: usize| objects.umems[i].umem_id();
+        // Overrun ignore (`cqc.oi`), as NVSHMEM and DOCA set it, wherever it cannot lose a
+        // CQE. This CQ serves this one queue pair. A collapsed CQ overwrites its one entry
+        // by design (each CQE retires every WQE before it): always. A ring CQ holds the
+        // send CQEs of at most the WQEs not yet retired, because a producer reuses a WQEBB
+        // only after a polled CQE covers it (each WQE fills at least one WQEBB, and an
+        // error flushes at most the WQEs outstanding, one CQE each): with at least as many
+        // entries as the ring has WQEBBs it cannot overrun, so it ignores overrun. A queue
+        // pair that also receives (WRITE_WITH_IMM through the SRQ) has receive CQEs nothing
+        // here bounds, and a ring CQ smaller than the send ring could overrun: those keep
+        // overrun detection, so that an overrun stops the CQ with an error event instead of
+        // overwriting a CQE nobody read.
+        let receives = service == ServiceType::Rc && receive != ReceiveQueue::ZeroSize;
+        let overrun_ignore = match spec.cq_mode {
+            CqMode::Collapsed => true,
+            CqMode::Ring => !receives && entries >= spec.sq.wqebbs(),
+        };
         let (cq_object, output) = device.create(&command::create_cq(
             log_cq as u8,
             spec.cq_mode == CqMode::Collapsed,
+            overrun_ignore,
             uar.page_id(),
             device.eqn,
             umem(0),
@@ -571,6 +686,7 @@ impl<B: Backend> ProtectionDomain<B> {
             log_sq as u8,
             umem(2),
             umem(3),
+            receive,
         ))?;
         let qpn = command::output::<CreateQp>(&output).map(|o| o.qpn);
         objects.qp = Some((qp_object, qpn.as_ref().copied().unwrap_or(0)));
@@ -660,6 +776,7 @@ impl<B: Backend> ProtectionDomain<B> {
                 len: cq_entries as usize * CQE_BYTES,
             }));
         }
+        let srqn = self.inner.srq()?.srqn();
         let uar = device.backend.alloc_uar()?;
         let cq = CompletionQueueMemory::<Host>::allocate(cq_entries)?;
         let mut objects = QueueObjects {
@@ -673,8 +790,10 @@ impl<B: Backend> ProtectionDomain<B> {
         for memory in <Host as umem::UmemRef>::cq_umems(&cq) {
             objects.umems.push(device.backend.register_umem(memory)?);
         }
+        // Receive completions only, which nothing bounds: overrun detected.
         let (cq_object, output) = device.create(&command::create_cq(
             cq_entries.trailing_zeros() as u8,
+            false,
             false,
             uar.page_id(),
             device.eqn,
@@ -687,10 +806,11 @@ impl<B: Backend> ProtectionDomain<B> {
         let (dct_object, output) = device.create(&command::create_dct(
             self.pdn(),
             cqn,
+            srqn,
             access_key,
             PORT,
             device.port.mtu.code(),
-            device.caps.atomic,
+            command::atomic_access(&device.caps, true),
         )?)?;
         let dct = command::output::<CreateDct>(&output).map(|o| o.dctn);
         let dct_number = dct.as_ref().copied().unwrap_or(0);
@@ -831,7 +951,7 @@ impl<B: Backend, P: Placement> PendingRc<B, P> {
             qpn,
             port.port,
             true,
-            self.building.objects.device.caps.atomic,
+            command::atomic_access(&self.building.objects.device.caps, false),
         ))?;
         self.building.modify(&command::init2rtr(
             qpn,
@@ -898,8 +1018,12 @@ impl<B: Backend, Av: AvForm, P: Placement> PendingDci<B, Av, P> {
     fn transitions(&self) -> Result<(), NicError> {
         let qpn = self.building.qpn.get();
         let port = self.building.port();
-        self.building
-            .modify(&command::rst2init(qpn, port.port, false, false))?;
+        self.building.modify(&command::rst2init(
+            qpn,
+            port.port,
+            false,
+            (false, super::prm::AtomicMode::NotSet),
+        ))?;
         self.building
             .modify(&command::init2rtr(qpn, port.port, port.mtu.code(), None)?)?;
         self.building.modify(&command::rtr2rts(qpn, 0))

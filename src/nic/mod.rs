@@ -70,6 +70,8 @@ mod error;
 pub mod gpu_access;
 #[cfg(feature = "mlx5")]
 pub mod mlx5;
+#[cfg(test)]
+mod rules_tests;
 mod soft;
 mod soft_commands;
 #[cfg(test)]
@@ -77,13 +79,16 @@ mod soft_tests;
 
 pub use backend::{
     Backend, BackendObject, MemoryAccess, MemoryRegistration, ProtectionDomainId, QueueMemoryRef,
-    RegisterMemory, UarPage, UmemId,
+    RegisterMemory, SharedReceiveQueueId, UarPage, UmemId,
 };
 pub use caps::{AtomicEndianness, DeviceCaps, Gid, LinkLayer, Mtu, PortAttributes};
 pub use connection::{ConnectionError, DcEndpoint, Endpoint, RcEndpoint};
 pub use device::{
     DcTargetQueue, Device, HostQueueMemory, MemoryRegion, PendingDci, PendingRc, ProtectionDomain,
-    QueueAllocator, QueueFill, QueuePlacement, QueueSpec,
+    QueueAllocator, QueueFill, QueuePlacement, QueueSpec, Receives, SharedReceiveQueue,
+    SRQ_RECEIVES,
 };
 pub use error::{BackendError, NicError};
-pub use soft::{SoftNic, SoftNicAllocations, SoftObject, SoftPd, SoftUar, SoftUmem, SOFT_NIC_CAPS};
+pub use soft::{
+    SoftNic, SoftNicAllocations, SoftObject, SoftPd, SoftSrq, SoftUar, SoftUmem, SOFT_NIC_CAPS,
+};

@@ -11,12 +11,15 @@
 //! | 0x03 | a UAR page that is not allocated |
 //! | 0x04 | a protection domain that is not allocated |
 //! | 0x05 | a CQ that does not exist |
-//! | 0x06 | a feature this NIC does not model (128-byte CQEs, a ring CQ with overrun ignore, receive queues read from memory, PAS lists) |
+//! | 0x06 | a feature this NIC does not model (128-byte CQEs, a collapsed CQ without overrun ignore, receive queues read from memory, PAS lists, atomic mode 2) |
 //! | 0x07 | a state transition from the wrong state |
 //! | 0x08 | a CQ still used by a queue |
 //! | 0x09 | an object that does not exist, or a command naming another object than the one it is sent to |
 //! | 0x0a | a size beyond the device's capabilities |
 //! | 0x0b | a port other than 1, or an MTU above the port's |
+//! | 0x0c | (the emulated ConnectX's: a command it cannot decode) |
+//! | 0x0d | a shared receive queue that does not exist on this device: a DCT (which firmware, the kernel's driver and UCX refuse without one) or a queue pair with `rq_type` SRQ naming `srqn` 0 or an unknown number; a DC initiator without an SRQ (DCIs are modelled as NVSHMEM, the kernel and UCX make them, `rq_type` 1) |
+//! | 0x0e | an atomic mode the device's capabilities do not offer (1 without compare-swap and fetch-add; 3 and above without masked atomics of that size for the transport, as QUERY_HCA_CAP reports them) |
 
 use std::sync::Arc;
 
@@ -50,6 +53,40 @@ mod syndrome {
     pub const UNKNOWN_OBJECT: u32 = 0x09;
     pub const TOO_LARGE: u32 = 0x0a;
     pub const BAD_PORT: u32 = 0x0b;
+    pub const UNKNOWN_SRQ: u32 = 0x0d;
+    pub const ATOMIC_MODE: u32 = 0x0e;
+}
+
+/// Refuses an atomic mode the device does not offer to a responder of this transport
+/// (`dc_target`: a DCT, whose sizes are `atomic_size_dc`), as firmware refuses a context
+/// asking for more than QUERY_HCA_CAP reports: mode 1 needs compare-swap and fetch-add,
+/// mode `n` >= 3 (up to 2^`n` bytes) the extended (masked) atomics and bit `n` of the
+/// sizes. Mode 2 (ConnectX-specific) is not modelled.
+fn check_atomic_mode(
+    caps: &super::caps::DeviceCaps,
+    mode: super::prm::AtomicMode,
+    dc_target: bool,
+) -> Result<(), Refusal> {
+    use super::prm::AtomicMode;
+    let sizes = if dc_target {
+        caps.atomic_sizes_dc
+    } else {
+        caps.atomic_sizes
+    };
+    let offered = match mode {
+        AtomicMode::NotSet => true,
+        AtomicMode::IbCompatible => caps.atomic && caps.standard_atomics,
+        AtomicMode::ConnectX => return Err(bad_param(syndrome::NOT_MODELLED)),
+        extended => {
+            let log_bytes = extended.wire() as u32;
+            caps.atomic && caps.masked_atomics && sizes & (1 << log_bytes) != 0
+        }
+    };
+    if offered {
+        Ok(())
+    } else {
+        Err(bad_param(syndrome::ATOMIC_MODE))
+    }
 }
 
 /// A refusal: the status and syndrome the output gets.
@@ -174,7 +211,9 @@ fn execute_create_cq(nic: &SoftNic, command: CreateCq) -> Result<(u32, CreateCqO
     if !command.cq_umem_valid || !cqc.dbr_umem_valid || cqc.page_offset != 0 {
         return Err(bad_param(syndrome::NOT_MODELLED));
     }
-    if cqc.cqe_size != CqeSize::Bytes64 || cqc.collapsed != cqc.overrun_ignore {
+    // A collapsed CQ always overwrites its one entry: only with overrun ignore. A ring CQ
+    // with overrun ignore never stops on a full ring (it overwrites); without, it stops.
+    if cqc.cqe_size != CqeSize::Bytes64 || (cqc.collapsed && !cqc.overrun_ignore) {
         return Err(bad_param(syndrome::NOT_MODELLED));
     }
     if cqc.log_cq_size > nic.reported_caps().log_max_cq_size {
@@ -203,7 +242,9 @@ fn execute_create_cq(nic: &SoftNic, command: CreateCq) -> Result<(u32, CreateCqO
     };
     let memory = CompletionQueueNicAccess::from_registered(entries, ring, dbrec, claim)
         .map_err(|_| bad_param(syndrome::UMEM_MISMATCH))?;
-    let cqn = nic.fabric().create_cq_object(memory, mode)?;
+    let cqn = nic
+        .fabric()
+        .create_cq_object(memory, mode, cqc.overrun_ignore)?;
     Ok((cqn, CreateCqOutput { cqn }))
 }
 
@@ -212,9 +253,19 @@ fn execute_create_qp(nic: &SoftNic, command: CreateQp) -> Result<(u32, CreateQpO
     if !command.wq_umem_valid || !qpc.dbr_umem_valid || qpc.page_offset != 0 {
         return Err(bad_param(syndrome::NOT_MODELLED));
     }
-    if qpc.receive != ReceiveQueue::ZeroSize {
-        return Err(bad_param(syndrome::NOT_MODELLED));
-    }
+    // Receives come from an SRQ of this device, or there is no receive queue at all (RC
+    // only: DCIs take an SRQ); a receive queue read from memory is not modelled.
+    let srq = match (qpc.receive, qpc.service_type) {
+        (ReceiveQueue::Srq { srqn }, _) => {
+            if !nic.fabric().srq_on(srqn, nic.node()) {
+                return Err(bad_param(syndrome::UNKNOWN_SRQ));
+            }
+            Some(srqn)
+        }
+        (ReceiveQueue::ZeroSize, ServiceType::Rc) => None,
+        (ReceiveQueue::ZeroSize, ServiceType::Dci) => return Err(bad_param(syndrome::UNKNOWN_SRQ)),
+        (ReceiveQueue::Regular { .. }, _) => return Err(bad_param(syndrome::NOT_MODELLED)),
+    };
     if !nic.has_pd(qpc.pd) {
         return Err(bad_param(syndrome::UNKNOWN_PD));
     }
@@ -249,8 +300,10 @@ fn execute_create_qp(nic: &SoftNic, command: CreateQp) -> Result<(u32, CreateQpO
         sq: SendQueueNicAccess::from_registered(size, ring, dbrec, doorbell, claim)
             .map_err(|_| bad_param(syndrome::UMEM_MISMATCH))?,
         send_cq: qpc.cqn_snd,
-        // Receive credits stand in for an SRQ's receive WQEs (see the backend's notes).
-        receive_cq: (transport == TransportKind::Rc).then_some(qpc.cqn_rcv),
+        // An RC queue pair receives (WRITE_WITH_IMM) only from its SRQ; with a zero-size
+        // RQ it has no receive side.
+        receive_cq: (transport == TransportKind::Rc && srq.is_some()).then_some(qpc.cqn_rcv),
+        srq,
     })?;
     Ok((qpn.get(), CreateQpOutput { qpn: qpn.get() }))
 }
@@ -269,10 +322,16 @@ fn execute_create_dct(
     if !nic.fabric().has_cq_object(dctc.cqn) {
         return Err(bad_param(syndrome::UNKNOWN_CQ));
     }
+    check_atomic_mode(nic.reported_caps(), dctc.atomic_mode, true)?;
+    // A DCT's receives come from an SRQ: `srqn_xrqn` 0 names none.
+    if !nic.fabric().srq_on(dctc.srqn, nic.node()) {
+        return Err(bad_param(syndrome::UNKNOWN_SRQ));
+    }
     let dct = nic.fabric().create_commanded_dct(
         nic.node(),
         dctc.dc_access_key,
         dctc.cqn,
+        dctc.srqn,
         enabled_rights(dctc.access),
     )?;
     Ok((dct.get(), CreateDctOutput { dctn: dct.get() }))
@@ -343,6 +402,7 @@ pub(super) fn modify(
             if c.vhca_port_num != 1 {
                 return Err(bad_param(syndrome::BAD_PORT));
             }
+            check_atomic_mode(nic.reported_caps(), c.atomic_mode, false)?;
             fabric.transition(
                 qpn,
                 Transition::ResetToInit {

@@ -17,7 +17,7 @@ use ibgda::memory::DmaBuffer;
 use ibgda::nic::{Backend, Device, MemoryAccess, MemoryRegion, NicError, SoftNic};
 use ibgda::queue::{PollError, Polled, QueuePair};
 use ibgda::softnic::{EngineHandle, Fabric};
-use ibgda::wqe::{Qpn, Transport};
+use ibgda::wqe::Transport;
 
 /// How long a case waits for a completion.
 pub const WAIT: Duration = Duration::from_secs(10);
@@ -82,14 +82,6 @@ pub trait Harness: Send + Sync {
     fn describe(&self) -> String;
     /// Opens host `host`'s device (0 or 1; on hardware both may be the same NIC).
     fn open(&self, host: u8) -> Result<Device<Self::Backend>, NicError>;
-    /// Makes `count` receives available to `qpn` (WRITE_WITH_IMM consumes one each), or
-    /// says why this backend cannot.
-    fn post_receives(
-        &self,
-        device: &Device<Self::Backend>,
-        qpn: Qpn,
-        count: u32,
-    ) -> Result<(), String>;
     /// What is still allocated on `device` after every handle made from it was dropped,
     /// where the backend can tell (`None`: nothing, or it cannot tell).
     fn outstanding(&self, device: &Device<Self::Backend>) -> Option<String>;
@@ -123,13 +115,6 @@ impl Harness for SoftHarness {
     fn open(&self, host: u8) -> Result<Device<SoftNic>, NicError> {
         Device::open(SoftNic::open(&self.fabric, u16::from(host) + 1)?)
     }
-    fn post_receives(&self, device: &Device<SoftNic>, qpn: Qpn, count: u32) -> Result<(), String> {
-        device
-            .backend()
-            .fabric()
-            .post_receives(qpn, count)
-            .map_err(|e| e.to_string())
-    }
     fn outstanding(&self, device: &Device<SoftNic>) -> Option<String> {
         let allocated = device.backend().allocated();
         let census = self.fabric.census();
@@ -137,7 +122,8 @@ impl Harness for SoftHarness {
             && census.queue_pairs == 0
             && census.dc_targets == 0
             && census.completion_queues == 0
-            && census.regions == 0;
+            && census.regions == 0
+            && census.shared_receive_queues == 0;
         (!clean).then(|| format!("{allocated:?}, {census:?}"))
     }
     fn gpu_unavailable(&self) -> String {
@@ -325,7 +311,6 @@ pub mod hardware {
 
         use ibgda::nic::mlx5::{Mlx5Backend, Mlx5Device};
         use ibgda::nic::{Device, NicError};
-        use ibgda::wqe::Qpn;
 
         use super::super::{run_suite, Harness};
 
@@ -342,9 +327,6 @@ pub mod hardware {
             }
             fn open(&self, _host: u8) -> Result<Device<Mlx5Backend>, NicError> {
                 Device::open(Mlx5Backend::new(Mlx5Device::open(Some(&self.name))?))
-            }
-            fn post_receives(&self, _: &Device<Mlx5Backend>, _: Qpn, _: u32) -> Result<(), String> {
-                Err("the control plane creates RC queue pairs without a receive queue (zero-size RQ); WRITE_WITH_IMM needs an SRQ".into())
             }
             fn outstanding(&self, _: &Device<Mlx5Backend>) -> Option<String> {
                 emulated_outstanding()

@@ -7,12 +7,15 @@ use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
 use super::devx::{DevxObject, Uar, Umem};
 use super::error::Mlx5Error;
-use super::verbs::{LinkLayer as VerbsLinkLayer, MemoryRegion, ProtectionDomain};
+use super::verbs::{
+    LinkLayer as VerbsLinkLayer, MemoryRegion, ProtectionDomain, SharedReceiveQueue,
+};
 use super::Mlx5Device;
 use crate::nic::gpu_access::{DmaBufExporter, IoMemoryMapper};
 use crate::nic::{
     Backend, BackendError, BackendObject, Gid, LinkLayer, MemoryAccess, MemoryRegistration, Mtu,
-    NicError, PortAttributes, ProtectionDomainId, QueueMemoryRef, RegisterMemory, UarPage, UmemId,
+    NicError, PortAttributes, ProtectionDomainId, QueueMemoryRef, RegisterMemory,
+    SharedReceiveQueueId, UarPage, UmemId,
 };
 use crate::queue::executor::ExecutorClaim;
 use crate::queue::{Executor, GpuDoorbell, HostDoorbell, QueueBufferSpan};
@@ -150,6 +153,12 @@ impl ProtectionDomainId for ProtectionDomain {
     }
 }
 
+impl SharedReceiveQueueId for SharedReceiveQueue {
+    fn srqn(&self) -> u32 {
+        SharedReceiveQueue::srqn(self)
+    }
+}
+
 impl UmemId for Umem {
     fn umem_id(&self) -> u32 {
         self.id()
@@ -248,6 +257,7 @@ impl Backend for Mlx5Backend {
     type Pd = ProtectionDomain;
     type Umem = Mlx5Umem;
     type Uar = Mlx5Uar;
+    type Srq = SharedReceiveQueue;
     type Object = DevxObject;
     type Mr = MemoryRegion;
 
@@ -303,6 +313,18 @@ impl Backend for Mlx5Backend {
             io_mapper: self.io_mapper.clone(),
             gpu_doorbell: OnceLock::new(),
         })
+    }
+
+    fn create_srq(
+        &self,
+        pd: &ProtectionDomain,
+        max_wr: u32,
+    ) -> Result<SharedReceiveQueue, NicError> {
+        Ok(SharedReceiveQueue::create(pd, max_wr)?)
+    }
+
+    fn post_srq_receives(&self, srq: &SharedReceiveQueue, count: u32) -> Result<(), NicError> {
+        Ok(srq.post_zero_length(count)?)
     }
 
     fn register_umem(&self, memory: QueueMemoryRef<'_>) -> Result<Mlx5Umem, NicError> {

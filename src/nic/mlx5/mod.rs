@@ -77,7 +77,8 @@ pub use error::{
     EFAULT, ENOSYS, EOPNOTSUPP, EPERM, EREMOTEIO,
 };
 pub use verbs::{
-    devices, DeviceInfo, GpuPath, LinkLayer, MemoryRegion, PortInfo, ProtectionDomain, NIC_ENV,
+    devices, DeviceInfo, GpuPath, LinkLayer, MemoryRegion, PortInfo, ProtectionDomain,
+    SharedReceiveQueue, NIC_ENV,
 };
 
 use crate::memory::{DeviceBuffer, DmaBuffer};
