@@ -152,6 +152,15 @@ fn cases() -> Vec<Case> {
                 check: Some(check_receive_atomic_overrun),
             },
         },
+        Case {
+            name: "a_failed_destroy_keeps_what_the_object_uses",
+            run: Run::Child {
+                config: "[device mlx5_0]\nfault.command = DESTROY_QP status=0x08 syndrome=0x51\n\
+                         [device mlx5_1]\nfault.command = DESTROY_CQ status=0x08 syndrome=0x52\n",
+                run: failed_destroys,
+                check: Some(check_failed_destroys),
+            },
+        },
         child_case(
             "dc_target_made_with_verbs_as_nvshmem_makes_it",
             DEFAULT_DEVICE,
@@ -823,6 +832,116 @@ fn check_receive_atomic_overrun(path: &Path) -> Outcome {
         if rst2init_modes != [AtomicMode::NotSet, mode, mode] {
             return Err(format!(
                 "{device}: RST2INIT atomic modes {rst2init_modes:?}"
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// What the emulated devices still hold (`ibgda_emu_outstanding`), as `name=count` pairs.
+fn outstanding() -> Result<Vec<(String, usize)>, String> {
+    type Outstanding = unsafe extern "C" fn(*mut libc::c_char, usize) -> libc::c_int;
+    // SAFETY: the emulated libibverbs.so.1 this process loaded (no initialiser runs again).
+    let lib = unsafe { libloading::Library::new("libibverbs.so.1") }.map_err(fail)?;
+    // SAFETY: the emulator's entry point, of this type.
+    let f = unsafe { lib.get::<Outstanding>(b"ibgda_emu_outstanding\0") }.map_err(fail)?;
+    let mut text = [0 as libc::c_char; 256];
+    // SAFETY: a buffer of the length given; the call NUL-terminates it.
+    let total = unsafe { f(text.as_mut_ptr(), text.len()) };
+    if total < 0 {
+        return Err("the emulator is unusable".into());
+    }
+    // SAFETY: NUL-terminated by the call.
+    let text = unsafe { std::ffi::CStr::from_ptr(text.as_ptr()) }.to_string_lossy();
+    text.split_whitespace()
+        .map(|pair| {
+            let (name, n) = pair.split_once('=').ok_or(format!("`{pair}`"))?;
+            Ok((name.to_owned(), n.parse().map_err(fail)?))
+        })
+        .collect()
+}
+
+fn count(of: &[(String, usize)], name: &str) -> usize {
+    of.iter().find(|(n, _)| n == name).map_or(0, |(_, c)| *c)
+}
+
+/// On a device whose DESTROY_QP fails, and on one whose DESTROY_CQ fails: an RC queue pair
+/// connected to itself, used, dropped. Its UMEMs, UAR and PD must stay allocated (the NIC
+/// may still use them), and the device counts the failure.
+fn failed_destroys() -> Outcome {
+    for (name, failing, objects_left) in [("mlx5_0", "DESTROY_QP", 2), ("mlx5_1", "DESTROY_CQ", 1)]
+    {
+        let before = outstanding()?;
+        let device = open(name).map_err(fail)?;
+        {
+            let pd = device.alloc_pd().map_err(fail)?;
+            let buffer = Arc::new(DmaBuffer::zeroed(64, 4096).map_err(fail)?);
+            let region = pd
+                .register(buffer, 0, 64, MemoryAccess::all())
+                .map_err(fail)?;
+            let pending = pd.create_rc(spec()).map_err(fail)?;
+            let endpoint = pending.endpoint();
+            let mut qp = pending.connect(&endpoint).map_err(fail)?;
+            let wqe = RdmaWrite::new(region.remote(0))
+                .inline(b"before")
+                .signaled()
+                .build()
+                .map_err(fail)?;
+            let ticket = qp.post(&wqe, &[]).map_err(fail)?;
+            qp.wait(ticket, Duration::from_secs(10)).map_err(fail)?;
+        }
+        let (failures, last) = device.teardown_failures();
+        if failures != 1
+            || !last
+                .as_ref()
+                .is_some_and(|e| e.to_string().contains(failing))
+        {
+            return Err(format!(
+                "{name}: teardown failures {failures}, last {last:?}"
+            ));
+        }
+        let after = outstanding()?;
+        let grew = |what: &str| count(&after, what) - count(&before, what);
+        // The queue's four UMEMs, its UAR and its PD stay; so does the object whose
+        // DESTROY failed (and, when DESTROY_QP failed, the CQ it completes to).
+        let expected = [
+            ("umems", 4),
+            ("uars", 1),
+            ("pds", 1),
+            ("devx", objects_left),
+        ];
+        for (what, n) in expected {
+            if grew(what) != n {
+                return Err(format!(
+                    "{name}: {what} left {}, expected {n}: {after:?}",
+                    grew(what)
+                ));
+            }
+        }
+        if grew("mrs") != 0 {
+            return Err(format!("{name}: the data region should be gone: {after:?}"));
+        }
+    }
+    Ok(())
+}
+
+/// Nothing was destroyed after the failed DESTROY: no DESTROY_CQ after a failed DESTROY_QP.
+fn check_failed_destroys(path: &Path) -> Outcome {
+    let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let records = log::parse(&text).map_err(fail)?;
+    for (device, expected) in [
+        ("mlx5_0", vec![opcode::DESTROY_QP]),
+        ("mlx5_1", vec![opcode::DESTROY_QP, opcode::DESTROY_CQ]),
+    ] {
+        let destroys: Vec<u16> = records
+            .iter()
+            .filter(|r| r.device == device)
+            .map(|r| r.opcode())
+            .filter(|&o| o == opcode::DESTROY_QP || o == opcode::DESTROY_CQ)
+            .collect();
+        if destroys != expected {
+            return Err(format!(
+                "{device}: DESTROY commands {destroys:x?}, expected {expected:x?}"
             ));
         }
     }

@@ -85,17 +85,22 @@ impl<B: Backend> DeviceInner<B> {
         Ok(())
     }
 
-    /// Destroys an object; a failure is counted (drop cannot return it).
-    fn destroy(&self, object: B::Object, input: Result<Vec<u8>, PrmError>) {
+    /// Destroys an object; a failure is counted (drop cannot return it) and reported as
+    /// `false`, so that the caller keeps what the object may still use.
+    fn destroy(&self, object: B::Object, input: Result<Vec<u8>, PrmError>) -> bool {
         let result = input
             .map_err(NicError::from)
             // SAFETY: the DESTROY command of `object` itself, sent when its handle drops;
             // handles keep their parents alive, so nothing depending on it still exists.
             .and_then(|input| unsafe { self.backend.destroy_object(object, &input) });
-        if let Err(e) = result {
-            self.teardown_failures.fetch_add(1, Ordering::Relaxed);
-            if let Ok(mut last) = self.last_teardown_error.lock() {
-                *last = Some(e);
+        match result {
+            Ok(()) => true,
+            Err(e) => {
+                self.teardown_failures.fetch_add(1, Ordering::Relaxed);
+                if let Ok(mut last) = self.last_teardown_error.lock() {
+                    *last = Some(e);
+                }
+                false
             }
         }
     }
@@ -468,16 +473,27 @@ impl QueuePlacement for Gpu {
     }
 }
 
-/// The NIC objects behind one queue pair, destroyed in the hardware's order when dropped:
-/// the QP, then its CQ, then the UMEMs and the UAR, then the protection domain reference.
+/// The NIC objects behind one queue pair (or DC target), destroyed in the hardware's order
+/// when dropped: the queue, then its CQ, then the UMEMs and the UAR, then the protection
+/// domain reference.
+///
+/// A DESTROY the device fails leaves an object that may still read its rings, write its CQ
+/// and ring its UAR: then nothing it may use is released. The UMEM registrations (and the
+/// queue memory they keep), the UAR and the protection domain stay allocated for the life
+/// of the process (a leak the device's teardown counter reports,
+/// [`Device::teardown_failures`]), rather than memory the NIC may write being reused.
 pub(crate) struct QueueObjects<B: Backend> {
     device: Arc<DeviceInner<B>>,
-    qp: Option<(B::Object, u32)>,
+    /// The queue pair or DC target, its number, and its DESTROY command's encoder.
+    qp: Option<(B::Object, u32, DestroyCommand)>,
     cq: Option<(B::Object, u32)>,
     umems: Vec<B::Umem>,
     uar: Option<B::Uar>,
-    _pd: Arc<PdInner<B>>,
+    pd: Option<Arc<PdInner<B>>>,
 }
+
+/// A DESTROY command's encoder (DESTROY_QP or DESTROY_DCT) from the object's number.
+type DestroyCommand = fn(u32) -> Result<Vec<u8>, PrmError>;
 
 impl<B: Backend> fmt::Debug for QueueObjects<B> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -488,13 +504,45 @@ impl<B: Backend> fmt::Debug for QueueObjects<B> {
     }
 }
 
+impl<B: Backend> QueueObjects<B> {
+    fn new(device: &Arc<DeviceInner<B>>, pd: &Arc<PdInner<B>>, umems: usize) -> Self {
+        Self {
+            device: device.clone(),
+            qp: None,
+            cq: None,
+            umems: Vec::with_capacity(umems),
+            uar: None,
+            pd: Some(pd.clone()),
+        }
+    }
+
+    /// Keeps everything a live object may use for the life of the process: the CQ (if it
+    /// was not destroyed), the UMEM registrations, the UAR and the protection domain.
+    fn keep_for_the_device(&mut self) {
+        if let Some(cq) = self.cq.take() {
+            core::mem::forget(cq);
+        }
+        core::mem::forget(core::mem::take(&mut self.umems));
+        if let Some(uar) = self.uar.take() {
+            core::mem::forget(uar);
+        }
+        if let Some(pd) = self.pd.take() {
+            core::mem::forget(pd);
+        }
+    }
+}
+
 impl<B: Backend> Drop for QueueObjects<B> {
     fn drop(&mut self) {
-        if let Some((object, qpn)) = self.qp.take() {
-            self.device.destroy(object, command::destroy_qp(qpn));
+        if let Some((object, number, destroy)) = self.qp.take() {
+            if !self.device.destroy(object, destroy(number)) {
+                return self.keep_for_the_device();
+            }
         }
         if let Some((object, cqn)) = self.cq.take() {
-            self.device.destroy(object, command::destroy_cq(cqn));
+            if !self.device.destroy(object, command::destroy_cq(cqn)) {
+                return self.keep_for_the_device();
+            }
         }
         // UMEMs and the UAR deregister as they drop, after the objects using them.
         self.umems.clear();
@@ -636,14 +684,11 @@ impl<B: Backend> ProtectionDomain<B> {
                 .into(),
             P::doorbell(&uar)?,
         )?;
-        let mut objects = QueueObjects {
-            device: self.inner.device.clone(),
-            qp: None,
-            cq: None,
-            umems: Vec::with_capacity(4),
-            uar: None,
-            _pd: self.inner.clone(),
-        };
+        let uar_page = uar.page_id();
+        let mut objects = QueueObjects::new(&self.inner.device, &self.inner, 4);
+        // Held by the objects from here on: a CQ or QP made over it keeps it if its
+        // destruction fails.
+        objects.uar = Some(uar);
         // CQ ring, CQ record, send ring, send record: the order `umem(i)` reads below.
         for memory in P::cq_umems(&cq).into_iter().chain(P::sq_umems(&sq)) {
             objects.umems.push(device.backend.register_umem(memory)?);
@@ -669,7 +714,7 @@ impl<B: Backend> ProtectionDomain<B> {
             log_cq as u8,
             spec.cq_mode == CqMode::Collapsed,
             overrun_ignore,
-            uar.page_id(),
+            uar_page,
             device.eqn,
             umem(0),
             umem(1),
@@ -681,7 +726,7 @@ impl<B: Backend> ProtectionDomain<B> {
         let (qp_object, output) = device.create(&command::create_qp(
             service,
             self.pdn(),
-            uar.page_id(),
+            uar_page,
             cqn,
             log_sq as u8,
             umem(2),
@@ -689,9 +734,12 @@ impl<B: Backend> ProtectionDomain<B> {
             receive,
         ))?;
         let qpn = command::output::<CreateQp>(&output).map(|o| o.qpn);
-        objects.qp = Some((qp_object, qpn.as_ref().copied().unwrap_or(0)));
+        objects.qp = Some((
+            qp_object,
+            qpn.as_ref().copied().unwrap_or(0),
+            command::destroy_qp,
+        ));
         let qpn = Qpn::new(qpn?).map_err(NicError::Queue)?;
-        objects.uar = Some(uar);
         Ok(Building {
             objects,
             sq,
@@ -779,14 +827,9 @@ impl<B: Backend> ProtectionDomain<B> {
         let srqn = self.inner.srq()?.srqn();
         let uar = device.backend.alloc_uar()?;
         let cq = CompletionQueueMemory::<Host>::allocate(cq_entries)?;
-        let mut objects = QueueObjects {
-            device: self.inner.device.clone(),
-            qp: None,
-            cq: None,
-            umems: Vec::with_capacity(2),
-            uar: None,
-            _pd: self.inner.clone(),
-        };
+        let uar_page = uar.page_id();
+        let mut objects = QueueObjects::new(&self.inner.device, &self.inner, 2);
+        objects.uar = Some(uar);
         for memory in <Host as umem::UmemRef>::cq_umems(&cq) {
             objects.umems.push(device.backend.register_umem(memory)?);
         }
@@ -795,7 +838,7 @@ impl<B: Backend> ProtectionDomain<B> {
             cq_entries.trailing_zeros() as u8,
             false,
             false,
-            uar.page_id(),
+            uar_page,
             device.eqn,
             objects.umems[0].umem_id(),
             objects.umems[1].umem_id(),
@@ -813,12 +856,11 @@ impl<B: Backend> ProtectionDomain<B> {
             command::atomic_access(&device.caps, true),
         )?)?;
         let dct = command::output::<CreateDct>(&output).map(|o| o.dctn);
-        let dct_number = dct.as_ref().copied().unwrap_or(0);
-        objects.uar = Some(uar);
-        let target = DctObject {
-            device: self.inner.device.clone(),
-            object: Some((dct_object, dct_number)),
-        };
+        objects.qp = Some((
+            dct_object,
+            dct.as_ref().copied().unwrap_or(0),
+            command::destroy_dct,
+        ));
         let dct = dct?;
         let port = &device.port;
         let gid = port.gids.first().copied().unwrap_or_default();
@@ -834,7 +876,6 @@ impl<B: Backend> ProtectionDomain<B> {
                 address_vector,
             },
             cq: CompletionQueue::new(cq, CqMode::Ring),
-            _target: target,
             _objects: objects,
         })
     }
@@ -848,7 +889,7 @@ fn initial_psn(qpn: u32) -> u32 {
 
 impl<B: Backend, P: Placement> Building<B, P> {
     fn modify<C: Command>(&self, command: &C) -> Result<(), NicError> {
-        let (object, _) = self.objects.qp.as_ref().ok_or(NicError::Unsupported {
+        let (object, _, _) = self.objects.qp.as_ref().ok_or(NicError::Unsupported {
             what: "queue pair without an object".into(),
         })?;
         self.objects.device.modify(object, command)
@@ -1055,26 +1096,12 @@ where
     }
 }
 
-struct DctObject<B: Backend> {
-    device: Arc<DeviceInner<B>>,
-    object: Option<(B::Object, u32)>,
-}
-
-impl<B: Backend> Drop for DctObject<B> {
-    fn drop(&mut self) {
-        if let Some((object, dct)) = self.object.take() {
-            self.device.destroy(object, command::destroy_dct(dct));
-        }
-    }
-}
-
 /// A DC target: its endpoint for initiators, and the CQ its receive completions go to.
 /// Dropping it destroys the DCT, then its CQ.
 pub struct DcTargetQueue<B: Backend> {
     endpoint: DcEndpoint,
     // Fields drop in order: the DCT is destroyed, then its CQ and UMEMs, and only then is
     // the CQ's memory released.
-    _target: DctObject<B>,
     _objects: QueueObjects<B>,
     cq: CompletionQueue,
 }

@@ -177,8 +177,11 @@ impl DevxObject {
             Err(_) => EOPNOTSUPP,
         };
         if rc != 0 {
-            return Err(Mlx5Error::Verbs {
+            // The DESTROY command the kernel recorded: each creating opcode's next
+            // (CREATE_CQ 0x400 -> DESTROY_CQ 0x401, CREATE_QP, CREATE_DCT alike).
+            return Err(Mlx5Error::DevxCall {
                 call: "mlx5dv_devx_obj_destroy",
+                command: super::error::command_name(self.opcode.wrapping_add(1)),
                 errno: if rc > 0 { rc } else { errno() },
             });
         }

@@ -344,6 +344,15 @@ impl fmt::Display for Mlx5Error {
                 call,
                 command,
                 errno,
+            } if *errno == EREMOTEIO => write!(
+                f,
+                "{call} for {command} failed in firmware (EREMOTEIO; rdma-core returns no \
+                 status for it): the object may still be in use by the device"
+            ),
+            Self::DevxCall {
+                call,
+                command,
+                errno,
             } => write!(
                 f,
                 "{call} for {command} was refused by the kernel with {} ({errno}) before \
