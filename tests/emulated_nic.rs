@@ -103,6 +103,11 @@ fn cases() -> Vec<Case> {
             dmabuf_umem_efault_falls_back,
         ),
         child_case(
+            "dmabuf_descriptors_close_once_registered",
+            DEFAULT_DEVICE,
+            dmabuf_descriptors_close,
+        ),
+        child_case(
             "cqe_version_0",
             "[device mlx5_0]\ncap.cqe_version = 0\n",
             cqe_version_0,
@@ -443,6 +448,45 @@ fn dmabuf_umem_efault_falls_back() -> Outcome {
     .map_err(fail)?;
     if region.gpu_path() != Some(GpuPath::DmaBuf) {
         return Err(format!("MR path {:?}, expected DMA-BUF", region.gpu_path()));
+    }
+    Ok(())
+}
+
+/// The descriptors this process has open.
+fn open_descriptors() -> Result<usize, String> {
+    Ok(std::fs::read_dir("/proc/self/fd").map_err(fail)?.count())
+}
+
+/// 1,000 GPU (stand-in) memory regions registered by DMA-BUF, all alive at once: the
+/// descriptors of their exports are closed once each registration returns (kept, they
+/// would pass the default limit of 1,024 open files), and every one registered by DMA-BUF.
+fn dmabuf_descriptors_close() -> Outcome {
+    const REGIONS: usize = 1000;
+    let device = Mlx5Device::open(Some("mlx5_0")).map_err(fail)?;
+    let pd = device.alloc_pd().map_err(fail)?;
+    let before = open_descriptors()?;
+    let mut regions = Vec::with_capacity(REGIONS);
+    for i in 0..REGIONS {
+        let region = MemoryRegion::register_gpu(
+            &pd,
+            host_stand_in(4096)?,
+            0,
+            4096,
+            0xf,
+            Some(&StandInDmaBuf),
+        )
+        .map_err(|e| format!("region {i}: {e}"))?;
+        if region.gpu_path() != Some(GpuPath::DmaBuf) {
+            return Err(format!("region {i}: path {:?}", region.gpu_path()));
+        }
+        regions.push(region);
+    }
+    let after = open_descriptors()?;
+    if after != before {
+        return Err(format!(
+            "{} descriptors open with {REGIONS} regions registered (before: {before})",
+            after
+        ));
     }
     Ok(())
 }

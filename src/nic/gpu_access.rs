@@ -16,7 +16,9 @@ use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use crate::memory::DeviceBuffer;
 
 /// A DMA-BUF file descriptor covering a GPU buffer: the buffer starts `offset` bytes into
-/// the DMA-BUF, which is `len` bytes long.
+/// the DMA-BUF, which is `len` bytes long. Dropping it closes the descriptor; a backend does
+/// so as soon as its registration call returns (the kernel keeps its own reference to the
+/// DMA-BUF for the registration's life), so that descriptors do not pile up.
 #[derive(Debug)]
 pub struct DmaBufRange {
     fd: OwnedFd,

@@ -14,9 +14,7 @@ use super::dv::errno;
 use super::error::{Mlx5Error, EOPNOTSUPP};
 use super::verbs::{Context, GpuPath};
 use crate::memory::{DeviceBuffer, DeviceRegister, DmaBuffer, RegisterPage};
-use crate::nic::gpu_access::{
-    DmaBufExportError, DmaBufExporter, DmaBufRange, IoMapping, IoMemoryMapper,
-};
+use crate::nic::gpu_access::{DmaBufExportError, DmaBufExporter, IoMapping, IoMemoryMapper};
 
 /// A command's input holds at least its 16-bit opcode, 16 reserved bits and the op_mod
 /// word; its output at least the status byte, three reserved bytes and the syndrome.
@@ -219,14 +217,15 @@ impl DevxObject {
     }
 }
 
-/// The memory a UMEM covers, kept alive as long as the registration.
+/// The memory a UMEM covers, kept alive as long as the registration. Not a DMA-BUF's
+/// descriptor: the kernel holds its own reference to the DMA-BUF from the registration on,
+/// so the descriptor is closed once `mlx5dv_devx_umem_reg_ex` returns (as NVSHMEM and UCX
+/// close theirs: kept open, four per GPU-placed queue pair would exhaust the default 1,024
+/// descriptors at about 250 queue pairs).
 #[derive(Debug)]
 enum UmemMemory {
     Host(#[allow(dead_code)] Arc<DmaBuffer>),
-    Gpu(
-        #[allow(dead_code)] Arc<DeviceBuffer>,
-        #[allow(dead_code)] Option<DmaBufRange>,
-    ),
+    Gpu(#[allow(dead_code)] Arc<DeviceBuffer>),
 }
 
 /// Queue memory registered with the NIC (CREATE_CQ and CREATE_QP name it by id).
@@ -358,6 +357,9 @@ impl Umem {
                     // DMA-BUF of the buffer's memory from `offset`, which the registration
                     // keeps alive with the DMA-BUF itself.
                     let umem = unsafe { reg_ex(ctx.ctx.as_ptr(), &mut umem_in) };
+                    let errno = errno();
+                    // The registration holds the DMA-BUF itself: the descriptor closes now.
+                    drop(range);
                     match NonNull::new(umem) {
                         Some(umem) => {
                             return Ok(Self::finish(
@@ -365,12 +367,12 @@ impl Umem {
                                 umem,
                                 len,
                                 Some(GpuPath::DmaBuf),
-                                UmemMemory::Gpu(buffer, Some(range)),
+                                UmemMemory::Gpu(buffer),
                             ))
                         }
                         None => {
                             dmabuf_error = DmaBufExportError {
-                                code: errno(),
+                                code: errno,
                                 message: "mlx5dv_devx_umem_reg_ex with the DMA-BUF failed \
                                           (errno in code)"
                                     .to_owned(),
@@ -397,7 +399,7 @@ impl Umem {
             umem,
             len,
             Some(GpuPath::PeerMemory),
-            UmemMemory::Gpu(buffer, None),
+            UmemMemory::Gpu(buffer),
         );
         // The fallback NVSHMEM also takes (its issue 67: DMA-BUF UMEM registration failing
         // with EFAULT for the control buffer): registered by peer memory, and the reason
@@ -485,23 +487,114 @@ impl Drop for Uar {
     }
 }
 
-/// A UAR page mapped into the GPU: the UAR stays allocated (so the page stays mapped in
-/// the process) as long as the mapping, which is unmapped first.
-struct PageMapping {
+/// One page of the registry: its GPU mapping, what keeps the page mapped in the process
+/// (the UAR it belongs to), and how many doorbells use it.
+struct MappedPage {
+    start: usize,
+    users: usize,
+    device_addr: u64,
     // Unmapped before the UAR is freed (fields drop in declaration order).
-    mapping: Box<dyn IoMapping>,
-    _uar: Arc<Uar>,
+    _mapping: Box<dyn IoMapping>,
+    _keep: Box<dyn Send + Sync>,
 }
 
-/// The UAR pages of this process mapped into the GPU, by host address. rdma-core may hand
-/// the same page to several UAR allocations (its shared non-cached page), and the driver
-/// registers a page once: later doorbells of the page share the first mapping.
-static MAPPED_PAGES: std::sync::Mutex<Vec<(usize, std::sync::Weak<PageMapping>)>> =
-    std::sync::Mutex::new(Vec::new());
+/// The pages of this process mapped into the GPU, by host address, each mapped once and
+/// counted. rdma-core may hand the same page to several UAR allocations (its shared
+/// non-cached page), and the driver registers a page once: later doorbells of the page
+/// share the first mapping. Mapping, counting and unmapping all happen under the
+/// registry's lock, so a page being unmapped is never mapped again before the driver has
+/// forgotten it (which it would refuse as "already registered").
+pub(crate) struct PageRegistry {
+    pages: std::sync::Mutex<Vec<MappedPage>>,
+}
 
-/// The owner of a GPU doorbell buffer: the page mapping it lies in.
+impl PageRegistry {
+    pub(crate) const fn new() -> Self {
+        Self {
+            pages: std::sync::Mutex::new(Vec::new()),
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<MappedPage>> {
+        self.pages
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// A use of the page at `start`: its live mapping, or one `map` makes (under the lock:
+    /// `map` must not use the registry) with what keeps the page mapped until it is
+    /// unmapped.
+    pub(crate) fn acquire<E>(
+        &'static self,
+        start: usize,
+        map: impl FnOnce() -> Result<(Box<dyn IoMapping>, Box<dyn Send + Sync>), E>,
+    ) -> Result<PageUse, E> {
+        let mut pages = self.lock();
+        let device_addr = match pages.iter_mut().find(|p| p.start == start) {
+            Some(page) => {
+                page.users += 1;
+                page.device_addr
+            }
+            None => {
+                let (mapping, keep) = map()?;
+                let device_addr = mapping.device_addr();
+                pages.push(MappedPage {
+                    start,
+                    users: 1,
+                    device_addr,
+                    _mapping: mapping,
+                    _keep: keep,
+                });
+                device_addr
+            }
+        };
+        Ok(PageUse {
+            registry: self,
+            start,
+            device_addr,
+        })
+    }
+
+    /// How many pages are mapped.
+    #[cfg(test)]
+    pub(crate) fn mapped(&self) -> usize {
+        self.lock().len()
+    }
+}
+
+/// One use of a mapped page: the last one to go unmaps it, under the registry's lock.
+pub(crate) struct PageUse {
+    registry: &'static PageRegistry,
+    start: usize,
+    device_addr: u64,
+}
+
+impl PageUse {
+    /// The GPU address of the page's first byte.
+    pub(crate) fn device_addr(&self) -> u64 {
+        self.device_addr
+    }
+}
+
+impl Drop for PageUse {
+    fn drop(&mut self) {
+        let mut pages = self.registry.lock();
+        if let Some(i) = pages.iter().position(|p| p.start == self.start) {
+            pages[i].users -= 1;
+            if pages[i].users == 0 {
+                // Unmapped (then the UAR released) before the lock is left.
+                drop(pages.swap_remove(i));
+            }
+        }
+    }
+}
+
+/// The UAR pages of this process mapped into the GPU.
+static MAPPED_PAGES: PageRegistry = PageRegistry::new();
+
+/// The owner of a GPU doorbell buffer: its use of the page mapping it lies in.
 struct GpuDoorbellOwner {
-    _page: Arc<PageMapping>,
+    _page: PageUse,
 }
 
 /// The host's view of the doorbell register: keeps the UAR allocated.
@@ -586,46 +679,28 @@ impl Uar {
         let reg_addr = reg.as_ptr() as usize;
         let page_start = reg_addr & !(page - 1);
         let offset = (reg_addr - page_start) as u64;
-        let mut pages = MAPPED_PAGES
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        pages.retain(|(_, weak)| weak.strong_count() > 0);
-        let existing = pages
-            .iter()
-            .find(|(start, _)| *start == page_start)
-            .and_then(|(_, weak)| weak.upgrade());
-        let mapped = match existing {
-            Some(mapped) => mapped,
-            None => {
-                let start = NonNull::new(page_start as *mut u8).ok_or(Mlx5Error::OutOfRange {
-                    what: "UAR page address",
-                    value: 0,
-                    limit: 0,
-                })?;
-                // SAFETY: the page holding the doorbell register is the UAR's mapping of
-                // the NIC's BAR, mapped until the UAR is freed; the `PageMapping` keeps the
-                // UAR alive and unmaps first. No live mapping of this page exists (the
-                // registry above, under its lock, holds every mapping this module made, and
-                // the page's address never leaves this module).
-                let mapping =
-                    unsafe { mapper.map_io(start, page) }.map_err(Mlx5Error::from_uar_mapping)?;
-                let mapped = Arc::new(PageMapping {
-                    mapping,
-                    _uar: self.clone(),
-                });
-                pages.push((page_start, Arc::downgrade(&mapped)));
-                mapped
-            }
-        };
-        drop(pages);
+        let start = NonNull::new(page_start as *mut u8).ok_or(Mlx5Error::OutOfRange {
+            what: "UAR page address",
+            value: 0,
+            limit: 0,
+        })?;
+        let mapped = MAPPED_PAGES.acquire(page_start, || {
+            // SAFETY: the page holding the doorbell register is the UAR's mapping of the
+            // NIC's BAR, mapped until the UAR is freed; the registry keeps this UAR alive
+            // with the mapping and unmaps first. No live mapping of this page exists (the
+            // registry, under its lock, holds every mapping this module made, and the
+            // page's address never leaves this module).
+            let mapping =
+                unsafe { mapper.map_io(start, page) }.map_err(Mlx5Error::from_uar_mapping)?;
+            Ok::<_, Mlx5Error>((mapping, Box::new(self.clone()) as Box<dyn Send + Sync>))
+        })?;
         let device_addr =
             mapped
-                .mapping
                 .device_addr()
                 .checked_add(offset)
                 .ok_or(Mlx5Error::OutOfRange {
                     what: "UAR device address",
-                    value: mapped.mapping.device_addr(),
+                    value: mapped.device_addr(),
                     limit: u64::MAX - offset,
                 })?;
         let owner = GpuDoorbellOwner { _page: mapped };

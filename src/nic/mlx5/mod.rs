@@ -224,4 +224,6 @@ pub fn check_atomic_capabilities(caps: &DeviceCaps) -> Result<(), Mlx5Error> {
 }
 
 #[cfg(test)]
+mod registry_tests;
+#[cfg(test)]
 mod tests;

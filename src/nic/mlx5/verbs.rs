@@ -11,7 +11,7 @@ use rdma_mummy_sys as sys;
 use super::dv::{errno, Libraries};
 use super::error::{Mlx5Error, ENOSYS};
 use crate::memory::{DeviceBuffer, DmaBuffer};
-use crate::nic::gpu_access::{DmaBufExporter, DmaBufRange};
+use crate::nic::gpu_access::DmaBufExporter;
 use crate::queue::Registered;
 use crate::wqe::LKey;
 
@@ -589,14 +589,14 @@ pub(crate) fn address_vector(
     result
 }
 
-/// What memory a region covers, kept alive as long as the region.
+/// What memory a region covers, kept alive as long as the region. A DMA-BUF's descriptor
+/// is not: the kernel holds its own reference to the DMA-BUF from the registration on, so
+/// the descriptor is closed once `ibv_reg_dmabuf_mr` returns (as NVSHMEM and UCX close
+/// theirs), or a process with many GPU registrations would run out of descriptors.
 #[derive(Debug)]
 enum RegionMemory {
     Host(#[allow(dead_code)] Arc<DmaBuffer>),
-    Gpu(
-        #[allow(dead_code)] Arc<DeviceBuffer>,
-        #[allow(dead_code)] Option<DmaBufRange>,
-    ),
+    Gpu(#[allow(dead_code)] Arc<DeviceBuffer>),
 }
 
 /// A memory region: registered host or GPU memory with its keys.
@@ -754,6 +754,9 @@ impl MemoryRegion {
                             )
                         })
                     });
+                    let errno = errno();
+                    // The registration holds the DMA-BUF itself: the descriptor closes now.
+                    drop(range);
                     match mr {
                         Some(mr) => {
                             // SAFETY: `mr` is a live region the driver filled.
@@ -767,15 +770,12 @@ impl MemoryRegion {
                                 len: len as u64,
                                 gpu_path: Some(GpuPath::DmaBuf),
                                 _pd: pd.inner.clone(),
-                                memory: core::mem::ManuallyDrop::new(RegionMemory::Gpu(
-                                    buffer,
-                                    Some(range),
-                                )),
+                                memory: core::mem::ManuallyDrop::new(RegionMemory::Gpu(buffer)),
                             });
                         }
                         None => {
                             dmabuf_error = crate::nic::gpu_access::DmaBufExportError {
-                                code: errno(),
+                                code: errno,
                                 message: "ibv_reg_dmabuf_mr failed (errno in code)".to_owned(),
                             }
                         }
@@ -806,7 +806,7 @@ impl MemoryRegion {
             len: len as u64,
             gpu_path: Some(GpuPath::PeerMemory),
             _pd: pd.inner.clone(),
-            memory: core::mem::ManuallyDrop::new(RegionMemory::Gpu(buffer, None)),
+            memory: core::mem::ManuallyDrop::new(RegionMemory::Gpu(buffer)),
         })
     }
 
