@@ -97,6 +97,21 @@ impl fmt::Display for DmaError {
 
 impl std::error::Error for DmaError {}
 
+/// The host's page size (`sysconf(_SC_PAGESIZE)`: 4 KiB on x86-64, 4, 16 or 64 KiB on
+/// Arm servers), or `None` where it cannot be read (or is not a power of two).
+pub fn host_page_size() -> Option<usize> {
+    #[cfg(target_os = "linux")]
+    {
+        // SAFETY: `sysconf` has no preconditions.
+        let n = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+        usize::try_from(n).ok().filter(|n| n.is_power_of_two())
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        None
+    }
+}
+
 impl DmaBuffer {
     /// A zeroed buffer of `len` bytes (a multiple of 8) aligned to `align` (a power of two,
     /// at least 8). Rings want 4096 (a page), like the NIC's queue memory.

@@ -457,7 +457,8 @@ fn open_descriptors() -> Result<usize, String> {
     Ok(std::fs::read_dir("/proc/self/fd").map_err(fail)?.count())
 }
 
-/// 1,000 GPU (stand-in) memory regions registered by DMA-BUF, all alive at once: the
+/// 1,000 GPU (stand-in) memory regions registered by DMA-BUF with every access right and
+/// relaxed ordering, all alive at once: the
 /// descriptors of their exports are closed once each registration returns (kept, they
 /// would pass the default limit of 1,024 open files), and every one registered by DMA-BUF.
 fn dmabuf_descriptors_close() -> Outcome {
@@ -466,13 +467,15 @@ fn dmabuf_descriptors_close() -> Outcome {
     let pd = device.alloc_pd().map_err(fail)?;
     let before = open_descriptors()?;
     let mut regions = Vec::with_capacity(REGIONS);
+    // Every right and relaxed ordering, as NVSHMEM and NCCL register GPU memory.
+    let access = MemoryAccess::all().bits();
     for i in 0..REGIONS {
         let region = MemoryRegion::register_gpu(
             &pd,
             host_stand_in(4096)?,
             0,
             4096,
-            0xf,
+            access,
             Some(&StandInDmaBuf),
         )
         .map_err(|e| format!("region {i}: {e}"))?;

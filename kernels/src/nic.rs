@@ -4,7 +4,7 @@
 //! GPU with [`HostRegistration`] as I/O memory.
 
 use std::os::fd::{FromRawFd, OwnedFd};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use cudarc::driver::sys as cu;
 
@@ -17,20 +17,76 @@ use ibgda::queue::{Gpu as GpuPlaced, CQE_INIT_OP_OWN};
 
 use crate::gpu::{Gpu, GpuError, HostRegistration};
 
-/// The granularity of a DMA-BUF export: the range must start and end on host pages.
-const EXPORT_ALIGN: u64 = 4096;
-
 /// GPU access for a NIC backend over an open [`Gpu`] (for the mlx5 backend's
 /// `with_gpu`, as both the DMA-BUF exporter and the I/O mapper).
 #[derive(Debug)]
 pub struct CudaNicAccess {
     gpu: Arc<Gpu>,
+    /// Whether DMA-BUF exports can be tried here (checked on the first export).
+    dmabuf: OnceLock<Result<(), DmaBufExportError>>,
+}
+
+/// `CUDA_ERROR_NOT_SUPPORTED`: the code of an export this driver or device cannot make.
+const NOT_SUPPORTED: i32 = 801;
+
+/// Whether a DMA-BUF export can be tried, from what the device reports
+/// (`CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED`) and whether the driver has the entry point
+/// (`cuMemGetHandleForAddressRange`, from CUDA 11.7 drivers on; cudarc's loader panics on
+/// a missing one, so it is looked up first). Each refusal says what is missing; the NIC
+/// backend then registers through peer memory and keeps the reason.
+pub fn dmabuf_precheck(
+    supported: Result<bool, GpuError>,
+    entry_point: bool,
+) -> Result<(), DmaBufExportError> {
+    if !entry_point {
+        return Err(export_error(
+            NOT_SUPPORTED,
+            "the CUDA driver has no cuMemGetHandleForAddressRange (DMA-BUF export needs a \
+             CUDA 11.7 or later driver)",
+        ));
+    }
+    match supported {
+        Ok(true) => Ok(()),
+        Ok(false) => Err(export_error(
+            NOT_SUPPORTED,
+            "the GPU reports no DMA-BUF support (CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED is 0: \
+             it needs the NVIDIA open kernel modules and Linux >= 5.12)",
+        )),
+        Err(e) => Err(export_error(
+            cuda_error_code(&e),
+            format!("querying CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED: {e}"),
+        )),
+    }
+}
+
+/// Whether the loaded driver library has `symbol` (without calling it).
+fn driver_has(symbol: &str) -> bool {
+    let mut name = symbol.as_bytes().to_vec();
+    name.push(0);
+    // SAFETY: a lookup in the driver library cudarc loaded for the open GPU; the symbol
+    // is not called through this type.
+    unsafe { cu::culib().get::<unsafe extern "C" fn()>(name.as_slice()) }.is_ok()
 }
 
 impl CudaNicAccess {
     /// Access through `gpu`.
     pub fn new(gpu: Arc<Gpu>) -> Self {
-        Self { gpu }
+        Self {
+            gpu,
+            dmabuf: OnceLock::new(),
+        }
+    }
+
+    /// Whether DMA-BUF exports can be tried on this GPU and driver ([`dmabuf_precheck`]).
+    pub fn dmabuf_available(&self) -> Result<(), DmaBufExportError> {
+        self.dmabuf
+            .get_or_init(|| {
+                dmabuf_precheck(
+                    self.dmabuf_supported(),
+                    driver_has("cuMemGetHandleForAddressRange"),
+                )
+            })
+            .clone()
     }
 
     /// Whether the device reports DMA-BUF support (`CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED`):
@@ -160,6 +216,7 @@ fn export_error(code: i32, message: impl Into<String>) -> DmaBufExportError {
 // the buffer's distance from the range's start, so byte `offset` is the buffer's first.
 unsafe impl DmaBufExporter for CudaNicAccess {
     fn export(&self, buffer: &DeviceBuffer) -> Result<DmaBufRange, DmaBufExportError> {
+        self.dmabuf_available()?;
         let driver = |e: cudarc::driver::result::DriverError, what: &str| {
             let e = GpuError::from(e);
             export_error(cuda_error_code(&e), format!("{what}: {e}"))
@@ -178,10 +235,14 @@ unsafe impl DmaBufExporter for CudaNicAccess {
         unsafe { cu::cuMemGetAddressRange_v2(&mut base, &mut size, addr) }
             .result()
             .map_err(|e| driver(e, "cuMemGetAddressRange"))?;
-        let start = addr & !(EXPORT_ALIGN - 1);
+        // The range must start and end on host pages.
+        let page = ibgda::memory::host_page_size()
+            .ok_or_else(|| export_error(0, "the host page size is unknown (sysconf)"))?
+            as u64;
+        let start = addr & !(page - 1);
         let stop = end
-            .checked_add(EXPORT_ALIGN - 1)
-            .map(|e| e & !(EXPORT_ALIGN - 1))
+            .checked_add(page - 1)
+            .map(|e| e & !(page - 1))
             .ok_or_else(|| export_error(0, "buffer end overflows"))?;
         if start < base || stop > base + size as u64 {
             return Err(export_error(
@@ -257,6 +318,35 @@ unsafe impl IoMemoryMapper for CudaNicAccess {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_dmabuf_export_is_tried_only_where_the_driver_and_device_have_it() {
+        assert_eq!(dmabuf_precheck(Ok(true), true), Ok(()));
+        let no_entry = dmabuf_precheck(Ok(true), false).unwrap_err();
+        assert_eq!(no_entry.code, NOT_SUPPORTED);
+        assert!(
+            no_entry.message.contains("cuMemGetHandleForAddressRange"),
+            "{no_entry}"
+        );
+        // A driver without the entry point is refused whatever the attribute says.
+        assert_eq!(dmabuf_precheck(Ok(false), false), Err(no_entry));
+        let unsupported = dmabuf_precheck(Ok(false), true).unwrap_err();
+        assert_eq!(unsupported.code, NOT_SUPPORTED);
+        assert!(
+            unsupported
+                .message
+                .contains("CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED is 0"),
+            "{unsupported}"
+        );
+        let failed = dmabuf_precheck(
+            Err(GpuError::Driver(
+                "DriverError(CUDA_ERROR_INVALID_VALUE, \"message\")".into(),
+            )),
+            true,
+        )
+        .unwrap_err();
+        assert_eq!(failed.code, 1);
+    }
 
     #[test]
     fn driver_errors_are_classified_by_their_whole_name() {

@@ -337,7 +337,7 @@ impl Umem {
             (Some(_), Err(_)) => {
                 dmabuf_error = DmaBufExportError {
                     code: EOPNOTSUPP,
-                    message: "libmlx5.so.1 has no mlx5dv_devx_umem_reg_ex (rdma-core < 34)"
+                    message: "libmlx5.so.1 has no mlx5dv_devx_umem_reg_ex (rdma-core < 35)"
                         .to_owned(),
                 }
             }
@@ -373,9 +373,15 @@ impl Umem {
                         None => {
                             dmabuf_error = DmaBufExportError {
                                 code: errno,
-                                message: "mlx5dv_devx_umem_reg_ex with the DMA-BUF failed \
-                                          (errno in code)"
-                                    .to_owned(),
+                                message: if errno == EOPNOTSUPP || errno == libc::EINVAL {
+                                    "mlx5dv_devx_umem_reg_ex with the DMA-BUF failed (errno in \
+                                     code): DMA-BUF UMEM needs rdma-core >= 43 and a kernel \
+                                     with DMA-BUF support in mlx5_ib (Linux >= 5.12)"
+                                } else {
+                                    "mlx5dv_devx_umem_reg_ex with the DMA-BUF failed (errno in \
+                                     code)"
+                                }
+                                .to_owned(),
                             }
                         }
                     }
@@ -437,7 +443,8 @@ impl Umem {
 /// The kind of UAR page allocated.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum UarKind {
-    /// Non-cached, dedicated to this allocation (`MLX5DV_UAR_ALLOC_TYPE_NC_DEDICATED`).
+    /// Non-cached, dedicated to this allocation (`MLX5DV_UAR_ALLOC_TYPE_NC_DEDICATED`,
+    /// rdma-core >= 45; older ones refuse it and the next kind is tried).
     NonCachedDedicated,
     /// Non-cached (`MLX5DV_UAR_ALLOC_TYPE_NC`; rdma-core may share it per context).
     NonCached,
@@ -602,13 +609,13 @@ struct HostDoorbellOwner {
     _uar: Arc<Uar>,
 }
 
-fn page_size() -> usize {
-    // SAFETY: `sysconf` has no preconditions.
-    let n = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
-    usize::try_from(n)
-        .ok()
-        .filter(|n| n.is_power_of_two())
-        .unwrap_or(4096)
+/// The host page size (the unit the driver registers for the GPU), read, not assumed.
+fn page_size() -> Result<usize, Mlx5Error> {
+    crate::memory::host_page_size().ok_or(Mlx5Error::OutOfRange {
+        what: "host page size (sysconf(_SC_PAGESIZE) gave no power of two)",
+        value: 0,
+        limit: 0,
+    })
 }
 
 impl Uar {
@@ -675,7 +682,7 @@ impl Uar {
         mapper: &dyn IoMemoryMapper,
     ) -> Result<DeviceRegister, Mlx5Error> {
         let reg = self.register()?;
-        let page = page_size();
+        let page = page_size()?;
         let reg_addr = reg.as_ptr() as usize;
         let page_start = reg_addr & !(page - 1);
         let offset = (reg_addr - page_start) as u64;
