@@ -3,7 +3,7 @@
 //! it without the peer-memory module, and the mapping of a NIC doorbell (UAR) page into the
 //! GPU with [`HostRegistration`] as I/O memory.
 
-use std::os::fd::{FromRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::sync::{Arc, OnceLock};
 
 use cudarc::driver::sys as cu;
@@ -272,9 +272,46 @@ unsafe impl DmaBufExporter for CudaNicAccess {
         }
         // SAFETY: the driver just created `fd` for this process; nothing else owns it.
         let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+        tell_the_emulator(fd.as_raw_fd(), start, stop - start);
         // SAFETY: `fd` is a DMA-BUF of `stop - start` bytes starting at `start`, and the
         // buffer starts `addr - start` bytes in; the DMA-BUF references the allocation.
         Ok(unsafe { DmaBufRange::new(fd, addr - start, stop - start) })
+    }
+}
+
+/// The emulated ConnectX's `ibgda_emu_register_dmabuf(fd, device_addr, len)`: the
+/// emulator reaches GPU memory by its device address, which a DMA-BUF descriptor does not
+/// tell it, so the exporter tells it what each export covers before any registration
+/// names the descriptor.
+type EmuRegisterDmabuf = unsafe extern "C" fn(core::ffi::c_int, u64, u64) -> core::ffi::c_int;
+
+/// Tells the emulated ConnectX, if it is the `libibverbs.so.1` this process loaded, what
+/// the DMA-BUF `fd` covers (the device range `start..start + len`). rdma-core's library
+/// has no such entry point: then nothing happens. This is the one emulator-only path of
+/// the exporter.
+fn tell_the_emulator(fd: core::ffi::c_int, start: u64, len: u64) {
+    static HOOK: OnceLock<Option<EmuRegisterDmabuf>> = OnceLock::new();
+    let hook = HOOK.get_or_init(|| {
+        // SAFETY: RTLD_NOLOAD opens only a library already loaded (running no
+        // initialiser); the symbol's type is the emulator's documented prototype. The
+        // handle is kept for the process, so the pointer stays valid.
+        unsafe {
+            let lib = libloading::os::unix::Library::open(
+                Some("libibverbs.so.1"),
+                libc::RTLD_NOLOAD | libc::RTLD_LAZY,
+            )
+            .ok()?;
+            let f = lib
+                .get::<EmuRegisterDmabuf>(b"ibgda_emu_register_dmabuf\0")
+                .ok()
+                .map(|s| *s);
+            core::mem::forget(lib);
+            f
+        }
+    });
+    if let Some(register) = hook {
+        // SAFETY: the emulator's entry point reads only its arguments.
+        unsafe { register(fd, start, len) };
     }
 }
 
@@ -290,8 +327,25 @@ unsafe impl IoMapping for MappedIo {
     }
 }
 
-// SAFETY: the returned mapping registers exactly `ptr..ptr + len`.
+// SAFETY: both returned mappings register exactly `ptr..ptr + len`.
 unsafe impl IoMemoryMapper for CudaNicAccess {
+    unsafe fn map_host_memory(
+        &self,
+        ptr: core::ptr::NonNull<u8>,
+        len: usize,
+    ) -> Result<Box<dyn IoMapping>, IoMapError> {
+        // SAFETY: the caller guarantees the range is ordinary memory, stays mapped until
+        // the mapping is dropped, and is not registered already.
+        let reg = unsafe {
+            HostRegistration::register(&self.gpu, ptr.as_ptr(), len, HostRegistration::PORTABLE)
+        }
+        .map_err(|e| IoMapError {
+            code: cuda_error_code(&e),
+            message: e.to_string(),
+        })?;
+        Ok(Box::new(MappedIo(reg)))
+    }
+
     unsafe fn map_io(
         &self,
         ptr: core::ptr::NonNull<u8>,

@@ -14,7 +14,9 @@ use super::dv::errno;
 use super::error::{Mlx5Error, EOPNOTSUPP};
 use super::verbs::{Context, GpuPath};
 use crate::memory::{DeviceBuffer, DeviceRegister, DmaBuffer, RegisterPage};
-use crate::nic::gpu_access::{DmaBufExportError, DmaBufExporter, IoMapping, IoMemoryMapper};
+use crate::nic::gpu_access::{
+    DmaBufExportError, DmaBufExporter, DoorbellMapping, IoMapping, IoMemoryMapper,
+};
 
 /// A command's input holds at least its 16-bit opcode, 16 reserved bits and the op_mod
 /// word; its output at least the status byte, three reserved bytes and the syndrome.
@@ -500,6 +502,7 @@ struct MappedPage {
     start: usize,
     users: usize,
     device_addr: u64,
+    kind: DoorbellMapping,
     // Unmapped before the UAR is freed (fields drop in declaration order).
     _mapping: Box<dyn IoMapping>,
     _keep: Box<dyn Send + Sync>,
@@ -534,31 +537,33 @@ impl PageRegistry {
     pub(crate) fn acquire<E>(
         &'static self,
         start: usize,
-        map: impl FnOnce() -> Result<(Box<dyn IoMapping>, Box<dyn Send + Sync>), E>,
+        map: impl FnOnce() -> Result<Mapped, E>,
     ) -> Result<PageUse, E> {
         let mut pages = self.lock();
-        let device_addr = match pages.iter_mut().find(|p| p.start == start) {
+        let (device_addr, kind) = match pages.iter_mut().find(|p| p.start == start) {
             Some(page) => {
                 page.users += 1;
-                page.device_addr
+                (page.device_addr, page.kind)
             }
             None => {
-                let (mapping, keep) = map()?;
+                let (mapping, keep, kind) = map()?;
                 let device_addr = mapping.device_addr();
                 pages.push(MappedPage {
                     start,
                     users: 1,
                     device_addr,
+                    kind,
                     _mapping: mapping,
                     _keep: keep,
                 });
-                device_addr
+                (device_addr, kind)
             }
         };
         Ok(PageUse {
             registry: self,
             start,
             device_addr,
+            kind,
         })
     }
 
@@ -569,17 +574,26 @@ impl PageRegistry {
     }
 }
 
+/// A page's new mapping: the mapping, what keeps the page mapped in the process, and how
+/// it was mapped.
+pub(crate) type Mapped = (Box<dyn IoMapping>, Box<dyn Send + Sync>, DoorbellMapping);
+
 /// One use of a mapped page: the last one to go unmaps it, under the registry's lock.
 pub(crate) struct PageUse {
     registry: &'static PageRegistry,
     start: usize,
     device_addr: u64,
+    kind: DoorbellMapping,
 }
 
 impl PageUse {
     /// The GPU address of the page's first byte.
     pub(crate) fn device_addr(&self) -> u64 {
         self.device_addr
+    }
+    /// How the page was mapped.
+    pub(crate) fn kind(&self) -> DoorbellMapping {
+        self.kind
     }
 }
 
@@ -675,12 +689,19 @@ impl Uar {
     }
 
     /// The 8-byte doorbell register mapped into the GPU through `mapper` (the page holding
-    /// it is registered as I/O memory, once per page in the process). The driver's refusal
-    /// is [`Mlx5Error::UarMappingRefused`].
+    /// it is registered as I/O memory, once per page in the process), and how it was
+    /// mapped. The driver's refusal is [`Mlx5Error::UarMappingRefused`].
+    ///
+    /// The emulated ConnectX's UAR pages are ordinary memory, which the I/O-memory
+    /// registration does not take: the emulator says which pages are its own
+    /// (`ibgda_emu_uar_page`, which rdma-core does not export), and those are registered
+    /// as host memory ([`DoorbellMapping::HostMemory`]), or refused with the CUDA error
+    /// the emulator is configured to give (`fault.uar_gpu_mapping`). This is the one
+    /// emulator-only path of the backend.
     pub(crate) fn gpu_doorbell(
         self: &Arc<Self>,
         mapper: &dyn IoMemoryMapper,
-    ) -> Result<DeviceRegister, Mlx5Error> {
+    ) -> Result<(DeviceRegister, DoorbellMapping), Mlx5Error> {
         let reg = self.register()?;
         let page = page_size()?;
         let reg_addr = reg.as_ptr() as usize;
@@ -691,16 +712,45 @@ impl Uar {
             value: 0,
             limit: 0,
         })?;
+        let emulated = match self.ctx.libs.emu_uar_page.get() {
+            // SAFETY: the emulator's query reads nothing at the address (it compares it
+            // with the pages it allocated).
+            Ok(query) => unsafe { query(page_start as *const core::ffi::c_void) },
+            Err(_) => 0,
+        };
+        if emulated < 0 {
+            return Err(Mlx5Error::UarMappingRefused {
+                cuda_error: -emulated,
+                message: "the emulated ConnectX is configured to refuse this mapping \
+                          (fault.uar_gpu_mapping)"
+                    .to_owned(),
+            });
+        }
         let mapped = MAPPED_PAGES.acquire(page_start, || {
-            // SAFETY: the page holding the doorbell register is the UAR's mapping of the
-            // NIC's BAR, mapped until the UAR is freed; the registry keeps this UAR alive
-            // with the mapping and unmaps first. No live mapping of this page exists (the
-            // registry, under its lock, holds every mapping this module made, and the
-            // page's address never leaves this module).
-            let mapping =
-                unsafe { mapper.map_io(start, page) }.map_err(Mlx5Error::from_uar_mapping)?;
-            Ok::<_, Mlx5Error>((mapping, Box::new(self.clone()) as Box<dyn Send + Sync>))
+            let (mapping, kind) = if emulated == 1 {
+                // SAFETY: the emulator's UAR page is ordinary memory of this process,
+                // allocated until the UAR is freed; the registry keeps this UAR alive
+                // with the mapping and unmaps first, and holds every mapping this module
+                // made (so none of this page exists yet).
+                let m = unsafe { mapper.map_host_memory(start, page) };
+                (m, DoorbellMapping::HostMemory)
+            } else {
+                // SAFETY: the page holding the doorbell register is the UAR's mapping of
+                // the NIC's BAR, mapped until the UAR is freed; the registry keeps this
+                // UAR alive with the mapping and unmaps first. No live mapping of this
+                // page exists (the registry, under its lock, holds every mapping this
+                // module made, and the page's address never leaves this module).
+                let m = unsafe { mapper.map_io(start, page) };
+                (m, DoorbellMapping::IoMemory)
+            };
+            let mapping = mapping.map_err(Mlx5Error::from_uar_mapping)?;
+            Ok::<_, Mlx5Error>((
+                mapping,
+                Box::new(self.clone()) as Box<dyn Send + Sync>,
+                kind,
+            ))
         })?;
+        let kind = mapped.kind();
         let device_addr =
             mapped
                 .device_addr()
@@ -715,12 +765,12 @@ impl Uar {
         // the mapped page (the mapping's contract plus the in-page offset, < the page size),
         // which accepts aligned 64-bit stores and stays mapped while `owner` lives; a store
         // to it changes no memory (the NIC then reads the queue through DMA).
-        unsafe { DeviceRegister::from_raw(device_addr, 8, Box::new(owner)) }.map_err(|_| {
-            Mlx5Error::OutOfRange {
+        let register = unsafe { DeviceRegister::from_raw(device_addr, 8, Box::new(owner)) }
+            .map_err(|_| Mlx5Error::OutOfRange {
                 what: "UAR doorbell device address alignment",
                 value: device_addr % 8,
                 limit: 0,
-            }
-        })
+            })?;
+        Ok((register, kind))
     }
 }

@@ -6,8 +6,8 @@ use std::collections::HashSet;
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
 
-use super::devx::PageRegistry;
-use crate::nic::gpu_access::IoMapping;
+use super::devx::{Mapped, PageRegistry};
+use crate::nic::gpu_access::{DoorbellMapping, IoMapping};
 
 /// The driver's table of registered host ranges, as `cuMemHostRegister` keeps it, and a
 /// count of unregistrations begun (for a thread to act while one is in progress).
@@ -62,13 +62,15 @@ impl Driver {
     }
 }
 
-type Mapped = (Box<dyn IoMapping>, Box<dyn Send + Sync>);
-
 fn map(driver: &Arc<Driver>, page: usize) -> impl FnOnce() -> Result<Mapped, String> + '_ {
     move || {
-        driver
-            .register(page)
-            .map(|m| (m, Box::new(()) as Box<dyn Send + Sync>))
+        driver.register(page).map(|m| {
+            (
+                m,
+                Box::new(()) as Box<dyn Send + Sync>,
+                DoorbellMapping::IoMemory,
+            )
+        })
     }
 }
 
