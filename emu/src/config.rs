@@ -121,9 +121,9 @@ pub struct Faults {
     /// Every queue pair's WQE of this number (0 for the first) fails with transport retry
     /// exceeded (syndrome 0x15): a peer that stopped answering after that much traffic.
     pub transport_retry_exceeded_at: Option<u64>,
-    /// The CUDA error the I/O-memory registration of a UAR page into the GPU fails with
-    /// (800: not permitted). Applied on the GPU path (the CUDA software NIC), which is not
-    /// built yet: configuring it makes `mlx5dv_devx_alloc_uar` say so on stderr.
+    /// The CUDA error the GPU mapping of a UAR page fails with (800: not permitted, as the
+    /// driver refuses a BAR mapping to non-root users): `ibgda_emu_uar_page` reports it to
+    /// the mlx5 backend, which then refuses the mapping with that error.
     pub uar_gpu_mapping: Option<i32>,
 }
 
@@ -337,7 +337,7 @@ pub const KEYS: &[(&str, &str, &str)] = &[
     ("fault.command", "NAME|0xOPCODE status=S syndrome=X [nth=N] (repeatable)", "none"),
     ("fault.first_wqe", "vendor syndrome of a LOCAL_QP_OP error on every QP's first WQE", "none"),
     ("fault.transport_retry_exceeded_at", "WQE number (0-based) of every QP that fails with syndrome 0x15", "none"),
-    ("fault.uar_gpu_mapping", "CUDA error of the UAR page's GPU mapping (GPU path, not built yet)", "none"),
+    ("fault.uar_gpu_mapping", "CUDA error of the UAR page's GPU mapping (800: not permitted)", "none"),
 ];
 
 impl Config {

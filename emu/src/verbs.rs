@@ -739,7 +739,7 @@ fn register(
         block.key(),
         Mr {
             _block: block,
-            _region: region,
+            _region: crate::emulator::MrBacking::Host(region),
             pd: pd as usize,
             context,
         },
@@ -826,6 +826,34 @@ pub unsafe extern "C" fn ibv_reg_dmabuf_mr(
         }
         if fd < 0 {
             return Err(Failure::invalid(format!("DMA-BUF fd {fd}")));
+        }
+        #[cfg(feature = "cuda")]
+        if let Some(made) =
+            crate::gpu::register_region(emulator, device, fd, offset, length, iova, access as u32)
+        {
+            let (handle, lkey, rkey) = made?;
+            let mut objects = emulator.objects();
+            let context = find(&objects.pds, pd, "a PD")?.context;
+            let block = Owned::new(ibv_mr {
+                context: context as *mut ibv_context,
+                pd,
+                addr: iova as usize as *mut c_void,
+                length,
+                handle: lkey,
+                lkey,
+                rkey,
+            });
+            let ptr = block.ptr();
+            objects.mrs.insert(
+                block.key(),
+                Mr {
+                    _block: block,
+                    _region: crate::emulator::MrBacking::Gpu(handle),
+                    pd: pd as usize,
+                    context,
+                },
+            );
+            return Ok(ptr);
         }
         let _ = offset;
         register(emulator, pd, iova, length, access as u32)
