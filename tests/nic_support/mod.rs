@@ -332,7 +332,7 @@ pub mod hardware {
                 emulated_outstanding()
             }
             fn gpu_unavailable(&self) -> String {
-                "GPU-placed queues need the CUDA allocator of ibgda-kernels, which this suite does not link".into()
+                "this binary links no CUDA: GPU-placed queues through the control plane run in ibgda-kernels' nic_suite_gpu (IBGDA_NIC set, on a GPU machine; over the emulator's GPU build, IBGDA_EMU_FEATURES=cuda)".into()
             }
         }
 
