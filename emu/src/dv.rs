@@ -526,6 +526,13 @@ fn register_umem(
     if access & !0xf != 0 {
         return Err(Failure::invalid(format!("access {access:#x}")));
     }
+    // GPU memory by address: what the peer-memory module resolves (NVSHMEM's fallback
+    // when DMA-BUF fails).
+    #[cfg(feature = "cuda")]
+    if crate::gpu::is_gpu_memory(addr, size as u64) {
+        let soft = crate::gpu::register_umem_at(emulator, device, addr, size)?;
+        return Ok(umem_block(emulator, context, soft));
+    }
     let (buffer, offset) = caller_memory(addr, size as u64)?;
     if offset != 0 || buffer.len() != size {
         return Err(Failure::new(

@@ -209,6 +209,50 @@ fn dmabuf_span(emulator: &Emulator, fd: i32, offset: u64, len: u64) -> Outcome<S
     })
 }
 
+/// Whether `[addr, addr + len)` is GPU memory of this process's CUDA context
+/// (`cuPointerGetAttribute`): what the peer-memory module resolves when a GPU address is
+/// registered, as NVSHMEM does when DMA-BUF fails. False without a CUDA driver or before
+/// CUDA is initialised (nothing can be GPU memory then).
+pub(crate) fn is_gpu_memory(addr: u64, len: u64) -> bool {
+    static DRIVER: OnceLock<bool> = OnceLock::new();
+    // SAFETY: probes for the driver library without calling into it.
+    if !*DRIVER.get_or_init(|| unsafe { cu::is_culib_present() }) || len == 0 {
+        return false;
+    }
+    let memory_type = |at: u64| -> Option<u32> {
+        let mut kind: u32 = 0;
+        // SAFETY: a query of the driver's table of allocations; it writes `kind`.
+        let rc = unsafe {
+            cu::cuPointerGetAttribute(
+                (&mut kind as *mut u32).cast(),
+                cu::CUpointer_attribute::CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
+                at,
+            )
+        };
+        (rc == cu::CUresult::CUDA_SUCCESS).then_some(kind)
+    };
+    let device = cu::CUmemorytype::CU_MEMORYTYPE_DEVICE as u32;
+    memory_type(addr) == Some(device) && memory_type(addr + len - 1) == Some(device)
+}
+
+/// Registers `size` bytes at the GPU address `addr` as UMEM of `device` (the peer-memory
+/// path): a host shadow for the executor, the device range for the engine.
+pub(crate) fn register_umem_at(
+    emulator: &Emulator,
+    device: usize,
+    addr: u64,
+    size: usize,
+) -> Outcome<SoftUmem> {
+    shadow_umem(
+        emulator,
+        device,
+        Span {
+            addr,
+            len: size as u64,
+        },
+    )
+}
+
 /// Registers `size` bytes at `offset` of the DMA-BUF `fd` as UMEM of `device`: a host
 /// shadow for the executor, the device range for the engine.
 pub(crate) fn register_umem(
@@ -219,6 +263,11 @@ pub(crate) fn register_umem(
     size: usize,
 ) -> Outcome<SoftUmem> {
     let span = dmabuf_span(emulator, fd, offset, size as u64)?;
+    shadow_umem(emulator, device, span)
+}
+
+fn shadow_umem(emulator: &Emulator, device: usize, span: Span) -> Outcome<SoftUmem> {
+    let size = usize::try_from(span.len).map_err(|_| Failure::invalid("UMEM too long"))?;
     let side = side()?;
     let nomem = |e: &dyn std::fmt::Display| Failure::new(libc::ENOMEM, e.to_string());
     let shadow = DmaBuffer::zeroed(size, 64).map_err(|e| nomem(&e))?;
@@ -250,8 +299,37 @@ pub(crate) fn register_region(
     access: u32,
 ) -> Option<Outcome<(RegionHandle, u32, u32)>> {
     emulator.dmabuf(fd)?;
-    Some((|| {
-        let span = dmabuf_span(emulator, fd, offset, len as u64)?;
+    Some(
+        dmabuf_span(emulator, fd, offset, len as u64)
+            .and_then(|span| region_at(emulator, device, span, iova, access)),
+    )
+}
+
+/// Registers `len` bytes of GPU memory at `addr` (the peer-memory path, `ibv_reg_mr` of a
+/// GPU address), with verbs `access`, on `device`: its keys.
+pub(crate) fn register_region_at(
+    emulator: &Emulator,
+    device: usize,
+    addr: u64,
+    len: usize,
+    access: u32,
+) -> Outcome<(RegionHandle, u32, u32)> {
+    let span = Span {
+        addr,
+        len: len as u64,
+    };
+    region_at(emulator, device, span, addr, access)
+}
+
+fn region_at(
+    emulator: &Emulator,
+    device: usize,
+    span: Span,
+    iova: u64,
+    access: u32,
+) -> Outcome<(RegionHandle, u32, u32)> {
+    (|| {
+        let len = span.len;
         if iova != span.addr {
             return Err(Failure::new(
                 libc::EOPNOTSUPP,
@@ -273,7 +351,7 @@ pub(crate) fn register_region(
             GpuRegion {
                 node: device,
                 addr: span.addr,
-                len: len as u64,
+                len,
                 lkey,
                 rkey,
                 // The rights; the optional flags (relaxed ordering) are hints.
@@ -282,7 +360,7 @@ pub(crate) fn register_region(
         );
         rebuild(side, &mut st, emulator);
         Ok((RegionHandle(id), lkey, rkey))
-    })())
+    })()
 }
 
 /// A GPU memory region's registration: dropping it deregisters the region (the engine no

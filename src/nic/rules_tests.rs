@@ -567,3 +567,63 @@ fn a_full_ring_cq_overwrites_with_overrun_ignore_and_stops_without() {
         );
     }
 }
+
+#[test]
+fn queues_may_lie_inside_one_umem_at_offsets() {
+    // Two 16-WQEBB rings in one UMEM and their records in another, as NVSHMEM places its
+    // DC initiators; then the executor's bounds.
+    let raw = Raw::new(SOFT_NIC_CAPS);
+    let srq = raw.nic.create_srq(&raw.pd, 4).unwrap();
+    let rings = raw
+        .nic
+        .register_umem_buffer(DmaBuffer::zeroed(2 * 16 * 64, 4096).unwrap())
+        .unwrap();
+    let records = raw
+        .nic
+        .register_umem_buffer(DmaBuffer::zeroed(16, 64).unwrap())
+        .unwrap();
+    let create = |wq_offset: u64, dbr_addr: u64| {
+        let mut c: CreateQp = command::create_qp(
+            ServiceType::Dci,
+            super::backend::ProtectionDomainId::pdn(&raw.pd),
+            raw.uar.page_id(),
+            raw.cqn,
+            4,
+            rings.umem_id(),
+            records.umem_id(),
+            ReceiveQueue::Srq { srqn: srq.srqn() },
+        );
+        c.wq_umem_offset = wq_offset;
+        c.qpc.dbr_addr = dbr_addr;
+        let mut output = vec![0u8; OUTPUT_BYTES];
+        raw.nic.create_object(&c.encode().unwrap(), &mut output)
+    };
+    let refused = |r: Result<SoftObject, NicError>| status_of(&r.unwrap_err());
+    let mismatch = Some((CommandStatus::BadParameter, 0x02));
+    assert_eq!(
+        refused(create(32, 0)),
+        mismatch,
+        "a ring off a 64-byte boundary"
+    );
+    assert_eq!(
+        refused(create(1088, 0)),
+        mismatch,
+        "a ring past the UMEM's end"
+    );
+    assert_eq!(
+        refused(create(0, 16)),
+        mismatch,
+        "a record past the UMEM's end"
+    );
+    let census = raw.nic.fabric().census();
+    assert_eq!(census.queue_pairs, 0, "refusals made nothing");
+    create(0, 0).unwrap();
+    create(1024, 8).unwrap();
+    assert_eq!(raw.nic.fabric().census().queue_pairs, 2);
+    // The same memory again is another queue's.
+    assert_eq!(
+        refused(create(1024, 8)),
+        mismatch,
+        "memory of another queue"
+    );
+}

@@ -7,7 +7,7 @@
 //! | syndrome | cause |
 //! |---|---|
 //! | 0x01 | a UMEM id that is not registered |
-//! | 0x02 | queue memory that does not fill its UMEM exactly, or a UMEM offset / doorbell address other than 0 |
+//! | 0x02 | queue memory that does not lie inside its UMEM: a ring or CQ past its end or at an offset that is not a multiple of 64 bytes, a doorbell record past its end (its address is 8-byte aligned by the decoder) |
 //! | 0x03 | a UAR page that is not allocated |
 //! | 0x04 | a protection domain that is not allocated |
 //! | 0x05 | a CQ that does not exist |
@@ -183,27 +183,45 @@ pub(super) fn general(nic: &SoftNic, input: &[u8], output: &mut [u8]) -> Result<
     }
 }
 
-/// The UMEM `id` as a buffer of exactly `len` bytes at offset 0.
+/// `len` bytes of UMEM `id` from `offset`, which must be a multiple of `align`: the whole
+/// UMEM when they are all of it, else a view of them (several queues in one UMEM at
+/// offsets, as NVSHMEM places its DCIs' rings and records; the fabric refuses two queues
+/// on the same bytes). Either way with the executor claim the UMEM carries, if any.
+fn umem_range(
+    nic: &SoftNic,
+    id: u32,
+    offset: u64,
+    len: usize,
+    align: u64,
+) -> Result<(Arc<DmaBuffer>, Option<ExecutorClaim>), Refusal> {
+    let (buffer, claim) = nic.umem(id).ok_or(bad_param(syndrome::UNKNOWN_UMEM))?;
+    let mismatch = || bad_param(syndrome::UMEM_MISMATCH);
+    let start = usize::try_from(offset).map_err(|_| mismatch())?;
+    if offset % align != 0 {
+        return Err(mismatch());
+    }
+    if start == 0 && len == buffer.len() {
+        return Ok((buffer, claim));
+    }
+    // The view checks that the bytes lie inside the UMEM.
+    let view = DmaBuffer::view(&buffer, start, len).map_err(|_| mismatch())?;
+    Ok((Arc::new(view), claim))
+}
+
+/// A ring or CQ: `len` bytes of UMEM `id` from `offset` (a multiple of 64 bytes, one WQE
+/// basic block or CQE).
 fn umem_exactly(
     nic: &SoftNic,
     id: u32,
     offset: u64,
     len: usize,
 ) -> Result<(Arc<DmaBuffer>, Option<ExecutorClaim>), Refusal> {
-    let (buffer, claim) = nic.umem(id).ok_or(bad_param(syndrome::UNKNOWN_UMEM))?;
-    if offset != 0 || buffer.len() != len {
-        return Err(bad_param(syndrome::UMEM_MISMATCH));
-    }
-    Ok((buffer, claim))
+    umem_range(nic, id, offset, len, 64)
 }
 
-/// A doorbell record: a UMEM of 8 bytes, at address 0.
+/// A doorbell record: 8 bytes of UMEM `id` at `addr` (8-byte aligned).
 fn umem_record(nic: &SoftNic, id: u32, addr: u64) -> Result<Arc<DmaBuffer>, Refusal> {
-    let (buffer, _) = nic.umem(id).ok_or(bad_param(syndrome::UNKNOWN_UMEM))?;
-    if addr != 0 || buffer.len() != 8 {
-        return Err(bad_param(syndrome::UMEM_MISMATCH));
-    }
-    Ok(buffer)
+    umem_range(nic, id, addr, 8, 8).map(|(buffer, _)| buffer)
 }
 
 fn execute_create_cq(nic: &SoftNic, command: CreateCq) -> Result<(u32, CreateCqOutput), Refusal> {
