@@ -467,6 +467,13 @@ pub(crate) fn observe(emulator: &Emulator, device: usize, input: &[u8], output: 
                          the CUDA software NIC cannot watch its doorbell",
                         o.qpn, c.qpc.uar_page
                     ),
+                    (Some(_), None, _) => eprintln!(
+                        "ibgda-emu: GPU queue pair {:#x} keeps its doorbell record outside GPU \
+                         memory (a CPU-rung doorbell, as NVSHMEM's CPU-assisted path): the \
+                         CUDA software NIC does not execute it, and the CPU engine cannot \
+                         read its GPU ring",
+                        o.qpn
+                    ),
                     _ => {}
                 }
             }

@@ -627,3 +627,206 @@ fn queues_may_lie_inside_one_umem_at_offsets() {
         "memory of another queue"
     );
 }
+
+/// NVSHMEM 3.4.5's IBGDA bring-up for one PE with its defaults (2 RC queue pairs connected
+/// to themselves, 1 DC initiator, a DC target; 1,024-WQEBB rings), each command with the
+/// values its transport (`src/modules/transport/ibgda/ibgda.cpp`) sets, over memory laid
+/// out as it lays it out (64 KiB GPU pages: each ring, CQ and record in a UMEM of whole
+/// pages, the DC initiators' rings and records at offsets of shared UMEMs): the executor
+/// accepts all of it, as firmware does, so that the transport can come up on the emulated
+/// ConnectX.
+#[test]
+fn nvshmem_3_4_5s_bring_up_is_accepted() {
+    use super::prm::{
+        AddressPath, CapabilityType, CqContext, CqeSize, CreateCq, Init2RtrQp, Mtu, PmState,
+        QpCreateContext, QueryHcaCap, RemoteAccess, Rst2InitQp, Rtr2RtsQp,
+    };
+    const GPU_PAGE: usize = 64 << 10;
+    const WQEBBS: u32 = 1024;
+    const DC_ACCESS_KEY: u64 = 0x5623_ceaf;
+    let raw = Raw::new(SOFT_NIC_CAPS);
+    let nic = &raw.nic;
+    let mut output = vec![0u8; OUTPUT_BYTES];
+    for capability in [CapabilityType::General, CapabilityType::Atomic] {
+        let query = QueryHcaCap::current(capability).encode().unwrap();
+        nic.general_command(&query, &mut output).unwrap();
+    }
+    let port = nic.query_port(1).unwrap();
+    let pdn = super::backend::ProtectionDomainId::pdn(&raw.pd);
+    // The SRQ and the receive CQ, made with verbs (16,384 receives).
+    let srq = nic.create_srq(&raw.pd, 16384).unwrap();
+    let mut umems = Vec::new();
+    let mut umem = |len: usize| {
+        let u = nic
+            .register_umem_buffer(DmaBuffer::zeroed(len, 4096).unwrap())
+            .unwrap();
+        let id = u.umem_id();
+        umems.push(u);
+        id
+    };
+    let recv_ring = umem(16384 * 64);
+    let recv_record = umem(64);
+    let input = command::create_cq(
+        14,
+        false,
+        false,
+        raw.uar.page_id(),
+        0,
+        recv_ring,
+        recv_record,
+    )
+    .encode()
+    .unwrap();
+    nic.create_object(&input, &mut output).unwrap();
+    let rcqn = CreateCqOutput::decode(&output).unwrap().cqn;
+
+    // A collapsed CQ with overrun ignore per queue pair, in whole GPU pages, on an NC UAR.
+    let cq = |umem: &mut dyn FnMut(usize) -> u32| {
+        let uar = nic.alloc_uar().unwrap();
+        let input = CreateCq {
+            uid: 0,
+            cqc: CqContext {
+                dbr_umem_valid: true,
+                dbr_umem_id: umem(GPU_PAGE),
+                dbr_addr: 0,
+                cqe_size: CqeSize::Bytes64,
+                collapsed: true,
+                overrun_ignore: true,
+                log_cq_size: 10,
+                uar_page: uar.page_id(),
+                c_eqn: 0,
+                log_page_size: 4,
+                page_offset: 0,
+            },
+            cq_umem_offset: 0,
+            cq_umem_id: umem(GPU_PAGE),
+            cq_umem_valid: true,
+        }
+        .encode()
+        .unwrap();
+        let mut output = vec![0u8; OUTPUT_BYTES];
+        nic.create_object(&input, &mut output).unwrap();
+        (CreateCqOutput::decode(&output).unwrap().cqn, uar)
+    };
+    let create_qp = |service, cqn, uar: &super::soft::SoftUar, wq, offset, dbr, addr, index| {
+        let input = CreateQp {
+            uid: 0,
+            opt_param_mask: 0,
+            qpc: QpCreateContext {
+                service_type: service,
+                isolate_vl_tc: false,
+                pm_state: PmState::Migrated,
+                pd: pdn,
+                log_sq_size: WQEBBS.trailing_zeros() as u8,
+                ts_format: 0,
+                uar_page: uar.page_id(),
+                user_index: index,
+                log_page_size: 0,
+                cqn_snd: cqn,
+                page_offset: 0,
+                cqn_rcv: rcqn,
+                dbr_addr: addr,
+                receive: ReceiveQueue::Srq { srqn: srq.srqn() },
+                dbr_umem_valid: true,
+                dbr_umem_id: dbr,
+            },
+            wq_umem_offset: offset,
+            wq_umem_id: wq,
+            wq_umem_valid: true,
+        }
+        .encode()
+        .unwrap();
+        let mut output = vec![0u8; OUTPUT_BYTES];
+        let object = nic.create_object(&input, &mut output).unwrap();
+        (object, CreateQpOutput::decode(&output).unwrap().qpn)
+    };
+    let modify = |object: &SoftObject, input: Vec<u8>| {
+        let mut output = vec![0u8; OUTPUT_BYTES];
+        nic.modify_object(object, &input, &mut output)
+    };
+    let rst2init = |qpn, dc: bool| Rst2InitQp {
+        uid: 0,
+        qpn,
+        opt_param_mask: 0,
+        pm_state: PmState::Migrated,
+        vhca_port_num: 1,
+        pkey_index: 0,
+        access: RemoteAccess {
+            read: !dc,
+            write: !dc,
+            atomic: !dc,
+        },
+        atomic_mode: if dc {
+            AtomicMode::NotSet
+        } else {
+            AtomicMode::UpTo8Bytes
+        },
+        dc_access_key: if dc { DC_ACCESS_KEY } else { 0 },
+    };
+    let init2rtr = |qpn, remote_qpn, dc: bool| Init2RtrQp {
+        uid: 0,
+        qpn,
+        opt_param_mask: 0,
+        mtu: Mtu::from_wire("INIT2RTR_QP", port.mtu.code().into()).unwrap(),
+        log_msg_max: 30,
+        remote_qpn,
+        next_rcv_psn: 0,
+        min_rnr_nak: if dc { 0 } else { 12 },
+        log_rra_max: if dc { 0 } else { 4 },
+        path: AddressPath {
+            rlid: if dc { 0 } else { port.lid },
+            ..AddressPath::default()
+        },
+    };
+    let rtr2rts = |qpn| Rtr2RtsQp {
+        uid: 0,
+        qpn,
+        opt_param_mask: 0,
+        log_ack_req_freq: 0,
+        log_sra_max: 4,
+        retry_count: 7,
+        rnr_retry: 7,
+        next_send_psn: 0,
+        ack_timeout: 20,
+    };
+
+    // The DC initiator: its ring and record at offset 0 of UMEMs sized for every DCI.
+    let (dci_cqn, dci_uar) = cq(&mut umem);
+    let (dci_ring, dci_records) = (umem(GPU_PAGE), umem(GPU_PAGE));
+    let (dci, dci_qpn) = create_qp(
+        ServiceType::Dci,
+        dci_cqn,
+        &dci_uar,
+        dci_ring,
+        0,
+        dci_records,
+        0,
+        0,
+    );
+    modify(&dci, rst2init(dci_qpn, true).encode().unwrap()).unwrap();
+    modify(&dci, init2rtr(dci_qpn, 0, true).encode().unwrap()).unwrap();
+    modify(&dci, rtr2rts(dci_qpn).encode().unwrap()).unwrap();
+
+    // Two RC queue pairs, each connected to itself (one PE), each in UMEMs of its own.
+    let mut rcs = Vec::new();
+    for index in 1..=2 {
+        let (cqn, uar) = cq(&mut umem);
+        let (ring, record) = (umem(GPU_PAGE), umem(GPU_PAGE));
+        let (rc, qpn) = create_qp(ServiceType::Rc, cqn, &uar, ring, 0, record, 0, index);
+        modify(&rc, rst2init(qpn, false).encode().unwrap()).unwrap();
+        modify(&rc, init2rtr(qpn, qpn, false).encode().unwrap()).unwrap();
+        modify(&rc, rtr2rts(qpn).encode().unwrap()).unwrap();
+        rcs.push((rc, uar));
+    }
+    // Its DC targets (verbs: CREATE_DCT as the kernel's driver sends it).
+    for _ in 0..2 {
+        raw.create_dct(srq.srqn(), AtomicMode::UpTo8Bytes).unwrap();
+    }
+    let census = nic.fabric().census();
+    assert_eq!(
+        census.queue_pairs, 3,
+        "two RC queue pairs and a DC initiator"
+    );
+    assert_eq!(census.dc_targets, 2);
+    drop((rcs, dci_uar));
+}
