@@ -15,6 +15,7 @@ use core::fmt;
 use core::ptr::NonNull;
 use core::sync::atomic::{AtomicU64, Ordering};
 use std::alloc::{self, Layout};
+use std::sync::Arc;
 
 const WORD: usize = 8;
 
@@ -97,6 +98,21 @@ impl fmt::Display for DmaError {
 
 impl std::error::Error for DmaError {}
 
+/// The host's page size (`sysconf(_SC_PAGESIZE)`: 4 KiB on x86-64, 4, 16 or 64 KiB on
+/// Arm servers), or `None` where it cannot be read (or is not a power of two).
+pub fn host_page_size() -> Option<usize> {
+    #[cfg(target_os = "linux")]
+    {
+        // SAFETY: `sysconf` has no preconditions.
+        let n = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+        usize::try_from(n).ok().filter(|n| n.is_power_of_two())
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        None
+    }
+}
+
 impl DmaBuffer {
     /// A zeroed buffer of `len` bytes (a multiple of 8) aligned to `align` (a power of two,
     /// at least 8). Rings want 4096 (a page), like the NIC's queue memory.
@@ -164,6 +180,31 @@ impl DmaBuffer {
         let mut buffer = unsafe { Self::from_raw(ptr, len, owner) }?;
         buffer.device_addr = Some(device_addr);
         Ok(buffer)
+    }
+
+    /// `len` bytes of `buffer` from `offset`, as a buffer of their own that keeps `buffer`
+    /// alive: the software NIC's view of a queue placed inside a UMEM at an offset. Not
+    /// public: two views of one buffer share memory, which queue memory (a unique owner)
+    /// must never do; the NIC's views are its capabilities, not owners.
+    pub(crate) fn view(buffer: &Arc<Self>, offset: usize, len: usize) -> Result<Self, DmaError> {
+        let out_of_bounds = DmaError::OutOfBounds {
+            offset,
+            len,
+            buffer_len: buffer.len,
+        };
+        let end = offset.checked_add(len).ok_or(out_of_bounds)?;
+        if end > buffer.len {
+            return Err(out_of_bounds);
+        }
+        let start = buffer.as_ptr().wrapping_add(offset);
+        let ptr = NonNull::new(start).ok_or(out_of_bounds)?;
+        // SAFETY: `offset..offset + len` lies inside `buffer` (checked), whose memory the
+        // owner (a clone of its `Arc`) keeps allocated for the view's life; the span is
+        // word-aligned and whole words (checked by `from_raw`); every access to it is
+        // atomic, as to all of `buffer`.
+        let mut view = unsafe { Self::from_raw(ptr, len, Box::new(buffer.clone())) }?;
+        view.device_addr = buffer.device_addr.map(|d| d + offset as u64);
+        Ok(view)
     }
 
     /// The address GPU threads use for this buffer, if it is mapped into a GPU.

@@ -106,6 +106,11 @@ fn cases() -> Vec<Case> {
             dmabuf_umem_efault_falls_back,
         ),
         child_case(
+            "dmabuf_descriptors_close_once_registered",
+            DEFAULT_DEVICE,
+            dmabuf_descriptors_close,
+        ),
+        child_case(
             "cqe_version_0",
             "[device mlx5_0]\ncap.cqe_version = 0\n",
             cqe_version_0,
@@ -145,6 +150,23 @@ fn cases() -> Vec<Case> {
                 config: DEFAULT_DEVICE,
                 run: queue_pair_life,
                 check: Some(check_command_log),
+            },
+        },
+        Case {
+            name: "command_log_shows_the_srq_the_atomic_mode_and_overrun_ignore",
+            run: Run::Child {
+                config: "[device mlx5_0]\n[device mlx5_1]\ncap.masked_atomics = 0\n",
+                run: queues_of_every_kind,
+                check: Some(check_receive_atomic_overrun),
+            },
+        },
+        Case {
+            name: "a_failed_destroy_keeps_what_the_object_uses",
+            run: Run::Child {
+                config: "[device mlx5_0]\nfault.command = DESTROY_QP status=0x08 syndrome=0x51\n\
+                         [device mlx5_1]\nfault.command = DESTROY_CQ status=0x08 syndrome=0x52\n",
+                run: failed_destroys,
+                check: Some(check_failed_destroys),
             },
         },
         child_case(
@@ -433,6 +455,48 @@ fn dmabuf_umem_efault_falls_back() -> Outcome {
     Ok(())
 }
 
+/// The descriptors this process has open.
+fn open_descriptors() -> Result<usize, String> {
+    Ok(std::fs::read_dir("/proc/self/fd").map_err(fail)?.count())
+}
+
+/// 1,000 GPU (stand-in) memory regions registered by DMA-BUF with every access right and
+/// relaxed ordering, all alive at once: the
+/// descriptors of their exports are closed once each registration returns (kept, they
+/// would pass the default limit of 1,024 open files), and every one registered by DMA-BUF.
+fn dmabuf_descriptors_close() -> Outcome {
+    const REGIONS: usize = 1000;
+    let device = Mlx5Device::open(Some("mlx5_0")).map_err(fail)?;
+    let pd = device.alloc_pd().map_err(fail)?;
+    let before = open_descriptors()?;
+    let mut regions = Vec::with_capacity(REGIONS);
+    // Every right and relaxed ordering, as NVSHMEM and NCCL register GPU memory.
+    let access = MemoryAccess::all().bits();
+    for i in 0..REGIONS {
+        let region = MemoryRegion::register_gpu(
+            &pd,
+            host_stand_in(4096)?,
+            0,
+            4096,
+            access,
+            Some(&StandInDmaBuf),
+        )
+        .map_err(|e| format!("region {i}: {e}"))?;
+        if region.gpu_path() != Some(GpuPath::DmaBuf) {
+            return Err(format!("region {i}: path {:?}", region.gpu_path()));
+        }
+        regions.push(region);
+    }
+    let after = open_descriptors()?;
+    if after != before {
+        return Err(format!(
+            "{} descriptors open with {REGIONS} regions registered (before: {before})",
+            after
+        ));
+    }
+    Ok(())
+}
+
 fn cqe_version_0() -> Outcome {
     let e = expect_err(open("mlx5_0"), "opening a device with CQE version 0")?;
     match &e {
@@ -700,6 +764,235 @@ fn check_command_log(path: &Path) -> Outcome {
         };
         if let Some(wrong) = wrong {
             return Err(wrong);
+        }
+    }
+    Ok(())
+}
+
+/// On each of two devices (the second without masked atomics): a DC target, a DC
+/// initiator, an RC queue pair without receives and one receiving through the SRQ, each
+/// connected to itself; one WRITE_WITH_IMM received through the SRQ; teardown.
+fn queues_of_every_kind() -> Outcome {
+    use ibgda::nic::Receives;
+    for name in ["mlx5_0", "mlx5_1"] {
+        let device = open(name).map_err(fail)?;
+        let pd = device.alloc_pd().map_err(fail)?;
+        let buffer = Arc::new(DmaBuffer::zeroed(64, 4096).map_err(fail)?);
+        let region = pd
+            .register(buffer.clone(), 0, 64, MemoryAccess::all())
+            .map_err(fail)?;
+        let _dct = pd.create_dct(0x77, 16).map_err(fail)?;
+        let _dci = pd
+            .create_dci::<ibgda::wqe::Full>(spec())
+            .map_err(fail)?
+            .activate()
+            .map_err(fail)?;
+        let send_only = pd.create_rc(spec()).map_err(fail)?;
+        let e = send_only.endpoint();
+        let _send_only = send_only.connect(&e).map_err(fail)?;
+        let receiving = pd
+            .create_rc(spec().with_receives(Receives::SharedQueue))
+            .map_err(fail)?;
+        let e = receiving.endpoint();
+        let mut receiving = receiving.connect(&e).map_err(fail)?;
+        pd.shared_receive_queue()
+            .and_then(|srq| srq.post_receives(1))
+            .map_err(fail)?;
+        let wqe = RdmaWrite::new(region.remote(0))
+            .inline(b"imm")
+            .immediate(7)
+            .signaled()
+            .build()
+            .map_err(fail)?;
+        receiving.post(&wqe, &[]).map_err(fail)?;
+        let start = Instant::now();
+        let mut seen = Vec::new();
+        while seen.len() < 2 && start.elapsed() < Duration::from_secs(10) {
+            if let Some(polled) = receiving.poll().map_err(fail)? {
+                seen.push(polled);
+            }
+        }
+        if !seen
+            .iter()
+            .any(|p| matches!(p, ibgda::queue::Polled::Received(r) if r.imm == 7))
+        {
+            return Err(format!("{name}: no receive completion in {seen:?}"));
+        }
+    }
+    Ok(())
+}
+
+/// The log of [`queues_of_every_kind`]: every DC target names a real SRQ, every DC
+/// initiator the same one (`rq_type` 1), RC queue pairs a zero-size RQ unless they
+/// receive; RST2INIT and CREATE_DCT ask for atomic mode 3 where the device has masked
+/// 8-byte atomics and 1 where it has not; ring CQs ignore overrun only for send-only queue
+/// pairs whose CQ holds the send ring.
+fn check_receive_atomic_overrun(path: &Path) -> Outcome {
+    use ibgda::nic::prm::{AtomicMode, ReceiveQueue};
+    let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let records = log::parse(&text).map_err(fail)?;
+    for (device, mode) in [
+        ("mlx5_0", AtomicMode::UpTo8Bytes),
+        ("mlx5_1", AtomicMode::IbCompatible),
+    ] {
+        let mut srqn = None;
+        let mut receives = Vec::new();
+        let mut oi = Vec::new();
+        let mut rst2init_modes = Vec::new();
+        for record in records.iter().filter(|r| r.device == device) {
+            if record.errno != 0 {
+                return Err(format!(
+                    "record {} failed: errno {}",
+                    record.seq, record.errno
+                ));
+            }
+            match record.decode().input.map_err(fail)? {
+                DecodedCommand::CreateCq(c) => oi.push(c.cqc.overrun_ignore),
+                DecodedCommand::CreateDct(c) => {
+                    if c.dctc.srqn == 0 {
+                        return Err(format!("{device}: CREATE_DCT with srqn 0"));
+                    }
+                    srqn = Some(c.dctc.srqn);
+                    if c.dctc.atomic_mode != mode || !c.dctc.access.atomic {
+                        return Err(format!("{device}: CREATE_DCT {:?}", c.dctc));
+                    }
+                }
+                DecodedCommand::CreateQp(c) => receives.push((c.qpc.service_type, c.qpc.receive)),
+                DecodedCommand::Rst2InitQp(c) => rst2init_modes.push(c.atomic_mode),
+                _ => {}
+            }
+        }
+        let srqn = srqn.ok_or(format!("{device}: no CREATE_DCT"))?;
+        let shared = ReceiveQueue::Srq { srqn };
+        let expected = vec![
+            (ServiceType::Dci, shared),
+            (ServiceType::Rc, ReceiveQueue::ZeroSize),
+            (ServiceType::Rc, shared),
+        ];
+        if receives != expected {
+            return Err(format!(
+                "{device}: receive sides {receives:?}, expected {expected:?}"
+            ));
+        }
+        // The DCT's CQ (receives only), the DCI's, the send-only RC's, the receiving RC's.
+        if oi != [false, true, true, false] {
+            return Err(format!("{device}: CQ overrun ignore {oi:?}"));
+        }
+        // The DCI enables nothing; the RC queue pairs ask for the device's mode.
+        if rst2init_modes != [AtomicMode::NotSet, mode, mode] {
+            return Err(format!(
+                "{device}: RST2INIT atomic modes {rst2init_modes:?}"
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// What the emulated devices still hold (`ibgda_emu_outstanding`), as `name=count` pairs.
+fn outstanding() -> Result<Vec<(String, usize)>, String> {
+    type Outstanding = unsafe extern "C" fn(*mut libc::c_char, usize) -> libc::c_int;
+    // SAFETY: the emulated libibverbs.so.1 this process loaded (no initialiser runs again).
+    let lib = unsafe { libloading::Library::new("libibverbs.so.1") }.map_err(fail)?;
+    // SAFETY: the emulator's entry point, of this type.
+    let f = unsafe { lib.get::<Outstanding>(b"ibgda_emu_outstanding\0") }.map_err(fail)?;
+    let mut text = [0 as libc::c_char; 256];
+    // SAFETY: a buffer of the length given; the call NUL-terminates it.
+    let total = unsafe { f(text.as_mut_ptr(), text.len()) };
+    if total < 0 {
+        return Err("the emulator is unusable".into());
+    }
+    // SAFETY: NUL-terminated by the call.
+    let text = unsafe { std::ffi::CStr::from_ptr(text.as_ptr()) }.to_string_lossy();
+    text.split_whitespace()
+        .map(|pair| {
+            let (name, n) = pair.split_once('=').ok_or(format!("`{pair}`"))?;
+            Ok((name.to_owned(), n.parse().map_err(fail)?))
+        })
+        .collect()
+}
+
+fn count(of: &[(String, usize)], name: &str) -> usize {
+    of.iter().find(|(n, _)| n == name).map_or(0, |(_, c)| *c)
+}
+
+/// On a device whose DESTROY_QP fails, and on one whose DESTROY_CQ fails: an RC queue pair
+/// connected to itself, used, dropped. Its UMEMs, UAR and PD must stay allocated (the NIC
+/// may still use them), and the device counts the failure.
+fn failed_destroys() -> Outcome {
+    for (name, failing, objects_left) in [("mlx5_0", "DESTROY_QP", 2), ("mlx5_1", "DESTROY_CQ", 1)]
+    {
+        let before = outstanding()?;
+        let device = open(name).map_err(fail)?;
+        {
+            let pd = device.alloc_pd().map_err(fail)?;
+            let buffer = Arc::new(DmaBuffer::zeroed(64, 4096).map_err(fail)?);
+            let region = pd
+                .register(buffer, 0, 64, MemoryAccess::all())
+                .map_err(fail)?;
+            let pending = pd.create_rc(spec()).map_err(fail)?;
+            let endpoint = pending.endpoint();
+            let mut qp = pending.connect(&endpoint).map_err(fail)?;
+            let wqe = RdmaWrite::new(region.remote(0))
+                .inline(b"before")
+                .signaled()
+                .build()
+                .map_err(fail)?;
+            let ticket = qp.post(&wqe, &[]).map_err(fail)?;
+            qp.wait(ticket, Duration::from_secs(10)).map_err(fail)?;
+        }
+        let (failures, last) = device.teardown_failures();
+        if failures != 1
+            || !last
+                .as_ref()
+                .is_some_and(|e| e.to_string().contains(failing))
+        {
+            return Err(format!(
+                "{name}: teardown failures {failures}, last {last:?}"
+            ));
+        }
+        let after = outstanding()?;
+        let grew = |what: &str| count(&after, what) - count(&before, what);
+        // The queue's four UMEMs, its UAR and its PD stay; so does the object whose
+        // DESTROY failed (and, when DESTROY_QP failed, the CQ it completes to).
+        let expected = [
+            ("umems", 4),
+            ("uars", 1),
+            ("pds", 1),
+            ("devx", objects_left),
+        ];
+        for (what, n) in expected {
+            if grew(what) != n {
+                return Err(format!(
+                    "{name}: {what} left {}, expected {n}: {after:?}",
+                    grew(what)
+                ));
+            }
+        }
+        if grew("mrs") != 0 {
+            return Err(format!("{name}: the data region should be gone: {after:?}"));
+        }
+    }
+    Ok(())
+}
+
+/// Nothing was destroyed after the failed DESTROY: no DESTROY_CQ after a failed DESTROY_QP.
+fn check_failed_destroys(path: &Path) -> Outcome {
+    let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let records = log::parse(&text).map_err(fail)?;
+    for (device, expected) in [
+        ("mlx5_0", vec![opcode::DESTROY_QP]),
+        ("mlx5_1", vec![opcode::DESTROY_QP, opcode::DESTROY_CQ]),
+    ] {
+        let destroys: Vec<u16> = records
+            .iter()
+            .filter(|r| r.device == device)
+            .map(|r| r.opcode())
+            .filter(|&o| o == opcode::DESTROY_QP || o == opcode::DESTROY_CQ)
+            .collect();
+        if destroys != expected {
+            return Err(format!(
+                "{device}: DESTROY commands {destroys:x?}, expected {expected:x?}"
+            ));
         }
     }
     Ok(())

@@ -208,7 +208,7 @@ fn init2rtr_refuses_roce_paths_that_reach_no_one_and_changes_nothing() {
             rmac: [0; 6],
             ..good
         }),
-        (bad, 0x0c),
+        (bad, 0x0f),
         "zero MAC"
     );
     assert_eq!(
@@ -216,7 +216,7 @@ fn init2rtr_refuses_roce_paths_that_reach_no_one_and_changes_nothing() {
             src_addr_index: 9,
             ..good
         }),
-        (bad, 0x0d),
+        (bad, 0x10),
         "no GID entry 9"
     );
     assert_eq!(
@@ -224,12 +224,12 @@ fn init2rtr_refuses_roce_paths_that_reach_no_one_and_changes_nothing() {
             udp_sport: 0,
             ..good
         }),
-        (bad, 0x0e),
+        (bad, 0x11),
         "UDP source port 0 from a RoCE v2 GID"
     );
     assert_eq!(
         refused(AddressPath { grh: true, ..good }),
-        (bad, 0x0f),
+        (bad, 0x12),
         "grh set"
     );
     let status = fabric.qp_status(qpn).unwrap();

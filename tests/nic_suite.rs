@@ -21,7 +21,7 @@ use std::process::ExitCode;
 use ibgda::cq::{CompletionStatus, Syndrome};
 use ibgda::nic::{
     connection, roce, Backend, Device, DeviceCaps, LinkLayer, MemoryAccess, ProtectionDomain,
-    QueueSpec, UdpSourcePort,
+    QueueSpec, Receives, UdpSourcePort,
 };
 use ibgda::queue::{
     PollError, Polled, QueuePair, Recovery, Ticket, Unfinished, UnfinishedOutcome, WaitError,
@@ -260,11 +260,14 @@ fn write_with_immediate_completes_at_the_responder<H: Harness>(h: &H) -> CaseRes
     let (dev_a, dev_b) = (h.open(0)?, h.open(1)?);
     let (pd_a, pd_b) = (dev_a.alloc_pd()?, dev_b.alloc_pd()?);
     let area = Area::new(&pd_b, 64, 0, ALL)?;
-    let (pa, pb) = (pd_a.create_rc(spec())?, pd_b.create_rc(spec())?);
+    // B receives through its protection domain's SRQ (rq_type 1), which holds one
+    // receive WQE for the one WRITE_WITH_IMM.
+    let pa = pd_a.create_rc(spec())?;
+    let pb = pd_b.create_rc(spec().with_receives(Receives::SharedQueue))?;
     let (ea, eb) = (pa.endpoint(), pb.endpoint());
     let (mut a, mut b) = (pa.connect(&eb)?, pb.connect(&ea)?);
-    h.post_receives(&dev_b, b.qpn(), 1)
-        .map_err(CaseError::Ignored)?;
+    let srq = pd_b.shared_receive_queue()?;
+    srq.post_receives(1)?;
     let wqe = RdmaWrite::new(area.region.remote(8))
         .inline(&[1, 2, 3, 4, 5])
         .immediate(0xdead_beef)

@@ -121,9 +121,9 @@ pub struct Faults {
     /// Every queue pair's WQE of this number (0 for the first) fails with transport retry
     /// exceeded (syndrome 0x15): a peer that stopped answering after that much traffic.
     pub transport_retry_exceeded_at: Option<u64>,
-    /// The CUDA error the I/O-memory registration of a UAR page into the GPU fails with
-    /// (800: not permitted). Applied on the GPU path (the CUDA software NIC), which is not
-    /// built yet: configuring it makes `mlx5dv_devx_alloc_uar` say so on stderr.
+    /// The CUDA error the GPU mapping of a UAR page fails with (800: not permitted, as the
+    /// driver refuses a BAR mapping to non-root users): `ibgda_emu_uar_page` reports it to
+    /// the mlx5 backend, which then refuses the mapping with that error.
     pub uar_gpu_mapping: Option<i32>,
 }
 
@@ -332,12 +332,12 @@ pub const KEYS: &[(&str, &str, &str)] = &[
     ("hw_ver", "hardware revision", "0"),
     ("board_id", "sysfs board_id", "MT_0000000838"),
     ("max_qp, max_sge, max_cq, max_mr, max_pd, max_qp_rd_atom, max_res_rd_atom, max_srq, max_srq_wr, max_srq_sge, max_ah, max_pkeys, local_ca_ack_delay, device_cap_flags, max_msg_sz, port_cap_flags", "verbs limits", "see emu/README.md"),
-    ("cap.cqe_version, cap.compact_address_vector, cap.log_max_qp_size, cap.log_max_cq_size, cap.max_send_wqe_bytes, cap.atomic, cap.masked_atomics, cap.atomic_sizes, cap.atomic_endianness (big|host), cap.dc, cap.log_bf_reg_size", "what QUERY_HCA_CAP reports", "ibgda's SOFT_NIC_CAPS"),
+    ("cap.cqe_version, cap.compact_address_vector, cap.log_max_qp_size, cap.log_max_cq_size, cap.max_send_wqe_bytes, cap.atomic, cap.standard_atomics, cap.masked_atomics, cap.atomic_sizes, cap.atomic_sizes_dc, cap.atomic_endianness (big|host), cap.dc, cap.log_bf_reg_size", "what QUERY_HCA_CAP reports", "ibgda's SOFT_NIC_CAPS"),
     ("fault.open_devx, fault.alloc_uar, fault.umem_reg, fault.umem_reg_dmabuf, fault.reg_dmabuf_mr", "errno (name or number) the call fails with", "none"),
     ("fault.command", "NAME|0xOPCODE status=S syndrome=X [nth=N] (repeatable)", "none"),
     ("fault.first_wqe", "vendor syndrome of a LOCAL_QP_OP error on every QP's first WQE", "none"),
     ("fault.transport_retry_exceeded_at", "WQE number (0-based) of every QP that fails with syndrome 0x15", "none"),
-    ("fault.uar_gpu_mapping", "CUDA error of the UAR page's GPU mapping (GPU path, not built yet)", "none"),
+    ("fault.uar_gpu_mapping", "CUDA error of the UAR page's GPU mapping (800: not permitted)", "none"),
 ];
 
 impl Config {
@@ -627,8 +627,10 @@ fn set(d: &mut DeviceConfig, key: &str, value: &str) -> Result<(), String> {
         "cap.log_max_cq_size" => d.caps.log_max_cq_size = log2(key, value)?,
         "cap.max_send_wqe_bytes" => d.caps.max_send_wqe_bytes = bounded(key, value)?,
         "cap.atomic" => d.caps.atomic = flag(key, value)?,
+        "cap.standard_atomics" => d.caps.standard_atomics = flag(key, value)?,
         "cap.masked_atomics" => d.caps.masked_atomics = flag(key, value)?,
         "cap.atomic_sizes" => d.caps.atomic_sizes = bounded(key, value)?,
+        "cap.atomic_sizes_dc" => d.caps.atomic_sizes_dc = bounded(key, value)?,
         "cap.atomic_endianness" => {
             d.caps.atomic_endianness = match value {
                 "big" => AtomicEndianness::BigEndian,

@@ -270,6 +270,10 @@ pub(crate) fn command<T>(
         }
         None => execute(input, output).map_err(|e| command_failure(e, output, opcode)),
     };
+    #[cfg(feature = "cuda")]
+    if result.is_ok() {
+        crate::gpu::observe(emulator, device, input, output);
+    }
     if let Some(log) = &emulator.log {
         let errno = result.as_ref().err().map_or(0, |f| f.errno);
         log.record(
@@ -522,6 +526,13 @@ fn register_umem(
     if access & !0xf != 0 {
         return Err(Failure::invalid(format!("access {access:#x}")));
     }
+    // GPU memory by address: what the peer-memory module resolves (NVSHMEM's fallback
+    // when DMA-BUF fails).
+    #[cfg(feature = "cuda")]
+    if crate::gpu::is_gpu_memory(addr, size as u64) {
+        let soft = crate::gpu::register_umem_at(emulator, device, addr, size)?;
+        return Ok(umem_block(emulator, context, soft));
+    }
     let (buffer, offset) = caller_memory(addr, size as u64)?;
     if offset != 0 || buffer.len() != size {
         return Err(Failure::new(
@@ -536,6 +547,15 @@ fn register_umem(
         .nic
         .register_umem_buffer(buffer)
         .map_err(|e| Failure::new(libc::ENOMEM, e.to_string()))?;
+    Ok(umem_block(emulator, context, soft))
+}
+
+/// The C block of a new UMEM registration of `context`.
+fn umem_block(
+    emulator: &Emulator,
+    context: *mut ibv_context,
+    soft: ibgda::nic::SoftUmem,
+) -> *mut mlx5dv_devx_umem {
     let block = Owned::new(mlx5dv_devx_umem {
         umem_id: soft.umem_id(),
     });
@@ -548,7 +568,7 @@ fn register_umem(
             context: context as usize,
         },
     );
-    Ok(ptr)
+    ptr
 }
 
 #[no_mangle]
@@ -594,6 +614,19 @@ pub unsafe extern "C" fn mlx5dv_devx_umem_reg_ex(
                     "configured to fail for DMA-BUF memory (fault.umem_reg_dmabuf)",
                 ));
             }
+            #[cfg(feature = "cuda")]
+            {
+                // With the DMA-BUF mask, `addr` is the offset into the DMA-BUF.
+                let soft = crate::gpu::register_umem(
+                    emulator,
+                    device,
+                    umem_in.dmabuf_fd,
+                    umem_in.addr as u64,
+                    umem_in.size,
+                )?;
+                return Ok(umem_block(emulator, context, soft));
+            }
+            #[cfg(not(feature = "cuda"))]
             return Err(Failure::new(
                 libc::EOPNOTSUPP,
                 format!(
@@ -627,6 +660,8 @@ pub unsafe extern "C" fn mlx5dv_devx_umem_dereg(umem: *mut mlx5dv_devx_umem) -> 
                 ),
             ));
         }
+        #[cfg(feature = "cuda")]
+        crate::gpu::forget_umem(objects.contexts[&u.context].device, u.soft.umem_id());
         objects.umems.remove(&(umem as usize));
         Ok(())
     })
@@ -668,12 +703,6 @@ pub unsafe extern "C" fn mlx5dv_devx_alloc_uar(
         if let Some(errno) = faults.alloc_uar {
             return Err(Failure::new(errno, "configured to fail (fault.alloc_uar)"));
         }
-        if faults.uar_gpu_mapping.is_some() {
-            eprintln!(
-                "ibgda-emu: fault.uar_gpu_mapping applies to the GPU mapping of UAR pages, \
-                 which needs the CUDA software NIC (not built): ignored"
-            );
-        }
         if ![
             MLX5DV_UAR_ALLOC_TYPE_BF,
             MLX5DV_UAR_ALLOC_TYPE_NC,
@@ -684,6 +713,9 @@ pub unsafe extern "C" fn mlx5dv_devx_alloc_uar(
             return Err(Failure::invalid(format!("UAR type {flags:#x}")));
         }
         let (page, soft, at) = new_uar_page(&emulator.devices[device].nic)?;
+        emulator
+            .uar_pages()
+            .insert((device, soft.page_id()), page.clone());
         let block = Owned::new(mlx5dv_devx_uar {
             reg_addr: at.cast(),
             base_addr: page.as_ptr().cast(),
@@ -723,6 +755,8 @@ pub unsafe extern "C" fn mlx5dv_devx_free_uar(uar: *mut mlx5dv_devx_uar) {
                     ),
                 ));
             }
+            let device = objects.contexts[&u.context].device;
+            emulator.uar_pages().remove(&(device, u.soft.page_id()));
             objects.uars.remove(&(uar as usize));
             Ok(())
         },

@@ -11,12 +11,12 @@ use std::collections::HashMap;
 use std::fs::File;
 use std::io::Write;
 use std::ptr::NonNull;
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
 
 use ibgda::memory::DmaBuffer;
 use ibgda::nic::prm::log::{self, CommandRecord};
-use ibgda::nic::{SoftNic, SoftObject, SoftPd, SoftUar, SoftUmem};
+use ibgda::nic::{SoftNic, SoftObject, SoftPd, SoftUar, SoftUmem, UarPage};
 use ibgda::softnic::{EngineHandle, Fabric, MemoryRegion};
 use ibgda::wqe::segment::AddressVectorSegment;
 
@@ -25,6 +25,14 @@ use crate::config::{Config, DeviceConfig};
 
 /// The environment variable naming the command log.
 pub const LOG_ENV: &str = "IBGDA_EMU_LOG";
+
+/// The inode of the file `fd` names (`fstat`), if it is open.
+pub(crate) fn inode_of(fd: i32) -> Option<u64> {
+    // SAFETY: `stat` is plain data; all-zero is a valid value for `fstat` to overwrite.
+    let mut st: libc::stat = unsafe { core::mem::zeroed() };
+    // SAFETY: `fstat` writes only `st`; a closed descriptor is an error, not undefined.
+    (unsafe { libc::fstat(fd, &mut st) } == 0).then_some(st.st_ino)
+}
 
 /// A heap block handed to C: freed when dropped.
 pub(crate) struct Owned<T>(NonNull<T>);
@@ -75,8 +83,6 @@ pub(crate) struct Device {
     pub(crate) nic: SoftNic,
     /// How many commands of each opcode it has received (for `fault.command nth=`).
     pub(crate) command_counts: Mutex<HashMap<u16, u32>>,
-    /// The next SRQ number.
-    pub(crate) next_srqn: AtomicU32,
 }
 
 /// An open device context.
@@ -116,12 +122,17 @@ pub(crate) struct Cq {
     pub(crate) context: usize,
 }
 
-/// A shared receive queue (the emulator's own object: the executor has none).
+/// A shared receive queue: the device's SRQ, and the ring `mlx5dv_init_obj` reports.
 pub(crate) struct Srq {
     /// The C block (freed with this).
     pub(crate) _block: Owned<abi::ibv_srq>,
+    /// The device's SRQ (destroyed with this).
+    pub(crate) soft: ibgda::nic::SoftSrq,
     pub(crate) srqn: u32,
+    /// The receive WQEs it holds (its ring has one more).
     pub(crate) max_wr: u32,
+    /// Receive WQEs posted over its life.
+    pub(crate) posted: u64,
     /// The WQE buffer and record `mlx5dv_init_obj` reports.
     pub(crate) buffer: DmaBuffer,
     pub(crate) dbrec: DmaBuffer,
@@ -144,10 +155,19 @@ pub(crate) struct Qp {
     pub(crate) context: usize,
 }
 
+/// What a memory region is on the device.
+pub(crate) enum MrBacking {
+    /// Host memory: a region of the software NIC's fabric.
+    Host(#[allow(dead_code)] MemoryRegion),
+    /// GPU memory: a region of the CUDA software NIC.
+    #[cfg(feature = "cuda")]
+    Gpu(#[allow(dead_code)] crate::gpu::RegionHandle),
+}
+
 pub(crate) struct Mr {
     /// The C block (freed with this).
     pub(crate) _block: Owned<abi::ibv_mr>,
-    pub(crate) _region: MemoryRegion,
+    pub(crate) _region: MrBacking,
     pub(crate) pd: usize,
     pub(crate) context: usize,
 }
@@ -248,6 +268,17 @@ impl CommandLog {
     }
 }
 
+/// What a DMA-BUF descriptor an exporter announced covers (read by the GPU path)
+/// (`ibgda_emu_register_dmabuf`): the device range, and the DMA-BUF's inode, so that a
+/// descriptor number the process reused for another file is not taken for it.
+#[derive(Clone, Copy, Debug)]
+#[cfg_attr(not(feature = "cuda"), allow(dead_code))]
+pub(crate) struct DmabufExport {
+    pub(crate) inode: u64,
+    pub(crate) start: u64,
+    pub(crate) len: u64,
+}
+
 /// The process's emulator.
 pub(crate) struct Emulator {
     pub(crate) fabric: Fabric,
@@ -255,6 +286,11 @@ pub(crate) struct Emulator {
     pub(crate) devices: Vec<Device>,
     pub(crate) log: Option<CommandLog>,
     objects: Mutex<Objects>,
+    /// DMA-BUF exports announced, by descriptor.
+    dmabufs: Mutex<HashMap<i32, DmabufExport>>,
+    /// Every DEVX UAR page by device and page number (readable without the objects lock:
+    /// the GPU path looks pages up while a command runs).
+    uar_pages: Mutex<HashMap<(usize, u32), Arc<DmaBuffer>>>,
 }
 
 fn fill(dst: &mut [core::ffi::c_char], text: &str) {
@@ -307,7 +343,6 @@ impl Emulator {
                 ibv: Owned::new(ibv),
                 nic,
                 command_counts: Mutex::new(HashMap::new()),
-                next_srqn: AtomicU32::new(1),
             });
         }
         let log = match std::env::var_os(LOG_ENV).filter(|p| !p.is_empty()) {
@@ -324,7 +359,29 @@ impl Emulator {
             devices,
             log,
             objects: Mutex::new(Objects::default()),
+            dmabufs: Mutex::new(HashMap::new()),
+            uar_pages: Mutex::new(HashMap::new()),
         })
+    }
+
+    /// The DMA-BUF exports announced, by descriptor.
+    pub(crate) fn dmabufs(&self) -> MutexGuard<'_, HashMap<i32, DmabufExport>> {
+        self.dmabufs.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// What the DMA-BUF `fd` covers, if an exporter announced it and `fd` is still that
+    /// DMA-BUF.
+    #[cfg_attr(not(feature = "cuda"), allow(dead_code))]
+    pub(crate) fn dmabuf(&self, fd: i32) -> Option<DmabufExport> {
+        let known = *self.dmabufs().get(&fd)?;
+        (inode_of(fd)? == known.inode).then_some(known)
+    }
+
+    /// The DEVX UAR pages, by device and page number.
+    pub(crate) fn uar_pages(&self) -> MutexGuard<'_, HashMap<(usize, u32), Arc<DmaBuffer>>> {
+        self.uar_pages
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
     }
 
     /// The process's emulator, made on first use; a configuration error is returned to
@@ -429,6 +486,11 @@ impl Objects {
         }
         self.srqs.retain(|_, s| s.context != context);
         self.umems.retain(|_, u| u.context != context);
+        let mut pages = emulator.uar_pages();
+        for u in self.uars.values().filter(|u| u.context == context) {
+            pages.remove(&(device, u.soft.page_id()));
+        }
+        drop(pages);
         self.uars.retain(|_, u| u.context != context);
         self.ahs.retain(|_, a| a.context != context);
         self.mrs.retain(|_, m| m.context != context);

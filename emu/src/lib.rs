@@ -31,6 +31,8 @@ pub mod config;
 mod dv;
 mod emulator;
 mod entry;
+#[cfg(feature = "cuda")]
+mod gpu;
 mod queues;
 mod stubs;
 mod verbs;
@@ -45,6 +47,72 @@ pub extern "C" fn ibgda_emu_version() -> *const core::ffi::c_char {
     concat!("ibgda-emu ", env!("CARGO_PKG_VERSION"), "\0")
         .as_ptr()
         .cast()
+}
+
+/// Announces a DMA-BUF: `fd` covers `len` bytes of device memory from `device_addr`. A
+/// DMA-BUF exporter that knows the emulator may be the `libibverbs.so.1` it runs over
+/// (ibgda-kernels' `CudaNicAccess`) calls this after each export, before any registration
+/// names the descriptor: the emulator reaches GPU memory by address, which a descriptor
+/// does not tell. Returns 0, or an errno (`EBADF`: `fd` is not open; `EINVAL`: an empty or
+/// wrapping range).
+#[no_mangle]
+pub extern "C" fn ibgda_emu_register_dmabuf(
+    fd: core::ffi::c_int,
+    device_addr: u64,
+    len: u64,
+) -> core::ffi::c_int {
+    entry::run(
+        "ibgda_emu_register_dmabuf",
+        |e| e,
+        |emulator| {
+            if len == 0 || device_addr.checked_add(len).is_none() {
+                return Err(entry::Failure::invalid(format!(
+                    "{len} bytes at {device_addr:#x}"
+                )));
+            }
+            let inode = emulator::inode_of(fd)
+                .ok_or_else(|| entry::Failure::new(libc::EBADF, format!("descriptor {fd}")))?;
+            emulator.dmabufs().insert(
+                fd,
+                emulator::DmabufExport {
+                    inode,
+                    start: device_addr,
+                    len,
+                },
+            );
+            Ok(0)
+        },
+    )
+}
+
+/// Whether `addr` lies in a UAR page of an emulated device (ordinary memory, where a
+/// ConnectX has a BAR page): 1 if it does, 0 if not, and minus the CUDA error configured
+/// for its GPU mapping (`fault.uar_gpu_mapping`, 800: not permitted) if one is. The mlx5
+/// backend asks before mapping a doorbell page into the GPU: a page of the emulator takes
+/// the host-memory registration, not the I/O-memory one.
+#[no_mangle]
+pub extern "C" fn ibgda_emu_uar_page(addr: *const core::ffi::c_void) -> core::ffi::c_int {
+    entry::run(
+        "ibgda_emu_uar_page",
+        |_| 0,
+        |emulator| {
+            let addr = addr as u64;
+            let pages = emulator.uar_pages();
+            let hit = pages.iter().find(|(_, page)| {
+                let start = page.as_ptr() as u64;
+                addr >= start && addr - start < page.len() as u64
+            });
+            Ok(match hit {
+                None => 0,
+                Some(((device, _), _)) => {
+                    match emulator.devices[*device].config.faults.uar_gpu_mapping {
+                        Some(code) => -code.abs(),
+                        None => 1,
+                    }
+                }
+            })
+        },
+    )
 }
 
 /// What is still allocated, over every context of every emulated device: writes

@@ -9,8 +9,9 @@
 //! creates a DCT in firmware only then, with the access rights and path of its
 //! transitions). The commands go through the same path as DEVX commands: the software NIC's
 //! PRM executor, the command faults, the command log (with the verbs entry point as the
-//! call). SRQs are the emulator's own objects (the executor has none): their numbers are
-//! what CREATE_DCT's `srqn` carries; receives posted to them are not implemented.
+//! call). SRQs are the device's (the executor's SRQs, whose numbers CREATE_DCT's `srqn` and
+//! CREATE_QP's `srqn_rmpn_xrqn` name); receives posted to them with `ibv_post_srq_recv`
+//! become the device's receive WQEs.
 //!
 //! Every `unsafe extern "C"` function here has the contract of the rdma-core function of
 //! the same name.
@@ -18,14 +19,13 @@
 #![allow(clippy::missing_safety_doc)]
 
 use core::ffi::{c_int, c_void};
-use std::sync::atomic::Ordering;
 
 use ibgda::memory::DmaBuffer;
 use ibgda::nic::prm::{
     AtomicMode, Command, CommandOutput, CqContext, CqeSize, CreateCq, CreateCqOutput, CreateDct,
     CreateDctOutput, DctContext, DestroyCq, DestroyDct, Mtu, RemoteAccess,
 };
-use ibgda::nic::{Backend, SoftObject, UarPage, UmemId};
+use ibgda::nic::{Backend, SharedReceiveQueueId, SoftObject, UarPage, UmemId};
 use ibgda::queue::CQE_INIT_OP_OWN;
 
 use crate::abi::*;
@@ -247,12 +247,21 @@ pub unsafe extern "C" fn ibv_create_srq(
                 attr.attr.max_wr, attr.attr.max_sge
             )));
         }
-        let max_wr = attr.attr.max_wr.next_power_of_two();
+        // As mlx5: a ring of the next power of two above `max_wr`, one WQE of which stays
+        // the free list's end, so `max_wr` reported is that size minus one.
+        let ring = (attr.attr.max_wr + 1).next_power_of_two();
+        let max_wr = ring - 1;
         let nomem = |e: &dyn std::fmt::Display| Failure::new(libc::ENOMEM, e.to_string());
         let buffer =
-            DmaBuffer::zeroed((max_wr * SRQ_STRIDE) as usize, 4096).map_err(|e| nomem(&e))?;
+            DmaBuffer::zeroed((ring * SRQ_STRIDE) as usize, 4096).map_err(|e| nomem(&e))?;
         let dbrec = DmaBuffer::zeroed(8, 64).map_err(|e| nomem(&e))?;
-        let srqn = d.next_srqn.fetch_add(1, Ordering::Relaxed);
+        // The device's SRQ, in the PD this one stands for (a parent domain's parent).
+        let soft_pd = own_pd(&objects, pd)?;
+        let soft = d
+            .nic
+            .create_srq(soft_pd, max_wr)
+            .map_err(|e| Failure::new(libc::ENOMEM, e.to_string()))?;
+        let srqn = soft.srqn();
         // rdma-core reports what it made.
         attr.attr.max_wr = max_wr;
         attr.attr.max_sge = 1;
@@ -270,8 +279,10 @@ pub unsafe extern "C" fn ibv_create_srq(
             block.key(),
             Srq {
                 _block: block,
+                soft,
                 srqn,
                 max_wr,
+                posted: 0,
                 buffer,
                 dbrec,
                 pd: pd as usize,
@@ -282,19 +293,96 @@ pub unsafe extern "C" fn ibv_create_srq(
     })
 }
 
+/// The device PD behind `pd` (a parent domain stands for its parent's).
+fn own_pd(objects: &crate::emulator::Objects, pd: *mut ibv_pd) -> Outcome<&ibgda::nic::SoftPd> {
+    let p = pd_of(objects, pd)?;
+    let owner = match p.parent {
+        Some(parent) => find(&objects.pds, parent as *const ibv_pd, "a PD")?,
+        None => p,
+    };
+    owner
+        ._soft
+        .as_ref()
+        .ok_or_else(|| Failure::invalid("a parent domain of a parent domain"))
+}
+
 #[no_mangle]
 pub unsafe extern "C" fn ibv_destroy_srq(srq: *mut ibv_srq) -> c_int {
     entry::status("ibv_destroy_srq", |emulator| {
         let mut objects = emulator.objects();
-        if !objects.srqs.contains_key(&(srq as usize)) {
-            return Err(not_ours(srq, "an SRQ"));
-        }
-        if objects.qps.values().any(|q| q.srq == srq as usize) {
-            return Err(Failure::new(libc::EBUSY, "a DC target still uses the SRQ"));
+        let s = find(&objects.srqs, srq, "an SRQ")?;
+        // A DC target or a DEVX queue pair naming it: the device refuses, as the kernel
+        // does (EBUSY).
+        if objects.qps.values().any(|q| q.srq == srq as usize) || s.soft.is_in_use() {
+            return Err(Failure::new(
+                libc::EBUSY,
+                format!("SRQ {:#x} is still named by a queue", s.srqn),
+            ));
         }
         objects.srqs.remove(&(srq as usize));
         Ok(())
     })
+}
+
+/// The `post_srq_recv` operation of the context (the static-inline `ibv_post_srq_recv`):
+/// each request becomes a receive WQE of the device's SRQ, which a WRITE_WITH_IMM to a
+/// queue receiving from it consumes (scatter entries are accepted and not used: the
+/// emulator carries no SEND). As rdma-core, the SRQ's free list gets a WQE back only when
+/// `ibv_poll_cq` reports the completion that used it, which the emulator does not
+/// implement: over its life an SRQ takes `max_wr` receives, and a request past them fails
+/// with `ENOMEM`, as rdma-core's does when its ring is full.
+pub(crate) unsafe extern "C" fn op_post_srq_recv(
+    srq: *mut ibv_srq,
+    wr: *mut ibv_recv_wr,
+    bad_wr: *mut *mut ibv_recv_wr,
+) -> c_int {
+    let mut failed: *mut ibv_recv_wr = wr;
+    let rc = entry::status("ibv_post_srq_recv", |emulator| {
+        let mut objects = emulator.objects();
+        let device = {
+            let s = find(&objects.srqs, srq, "an SRQ")?;
+            objects.contexts[&s.context].device
+        };
+        let s = objects
+            .srqs
+            .get_mut(&(srq as usize))
+            .ok_or_else(|| not_ours(srq, "an SRQ"))?;
+        let mut next = wr;
+        while !next.is_null() {
+            failed = next;
+            // SAFETY: a non-null `struct ibv_recv_wr *` of the caller's list.
+            let request = unsafe { &*next };
+            if request.num_sge < 0 || request.num_sge > 1 {
+                return Err(Failure::invalid(format!(
+                    "{} scatter entries: the SRQ takes up to 1",
+                    request.num_sge
+                )));
+            }
+            if s.posted >= u64::from(s.max_wr) {
+                return Err(Failure::new(
+                    libc::ENOMEM,
+                    format!(
+                        "SRQ {:#x} has no free receive WQE: its {} were posted, and WQEs come \
+                         back only through ibv_poll_cq, which the emulator does not implement",
+                        s.srqn, s.max_wr
+                    ),
+                ));
+            }
+            emulator.devices[device]
+                .nic
+                .post_srq_receives(&s.soft, 1)
+                .map_err(|e| Failure::new(libc::ENOMEM, e.to_string()))?;
+            s.posted += 1;
+            next = request.next;
+        }
+        failed = core::ptr::null_mut();
+        Ok(())
+    });
+    if rc != 0 && !bad_wr.is_null() {
+        // SAFETY: a non-null out-pointer (the function's contract).
+        unsafe { *bad_wr = failed };
+    }
+    rc
 }
 
 #[no_mangle]
@@ -380,6 +468,22 @@ pub unsafe extern "C" fn mlx5dv_create_qp(
     })
 }
 
+/// The atomic mode the kernel's mlx5 driver gives a DC target with remote atomics: with
+/// the extended (masked) atomics, the largest operand size DC offers (`atomic_size_dc`, at
+/// least 8 bytes: mode 3); else InfiniBand-compatible (mode 1) with compare-swap and
+/// fetch-add; else none (the driver refuses the access flag).
+fn kernel_atomic_mode(caps: &ibgda::nic::DeviceCaps) -> Option<AtomicMode> {
+    if !caps.atomic {
+        return None;
+    }
+    let sizes = caps.atomic_sizes_dc & 0x1ff;
+    if caps.masked_atomics && sizes != 0 {
+        let log_max = 15 - sizes.leading_zeros() as u64;
+        return AtomicMode::from_wire("CREATE_DCT", log_max.max(3)).ok();
+    }
+    caps.standard_atomics.then_some(AtomicMode::IbCompatible)
+}
+
 /// `IBV_ACCESS_REMOTE_WRITE`, `_READ`, `_ATOMIC`.
 const REMOTE_WRITE: u32 = 1 << 1;
 const REMOTE_READ: u32 = 1 << 2;
@@ -437,8 +541,13 @@ pub unsafe extern "C" fn ibv_modify_qp(
                 let dctc = DctContext {
                     user_index: 0,
                     cqn: objects.cqs[&q.recv_cq].cqn,
-                    atomic_mode: if atomic && d.config.caps.atomic {
-                        AtomicMode::UpTo8Bytes
+                    atomic_mode: if atomic {
+                        kernel_atomic_mode(&d.config.caps).ok_or_else(|| {
+                            Failure::new(
+                                libc::EOPNOTSUPP,
+                                "IBV_ACCESS_REMOTE_ATOMIC on a device without atomics",
+                            )
+                        })?
                     } else {
                         AtomicMode::NotSet
                     },
@@ -556,7 +665,7 @@ pub(crate) fn srq_obj(objects: &crate::emulator::Objects, pair: &mlx5dv_obj_pair
             dbrec: srq.dbrec.as_ptr().cast(),
             stride: SRQ_STRIDE,
             head: 0,
-            tail: srq.max_wr - 1,
+            tail: srq.max_wr,
             comp_mask: asked & MLX5DV_SRQ_MASK_SRQN,
             srqn: if asked & MLX5DV_SRQ_MASK_SRQN != 0 {
                 srq.srqn

@@ -12,7 +12,7 @@
 
 use core::ffi::{c_int, c_void};
 
-use crate::abi::{ibv_cq, ibv_qp, ibv_recv_wr, ibv_srq};
+use crate::abi::{ibv_cq, ibv_qp, ibv_recv_wr};
 use crate::entry::{self, not_implemented};
 
 macro_rules! returning_null {
@@ -120,9 +120,9 @@ returning_minus_one!(
 returning_nothing!(ibv_ack_async_event, ibv_ack_cq_events);
 
 // The data-path operations of `struct ibv_context_ops`, which the static-inline
-// `ibv_poll_cq`, `ibv_req_notify_cq`, `ibv_post_send`, `ibv_post_recv` and
-// `ibv_post_srq_recv` call: verbs CQs, SRQs and DC targets exist (`queues`), but polling
-// them, posting receives to them and sending on verbs queue pairs are not implemented.
+// `ibv_poll_cq`, `ibv_req_notify_cq`, `ibv_post_send` and `ibv_post_recv` call: verbs CQs
+// and DC targets exist (`queues`), but polling them, posting receives to queue pairs and
+// sending on verbs queue pairs are not implemented (`ibv_post_srq_recv` is, in `queues`).
 
 pub(crate) unsafe extern "C" fn op_poll_cq(_: *mut ibv_cq, _: c_int, _: *mut c_void) -> c_int {
     entry::minus_one("ibv_poll_cq", |_| Err(not_implemented()))
@@ -146,12 +146,4 @@ pub(crate) unsafe extern "C" fn op_post_recv(
     _: *mut *mut ibv_recv_wr,
 ) -> c_int {
     entry::status("ibv_post_recv", |_| Err(not_implemented()))
-}
-
-pub(crate) unsafe extern "C" fn op_post_srq_recv(
-    _: *mut ibv_srq,
-    _: *mut ibv_recv_wr,
-    _: *mut *mut ibv_recv_wr,
-) -> c_int {
-    entry::status("ibv_post_srq_recv", |_| Err(not_implemented()))
 }

@@ -128,7 +128,7 @@ pub(crate) fn open_context(emulator: &Emulator, index: usize, devx: bool) -> *mu
         _compat_modify_srq: None,
         _compat_query_srq: None,
         _compat_destroy_srq: None,
-        post_srq_recv: Some(crate::stubs::op_post_srq_recv),
+        post_srq_recv: Some(crate::queues::op_post_srq_recv),
         _compat_create_qp: None,
         _compat_query_qp: None,
         _compat_modify_qp: None,
@@ -719,6 +719,16 @@ fn register(
     let context = p.context;
     let device = objects.contexts[&context].device;
     let rights = access_rights(access)?;
+    // GPU memory by address: a region of the CUDA software NIC (the peer-memory path).
+    #[cfg(feature = "cuda")]
+    if crate::gpu::is_gpu_memory(addr, len as u64) {
+        drop(objects);
+        let (handle, lkey, rkey) =
+            crate::gpu::register_region_at(emulator, device, addr, len, access)?;
+        return Ok(insert_gpu_region(
+            emulator, pd, context, addr, len, handle, lkey, rkey,
+        ));
+    }
     let (buffer, offset) = caller_memory(addr, len as u64)?;
     let nic = &emulator.devices[device].nic;
     let region = emulator
@@ -739,7 +749,7 @@ fn register(
         block.key(),
         Mr {
             _block: block,
-            _region: region,
+            _region: crate::emulator::MrBacking::Host(region),
             pd: pd as usize,
             context,
         },
@@ -800,6 +810,41 @@ pub unsafe extern "C" fn ibv_reg_mr_iova2(
     })
 }
 
+/// The C block of a GPU memory region of the CUDA software NIC.
+#[cfg(feature = "cuda")]
+#[allow(clippy::too_many_arguments)]
+fn insert_gpu_region(
+    emulator: &Emulator,
+    pd: *mut ibv_pd,
+    context: usize,
+    addr: u64,
+    length: usize,
+    handle: crate::gpu::RegionHandle,
+    lkey: u32,
+    rkey: u32,
+) -> *mut ibv_mr {
+    let block = Owned::new(ibv_mr {
+        context: context as *mut ibv_context,
+        pd,
+        addr: addr as usize as *mut c_void,
+        length,
+        handle: lkey,
+        lkey,
+        rkey,
+    });
+    let ptr = block.ptr();
+    emulator.objects().mrs.insert(
+        block.key(),
+        Mr {
+            _block: block,
+            _region: crate::emulator::MrBacking::Gpu(handle),
+            pd: pd as usize,
+            context,
+        },
+    );
+    ptr
+}
+
 /// `ibv_reg_dmabuf_mr`: the CPU emulator cannot map a DMA-BUF, so it reaches the region
 /// through `iova` when that is host memory of this process (a test stand-in for GPU
 /// memory); GPU memory itself needs the CUDA software NIC (see emu/README.md).
@@ -826,6 +871,16 @@ pub unsafe extern "C" fn ibv_reg_dmabuf_mr(
         }
         if fd < 0 {
             return Err(Failure::invalid(format!("DMA-BUF fd {fd}")));
+        }
+        #[cfg(feature = "cuda")]
+        if let Some(made) =
+            crate::gpu::register_region(emulator, device, fd, offset, length, iova, access as u32)
+        {
+            let (handle, lkey, rkey) = made?;
+            let context = find(&emulator.objects().pds, pd, "a PD")?.context;
+            return Ok(insert_gpu_region(
+                emulator, pd, context, iova, length, handle, lkey, rkey,
+            ));
         }
         let _ = offset;
         register(emulator, pd, iova, length, access as u32)

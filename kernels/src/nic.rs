@@ -3,8 +3,8 @@
 //! it without the peer-memory module, and the mapping of a NIC doorbell (UAR) page into the
 //! GPU with [`HostRegistration`] as I/O memory.
 
-use std::os::fd::{FromRawFd, OwnedFd};
-use std::sync::Arc;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::sync::{Arc, OnceLock};
 
 use cudarc::driver::sys as cu;
 
@@ -17,20 +17,76 @@ use ibgda::queue::{Gpu as GpuPlaced, CQE_INIT_OP_OWN};
 
 use crate::gpu::{Gpu, GpuError, HostRegistration};
 
-/// The granularity of a DMA-BUF export: the range must start and end on host pages.
-const EXPORT_ALIGN: u64 = 4096;
-
 /// GPU access for a NIC backend over an open [`Gpu`] (for the mlx5 backend's
 /// `with_gpu`, as both the DMA-BUF exporter and the I/O mapper).
 #[derive(Debug)]
 pub struct CudaNicAccess {
     gpu: Arc<Gpu>,
+    /// Whether DMA-BUF exports can be tried here (checked on the first export).
+    dmabuf: OnceLock<Result<(), DmaBufExportError>>,
+}
+
+/// `CUDA_ERROR_NOT_SUPPORTED`: the code of an export this driver or device cannot make.
+const NOT_SUPPORTED: i32 = 801;
+
+/// Whether a DMA-BUF export can be tried, from what the device reports
+/// (`CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED`) and whether the driver has the entry point
+/// (`cuMemGetHandleForAddressRange`, from CUDA 11.7 drivers on; cudarc's loader panics on
+/// a missing one, so it is looked up first). Each refusal says what is missing; the NIC
+/// backend then registers through peer memory and keeps the reason.
+pub fn dmabuf_precheck(
+    supported: Result<bool, GpuError>,
+    entry_point: bool,
+) -> Result<(), DmaBufExportError> {
+    if !entry_point {
+        return Err(export_error(
+            NOT_SUPPORTED,
+            "the CUDA driver has no cuMemGetHandleForAddressRange (DMA-BUF export needs a \
+             CUDA 11.7 or later driver)",
+        ));
+    }
+    match supported {
+        Ok(true) => Ok(()),
+        Ok(false) => Err(export_error(
+            NOT_SUPPORTED,
+            "the GPU reports no DMA-BUF support (CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED is 0: \
+             it needs the NVIDIA open kernel modules and Linux >= 5.12)",
+        )),
+        Err(e) => Err(export_error(
+            cuda_error_code(&e),
+            format!("querying CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED: {e}"),
+        )),
+    }
+}
+
+/// Whether the loaded driver library has `symbol` (without calling it).
+fn driver_has(symbol: &str) -> bool {
+    let mut name = symbol.as_bytes().to_vec();
+    name.push(0);
+    // SAFETY: a lookup in the driver library cudarc loaded for the open GPU; the symbol
+    // is not called through this type.
+    unsafe { cu::culib().get::<unsafe extern "C" fn()>(name.as_slice()) }.is_ok()
 }
 
 impl CudaNicAccess {
     /// Access through `gpu`.
     pub fn new(gpu: Arc<Gpu>) -> Self {
-        Self { gpu }
+        Self {
+            gpu,
+            dmabuf: OnceLock::new(),
+        }
+    }
+
+    /// Whether DMA-BUF exports can be tried on this GPU and driver ([`dmabuf_precheck`]).
+    pub fn dmabuf_available(&self) -> Result<(), DmaBufExportError> {
+        self.dmabuf
+            .get_or_init(|| {
+                dmabuf_precheck(
+                    self.dmabuf_supported(),
+                    driver_has("cuMemGetHandleForAddressRange"),
+                )
+            })
+            .clone()
     }
 
     /// Whether the device reports DMA-BUF support (`CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED`):
@@ -161,6 +217,7 @@ fn export_error(code: i32, message: impl Into<String>) -> DmaBufExportError {
 // the buffer's distance from the range's start, so byte `offset` is the buffer's first.
 unsafe impl DmaBufExporter for CudaNicAccess {
     fn export(&self, buffer: &DeviceBuffer) -> Result<DmaBufRange, DmaBufExportError> {
+        self.dmabuf_available()?;
         let driver = |e: cudarc::driver::result::DriverError, what: &str| {
             let e = GpuError::from(e);
             export_error(cuda_error_code(&e), format!("{what}: {e}"))
@@ -179,10 +236,14 @@ unsafe impl DmaBufExporter for CudaNicAccess {
         unsafe { cu::cuMemGetAddressRange_v2(&mut base, &mut size, addr) }
             .result()
             .map_err(|e| driver(e, "cuMemGetAddressRange"))?;
-        let start = addr & !(EXPORT_ALIGN - 1);
+        // The range must start and end on host pages.
+        let page = ibgda::memory::host_page_size()
+            .ok_or_else(|| export_error(0, "the host page size is unknown (sysconf)"))?
+            as u64;
+        let start = addr & !(page - 1);
         let stop = end
-            .checked_add(EXPORT_ALIGN - 1)
-            .map(|e| e & !(EXPORT_ALIGN - 1))
+            .checked_add(page - 1)
+            .map(|e| e & !(page - 1))
             .ok_or_else(|| export_error(0, "buffer end overflows"))?;
         if start < base || stop > base + size as u64 {
             return Err(export_error(
@@ -212,9 +273,46 @@ unsafe impl DmaBufExporter for CudaNicAccess {
         }
         // SAFETY: the driver just created `fd` for this process; nothing else owns it.
         let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+        tell_the_emulator(fd.as_raw_fd(), start, stop - start);
         // SAFETY: `fd` is a DMA-BUF of `stop - start` bytes starting at `start`, and the
         // buffer starts `addr - start` bytes in; the DMA-BUF references the allocation.
         Ok(unsafe { DmaBufRange::new(fd, addr - start, stop - start) })
+    }
+}
+
+/// The emulated ConnectX's `ibgda_emu_register_dmabuf(fd, device_addr, len)`: the
+/// emulator reaches GPU memory by its device address, which a DMA-BUF descriptor does not
+/// tell it, so the exporter tells it what each export covers before any registration
+/// names the descriptor.
+type EmuRegisterDmabuf = unsafe extern "C" fn(core::ffi::c_int, u64, u64) -> core::ffi::c_int;
+
+/// Tells the emulated ConnectX, if it is the `libibverbs.so.1` this process loaded, what
+/// the DMA-BUF `fd` covers (the device range `start..start + len`). rdma-core's library
+/// has no such entry point: then nothing happens. This is the one emulator-only path of
+/// the exporter.
+fn tell_the_emulator(fd: core::ffi::c_int, start: u64, len: u64) {
+    static HOOK: OnceLock<Option<EmuRegisterDmabuf>> = OnceLock::new();
+    let hook = HOOK.get_or_init(|| {
+        // SAFETY: RTLD_NOLOAD opens only a library already loaded (running no
+        // initialiser); the symbol's type is the emulator's documented prototype. The
+        // handle is kept for the process, so the pointer stays valid.
+        unsafe {
+            let lib = libloading::os::unix::Library::open(
+                Some("libibverbs.so.1"),
+                libc::RTLD_NOLOAD | libc::RTLD_LAZY,
+            )
+            .ok()?;
+            let f = lib
+                .get::<EmuRegisterDmabuf>(b"ibgda_emu_register_dmabuf\0")
+                .ok()
+                .map(|s| *s);
+            core::mem::forget(lib);
+            f
+        }
+    });
+    if let Some(register) = hook {
+        // SAFETY: the emulator's entry point reads only its arguments.
+        unsafe { register(fd, start, len) };
     }
 }
 
@@ -230,8 +328,25 @@ unsafe impl IoMapping for MappedIo {
     }
 }
 
-// SAFETY: the returned mapping registers exactly `ptr..ptr + len`.
+// SAFETY: both returned mappings register exactly `ptr..ptr + len`.
 unsafe impl IoMemoryMapper for CudaNicAccess {
+    unsafe fn map_host_memory(
+        &self,
+        ptr: core::ptr::NonNull<u8>,
+        len: usize,
+    ) -> Result<Box<dyn IoMapping>, IoMapError> {
+        // SAFETY: the caller guarantees the range is ordinary memory, stays mapped until
+        // the mapping is dropped, and is not registered already.
+        let reg = unsafe {
+            HostRegistration::register(&self.gpu, ptr.as_ptr(), len, HostRegistration::PORTABLE)
+        }
+        .map_err(|e| IoMapError {
+            code: cuda_error_code(&e),
+            message: e.to_string(),
+        })?;
+        Ok(Box::new(MappedIo(reg)))
+    }
+
     unsafe fn map_io(
         &self,
         ptr: core::ptr::NonNull<u8>,
@@ -258,6 +373,35 @@ unsafe impl IoMemoryMapper for CudaNicAccess {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_dmabuf_export_is_tried_only_where_the_driver_and_device_have_it() {
+        assert_eq!(dmabuf_precheck(Ok(true), true), Ok(()));
+        let no_entry = dmabuf_precheck(Ok(true), false).unwrap_err();
+        assert_eq!(no_entry.code, NOT_SUPPORTED);
+        assert!(
+            no_entry.message.contains("cuMemGetHandleForAddressRange"),
+            "{no_entry}"
+        );
+        // A driver without the entry point is refused whatever the attribute says.
+        assert_eq!(dmabuf_precheck(Ok(false), false), Err(no_entry));
+        let unsupported = dmabuf_precheck(Ok(false), true).unwrap_err();
+        assert_eq!(unsupported.code, NOT_SUPPORTED);
+        assert!(
+            unsupported
+                .message
+                .contains("CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED is 0"),
+            "{unsupported}"
+        );
+        let failed = dmabuf_precheck(
+            Err(GpuError::Driver(
+                "DriverError(CUDA_ERROR_INVALID_VALUE, \"message\")".into(),
+            )),
+            true,
+        )
+        .unwrap_err();
+        assert_eq!(failed.code, 1);
+    }
 
     #[test]
     fn driver_errors_are_classified_by_their_whole_name() {

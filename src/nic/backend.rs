@@ -157,6 +157,13 @@ pub trait UmemId: Send + Sync + fmt::Debug {
     fn umem_id(&self) -> u32;
 }
 
+/// A shared receive queue: its number goes into CREATE_DCT's `srqn_xrqn` and CREATE_QP's
+/// `srqn_rmpn_xrqn` (`rq_type` 1).
+pub trait SharedReceiveQueueId: Send + Sync + fmt::Debug {
+    /// The SRQ number.
+    fn srqn(&self) -> u32;
+}
+
 /// A UAR page: its index goes into CREATE_CQ and CREATE_QP, and its doorbell register is
 /// where producers ring.
 pub trait UarPage: Send + Sync + fmt::Debug {
@@ -215,6 +222,8 @@ pub trait Backend: Send + Sync + fmt::Debug + 'static {
     type Umem: UmemId;
     /// A UAR page.
     type Uar: UarPage;
+    /// A shared receive queue.
+    type Srq: SharedReceiveQueueId;
     /// An object made by `create_object`.
     type Object: BackendObject;
     /// A memory region.
@@ -288,6 +297,19 @@ pub trait Backend: Send + Sync + fmt::Debug + 'static {
 
     /// Allocates a UAR page (non-cached, dedicated: one 8-byte doorbell per ring).
     fn alloc_uar(&self) -> Result<Self::Uar, NicError>;
+
+    /// Creates a shared receive queue in `pd` holding up to `max_wr` receive WQEs (at
+    /// least; the device may round up). DC targets and DC initiators name it, RC queue
+    /// pairs may take their receives from it. On a ConnectX it is a verbs SRQ
+    /// (`ibv_create_srq`, its number from `mlx5dv_init_obj`), as NVSHMEM makes it: the
+    /// kernel's driver creates it in firmware with the context's DEVX user id, so DEVX
+    /// queues of the same context may name it.
+    fn create_srq(&self, pd: &Self::Pd, max_wr: u32) -> Result<Self::Srq, NicError>;
+
+    /// Posts `count` zero-length receive WQEs to `srq` (each WRITE_WITH_IMM arriving at a
+    /// queue that receives from it consumes one; none names memory). Refused, posting
+    /// none, when the SRQ cannot take them.
+    fn post_srq_receives(&self, srq: &Self::Srq, count: u32) -> Result<(), NicError>;
 
     /// Registers queue memory as UMEM, for the NIC to read (rings) and write (CQs,
     /// doorbell records). The registration keeps the memory alive until dropped.

@@ -29,12 +29,17 @@ pub struct DeviceCaps {
     pub max_send_wqe_bytes: u16,
     /// Whether RDMA atomics are supported (`atomic`).
     pub atomic: bool,
-    /// Whether masked compare-swap and masked fetch-add are supported (bits of
-    /// `atomic_operations`).
+    /// Whether the InfiniBand atomics, compare-swap and fetch-add, are supported (bits 0
+    /// and 1 of `atomic_operations`).
+    pub standard_atomics: bool,
+    /// Whether masked compare-swap and masked fetch-add, the extended atomics, are
+    /// supported (bits 2 and 3 of `atomic_operations`).
     pub masked_atomics: bool,
     /// Operand sizes the QP supports for atomics, as a bitmask of bytes (`atomic_size_qp`:
     /// bit 2 = 4 bytes, bit 3 = 8 bytes).
     pub atomic_sizes: u16,
+    /// Operand sizes DC supports for atomics (`atomic_size_dc`, the same encoding).
+    pub atomic_sizes_dc: u16,
     /// The 8-byte atomic endianness mode.
     pub atomic_endianness: AtomicEndianness,
     /// Whether DC transport is supported (`dct`).

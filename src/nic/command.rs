@@ -28,8 +28,41 @@ pub(crate) const MIN_RNR_NAK: u8 = 12;
 pub(crate) const LOG_RDMA_ATOMIC_OUTSTANDING: u8 = 4;
 
 /// `masked compare-swap` and `masked fetch-add` bits of `atomic_operations` (bit 2 and
-/// bit 3, rdma-core's `MLX5_ATOMIC_OPS_MASKED_CMP_SWAP` / `_FETCH_ADD`).
+/// bit 3, rdma-core's `MLX5_ATOMIC_OPS_MASKED_CMP_SWAP` / `_FETCH_ADD`, the kernel's
+/// `MLX5_ATOMIC_OPS_EXTENDED_*`).
 const MASKED_ATOMIC_OPERATIONS: u16 = 0b1100;
+/// `compare-swap` and `fetch-add` bits of `atomic_operations` (bits 0 and 1).
+const STANDARD_ATOMIC_OPERATIONS: u16 = 0b0011;
+/// Bit 3 of `atomic_size_qp` / `atomic_size_dc`: 8-byte operands.
+const EIGHT_BYTE_ATOMICS: u16 = 1 << 3;
+
+/// What a responder's context asks for atomics (`rae` and `atomic_mode` of RST2INIT and
+/// CREATE_DCT), chosen from the device's capabilities as the kernel's mlx5 driver chooses
+/// it, capped at 8 bytes (the largest atomic this crate issues):
+///
+/// - no `atomic` capability: no atomics (`rae` 0, mode 0);
+/// - the extended (masked) atomics with 8-byte operands for this transport
+///   (`atomic_size_qp`, or `atomic_size_dc` for a DC target): mode 3, up to 8 bytes, which
+///   masked compare-swap and fetch-add need;
+/// - else compare-swap and fetch-add: mode 1, InfiniBand-compatible (what DOCA and NCCL
+///   set);
+/// - else no atomics.
+pub(crate) fn atomic_access(caps: &DeviceCaps, dc_target: bool) -> (bool, AtomicMode) {
+    let sizes = if dc_target {
+        caps.atomic_sizes_dc
+    } else {
+        caps.atomic_sizes
+    };
+    if !caps.atomic {
+        (false, AtomicMode::NotSet)
+    } else if caps.masked_atomics && sizes & EIGHT_BYTE_ATOMICS != 0 {
+        (true, AtomicMode::UpTo8Bytes)
+    } else if caps.standard_atomics {
+        (true, AtomicMode::IbCompatible)
+    } else {
+        (false, AtomicMode::NotSet)
+    }
+}
 
 /// Reads the general and atomic capability pages through `run` (the backend's general
 /// command channel).
@@ -75,10 +108,14 @@ pub(crate) fn query_caps(
         log_max_cq_size: general.log_max_cq_sz,
         max_send_wqe_bytes: general.max_wqe_sz_sq,
         atomic: general.atomic,
+        standard_atomics: atomic.is_some_and(|a| {
+            a.atomic_operations & STANDARD_ATOMIC_OPERATIONS == STANDARD_ATOMIC_OPERATIONS
+        }),
         masked_atomics: atomic.is_some_and(|a| {
             a.atomic_operations & MASKED_ATOMIC_OPERATIONS == MASKED_ATOMIC_OPERATIONS
         }),
         atomic_sizes: atomic.map_or(0, |a| a.atomic_size_qp),
+        atomic_sizes_dc: atomic.map_or(0, |a| a.atomic_size_dc),
         atomic_endianness,
         dc: general.dct,
         log_bf_reg_size: general.log_bf_reg_size,
@@ -111,25 +148,31 @@ pub(crate) fn caps_pages(caps: &DeviceCaps) -> (prm::GeneralCaps, prm::AtomicCap
             AtomicEndianness::HostEndian => prm::AtomicEndianness::HostEndian,
         },
         host_endianness_supported: false,
-        atomic_operations: 0b0011
-            | if caps.masked_atomics {
-                MASKED_ATOMIC_OPERATIONS
-            } else {
-                0
-            },
+        atomic_operations: if caps.standard_atomics {
+            STANDARD_ATOMIC_OPERATIONS
+        } else {
+            0
+        } | if caps.masked_atomics {
+            MASKED_ATOMIC_OPERATIONS
+        } else {
+            0
+        },
         atomic_size_qp: caps.atomic_sizes,
-        atomic_size_dc: caps.atomic_sizes,
+        atomic_size_dc: caps.atomic_sizes_dc,
     };
     (general, atomic)
 }
 
 /// CREATE_CQ: 64-byte CQEs; the ring and the doorbell record each in their own UMEM at
-/// offset 0; collapsed CQs ignore overrun (as NVSHMEM makes them), ring CQs detect it;
-/// `log_page_size` 0 (the firmware deduces the page size from the UMEM).
+/// offset 0; overrun ignore as `overrun_ignore` says (the control plane's choice, see
+/// `ProtectionDomain::build`: always for a collapsed CQ, for a ring CQ only where no
+/// overrun can happen); `log_page_size` 0 (the firmware deduces the page size from the
+/// UMEM).
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn create_cq(
     log_cq_size: u8,
     collapsed: bool,
+    overrun_ignore: bool,
     uar_page: u32,
     eqn: u8,
     ring_umem: u32,
@@ -143,7 +186,7 @@ pub(crate) fn create_cq(
             dbr_addr: 0,
             cqe_size: CqeSize::Bytes64,
             collapsed,
-            overrun_ignore: collapsed,
+            overrun_ignore,
             log_cq_size,
             uar_page,
             c_eqn: eqn,
@@ -156,9 +199,11 @@ pub(crate) fn create_cq(
     }
 }
 
-/// CREATE_QP for RC or DCI: migrated path state, no receive queue (zero-size RQ, as DOCA
-/// does), the send ring and the doorbell record each in their own UMEM at offset 0, the
-/// same CQ for send and receive.
+/// CREATE_QP for RC or DCI: migrated path state, the send ring and the doorbell record
+/// each in their own UMEM at offset 0, the same CQ for send and receive. `receive` is the
+/// receive side: an SRQ (`rq_type` 1, what DCIs get, as NVSHMEM, the kernel's driver and
+/// UCX make them, and RC queue pairs that take WRITE_WITH_IMM), or none (`rq_type` 3,
+/// zero-size, as DOCA makes RC queue pairs: proven on silicon for RC only).
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn create_qp(
     service_type: ServiceType,
@@ -168,6 +213,7 @@ pub(crate) fn create_qp(
     log_sq_size: u8,
     wq_umem: u32,
     dbr_umem: u32,
+    receive: ReceiveQueue,
 ) -> CreateQp {
     CreateQp {
         uid: 0,
@@ -186,7 +232,7 @@ pub(crate) fn create_qp(
             page_offset: 0,
             cqn_rcv: cqn,
             dbr_addr: 0,
-            receive: ReceiveQueue::ZeroSize,
+            receive,
             dbr_umem_valid: true,
             dbr_umem_id: dbr_umem,
         },
@@ -197,9 +243,10 @@ pub(crate) fn create_qp(
 }
 
 /// RST2INIT: port `port`, P_Key index 0, migrated; RC queue pairs enable remote read and
-/// write, and atomics with atomic mode "up to 8 bytes" where the device has them
-/// (`atomic`); DCIs carry no access key (the key travels in each WQE's address vector).
-pub(crate) fn rst2init(qpn: u32, port: u8, rc: bool, atomic: bool) -> Rst2InitQp {
+/// write, and atomics as `atomics` says ([`atomic_access`]); DCIs enable nothing and carry
+/// no access key (the key travels in each WQE's address vector).
+pub(crate) fn rst2init(qpn: u32, port: u8, rc: bool, atomics: (bool, AtomicMode)) -> Rst2InitQp {
+    let (atomic, mode) = atomics;
     Rst2InitQp {
         uid: 0,
         qpn,
@@ -213,7 +260,7 @@ pub(crate) fn rst2init(qpn: u32, port: u8, rc: bool, atomic: bool) -> Rst2InitQp
             atomic: rc && atomic,
         },
         atomic_mode: if rc && atomic {
-            AtomicMode::UpTo8Bytes
+            mode
         } else {
             AtomicMode::NotSet
         },
@@ -338,37 +385,36 @@ pub(crate) fn rtr2rts(qpn: u32, next_send_psn: u32) -> Rtr2RtsQp {
     }
 }
 
-/// CREATE_DCT: remote read and write, atomics (up to 8 bytes) where the device has them,
-/// the access key, port MTU, P_Key index 0, responses sent from GID `source_gid_index`
-/// (the port's RoCE v2 GID on Ethernet, 0 on InfiniBand) with hop limit [`HOP_LIMIT`];
-/// receive completions to `cqn`.
+/// CREATE_DCT: remote read and write, atomics as `atomics` says ([`atomic_access`] for a
+/// DC target), the access key, port MTU, P_Key index 0, responses sent from GID
+/// `source_gid_index` (the port's RoCE v2 GID on Ethernet, 0 on InfiniBand) with hop limit
+/// [`HOP_LIMIT`]; receive completions to `cqn`, receives from SRQ `srqn` (a DCT needs one:
+/// firmware, the kernel's driver and UCX refuse `srqn_xrqn` 0).
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn create_dct(
     pd: u32,
     cqn: u32,
+    srqn: u32,
     access_key: u64,
     port: u8,
     mtu: u8,
-    atomic: bool,
+    atomics: (bool, AtomicMode),
     source_gid_index: u8,
 ) -> Result<CreateDct, NicError> {
+    let (atomic, atomic_mode) = atomics;
     Ok(CreateDct {
         uid: 0,
         dctc: DctContext {
             user_index: 0,
             cqn,
-            atomic_mode: if atomic {
-                AtomicMode::UpTo8Bytes
-            } else {
-                AtomicMode::NotSet
-            },
+            atomic_mode,
             access: RemoteAccess {
                 read: true,
                 write: true,
                 atomic,
             },
             min_rnr_nak: MIN_RNR_NAK,
-            srqn: 0,
+            srqn,
             pd,
             tclass: 0,
             flow_label: 0,

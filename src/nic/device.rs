@@ -8,14 +8,14 @@ use std::sync::Arc;
 
 use super::backend::{
     Backend, MemoryAccess, MemoryRegistration, ProtectionDomainId, QueueMemoryRef, RegisterMemory,
-    UarPage, UmemId,
+    SharedReceiveQueueId, UarPage, UmemId,
 };
 use super::caps::{DeviceCaps, Gid, LinkLayer, PortAttributes};
 use super::command::{self, Peer, PeerAddress, OUTPUT_BYTES};
 use super::connection::{DcEndpoint, RcEndpoint};
 use super::error::NicError;
 use super::prm::PrmError;
-use super::prm::{Command, CreateCq, CreateDct, CreateQp, ServiceType};
+use super::prm::{Command, CreateCq, CreateDct, CreateQp, ReceiveQueue, ServiceType};
 use super::roce::{UdpSourcePort, UDP_SOURCE_PORTS};
 use crate::cq::{CompletionQueue, CqMode, CQE_BYTES};
 use crate::memory::DmaBuffer;
@@ -32,6 +32,10 @@ use crate::wqe::{
 
 /// The port every queue uses (single-port devices; multi-port selection is a follow-up).
 const PORT: u8 = 1;
+
+/// Receive WQEs a protection domain's shared receive queue holds
+/// ([`ProtectionDomain::shared_receive_queue`]).
+pub const SRQ_RECEIVES: u32 = 1024;
 
 /// An opened device: its backend, capabilities, port and completion event queue.
 ///
@@ -94,17 +98,22 @@ impl<B: Backend> DeviceInner<B> {
         })
     }
 
-    /// Destroys an object; a failure is counted (drop cannot return it).
-    fn destroy(&self, object: B::Object, input: Result<Vec<u8>, PrmError>) {
+    /// Destroys an object; a failure is counted (drop cannot return it) and reported as
+    /// `false`, so that the caller keeps what the object may still use.
+    fn destroy(&self, object: B::Object, input: Result<Vec<u8>, PrmError>) -> bool {
         let result = input
             .map_err(NicError::from)
             // SAFETY: the DESTROY command of `object` itself, sent when its handle drops;
             // handles keep their parents alive, so nothing depending on it still exists.
             .and_then(|input| unsafe { self.backend.destroy_object(object, &input) });
-        if let Err(e) = result {
-            self.teardown_failures.fetch_add(1, Ordering::Relaxed);
-            if let Ok(mut last) = self.last_teardown_error.lock() {
-                *last = Some(e);
+        match result {
+            Ok(()) => true,
+            Err(e) => {
+                self.teardown_failures.fetch_add(1, Ordering::Relaxed);
+                if let Ok(mut last) = self.last_teardown_error.lock() {
+                    *last = Some(e);
+                }
+                false
             }
         }
     }
@@ -187,6 +196,8 @@ impl<B: Backend> Device<B> {
         let pd = self.inner.backend.alloc_pd()?;
         Ok(ProtectionDomain {
             inner: Arc::new(PdInner {
+                srq: std::sync::OnceLock::new(),
+                srq_made: std::sync::Mutex::new(()),
                 pd,
                 device: self.inner.clone(),
             }),
@@ -195,9 +206,59 @@ impl<B: Backend> Device<B> {
 }
 
 struct PdInner<B: Backend> {
-    // Declared first: dropped (deallocated) before the device reference goes.
+    // Fields drop in order: the SRQ (after every queue naming it, which hold this), then
+    // the PD, then the device reference.
+    srq: std::sync::OnceLock<B::Srq>,
+    /// Held while the SRQ is made, so that it is made once.
+    srq_made: std::sync::Mutex<()>,
     pd: B::Pd,
     device: Arc<DeviceInner<B>>,
+}
+
+impl<B: Backend> PdInner<B> {
+    /// The PD's SRQ, made on first use.
+    fn srq(&self) -> Result<&B::Srq, NicError> {
+        if let Some(srq) = self.srq.get() {
+            return Ok(srq);
+        }
+        let _made = self
+            .srq_made
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(srq) = self.srq.get() {
+            return Ok(srq);
+        }
+        let srq = self.device.backend.create_srq(&self.pd, SRQ_RECEIVES)?;
+        Ok(self.srq.get_or_init(|| srq))
+    }
+}
+
+/// A protection domain's shared receive queue (see
+/// [`ProtectionDomain::shared_receive_queue`]).
+pub struct SharedReceiveQueue<'a, B: Backend> {
+    pd: &'a PdInner<B>,
+    srq: &'a B::Srq,
+}
+
+impl<B: Backend> fmt::Debug for SharedReceiveQueue<'_, B> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SharedReceiveQueue")
+            .field("srqn", &self.srq.srqn())
+            .finish()
+    }
+}
+
+impl<B: Backend> SharedReceiveQueue<'_, B> {
+    /// The SRQ number.
+    pub fn srqn(&self) -> u32 {
+        self.srq.srqn()
+    }
+    /// Posts `count` zero-length receive WQEs: each WRITE_WITH_IMM arriving at a queue
+    /// that receives from this SRQ consumes one (and writes a CQE to that queue's CQ).
+    /// Refused, posting none, when the SRQ cannot take them.
+    pub fn post_receives(&self, count: u32) -> Result<(), NicError> {
+        self.pd.device.backend.post_srq_receives(self.srq, count)
+    }
 }
 
 /// A protection domain: memory regions and queue pairs are made in it.
@@ -289,6 +350,20 @@ impl<B: Backend> MemoryRegion<B> {
     }
 }
 
+/// Where an RC queue pair's receives come from (DC initiators always name their
+/// protection domain's SRQ, as NVSHMEM, the kernel's driver and UCX make them).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum Receives {
+    /// No receive queue (`rq_type` 3, zero-size, as DOCA makes RC queue pairs): WRITE,
+    /// READ and atomics reach the queue pair; a WRITE_WITH_IMM to it fails.
+    #[default]
+    None,
+    /// The protection domain's shared receive queue (`rq_type` 1, as NVSHMEM makes RC
+    /// queue pairs): a WRITE_WITH_IMM consumes one of its receive WQEs
+    /// ([`SharedReceiveQueue::post_receives`]) and completes in the queue pair's CQ.
+    SharedQueue,
+}
+
 /// How to make a queue pair.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct QueueSpec {
@@ -301,17 +376,27 @@ pub struct QueueSpec {
     pub cq_mode: CqMode,
     /// The send queue's configuration.
     pub send: SendQueueConfig,
+    /// Where an RC queue pair's receives come from.
+    pub receives: Receives,
 }
 
 impl QueueSpec {
-    /// A send ring of `sq` WQEBBs, as many ring-mode CQ entries, default configuration.
+    /// A send ring of `sq` WQEBBs, as many ring-mode CQ entries, default configuration,
+    /// no receive queue.
     pub fn new(sq: RingSize) -> Self {
         Self {
             sq,
             cq_entries: sq.wqebbs(),
             cq_mode: CqMode::Ring,
             send: SendQueueConfig::default(),
+            receives: Receives::None,
         }
+    }
+
+    /// The same, receiving WRITE_WITH_IMM through the protection domain's SRQ.
+    pub fn with_receives(mut self, receives: Receives) -> Self {
+        self.receives = receives;
+        self
     }
 }
 
@@ -408,15 +493,23 @@ impl QueuePlacement for Gpu {
     }
 }
 
-/// The NIC objects behind one queue pair, destroyed in the hardware's order when dropped:
-/// the QP, then its CQ, then the UMEMs and the UAR, then the protection domain reference.
+/// The NIC objects behind one queue pair (or DC target), destroyed in the hardware's order
+/// when dropped: the queue, then its CQ, then the UMEMs and the UAR, then the protection
+/// domain reference.
+///
+/// A DESTROY the device fails leaves an object that may still read its rings, write its CQ
+/// and ring its UAR: then nothing it may use is released. The UMEM registrations (and the
+/// queue memory they keep), the UAR and the protection domain stay allocated for the life
+/// of the process (a leak the device's teardown counter reports,
+/// [`Device::teardown_failures`]), rather than memory the NIC may write being reused.
 pub(crate) struct QueueObjects<B: Backend> {
     device: Arc<DeviceInner<B>>,
-    qp: Option<(B::Object, u32)>,
+    /// The queue pair or DC target, its number, and its DESTROY command's encoder.
+    qp: Option<(B::Object, u32, DestroyCommand)>,
     cq: Option<(B::Object, u32)>,
     umems: Vec<B::Umem>,
     uar: Option<B::Uar>,
-    pd: Arc<PdInner<B>>,
+    pd: Option<Arc<PdInner<B>>>,
     connection: Connection,
 }
 
@@ -445,6 +538,9 @@ fn send_psn(qpn: u32, connection: u32) -> u32 {
         & 0xff_ffff
 }
 
+/// A DESTROY command's encoder (DESTROY_QP or DESTROY_DCT) from the object's number.
+type DestroyCommand = fn(u32) -> Result<Vec<u8>, PrmError>;
+
 impl<B: Backend> fmt::Debug for QueueObjects<B> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("QueueObjects")
@@ -454,13 +550,51 @@ impl<B: Backend> fmt::Debug for QueueObjects<B> {
     }
 }
 
+impl<B: Backend> QueueObjects<B> {
+    fn new(
+        device: &Arc<DeviceInner<B>>,
+        pd: &Arc<PdInner<B>>,
+        umems: usize,
+        connection: Connection,
+    ) -> Self {
+        Self {
+            device: device.clone(),
+            qp: None,
+            cq: None,
+            umems: Vec::with_capacity(umems),
+            uar: None,
+            pd: Some(pd.clone()),
+            connection,
+        }
+    }
+
+    /// Keeps everything a live object may use for the life of the process: the CQ (if it
+    /// was not destroyed), the UMEM registrations, the UAR and the protection domain.
+    fn keep_for_the_device(&mut self) {
+        if let Some(cq) = self.cq.take() {
+            core::mem::forget(cq);
+        }
+        core::mem::forget(core::mem::take(&mut self.umems));
+        if let Some(uar) = self.uar.take() {
+            core::mem::forget(uar);
+        }
+        if let Some(pd) = self.pd.take() {
+            core::mem::forget(pd);
+        }
+    }
+}
+
 impl<B: Backend> Drop for QueueObjects<B> {
     fn drop(&mut self) {
-        if let Some((object, qpn)) = self.qp.take() {
-            self.device.destroy(object, command::destroy_qp(qpn));
+        if let Some((object, number, destroy)) = self.qp.take() {
+            if !self.device.destroy(object, destroy(number)) {
+                return self.keep_for_the_device();
+            }
         }
         if let Some((object, cqn)) = self.cq.take() {
-            self.device.destroy(object, command::destroy_cq(cqn));
+            if !self.device.destroy(object, command::destroy_cq(cqn)) {
+                return self.keep_for_the_device();
+            }
         }
         // UMEMs and the UAR deregister as they drop, after the objects using them.
         self.umems.clear();
@@ -472,14 +606,14 @@ impl<B: Backend> QueueObjects<B> {
     fn qpn(&self) -> Result<u32, NicError> {
         self.qp
             .as_ref()
-            .map(|(_, qpn)| *qpn)
+            .map(|(_, qpn, _)| *qpn)
             .ok_or(NicError::Unsupported {
                 what: "queue pair without an object".into(),
             })
     }
 
     fn modify<C: Command>(&self, command: &C) -> Result<(), NicError> {
-        let (object, _) = self.qp.as_ref().ok_or(NicError::Unsupported {
+        let (object, _, _) = self.qp.as_ref().ok_or(NicError::Unsupported {
             what: "queue pair without an object".into(),
         })?;
         self.device.modify(object, command)
@@ -521,12 +655,14 @@ impl<B: Backend> QueueObjects<B> {
             LinkLayer::InfiniBand => Ok(PeerAddress::InfiniBand { lid: remote.lid }),
             LinkLayer::Ethernet => {
                 let (source_gid_index, _) = device.source_gid()?;
-                let av = device.backend.address_vector(
-                    &self.pd.pd,
-                    port,
-                    source_gid_index,
-                    remote.gid,
-                )?;
+                // Held until the objects drop (taken only by a failed destroy).
+                let pd = self.pd.as_ref().ok_or(NicError::Unsupported {
+                    what: "a queue pair whose protection domain is gone".into(),
+                })?;
+                let av =
+                    device
+                        .backend
+                        .address_vector(&pd.pd, port, source_gid_index, remote.gid)?;
                 let Connection::Rc {
                     udp_source_port, ..
                 } = self.connection
@@ -554,7 +690,12 @@ impl<B: Backend> QueueObjects<B> {
         match (self.connection, remote) {
             (Connection::Rc { connections, .. }, Some(remote)) => {
                 let address = self.peer_address(remote, qpn)?;
-                self.modify(&command::rst2init(qpn, port.port, true, device.caps.atomic))?;
+                self.modify(&command::rst2init(
+                    qpn,
+                    port.port,
+                    true,
+                    command::atomic_access(&device.caps, false),
+                ))?;
                 self.modify(&command::init2rtr(
                     qpn,
                     port.port,
@@ -572,7 +713,12 @@ impl<B: Backend> QueueObjects<B> {
                 Ok(())
             }
             (Connection::Dci, None) => {
-                self.modify(&command::rst2init(qpn, port.port, false, false))?;
+                self.modify(&command::rst2init(
+                    qpn,
+                    port.port,
+                    false,
+                    (false, super::prm::AtomicMode::NotSet),
+                ))?;
                 self.modify(&command::init2rtr(qpn, port.port, port.mtu.code(), None)?)?;
                 self.modify(&command::rtr2rts(qpn, 0))
             }
@@ -618,6 +764,17 @@ impl<B: Backend> ProtectionDomain<B> {
 
     fn device(&self) -> &DeviceInner<B> {
         &self.inner.device
+    }
+
+    /// The protection domain's shared receive queue, made on first use ([`SRQ_RECEIVES`]
+    /// receive WQEs): its DC targets and DC initiators name it, and its RC queue pairs made
+    /// with [`Receives::SharedQueue`] take WRITE_WITH_IMM from it. It lives as long as the
+    /// protection domain (every queue naming it keeps that alive).
+    pub fn shared_receive_queue(&self) -> Result<SharedReceiveQueue<'_, B>, NicError> {
+        Ok(SharedReceiveQueue {
+            pd: &self.inner,
+            srq: self.inner.srq()?,
+        })
     }
 
     /// Registers `len` bytes of `buffer` from `offset` with `access`.
@@ -690,6 +847,13 @@ impl<B: Backend> ProtectionDomain<B> {
         // A RoCE port without a RoCE v2 GID cannot connect anything: say so before
         // allocating.
         device.source_gid()?;
+        // DCIs name the SRQ (never receiving); RC queue pairs when asked to receive.
+        let receive = match (service, spec.receives) {
+            (ServiceType::Dci, _) | (ServiceType::Rc, Receives::SharedQueue) => ReceiveQueue::Srq {
+                srqn: self.inner.srq()?.srqn(),
+            },
+            (ServiceType::Rc, Receives::None) => ReceiveQueue::ZeroSize,
+        };
         let uar = device.backend.alloc_uar()?;
         let cq = CompletionQueueMemory::<P>::from_parts(
             entries,
@@ -718,30 +882,44 @@ impl<B: Backend> ProtectionDomain<B> {
                 .into(),
             P::doorbell(&uar)?,
         )?;
-        let mut objects = QueueObjects {
-            device: self.inner.device.clone(),
-            qp: None,
-            cq: None,
-            umems: Vec::with_capacity(4),
-            uar: None,
-            pd: self.inner.clone(),
-            connection: match service {
-                ServiceType::Rc => Connection::Rc {
-                    connections: 0,
-                    udp_source_port: UdpSourcePort::Spread,
-                },
-                ServiceType::Dci => Connection::Dci,
+        let uar_page = uar.page_id();
+        let connection = match service {
+            ServiceType::Rc => Connection::Rc {
+                connections: 0,
+                udp_source_port: UdpSourcePort::Spread,
             },
+            ServiceType::Dci => Connection::Dci,
         };
+        let mut objects = QueueObjects::new(&self.inner.device, &self.inner, 4, connection);
+        // Held by the objects from here on: a CQ or QP made over it keeps it if its
+        // destruction fails.
+        objects.uar = Some(uar);
         // CQ ring, CQ record, send ring, send record: the order `umem(i)` reads below.
         for memory in P::cq_umems(&cq).into_iter().chain(P::sq_umems(&sq)) {
             objects.umems.push(device.backend.register_umem(memory)?);
         }
         let umem = |i: usize| objects.umems[i].umem_id();
+        // Overrun ignore (`cqc.oi`), as NVSHMEM and DOCA set it, wherever it cannot lose a
+        // CQE. This CQ serves this one queue pair. A collapsed CQ overwrites its one entry
+        // by design (each CQE retires every WQE before it): always. A ring CQ holds the
+        // send CQEs of at most the WQEs not yet retired, because a producer reuses a WQEBB
+        // only after a polled CQE covers it (each WQE fills at least one WQEBB, and an
+        // error flushes at most the WQEs outstanding, one CQE each): with at least as many
+        // entries as the ring has WQEBBs it cannot overrun, so it ignores overrun. A queue
+        // pair that also receives (WRITE_WITH_IMM through the SRQ) has receive CQEs nothing
+        // here bounds, and a ring CQ smaller than the send ring could overrun: those keep
+        // overrun detection, so that an overrun stops the CQ with an error event instead of
+        // overwriting a CQE nobody read.
+        let receives = service == ServiceType::Rc && receive != ReceiveQueue::ZeroSize;
+        let overrun_ignore = match spec.cq_mode {
+            CqMode::Collapsed => true,
+            CqMode::Ring => !receives && entries >= spec.sq.wqebbs(),
+        };
         let (cq_object, output) = device.create(&command::create_cq(
             log_cq as u8,
             spec.cq_mode == CqMode::Collapsed,
-            uar.page_id(),
+            overrun_ignore,
+            uar_page,
             device.eqn,
             umem(0),
             umem(1),
@@ -753,16 +931,20 @@ impl<B: Backend> ProtectionDomain<B> {
         let (qp_object, output) = device.create(&command::create_qp(
             service,
             self.pdn(),
-            uar.page_id(),
+            uar_page,
             cqn,
             log_sq as u8,
             umem(2),
             umem(3),
+            receive,
         ))?;
         let qpn = command::output::<CreateQp>(&output).map(|o| o.qpn);
-        objects.qp = Some((qp_object, qpn.as_ref().copied().unwrap_or(0)));
+        objects.qp = Some((
+            qp_object,
+            qpn.as_ref().copied().unwrap_or(0),
+            command::destroy_qp,
+        ));
         let qpn = Qpn::new(qpn?).map_err(NicError::Queue)?;
-        objects.uar = Some(uar);
         Ok(Building {
             objects,
             sq,
@@ -846,25 +1028,22 @@ impl<B: Backend> ProtectionDomain<B> {
                 len: cq_entries as usize * CQE_BYTES,
             }));
         }
+        let srqn = self.inner.srq()?.srqn();
         let uar = device.backend.alloc_uar()?;
         let cq = CompletionQueueMemory::<Host>::allocate(cq_entries)?;
         let (source_gid_index, gid) = device.source_gid()?;
-        let mut objects = QueueObjects {
-            device: self.inner.device.clone(),
-            qp: None,
-            cq: None,
-            umems: Vec::with_capacity(2),
-            uar: None,
-            pd: self.inner.clone(),
-            connection: Connection::None,
-        };
+        let uar_page = uar.page_id();
+        let mut objects = QueueObjects::new(&self.inner.device, &self.inner, 2, Connection::None);
+        objects.uar = Some(uar);
         for memory in <Host as umem::UmemRef>::cq_umems(&cq) {
             objects.umems.push(device.backend.register_umem(memory)?);
         }
+        // Receive completions only, which nothing bounds: overrun detected.
         let (cq_object, output) = device.create(&command::create_cq(
             cq_entries.trailing_zeros() as u8,
             false,
-            uar.page_id(),
+            false,
+            uar_page,
             device.eqn,
             objects.umems[0].umem_id(),
             objects.umems[1].umem_id(),
@@ -875,19 +1054,19 @@ impl<B: Backend> ProtectionDomain<B> {
         let (dct_object, output) = device.create(&command::create_dct(
             self.pdn(),
             cqn,
+            srqn,
             access_key,
             PORT,
             device.port.mtu.code(),
-            device.caps.atomic,
+            command::atomic_access(&device.caps, true),
             source_gid_index,
         )?)?;
         let dct = command::output::<CreateDct>(&output).map(|o| o.dctn);
-        let dct_number = dct.as_ref().copied().unwrap_or(0);
-        objects.uar = Some(uar);
-        let target = DctObject {
-            device: self.inner.device.clone(),
-            object: Some((dct_object, dct_number)),
-        };
+        objects.qp = Some((
+            dct_object,
+            dct.as_ref().copied().unwrap_or(0),
+            command::destroy_dct,
+        ));
         let dct = dct?;
         let port = &device.port;
         let address_vector =
@@ -905,7 +1084,6 @@ impl<B: Backend> ProtectionDomain<B> {
                 address_vector,
             },
             cq: CompletionQueue::new(cq, CqMode::Ring),
-            _target: target,
             _objects: objects,
         })
     }
@@ -1086,26 +1264,12 @@ where
     }
 }
 
-struct DctObject<B: Backend> {
-    device: Arc<DeviceInner<B>>,
-    object: Option<(B::Object, u32)>,
-}
-
-impl<B: Backend> Drop for DctObject<B> {
-    fn drop(&mut self) {
-        if let Some((object, dct)) = self.object.take() {
-            self.device.destroy(object, command::destroy_dct(dct));
-        }
-    }
-}
-
 /// A DC target: its endpoint for initiators, and the CQ its receive completions go to.
 /// Dropping it destroys the DCT, then its CQ.
 pub struct DcTargetQueue<B: Backend> {
     endpoint: DcEndpoint,
     // Fields drop in order: the DCT is destroyed, then its CQ and UMEMs, and only then is
     // the CQ's memory released.
-    _target: DctObject<B>,
     _objects: QueueObjects<B>,
     cq: CompletionQueue,
 }

@@ -16,7 +16,9 @@ use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use crate::memory::DeviceBuffer;
 
 /// A DMA-BUF file descriptor covering a GPU buffer: the buffer starts `offset` bytes into
-/// the DMA-BUF, which is `len` bytes long.
+/// the DMA-BUF, which is `len` bytes long. Dropping it closes the descriptor; a backend does
+/// so as soon as its registration call returns (the kernel keeps its own reference to the
+/// DMA-BUF for the registration's life), so that descriptors do not pile up.
 #[derive(Debug)]
 pub struct DmaBufRange {
     fd: OwnedFd,
@@ -117,6 +119,16 @@ pub unsafe trait IoMapping: Send + Sync + fmt::Debug {
     fn device_addr(&self) -> u64;
 }
 
+/// How a NIC's doorbell page was mapped into the GPU.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum DoorbellMapping {
+    /// As I/O memory (`cuMemHostRegister` with the I/O-memory flag): a NIC's BAR page.
+    IoMemory,
+    /// As ordinary host memory (`cuMemHostRegister` without it): a device whose doorbell
+    /// page is memory, as the emulated ConnectX's is (a BAR page cannot take this).
+    HostMemory,
+}
+
 /// Maps I/O pages into the GPU.
 ///
 /// # Safety
@@ -131,4 +143,24 @@ pub unsafe trait IoMemoryMapper: Send + Sync + fmt::Debug {
     /// stays mapped until the returned mapping is dropped, and not already registered.
     unsafe fn map_io(&self, ptr: NonNull<u8>, len: usize)
         -> Result<Box<dyn IoMapping>, IoMapError>;
+
+    /// Maps `len` bytes of ordinary host memory at `ptr` into the GPU: for a device whose
+    /// doorbell page is memory (the emulated ConnectX's), which the I/O-memory
+    /// registration refuses. A mapper that maps I/O memory only refuses it (the default).
+    ///
+    /// # Safety
+    ///
+    /// `ptr..ptr + len` must be ordinary memory of this process that stays mapped until
+    /// the returned mapping is dropped, and not already registered.
+    unsafe fn map_host_memory(
+        &self,
+        ptr: NonNull<u8>,
+        len: usize,
+    ) -> Result<Box<dyn IoMapping>, IoMapError> {
+        let _ = (ptr, len);
+        Err(IoMapError {
+            code: 801,
+            message: "this mapper maps I/O memory only".to_owned(),
+        })
+    }
 }

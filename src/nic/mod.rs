@@ -71,6 +71,8 @@ pub mod gpu_access;
 #[cfg(feature = "mlx5")]
 pub mod mlx5;
 pub mod roce;
+#[cfg(test)]
+mod rules_tests;
 mod soft;
 mod soft_commands;
 mod soft_gpu;
@@ -81,7 +83,7 @@ pub mod window;
 
 pub use backend::{
     Backend, BackendObject, MemoryAccess, MemoryRegistration, ProtectionDomainId, QueueMemoryRef,
-    RegisterMemory, UarPage, UmemId,
+    RegisterMemory, SharedReceiveQueueId, UarPage, UmemId,
 };
 pub use caps::{
     AtomicEndianness, DeviceCaps, Gid, GidEntry, GidType, LinkLayer, Mtu, PortAttributes,
@@ -89,11 +91,14 @@ pub use caps::{
 pub use connection::{ConnectionError, DcEndpoint, Endpoint, RcEndpoint};
 pub use device::{
     DcTargetQueue, Device, HostQueueMemory, MemoryRegion, PendingDci, PendingRc, ProtectionDomain,
-    QueueAllocator, QueueFill, QueuePlacement, QueueSpec,
+    QueueAllocator, QueueFill, QueuePlacement, QueueSpec, Receives, SharedReceiveQueue,
+    SRQ_RECEIVES,
 };
 pub use error::{BackendError, NicError};
 pub use roce::UdpSourcePort;
-pub use soft::{SoftNic, SoftNicAllocations, SoftObject, SoftPd, SoftUar, SoftUmem, SOFT_NIC_CAPS};
+pub use soft::{
+    SoftNic, SoftNicAllocations, SoftObject, SoftPd, SoftSrq, SoftUar, SoftUmem, SOFT_NIC_CAPS,
+};
 pub use soft_gpu::{
     GpuCq, GpuDoorbellMemory, GpuObjects, GpuQueuePair, GpuRegion, SoftGpuNic, SoftGpuRegion,
     SoftGpuUar, SoftGpuUmem,

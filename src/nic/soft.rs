@@ -29,16 +29,20 @@
 //! that does not fit its UMEM, a missing CQ) writes the status and syndrome into the
 //! output and returns [`NicError::Command`], as a DEVX call reports a failed command.
 //!
-//! Receive queues are not read from memory: an RC queue pair's receive credits are posted
-//! with [`Fabric::post_receives`], standing in for the receive WQEs of a shared receive
-//! queue; with none posted, a WRITE_WITH_IMM to it fails as receiver-not-ready.
+//! Receive queues are shared receive queues ([`Backend::create_srq`]): DC targets need one
+//! (CREATE_DCT with `srqn_xrqn` 0 is refused, as the kernel's driver and UCX refuse it),
+//! DC initiators name one (`rq_type` 1, as NVSHMEM, the kernel and UCX make them), and an
+//! RC queue pair takes WRITE_WITH_IMM only from one: each consumes a zero-length receive
+//! WQE posted with [`Backend::post_srq_receives`] (the SRQ's ring is modelled by its count,
+//! not read from memory); with none posted, or with a zero-size RQ, a WRITE_WITH_IMM to it
+//! fails as receiver-not-ready.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
 
 use super::backend::{
     Backend, BackendObject, MemoryAccess, MemoryRegistration, ProtectionDomainId, QueueMemoryRef,
-    RegisterMemory, UarPage, UmemId,
+    RegisterMemory, SharedReceiveQueueId, UarPage, UmemId,
 };
 use super::caps::{
     AtomicEndianness, DeviceCaps, Gid, GidEntry, GidType, LinkLayer, Mtu, PortAttributes,
@@ -61,8 +65,10 @@ pub const SOFT_NIC_CAPS: DeviceCaps = DeviceCaps {
     log_max_cq_size: 22,
     max_send_wqe_bytes: 1024,
     atomic: true,
+    standard_atomics: true,
     masked_atomics: true,
     atomic_sizes: 0b1100,
+    atomic_sizes_dc: 0b1100,
     atomic_endianness: AtomicEndianness::BigEndian,
     dc: true,
     log_bf_reg_size: 9,
@@ -440,6 +446,39 @@ impl Drop for SoftUar {
     }
 }
 
+/// A shared receive queue of a [`SoftNic`]: destroyed when dropped (after the queues that
+/// name it, which the control plane drops first).
+#[derive(Debug)]
+pub struct SoftSrq {
+    srqn: u32,
+    fabric: Fabric,
+}
+
+impl SharedReceiveQueueId for SoftSrq {
+    fn srqn(&self) -> u32 {
+        self.srqn
+    }
+}
+
+impl SoftSrq {
+    /// The receive WQEs it holds now.
+    pub fn receives(&self) -> u64 {
+        self.fabric.srq_receives(self.srqn).unwrap_or(0)
+    }
+    /// Whether a queue still names it (destroying it now would be refused).
+    pub fn is_in_use(&self) -> bool {
+        self.fabric.srq_in_use(self.srqn)
+    }
+}
+
+impl Drop for SoftSrq {
+    fn drop(&mut self) {
+        // Refused only while a queue names it (the device keeps it then, as firmware
+        // keeps an SRQ its queues reference).
+        let _ = self.fabric.destroy_srq(self.srqn);
+    }
+}
+
 /// An object a [`SoftNic`] command created.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SoftObject {
@@ -497,6 +536,7 @@ impl Backend for SoftNic {
     type Pd = SoftPd;
     type Umem = SoftUmem;
     type Uar = SoftUar;
+    type Srq = SoftSrq;
     type Object = SoftObject;
     type Mr = MemoryRegion;
 
@@ -575,6 +615,30 @@ impl Backend for SoftNic {
             doorbell = unsafe { DmaBuffer::from_raw_mapped(ptr, 8, addr, Box::new(doorbell)) }?;
         }
         self.insert_uar(Arc::new(doorbell))
+    }
+
+    fn create_srq(&self, pd: &SoftPd, max_wr: u32) -> Result<SoftSrq, NicError> {
+        if !self.has_pd(pd.pdn) {
+            return Err(NicError::OutOfRange {
+                what: "protection domain number (not allocated on this device)",
+                value: pd.pdn.into(),
+                max: 0,
+            });
+        }
+        let srqn = self
+            .fabric
+            .create_srq(self.node, max_wr)
+            .map_err(NicError::SoftNic)?;
+        Ok(SoftSrq {
+            srqn,
+            fabric: self.fabric.clone(),
+        })
+    }
+
+    fn post_srq_receives(&self, srq: &SoftSrq, count: u32) -> Result<(), NicError> {
+        self.fabric
+            .post_srq_receives(srq.srqn, count)
+            .map_err(NicError::SoftNic)
     }
 
     fn register_umem(&self, memory: QueueMemoryRef<'_>) -> Result<SoftUmem, NicError> {

@@ -7,20 +7,23 @@
 //! | syndrome | cause |
 //! |---|---|
 //! | 0x01 | a UMEM id that is not registered |
-//! | 0x02 | queue memory that does not fill its UMEM exactly, or a UMEM offset / doorbell address other than 0 |
+//! | 0x02 | queue memory that does not lie inside its UMEM: a ring or CQ past its end or at an offset that is not a multiple of 64 bytes, a doorbell record past its end (its address is 8-byte aligned by the decoder) |
 //! | 0x03 | a UAR page that is not allocated |
 //! | 0x04 | a protection domain that is not allocated |
 //! | 0x05 | a CQ that does not exist |
-//! | 0x06 | a feature this NIC does not model (128-byte CQEs, a ring CQ with overrun ignore, receive queues read from memory, PAS lists) |
+//! | 0x06 | a feature this NIC does not model (128-byte CQEs, a collapsed CQ without overrun ignore, receive queues read from memory, PAS lists, atomic mode 2) |
 //! | 0x07 | a state transition from the wrong state |
 //! | 0x08 | a CQ still used by a queue |
 //! | 0x09 | an object that does not exist, or a command naming another object than the one it is sent to |
 //! | 0x0a | a size beyond the device's capabilities |
 //! | 0x0b | a port other than 1, or an MTU above the port's |
-//! | 0x0c | a RoCE RC path with a zero destination MAC (`rmac`) |
-//! | 0x0d | a source GID index (`src_addr_index`, `my_addr_index`) that is not a populated entry of the port's GID table |
-//! | 0x0e | a RoCE v2 RC path whose UDP source port is outside 0xc000..=0xffff |
-//! | 0x0f | `grh` set on a RoCE path (every RoCE packet carries a GRH; the bit is reserved) |
+//! | 0x0c | (the emulated ConnectX's: a command it cannot decode) |
+//! | 0x0d | a shared receive queue that does not exist on this device: a DCT (which firmware, the kernel's driver and UCX refuse without one) or a queue pair with `rq_type` SRQ naming `srqn` 0 or an unknown number; a DC initiator without an SRQ (DCIs are modelled as NVSHMEM, the kernel and UCX make them, `rq_type` 1) |
+//! | 0x0e | an atomic mode the device's capabilities do not offer (1 without compare-swap and fetch-add; 3 and above without masked atomics of that size for the transport, as QUERY_HCA_CAP reports them) |
+//! | 0x0f | a RoCE RC path with a zero destination MAC (`rmac`) |
+//! | 0x10 | a source GID index (`src_addr_index`, `my_addr_index`) that is not a populated entry of the port's GID table |
+//! | 0x11 | a RoCE v2 RC path whose UDP source port is outside 0xc000..=0xffff |
+//! | 0x12 | `grh` set on a RoCE path (every RoCE packet carries a GRH; the bit is reserved) |
 //!
 //! A zero `rmac` is refused with status BAD_PARAMETER, the status firmware gives a
 //! command whose context holds a value the field cannot take: no Ethernet frame can be
@@ -64,10 +67,44 @@ mod syndrome {
     pub const UNKNOWN_OBJECT: u32 = 0x09;
     pub const TOO_LARGE: u32 = 0x0a;
     pub const BAD_PORT: u32 = 0x0b;
-    pub const ZERO_MAC: u32 = 0x0c;
-    pub const BAD_GID_INDEX: u32 = 0x0d;
-    pub const BAD_UDP_PORT: u32 = 0x0e;
-    pub const RESERVED_GRH: u32 = 0x0f;
+    pub const UNKNOWN_SRQ: u32 = 0x0d;
+    pub const ATOMIC_MODE: u32 = 0x0e;
+    pub const ZERO_MAC: u32 = 0x0f;
+    pub const BAD_GID_INDEX: u32 = 0x10;
+    pub const BAD_UDP_PORT: u32 = 0x11;
+    pub const RESERVED_GRH: u32 = 0x12;
+}
+
+/// Refuses an atomic mode the device does not offer to a responder of this transport
+/// (`dc_target`: a DCT, whose sizes are `atomic_size_dc`), as firmware refuses a context
+/// asking for more than QUERY_HCA_CAP reports: mode 1 needs compare-swap and fetch-add,
+/// mode `n` >= 3 (up to 2^`n` bytes) the extended (masked) atomics and bit `n` of the
+/// sizes. Mode 2 (ConnectX-specific) is not modelled.
+fn check_atomic_mode(
+    caps: &super::caps::DeviceCaps,
+    mode: super::prm::AtomicMode,
+    dc_target: bool,
+) -> Result<(), Refusal> {
+    use super::prm::AtomicMode;
+    let sizes = if dc_target {
+        caps.atomic_sizes_dc
+    } else {
+        caps.atomic_sizes
+    };
+    let offered = match mode {
+        AtomicMode::NotSet => true,
+        AtomicMode::IbCompatible => caps.atomic && caps.standard_atomics,
+        AtomicMode::ConnectX => return Err(bad_param(syndrome::NOT_MODELLED)),
+        extended => {
+            let log_bytes = extended.wire() as u32;
+            caps.atomic && caps.masked_atomics && sizes & (1 << log_bytes) != 0
+        }
+    };
+    if offered {
+        Ok(())
+    } else {
+        Err(bad_param(syndrome::ATOMIC_MODE))
+    }
 }
 
 /// A refusal: the status and syndrome the output gets.
@@ -164,27 +201,45 @@ pub(super) fn general(nic: &SoftNic, input: &[u8], output: &mut [u8]) -> Result<
     }
 }
 
-/// The UMEM `id` as a buffer of exactly `len` bytes at offset 0.
+/// `len` bytes of UMEM `id` from `offset`, which must be a multiple of `align`: the whole
+/// UMEM when they are all of it, else a view of them (several queues in one UMEM at
+/// offsets, as NVSHMEM places its DCIs' rings and records; the fabric refuses two queues
+/// on the same bytes). Either way with the executor claim the UMEM carries, if any.
+fn umem_range(
+    nic: &SoftNic,
+    id: u32,
+    offset: u64,
+    len: usize,
+    align: u64,
+) -> Result<(Arc<DmaBuffer>, Option<ExecutorClaim>), Refusal> {
+    let (buffer, claim) = nic.umem(id).ok_or(bad_param(syndrome::UNKNOWN_UMEM))?;
+    let mismatch = || bad_param(syndrome::UMEM_MISMATCH);
+    let start = usize::try_from(offset).map_err(|_| mismatch())?;
+    if offset % align != 0 {
+        return Err(mismatch());
+    }
+    if start == 0 && len == buffer.len() {
+        return Ok((buffer, claim));
+    }
+    // The view checks that the bytes lie inside the UMEM.
+    let view = DmaBuffer::view(&buffer, start, len).map_err(|_| mismatch())?;
+    Ok((Arc::new(view), claim))
+}
+
+/// A ring or CQ: `len` bytes of UMEM `id` from `offset` (a multiple of 64 bytes, one WQE
+/// basic block or CQE).
 fn umem_exactly(
     nic: &SoftNic,
     id: u32,
     offset: u64,
     len: usize,
 ) -> Result<(Arc<DmaBuffer>, Option<ExecutorClaim>), Refusal> {
-    let (buffer, claim) = nic.umem(id).ok_or(bad_param(syndrome::UNKNOWN_UMEM))?;
-    if offset != 0 || buffer.len() != len {
-        return Err(bad_param(syndrome::UMEM_MISMATCH));
-    }
-    Ok((buffer, claim))
+    umem_range(nic, id, offset, len, 64)
 }
 
-/// A doorbell record: a UMEM of 8 bytes, at address 0.
+/// A doorbell record: 8 bytes of UMEM `id` at `addr` (8-byte aligned).
 fn umem_record(nic: &SoftNic, id: u32, addr: u64) -> Result<Arc<DmaBuffer>, Refusal> {
-    let (buffer, _) = nic.umem(id).ok_or(bad_param(syndrome::UNKNOWN_UMEM))?;
-    if addr != 0 || buffer.len() != 8 {
-        return Err(bad_param(syndrome::UMEM_MISMATCH));
-    }
-    Ok(buffer)
+    umem_range(nic, id, addr, 8, 8).map(|(buffer, _)| buffer)
 }
 
 fn execute_create_cq(nic: &SoftNic, command: CreateCq) -> Result<(u32, CreateCqOutput), Refusal> {
@@ -192,7 +247,9 @@ fn execute_create_cq(nic: &SoftNic, command: CreateCq) -> Result<(u32, CreateCqO
     if !command.cq_umem_valid || !cqc.dbr_umem_valid || cqc.page_offset != 0 {
         return Err(bad_param(syndrome::NOT_MODELLED));
     }
-    if cqc.cqe_size != CqeSize::Bytes64 || cqc.collapsed != cqc.overrun_ignore {
+    // A collapsed CQ always overwrites its one entry: only with overrun ignore. A ring CQ
+    // with overrun ignore never stops on a full ring (it overwrites); without, it stops.
+    if cqc.cqe_size != CqeSize::Bytes64 || (cqc.collapsed && !cqc.overrun_ignore) {
         return Err(bad_param(syndrome::NOT_MODELLED));
     }
     if cqc.log_cq_size > nic.reported_caps().log_max_cq_size {
@@ -221,7 +278,9 @@ fn execute_create_cq(nic: &SoftNic, command: CreateCq) -> Result<(u32, CreateCqO
     };
     let memory = CompletionQueueNicAccess::from_registered(entries, ring, dbrec, claim)
         .map_err(|_| bad_param(syndrome::UMEM_MISMATCH))?;
-    let cqn = nic.fabric().create_cq_object(memory, mode)?;
+    let cqn = nic
+        .fabric()
+        .create_cq_object(memory, mode, cqc.overrun_ignore)?;
     Ok((cqn, CreateCqOutput { cqn }))
 }
 
@@ -230,9 +289,19 @@ fn execute_create_qp(nic: &SoftNic, command: CreateQp) -> Result<(u32, CreateQpO
     if !command.wq_umem_valid || !qpc.dbr_umem_valid || qpc.page_offset != 0 {
         return Err(bad_param(syndrome::NOT_MODELLED));
     }
-    if qpc.receive != ReceiveQueue::ZeroSize {
-        return Err(bad_param(syndrome::NOT_MODELLED));
-    }
+    // Receives come from an SRQ of this device, or there is no receive queue at all (RC
+    // only: DCIs take an SRQ); a receive queue read from memory is not modelled.
+    let srq = match (qpc.receive, qpc.service_type) {
+        (ReceiveQueue::Srq { srqn }, _) => {
+            if !nic.fabric().srq_on(srqn, nic.node()) {
+                return Err(bad_param(syndrome::UNKNOWN_SRQ));
+            }
+            Some(srqn)
+        }
+        (ReceiveQueue::ZeroSize, ServiceType::Rc) => None,
+        (ReceiveQueue::ZeroSize, ServiceType::Dci) => return Err(bad_param(syndrome::UNKNOWN_SRQ)),
+        (ReceiveQueue::Regular { .. }, _) => return Err(bad_param(syndrome::NOT_MODELLED)),
+    };
     if !nic.has_pd(qpc.pd) {
         return Err(bad_param(syndrome::UNKNOWN_PD));
     }
@@ -267,8 +336,10 @@ fn execute_create_qp(nic: &SoftNic, command: CreateQp) -> Result<(u32, CreateQpO
         sq: SendQueueNicAccess::from_registered(size, ring, dbrec, doorbell, claim)
             .map_err(|_| bad_param(syndrome::UMEM_MISMATCH))?,
         send_cq: qpc.cqn_snd,
-        // Receive credits stand in for an SRQ's receive WQEs (see the backend's notes).
-        receive_cq: (transport == TransportKind::Rc).then_some(qpc.cqn_rcv),
+        // An RC queue pair receives (WRITE_WITH_IMM) only from its SRQ; with a zero-size
+        // RQ it has no receive side.
+        receive_cq: (transport == TransportKind::Rc && srq.is_some()).then_some(qpc.cqn_rcv),
+        srq,
     })?;
     Ok((qpn.get(), CreateQpOutput { qpn: qpn.get() }))
 }
@@ -290,10 +361,16 @@ fn execute_create_dct(
     if !nic.fabric().has_cq_object(dctc.cqn) {
         return Err(bad_param(syndrome::UNKNOWN_CQ));
     }
+    check_atomic_mode(nic.reported_caps(), dctc.atomic_mode, true)?;
+    // A DCT's receives come from an SRQ: `srqn_xrqn` 0 names none.
+    if !nic.fabric().srq_on(dctc.srqn, nic.node()) {
+        return Err(bad_param(syndrome::UNKNOWN_SRQ));
+    }
     let dct = nic.fabric().create_commanded_dct(
         nic.node(),
         dctc.dc_access_key,
         dctc.cqn,
+        dctc.srqn,
         enabled_rights(dctc.access),
     )?;
     Ok((dct.get(), CreateDctOutput { dctn: dct.get() }))
@@ -411,6 +488,7 @@ pub(super) fn modify(
             if c.vhca_port_num != 1 {
                 return Err(bad_param(syndrome::BAD_PORT));
             }
+            check_atomic_mode(nic.reported_caps(), c.atomic_mode, false)?;
             fabric.transition(
                 qpn,
                 Transition::ResetToInit {

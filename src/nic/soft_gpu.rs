@@ -27,7 +27,7 @@ use super::backend::{
 use super::caps::{Gid, PortAttributes};
 use super::error::NicError;
 use super::prm::{Command, CreateCq, CreateQp, ServiceType};
-use super::soft::{SoftNic, SoftObject, SoftPd, SoftUar, SoftUmem};
+use super::soft::{SoftNic, SoftObject, SoftPd, SoftSrq, SoftUar, SoftUmem};
 use crate::memory::{DeviceBuffer, DmaBuffer};
 use crate::queue::executor::ExecutorCell;
 use crate::queue::{
@@ -397,6 +397,7 @@ impl Backend for SoftGpuNic {
     type Pd = SoftPd;
     type Umem = SoftGpuUmem;
     type Uar = SoftGpuUar;
+    type Srq = SoftSrq;
     type Object = SoftObject;
     type Mr = SoftGpuRegion;
 
@@ -466,6 +467,14 @@ impl Backend for SoftGpuNic {
 
     fn alloc_pd(&self) -> Result<SoftPd, NicError> {
         self.soft.alloc_pd()
+    }
+
+    fn create_srq(&self, pd: &SoftPd, max_wr: u32) -> Result<SoftSrq, NicError> {
+        self.soft.create_srq(pd, max_wr)
+    }
+
+    fn post_srq_receives(&self, srq: &SoftSrq, count: u32) -> Result<(), NicError> {
+        self.soft.post_srq_receives(srq, count)
     }
 
     fn alloc_uar(&self) -> Result<SoftGpuUar, NicError> {

@@ -58,6 +58,7 @@ impl Bench {
         let input = command::create_cq(
             4,
             false,
+            false,
             uar.page_id(),
             0,
             umems[0].umem_id(),
@@ -89,6 +90,7 @@ impl Bench {
             4,
             self.umems[2].umem_id(),
             self.umems[3].umem_id(),
+            super::prm::ReceiveQueue::ZeroSize,
         )
     }
 
@@ -104,6 +106,9 @@ impl Bench {
         (self.nic.fabric().census(), self.nic.allocated())
     }
 }
+
+/// `rae` and atomic mode 3 (the software NIC has masked 8-byte atomics).
+const ALL_ATOMICS: (bool, super::prm::AtomicMode) = (true, super::prm::AtomicMode::UpTo8Bytes);
 
 fn status_of(e: &NicError) -> Option<(CommandStatus, u32)> {
     match e {
@@ -268,7 +273,7 @@ fn transitions_follow_the_state_machine_and_a_wrong_one_changes_nothing() {
             .nic
             .modify_object(&qp, &c().unwrap(), &mut vec![0u8; OUTPUT_BYTES])
     };
-    let rst2init = || Ok(command::rst2init(qpn, 1, true, true).encode()?);
+    let rst2init = || Ok(command::rst2init(qpn, 1, true, ALL_ATOMICS).encode()?);
     let init2rtr = || {
         Ok(command::init2rtr(
             qpn,
@@ -306,7 +311,9 @@ fn transitions_follow_the_state_machine_and_a_wrong_one_changes_nothing() {
     modify(&rtr2rts).unwrap();
     assert_eq!(state(), QpState::ReadyToSend);
     // A command naming another queue pair than the object it is sent to is refused.
-    let other = command::rst2init(qpn + 1, 1, true, true).encode().unwrap();
+    let other = command::rst2init(qpn + 1, 1, true, ALL_ATOMICS)
+        .encode()
+        .unwrap();
     let e = bench
         .nic
         .modify_object(&qp, &other, &mut vec![0u8; OUTPUT_BYTES])
@@ -322,7 +329,9 @@ fn a_wqe_before_rts_is_an_error_cqe_and_the_queue_goes_to_error() {
         .nic
         .modify_object(
             &qp,
-            &command::rst2init(qpn, 1, true, true).encode().unwrap(),
+            &command::rst2init(qpn, 1, true, ALL_ATOMICS)
+                .encode()
+                .unwrap(),
             &mut vec![0u8; OUTPUT_BYTES],
         )
         .unwrap();
@@ -409,7 +418,7 @@ fn a_cq_in_use_cannot_be_destroyed() {
 fn a_queue_refuses_remote_operations_its_context_disables() {
     let bench = Bench::new();
     let (qp, qpn) = bench.create_qp();
-    let mut rst2init = command::rst2init(qpn, 1, true, true);
+    let mut rst2init = command::rst2init(qpn, 1, true, ALL_ATOMICS);
     rst2init.access = super::prm::RemoteAccess {
         read: false,
         write: true,
@@ -506,7 +515,7 @@ impl Bench {
         let steps = [
             (
                 QpState::Init,
-                command::rst2init(qpn, 1, true, true).encode(),
+                command::rst2init(qpn, 1, true, ALL_ATOMICS).encode(),
             ),
             (
                 QpState::ReadyToReceive,
@@ -698,7 +707,9 @@ fn two_rst_forgets_the_queue_writes_no_cqe_and_leaves_written_cqes() {
     assert_eq!(status_of(&e), Some((CommandStatus::BadQpState, 0x07)));
     nic.modify_object(
         &qp,
-        &command::rst2init(qpn, 1, true, true).encode().unwrap(),
+        &command::rst2init(qpn, 1, true, ALL_ATOMICS)
+            .encode()
+            .unwrap(),
         &mut vec![0u8; OUTPUT_BYTES],
     )
     .unwrap();

@@ -38,6 +38,10 @@ pub(crate) struct CqState {
     pub(crate) users: BTreeSet<u32>,
     /// Made by CREATE_CQ: it lives until DESTROY_CQ, not until its last user goes.
     pub(crate) held: bool,
+    /// Overrun ignore (`cqc.oi`): a ring CQ writes every CQE at its producer slot without
+    /// comparing with the consumer index, so a CQE the consumer has not read is
+    /// overwritten; without it an overrun stops the CQ. Collapsed CQs always ignore it.
+    pub(crate) overrun_ignore: bool,
 }
 
 impl CqState {
@@ -64,6 +68,7 @@ impl CqState {
             error: false,
             users: BTreeSet::new(),
             held: false,
+            overrun_ignore: mode == CqMode::Collapsed,
         })
     }
 
@@ -80,7 +85,7 @@ impl CqState {
         if self.error {
             return Err(CqRefusal::InError);
         }
-        if self.mode == CqMode::Ring {
+        if self.mode == CqMode::Ring && !self.overrun_ignore {
             let outstanding = self.producer.wrapping_sub(self.consumer_index()) & INDEX_MASK;
             if outstanding >= self.memory.entries() {
                 return Err(CqRefusal::Overrun);

@@ -100,6 +100,24 @@ pub enum SoftNicError {
         /// The queue.
         queue: QueueId,
     },
+    /// The queue takes its receives from a shared receive queue: post them there.
+    ReceivesFromSharedQueue {
+        /// The queue.
+        queue: QueueId,
+        /// The SRQ.
+        srqn: u32,
+    },
+    /// Posting would hold more receive WQEs than the shared receive queue's capacity.
+    SharedReceiveQueueFull {
+        /// The SRQ.
+        srqn: u32,
+        /// Its capacity.
+        capacity: u64,
+        /// Receive WQEs it holds now.
+        outstanding: u64,
+        /// Receive WQEs asked to post.
+        posted: u32,
+    },
     /// The queue memory is executed by another NIC (another fabric, a control-plane
     /// backend, the CUDA software NIC): one executor per queue in the process.
     ExecutedElsewhere(crate::queue::ExecutorConflict),
@@ -165,6 +183,22 @@ impl fmt::Display for SoftNicError {
             Self::NoReceiveQueue { queue } => {
                 write!(f, "queue {queue:?} has no receive completion queue")
             }
+            Self::ReceivesFromSharedQueue { queue, srqn } => write!(
+                f,
+                "queue {queue:?} takes its receives from shared receive queue {srqn:#x}: post \
+                 them to that SRQ"
+            ),
+            Self::SharedReceiveQueueFull {
+                srqn,
+                capacity,
+                outstanding,
+                posted,
+            } => write!(
+                f,
+                "shared receive queue {srqn:#x} holds {outstanding} of its {capacity} receive \
+                 WQEs: {posted} more do not fit (let WRITE_WITH_IMMs consume some, or make a \
+                 larger SRQ)"
+            ),
             Self::ExecutedElsewhere(e) => e.fmt(f),
             Self::Memory(e) => write!(f, "queue memory: {e}"),
             Self::Queue(e) => write!(f, "queue configuration: {e}"),

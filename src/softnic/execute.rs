@@ -24,6 +24,7 @@ use super::fabric::{
 };
 use super::fault::{Fault, FLUSH_VENDOR_SYNDROME};
 use super::region::{Access, KeyTable, Region};
+use super::srq::SrqState;
 
 /// The most bytes one WQE can occupy: 63 octowords.
 const FETCH_CAPACITY: usize = MAX_DS as usize * OCTOWORD_BYTES;
@@ -49,6 +50,7 @@ struct Ctx<'a> {
     gids: &'a HashMap<[u8; 16], NodeId>,
     responders: &'a mut BTreeMap<u32, ResponderState>,
     cqs: &'a mut BTreeMap<u32, CqState>,
+    srqs: &'a mut BTreeMap<u32, SrqState>,
     effects: &'a mut Effects,
     counters: &'a CounterBlock,
     report: &'a mut StepReport,
@@ -243,6 +245,7 @@ impl FabricState {
             sqs,
             responders,
             cqs,
+            srqs,
             effects,
             ..
         } = self;
@@ -253,6 +256,7 @@ impl FabricState {
             gids,
             responders,
             cqs,
+            srqs,
             effects,
             counters,
             report,
@@ -918,12 +922,16 @@ fn perform_write(
     Ok(Done::default())
 }
 
-/// Checks that a responder can take a WRITE_WITH_IMM: a receive credit, and room in its
-/// receive CQ. Returns that CQ.
+/// Checks that a responder can take a WRITE_WITH_IMM: a receive credit (or a receive WQE
+/// in its SRQ), and room in its receive CQ. Returns that CQ.
 fn reserve_receive(responder: u32, ctx: &mut Ctx<'_>) -> Result<u32, Fault> {
     let not_ready = Fault::ReceiverNotReady { responder };
     let state = ctx.responders.get(&responder).ok_or(not_ready)?;
-    if state.credits == 0 {
+    let receives = match state.srq {
+        Some(srqn) => ctx.srqs.get(&srqn).map_or(0, |s| s.posted),
+        None => state.credits,
+    };
+    if receives == 0 {
         return Err(not_ready);
     }
     let cqn = state.cq.ok_or(not_ready)?;
@@ -955,8 +963,19 @@ fn deliver_immediate(
     let Some(state) = ctx.responders.get_mut(&responder) else {
         return;
     };
-    state.credits = state.credits.saturating_sub(1);
-    let receive_counter = state.received as u16;
+    // The CQE names the receive WQE consumed: the SRQ's next one, or the queue's own.
+    let receive_counter = match state.srq.and_then(|srqn| ctx.srqs.get_mut(&srqn)) {
+        Some(srq) => {
+            srq.posted = srq.posted.saturating_sub(1);
+            let index = srq.consumed as u16;
+            srq.consumed = srq.consumed.wrapping_add(1);
+            index
+        }
+        None => {
+            state.credits = state.credits.saturating_sub(1);
+            state.received as u16
+        }
+    };
     state.received = state.received.wrapping_add(1);
     let cqe = responder_cqe(&ResponderCqe {
         responder,

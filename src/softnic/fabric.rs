@@ -19,6 +19,7 @@ use super::engine::EngineHandle;
 use super::error::SoftNicError;
 use super::fault::Fault;
 use super::region::{Access, KeySpace, KeyTable, MemoryRegion, Region};
+use super::srq::SrqState;
 use crate::queue::Executor;
 
 /// The largest message a queue accepts unless configured otherwise: 1 GiB (NVSHMEM's
@@ -280,6 +281,8 @@ pub struct Census {
     pub completion_queues: usize,
     /// Registered memory regions.
     pub regions: usize,
+    /// Shared receive queues.
+    pub shared_receive_queues: usize,
 }
 
 /// An asynchronous event, as a NIC reports it on its event queue.
@@ -380,6 +383,9 @@ pub(crate) struct ResponderState {
     pub(crate) credits: u64,
     /// Receives consumed (free-running; its low 16 bits are the responder CQE's counter).
     pub(crate) received: u32,
+    /// The shared receive queue its receives come from (queues made by command with an
+    /// SRQ), instead of its own credits.
+    pub(crate) srq: Option<u32>,
     pub(crate) cq: Option<u32>,
     pub(crate) error: bool,
     /// The remote operations the queue accepts (`rre`, `rwe`, `rae` of its context): all
@@ -408,6 +414,8 @@ pub(crate) struct FabricState {
     pub(crate) sqs: BTreeMap<u32, SendQueueState>,
     pub(crate) responders: BTreeMap<u32, ResponderState>,
     pub(crate) cqs: BTreeMap<u32, CqState>,
+    pub(crate) srqs: BTreeMap<u32, SrqState>,
+    pub(crate) next_srqn: u32,
     pub(crate) effects: Effects,
     pub(crate) events: Vec<AsyncEvent>,
     next_queue_number: u32,
@@ -737,6 +745,7 @@ impl Fabric {
                     dc_key: None,
                     credits: 0,
                     received: 0,
+                    srq: None,
                     cq: receive_cq,
                     error: false,
                     enabled: REMOTE_ALL,
@@ -799,6 +808,7 @@ impl Fabric {
                 dc_key: Some(config.dc_key),
                 credits: 0,
                 received: 0,
+                srq: None,
                 cq,
                 error: false,
                 enabled: REMOTE_ALL,
@@ -815,6 +825,9 @@ impl Fabric {
         let queue = queue.into();
         let mut state = self.shared.lock();
         let responder = state.responder_mut(queue)?;
+        if let Some(srqn) = responder.srq {
+            return Err(SoftNicError::ReceivesFromSharedQueue { queue, srqn });
+        }
         if responder.cq.is_none() {
             return Err(SoftNicError::NoReceiveQueue { queue });
         }
@@ -839,6 +852,7 @@ impl Fabric {
             .remove(&number)
             .ok_or(SoftNicError::UnknownQueue { number })?;
         state.detach_cq(sq.cq, number);
+        state.detach_srq_user(number);
         if let Some(responder) = state.responders.remove(&number) {
             if let Some(cq) = responder.cq {
                 state.detach_cq(cq, number);
@@ -861,6 +875,7 @@ impl Fabric {
         if let Some(cq) = state.responders.remove(&number).and_then(|r| r.cq) {
             state.detach_cq(cq, number);
         }
+        state.detach_srq_user(number);
         Ok(())
     }
 
@@ -961,6 +976,7 @@ impl Fabric {
                 .count(),
             completion_queues: state.cqs.len(),
             regions: state.nodes.iter().map(|n| n.local_keys.len()).sum(),
+            shared_receive_queues: state.srqs.len(),
         }
     }
 

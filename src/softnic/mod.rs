@@ -171,6 +171,7 @@ mod fault;
 mod objects;
 mod queues;
 mod region;
+mod srq;
 
 pub use crate::cq::CqMode;
 pub use atomic::{atomic_new_value, masked_fetch_add};

@@ -40,6 +40,9 @@ pub(crate) struct CommandedQp {
     pub(crate) send_cq: u32,
     /// The receive CQ (RC with a receive queue).
     pub(crate) receive_cq: Option<u32>,
+    /// The shared receive queue receives come from (`rq_type` SRQ): RC queue pairs with it
+    /// take WRITE_WITH_IMM; DC initiators name one but never receive.
+    pub(crate) srq: Option<u32>,
 }
 
 /// A state transition command.
@@ -92,16 +95,19 @@ impl FabricState {
 }
 
 impl Fabric {
-    /// Makes a CQ over `memory` that lives until [`Fabric::destroy_cq_object`].
+    /// Makes a CQ over `memory` that lives until [`Fabric::destroy_cq_object`]; a ring CQ
+    /// with `overrun_ignore` never detects an overrun (`cqc.oi`).
     pub(crate) fn create_cq_object(
         &self,
         memory: CompletionQueueNicAccess,
         mode: CqMode,
+        overrun_ignore: bool,
     ) -> Result<u32, ObjectRefusal> {
         let spans = memory.spans();
         let mut cq = CqState::new(memory, mode)
             .map_err(|what| ObjectRefusal::Invalid(SoftNicError::InvalidQueueMemory { what }))?;
         cq.held = true;
+        cq.overrun_ignore |= overrun_ignore;
         let mut state = self.shared.lock();
         for span in spans {
             state
@@ -168,6 +174,9 @@ impl Fabric {
                 return Err(ObjectRefusal::Unknown);
             }
         }
+        if qp.srq.is_some_and(|srqn| !state.has_srq(srqn, qp.node)) {
+            return Err(ObjectRefusal::Unknown);
+        }
         let qpn = state
             .allocate_queue_number()
             .map_err(ObjectRefusal::Invalid)?;
@@ -177,6 +186,9 @@ impl Fabric {
             if let Some(cq) = state.cqs.get_mut(&cqn) {
                 cq.users.insert(qpn);
             }
+        }
+        if let Some(srqn) = qp.srq {
+            state.attach_srq(srqn, qp.node, qpn)?;
         }
         state.sqs.insert(
             qpn,
@@ -211,6 +223,7 @@ impl Fabric {
                     dc_key: None,
                     credits: 0,
                     received: 0,
+                    srq: qp.srq.filter(|_| qp.receive_cq.is_some()),
                     cq: qp.receive_cq,
                     error: false,
                     // Nothing until RST2INIT enables it.
@@ -312,17 +325,19 @@ impl Fabric {
         Ok(())
     }
 
-    /// Makes a DC target whose receive completions go to a CQ made by command.
+    /// Makes a DC target whose receive completions go to a CQ made by command and whose
+    /// receives come from SRQ `srqn` of its node.
     pub(crate) fn create_commanded_dct(
         &self,
         node: NodeId,
         dc_key: u64,
         cqn: u32,
+        srqn: u32,
         enabled: Access,
     ) -> Result<Qpn, ObjectRefusal> {
         let mut state = self.shared.lock();
         check_node(&state, node).map_err(ObjectRefusal::Invalid)?;
-        if !state.cqs.get(&cqn).is_some_and(|cq| cq.held) {
+        if !state.cqs.get(&cqn).is_some_and(|cq| cq.held) || !state.has_srq(srqn, node) {
             return Err(ObjectRefusal::Unknown);
         }
         let number = state
@@ -333,6 +348,7 @@ impl Fabric {
         if let Some(cq) = state.cqs.get_mut(&cqn) {
             cq.users.insert(number);
         }
+        state.attach_srq(srqn, node, number)?;
         state.responders.insert(
             number,
             ResponderState {
@@ -340,6 +356,7 @@ impl Fabric {
                 dc_key: Some(dc_key),
                 credits: 0,
                 received: 0,
+                srq: Some(srqn),
                 cq: Some(cqn),
                 error: false,
                 enabled,

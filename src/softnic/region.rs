@@ -52,6 +52,11 @@ bitflags::bitflags! {
         const REMOTE_READ = 1 << 2;
         /// Remote atomics may operate on the region.
         const REMOTE_ATOMIC = 1 << 3;
+        /// The NIC may write the region out of order (`IBV_ACCESS_RELAXED_ORDERING`, the
+        /// first of verbs' optional flags): PCIe relaxed ordering, which NVSHMEM and NCCL
+        /// ask for on GPU memory, where it raises write bandwidth through PCIe switches. A
+        /// hint: a device without it ignores it, and so do the software NICs.
+        const RELAXED_ORDERING = 1 << 20;
     }
 }
 

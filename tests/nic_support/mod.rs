@@ -84,14 +84,6 @@ pub trait Harness: Send + Sync {
     fn describe(&self) -> String;
     /// Opens host `host`'s device (0 or 1; on hardware both may be the same NIC).
     fn open(&self, host: u8) -> Result<Device<Self::Backend>, NicError>;
-    /// Makes `count` receives available to `qpn` (WRITE_WITH_IMM consumes one each), or
-    /// says why this backend cannot.
-    fn post_receives(
-        &self,
-        device: &Device<Self::Backend>,
-        qpn: Qpn,
-        count: u32,
-    ) -> Result<(), String>;
     /// What is still allocated on `device` after every handle made from it was dropped,
     /// where the backend can tell (`None`: nothing, or it cannot tell).
     fn outstanding(&self, device: &Device<Self::Backend>) -> Option<String>;
@@ -141,13 +133,6 @@ impl Harness for SoftHarness {
     fn open(&self, host: u8) -> Result<Device<SoftNic>, NicError> {
         Device::open(SoftNic::open(&self.fabric, u16::from(host) + 1)?)
     }
-    fn post_receives(&self, device: &Device<SoftNic>, qpn: Qpn, count: u32) -> Result<(), String> {
-        device
-            .backend()
-            .fabric()
-            .post_receives(qpn, count)
-            .map_err(|e| e.to_string())
-    }
     fn outstanding(&self, device: &Device<SoftNic>) -> Option<String> {
         let allocated = device.backend().allocated();
         let census = self.fabric.census();
@@ -155,7 +140,8 @@ impl Harness for SoftHarness {
             && census.queue_pairs == 0
             && census.dc_targets == 0
             && census.completion_queues == 0
-            && census.regions == 0;
+            && census.regions == 0
+            && census.shared_receive_queues == 0;
         (!clean).then(|| format!("{allocated:?}, {census:?}"))
     }
     fn gpu_unavailable(&self) -> String {
@@ -192,9 +178,6 @@ impl Harness for SoftRoceHarness {
         let device = Device::open(SoftNic::open_roce(&self.soft.fabric, mac, gids)?)?;
         assert_eq!(device.port().link_layer, LinkLayer::Ethernet);
         Ok(device)
-    }
-    fn post_receives(&self, device: &Device<SoftNic>, qpn: Qpn, count: u32) -> Result<(), String> {
-        self.soft.post_receives(device, qpn, count)
     }
     fn outstanding(&self, device: &Device<SoftNic>) -> Option<String> {
         self.soft.outstanding(device)
@@ -391,7 +374,6 @@ pub mod hardware {
 
         use ibgda::nic::mlx5::{Mlx5Backend, Mlx5Device};
         use ibgda::nic::{Device, NicError};
-        use ibgda::wqe::Qpn;
 
         use super::super::{run_suite, Harness};
 
@@ -409,16 +391,17 @@ pub mod hardware {
             fn open(&self, _host: u8) -> Result<Device<Mlx5Backend>, NicError> {
                 Device::open(Mlx5Backend::new(Mlx5Device::open(Some(&self.name))?))
             }
-            fn post_receives(&self, _: &Device<Mlx5Backend>, _: Qpn, _: u32) -> Result<(), String> {
-                Err("the control plane creates RC queue pairs without a receive queue (zero-size RQ); WRITE_WITH_IMM needs an SRQ".into())
-            }
             fn outstanding(&self, _: &Device<Mlx5Backend>) -> Option<String> {
                 emulated_outstanding()
             }
             fn gpu_unavailable(&self) -> String {
-                "GPU-placed queues need the CUDA allocator of ibgda-kernels, which this suite does not link".into()
+                "this binary links no CUDA: GPU-placed queues through the control plane run in ibgda-kernels' nic_suite_gpu (IBGDA_NIC set, on a GPU machine; over the emulator's GPU build, IBGDA_EMU_FEATURES=cuda)".into()
             }
-            fn udp_source_port(&self, _: &Device<Mlx5Backend>, _: Qpn) -> Result<u16, String> {
+            fn udp_source_port(
+                &self,
+                _: &Device<Mlx5Backend>,
+                _: ibgda::wqe::Qpn,
+            ) -> Result<u16, String> {
                 Err(
                     "the mlx5 backend does not read a queue pair's context back (no QUERY_QP)"
                         .into(),

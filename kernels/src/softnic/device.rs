@@ -8,6 +8,7 @@
 //! copy.
 
 use core::marker::PhantomData;
+use core::mem::size_of;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
@@ -41,6 +42,9 @@ pub(crate) struct NicReach {
     /// queue ranges may then overlap.
     #[cfg(feature = "test-support")]
     arena: Option<Arc<DeviceBuffer>>,
+    /// Memory a C caller handed the device ([`DeviceNic::from_foreign_tables`]): the
+    /// tables' addresses are the caller's contract, not checked against owned buffers.
+    foreign: bool,
 }
 
 /// The NIC's capabilities to one queue pair's memory: its executor claims on the send
@@ -105,6 +109,16 @@ impl NicReach {
             queues,
             #[cfg(feature = "test-support")]
             arena: None,
+            foreign: false,
+        }
+    }
+
+    /// No owned memory: every address is the foreign caller's (see
+    /// [`DeviceNic::from_foreign_tables`]).
+    fn foreign() -> Self {
+        Self {
+            foreign: true,
+            ..Self::new(Vec::new(), Vec::new())
         }
     }
 
@@ -116,6 +130,7 @@ impl NicReach {
             data: vec![buffer.clone()],
             queues: Vec::new(),
             arena: Some(buffer.clone()),
+            foreign: false,
         }
     }
 
@@ -156,8 +171,9 @@ impl NicReach {
         count_u32("engines", engines.len())?;
         self.check_disjoint()?;
         let (data_spans, queue_spans) = (self.data_spans(), self.queue_spans());
-        let data = |addr: u64, len: u64| Self::inside(&data_spans, addr, len);
-        let queue = |addr: u64, len: u64| Self::inside(&queue_spans, addr, len);
+        let foreign = self.foreign;
+        let data = |addr: u64, len: u64| foreign || Self::inside(&data_spans, addr, len);
+        let queue = |addr: u64, len: u64| foreign || Self::inside(&queue_spans, addr, len);
         for (i, t) in engines.iter().enumerate() {
             t.check(&data, &queue)
                 .map_err(|e| GpuError::Invalid(format!("engine {i}: {e}")))?;
@@ -339,6 +355,29 @@ impl<'q> DeviceNic<'q> {
         })
     }
 
+    /// The CUDA software NIC over engines whose tables describe objects a C caller made
+    /// (the emulated ConnectX executing the GPU-placed queues of the program it serves):
+    /// the one way to build a NIC from raw addresses. The tables are checked for what the
+    /// engine relies on besides memory (sizes, alignment, order: [`NicTables::check`]);
+    /// the memory they name is the caller's word.
+    ///
+    /// # Safety
+    ///
+    /// Every address in `engines` (regions' `base`; rings, doorbell records and doorbells
+    /// of queues; rings and records of CQs) must name memory the C caller handed the
+    /// device (GPU memory it registered as UMEM or as a memory region, the device's UAR
+    /// pages mapped into the GPU), of at least the length the table gives, that stays
+    /// allocated until the NIC is dropped: the caller drops the NIC (or stops it and does
+    /// not run it again) before any object those addresses belong to is destroyed. Each
+    /// queue's ring holds that queue's WQEs, each CQ is written by this NIC alone, and no
+    /// other NIC executes these queues while this one may run.
+    pub unsafe fn from_foreign_tables(
+        gpu: &'q Gpu,
+        engines: &[NicTables],
+    ) -> Result<Self, GpuError> {
+        Self::from_tables(gpu, engines, NicReach::foreign())
+    }
+
     fn launch(&self, exit_when_idle: bool, side: bool) -> Result<(), GpuError> {
         let stop = self
             .stop
@@ -406,6 +445,17 @@ impl<'q> DeviceNic<'q> {
         Ok(())
     }
 
+    /// As [`run_until_idle`](Self::run_until_idle), on the side stream: the launch runs
+    /// beside kernels of the main stream (GPU producers waiting for their completions).
+    pub fn run_until_idle_beside(&mut self) -> Result<(), GpuError> {
+        if self.running {
+            return Err(GpuError::Invalid("the CUDA software NIC is running".into()));
+        }
+        self.launch(true, true)?;
+        self.gpu.side_stream().synchronize()?;
+        Ok(())
+    }
+
     /// The engines' records and tables as the GPU left them (refused while running).
     pub fn read(&self) -> Result<Vec<(NicEngine, NicTables)>, GpuError> {
         if self.running {
@@ -426,7 +476,8 @@ impl<'q> DeviceNic<'q> {
                 regions: records_from_bytes(cut(p.regions, c[1], 40)).ok_or_else(bad)?,
                 cqs: records_from_bytes(cut(p.cqs, c[2], 40)).ok_or_else(bad)?,
                 responders: records_from_bytes(cut(p.responders, c[3], 40)).ok_or_else(bad)?,
-                queues: records_from_bytes(cut(p.queues, c[4], 112)).ok_or_else(bad)?,
+                queues: records_from_bytes(cut(p.queues, c[4], size_of::<NicQueue>()))
+                    .ok_or_else(bad)?,
             };
             out.push((e, t));
         }

@@ -3,17 +3,20 @@
 //! as UMEM (GPU memory by DMA-BUF, else peer memory), UAR pages are allocated with DEVX and
 //! their doorbell mapped into the GPU on demand.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
 use super::devx::{DevxObject, Uar, Umem};
 use super::error::Mlx5Error;
-use super::verbs::{LinkLayer as VerbsLinkLayer, MemoryRegion, ProtectionDomain};
+use super::verbs::{
+    LinkLayer as VerbsLinkLayer, MemoryRegion, ProtectionDomain, SharedReceiveQueue,
+};
 use super::Mlx5Device;
-use crate::nic::gpu_access::{DmaBufExporter, IoMemoryMapper};
+use crate::nic::gpu_access::{DmaBufExporter, DoorbellMapping, IoMemoryMapper};
 use crate::nic::{
     Backend, BackendError, BackendObject, Gid, GidEntry, GidType, LinkLayer, MemoryAccess,
     MemoryRegistration, Mtu, NicError, PortAttributes, ProtectionDomainId, QueueMemoryRef,
-    RegisterMemory, UarPage, UmemId,
+    RegisterMemory, SharedReceiveQueueId, UarPage, UmemId,
 };
 use crate::queue::executor::ExecutorClaim;
 use crate::queue::{Executor, GpuDoorbell, HostDoorbell, QueueBufferSpan};
@@ -57,6 +60,8 @@ pub struct Mlx5Backend {
     executor: Executor,
     /// Queue memory registered as UMEM now, which data registrations may not overlap.
     queue_memory: Arc<QueueSpans>,
+    /// The doorbells mapped into the GPU, by registration.
+    mappings: Arc<MappingCounts>,
 }
 
 /// The spans of the queue memory a backend has registered as UMEM, by UMEM id.
@@ -119,6 +124,7 @@ impl Mlx5Backend {
             io_mapper: None,
             executor,
             queue_memory: Arc::default(),
+            mappings: Arc::default(),
         }
     }
 
@@ -143,11 +149,27 @@ impl Mlx5Backend {
     pub fn device(&self) -> &Mlx5Device {
         &self.device
     }
+
+    /// How many UAR doorbells this backend has mapped into the GPU as I/O memory (a
+    /// ConnectX's BAR pages) and as host memory (the emulated ConnectX's pages): the
+    /// backend says which registration it made.
+    pub fn doorbell_mappings(&self) -> (u64, u64) {
+        (
+            self.mappings.io_memory.load(Ordering::Relaxed),
+            self.mappings.host_memory.load(Ordering::Relaxed),
+        )
+    }
 }
 
 impl ProtectionDomainId for ProtectionDomain {
     fn pdn(&self) -> u32 {
         ProtectionDomain::pdn(self)
+    }
+}
+
+impl SharedReceiveQueueId for SharedReceiveQueue {
+    fn srqn(&self) -> u32 {
+        SharedReceiveQueue::srqn(self)
     }
 }
 
@@ -176,7 +198,22 @@ impl MemoryRegistration for MemoryRegion {
 pub struct Mlx5Uar {
     uar: Arc<Uar>,
     io_mapper: Option<Arc<dyn IoMemoryMapper>>,
-    gpu_doorbell: OnceLock<GpuDoorbell>,
+    gpu_doorbell: OnceLock<(GpuDoorbell, DoorbellMapping)>,
+    mappings: Arc<MappingCounts>,
+}
+
+/// How many UAR doorbells a backend mapped into the GPU, by kind of registration.
+#[derive(Debug, Default)]
+struct MappingCounts {
+    io_memory: AtomicU64,
+    host_memory: AtomicU64,
+}
+
+impl Mlx5Uar {
+    /// How its doorbell was mapped into the GPU, once it was.
+    pub fn gpu_mapping(&self) -> Option<DoorbellMapping> {
+        self.gpu_doorbell.get().map(|(_, kind)| *kind)
+    }
 }
 
 impl core::fmt::Debug for Mlx5Uar {
@@ -200,7 +237,7 @@ impl UarPage for Mlx5Uar {
     }
 
     fn gpu_doorbell(&self) -> Result<GpuDoorbell, NicError> {
-        if let Some(mapped) = self.gpu_doorbell.get() {
+        if let Some((mapped, _)) = self.gpu_doorbell.get() {
             return Ok(mapped.clone());
         }
         let mapper = self
@@ -211,8 +248,14 @@ impl UarPage for Mlx5Uar {
                    (Mlx5Backend::with_gpu)"
                     .to_owned(),
             })?;
-        let mapped = GpuDoorbell::register(self.uar.gpu_doorbell(mapper)?);
-        Ok(self.gpu_doorbell.get_or_init(|| mapped).clone())
+        let (register, kind) = self.uar.gpu_doorbell(mapper)?;
+        let counter = match kind {
+            DoorbellMapping::IoMemory => &self.mappings.io_memory,
+            DoorbellMapping::HostMemory => &self.mappings.host_memory,
+        };
+        counter.fetch_add(1, Ordering::Relaxed);
+        let mapped = (GpuDoorbell::register(register), kind);
+        Ok(self.gpu_doorbell.get_or_init(|| mapped).0.clone())
     }
 }
 
@@ -268,6 +311,7 @@ impl Backend for Mlx5Backend {
     type Pd = ProtectionDomain;
     type Umem = Mlx5Umem;
     type Uar = Mlx5Uar;
+    type Srq = SharedReceiveQueue;
     type Object = DevxObject;
     type Mr = MemoryRegion;
 
@@ -322,7 +366,20 @@ impl Backend for Mlx5Backend {
             uar: self.device.alloc_uar()?,
             io_mapper: self.io_mapper.clone(),
             gpu_doorbell: OnceLock::new(),
+            mappings: self.mappings.clone(),
         })
+    }
+
+    fn create_srq(
+        &self,
+        pd: &ProtectionDomain,
+        max_wr: u32,
+    ) -> Result<SharedReceiveQueue, NicError> {
+        Ok(SharedReceiveQueue::create(pd, max_wr)?)
+    }
+
+    fn post_srq_receives(&self, srq: &SharedReceiveQueue, count: u32) -> Result<(), NicError> {
+        Ok(srq.post_zero_length(count)?)
     }
 
     fn register_umem(&self, memory: QueueMemoryRef<'_>) -> Result<Mlx5Umem, NicError> {

@@ -15,7 +15,7 @@ use super::error::{Mlx5Error, EOPNOTSUPP};
 use super::verbs::{Context, GpuPath};
 use crate::memory::{DeviceBuffer, DeviceRegister, DmaBuffer, RegisterPage};
 use crate::nic::gpu_access::{
-    DmaBufExportError, DmaBufExporter, DmaBufRange, IoMapping, IoMemoryMapper,
+    DmaBufExportError, DmaBufExporter, DoorbellMapping, IoMapping, IoMemoryMapper,
 };
 
 /// A command's input holds at least its 16-bit opcode, 16 reserved bits and the op_mod
@@ -177,8 +177,11 @@ impl DevxObject {
             Err(_) => EOPNOTSUPP,
         };
         if rc != 0 {
-            return Err(Mlx5Error::Verbs {
+            // The DESTROY command the kernel recorded: each creating opcode's next
+            // (CREATE_CQ 0x400 -> DESTROY_CQ 0x401, CREATE_QP, CREATE_DCT alike).
+            return Err(Mlx5Error::DevxCall {
                 call: "mlx5dv_devx_obj_destroy",
+                command: super::error::command_name(self.opcode.wrapping_add(1)),
                 errno: if rc > 0 { rc } else { errno() },
             });
         }
@@ -216,14 +219,15 @@ impl DevxObject {
     }
 }
 
-/// The memory a UMEM covers, kept alive as long as the registration.
+/// The memory a UMEM covers, kept alive as long as the registration. Not a DMA-BUF's
+/// descriptor: the kernel holds its own reference to the DMA-BUF from the registration on,
+/// so the descriptor is closed once `mlx5dv_devx_umem_reg_ex` returns (as NVSHMEM and UCX
+/// close theirs: kept open, four per GPU-placed queue pair would exhaust the default 1,024
+/// descriptors at about 250 queue pairs).
 #[derive(Debug)]
 enum UmemMemory {
     Host(#[allow(dead_code)] Arc<DmaBuffer>),
-    Gpu(
-        #[allow(dead_code)] Arc<DeviceBuffer>,
-        #[allow(dead_code)] Option<DmaBufRange>,
-    ),
+    Gpu(#[allow(dead_code)] Arc<DeviceBuffer>),
 }
 
 /// Queue memory registered with the NIC (CREATE_CQ and CREATE_QP name it by id).
@@ -335,7 +339,7 @@ impl Umem {
             (Some(_), Err(_)) => {
                 dmabuf_error = DmaBufExportError {
                     code: EOPNOTSUPP,
-                    message: "libmlx5.so.1 has no mlx5dv_devx_umem_reg_ex (rdma-core < 34)"
+                    message: "libmlx5.so.1 has no mlx5dv_devx_umem_reg_ex (rdma-core < 35)"
                         .to_owned(),
                 }
             }
@@ -355,6 +359,9 @@ impl Umem {
                     // DMA-BUF of the buffer's memory from `offset`, which the registration
                     // keeps alive with the DMA-BUF itself.
                     let umem = unsafe { reg_ex(ctx.ctx.as_ptr(), &mut umem_in) };
+                    let errno = errno();
+                    // The registration holds the DMA-BUF itself: the descriptor closes now.
+                    drop(range);
                     match NonNull::new(umem) {
                         Some(umem) => {
                             return Ok(Self::finish(
@@ -362,15 +369,21 @@ impl Umem {
                                 umem,
                                 len,
                                 Some(GpuPath::DmaBuf),
-                                UmemMemory::Gpu(buffer, Some(range)),
+                                UmemMemory::Gpu(buffer),
                             ))
                         }
                         None => {
                             dmabuf_error = DmaBufExportError {
-                                code: errno(),
-                                message: "mlx5dv_devx_umem_reg_ex with the DMA-BUF failed \
-                                          (errno in code)"
-                                    .to_owned(),
+                                code: errno,
+                                message: if errno == EOPNOTSUPP || errno == libc::EINVAL {
+                                    "mlx5dv_devx_umem_reg_ex with the DMA-BUF failed (errno in \
+                                     code): DMA-BUF UMEM needs rdma-core >= 43 and a kernel \
+                                     with DMA-BUF support in mlx5_ib (Linux >= 5.12)"
+                                } else {
+                                    "mlx5dv_devx_umem_reg_ex with the DMA-BUF failed (errno in \
+                                     code)"
+                                }
+                                .to_owned(),
                             }
                         }
                     }
@@ -394,7 +407,7 @@ impl Umem {
             umem,
             len,
             Some(GpuPath::PeerMemory),
-            UmemMemory::Gpu(buffer, None),
+            UmemMemory::Gpu(buffer),
         );
         // The fallback NVSHMEM also takes (its issue 67: DMA-BUF UMEM registration failing
         // with EFAULT for the control buffer): registered by peer memory, and the reason
@@ -432,7 +445,8 @@ impl Umem {
 /// The kind of UAR page allocated.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum UarKind {
-    /// Non-cached, dedicated to this allocation (`MLX5DV_UAR_ALLOC_TYPE_NC_DEDICATED`).
+    /// Non-cached, dedicated to this allocation (`MLX5DV_UAR_ALLOC_TYPE_NC_DEDICATED`,
+    /// rdma-core >= 45; older ones refuse it and the next kind is tried).
     NonCachedDedicated,
     /// Non-cached (`MLX5DV_UAR_ALLOC_TYPE_NC`; rdma-core may share it per context).
     NonCached,
@@ -482,23 +496,126 @@ impl Drop for Uar {
     }
 }
 
-/// A UAR page mapped into the GPU: the UAR stays allocated (so the page stays mapped in
-/// the process) as long as the mapping, which is unmapped first.
-struct PageMapping {
+/// One page of the registry: its GPU mapping, what keeps the page mapped in the process
+/// (the UAR it belongs to), and how many doorbells use it.
+struct MappedPage {
+    start: usize,
+    users: usize,
+    device_addr: u64,
+    kind: DoorbellMapping,
     // Unmapped before the UAR is freed (fields drop in declaration order).
-    mapping: Box<dyn IoMapping>,
-    _uar: Arc<Uar>,
+    _mapping: Box<dyn IoMapping>,
+    _keep: Box<dyn Send + Sync>,
 }
 
-/// The UAR pages of this process mapped into the GPU, by host address. rdma-core may hand
-/// the same page to several UAR allocations (its shared non-cached page), and the driver
-/// registers a page once: later doorbells of the page share the first mapping.
-static MAPPED_PAGES: std::sync::Mutex<Vec<(usize, std::sync::Weak<PageMapping>)>> =
-    std::sync::Mutex::new(Vec::new());
+/// The pages of this process mapped into the GPU, by host address, each mapped once and
+/// counted. rdma-core may hand the same page to several UAR allocations (its shared
+/// non-cached page), and the driver registers a page once: later doorbells of the page
+/// share the first mapping. Mapping, counting and unmapping all happen under the
+/// registry's lock, so a page being unmapped is never mapped again before the driver has
+/// forgotten it (which it would refuse as "already registered").
+pub(crate) struct PageRegistry {
+    pages: std::sync::Mutex<Vec<MappedPage>>,
+}
 
-/// The owner of a GPU doorbell buffer: the page mapping it lies in.
+impl PageRegistry {
+    pub(crate) const fn new() -> Self {
+        Self {
+            pages: std::sync::Mutex::new(Vec::new()),
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<MappedPage>> {
+        self.pages
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// A use of the page at `start`: its live mapping, or one `map` makes (under the lock:
+    /// `map` must not use the registry) with what keeps the page mapped until it is
+    /// unmapped.
+    pub(crate) fn acquire<E>(
+        &'static self,
+        start: usize,
+        map: impl FnOnce() -> Result<Mapped, E>,
+    ) -> Result<PageUse, E> {
+        let mut pages = self.lock();
+        let (device_addr, kind) = match pages.iter_mut().find(|p| p.start == start) {
+            Some(page) => {
+                page.users += 1;
+                (page.device_addr, page.kind)
+            }
+            None => {
+                let (mapping, keep, kind) = map()?;
+                let device_addr = mapping.device_addr();
+                pages.push(MappedPage {
+                    start,
+                    users: 1,
+                    device_addr,
+                    kind,
+                    _mapping: mapping,
+                    _keep: keep,
+                });
+                (device_addr, kind)
+            }
+        };
+        Ok(PageUse {
+            registry: self,
+            start,
+            device_addr,
+            kind,
+        })
+    }
+
+    /// How many pages are mapped.
+    #[cfg(test)]
+    pub(crate) fn mapped(&self) -> usize {
+        self.lock().len()
+    }
+}
+
+/// A page's new mapping: the mapping, what keeps the page mapped in the process, and how
+/// it was mapped.
+pub(crate) type Mapped = (Box<dyn IoMapping>, Box<dyn Send + Sync>, DoorbellMapping);
+
+/// One use of a mapped page: the last one to go unmaps it, under the registry's lock.
+pub(crate) struct PageUse {
+    registry: &'static PageRegistry,
+    start: usize,
+    device_addr: u64,
+    kind: DoorbellMapping,
+}
+
+impl PageUse {
+    /// The GPU address of the page's first byte.
+    pub(crate) fn device_addr(&self) -> u64 {
+        self.device_addr
+    }
+    /// How the page was mapped.
+    pub(crate) fn kind(&self) -> DoorbellMapping {
+        self.kind
+    }
+}
+
+impl Drop for PageUse {
+    fn drop(&mut self) {
+        let mut pages = self.registry.lock();
+        if let Some(i) = pages.iter().position(|p| p.start == self.start) {
+            pages[i].users -= 1;
+            if pages[i].users == 0 {
+                // Unmapped (then the UAR released) before the lock is left.
+                drop(pages.swap_remove(i));
+            }
+        }
+    }
+}
+
+/// The UAR pages of this process mapped into the GPU.
+static MAPPED_PAGES: PageRegistry = PageRegistry::new();
+
+/// The owner of a GPU doorbell buffer: its use of the page mapping it lies in.
 struct GpuDoorbellOwner {
-    _page: Arc<PageMapping>,
+    _page: PageUse,
 }
 
 /// The host's view of the doorbell register: keeps the UAR allocated.
@@ -506,13 +623,13 @@ struct HostDoorbellOwner {
     _uar: Arc<Uar>,
 }
 
-fn page_size() -> usize {
-    // SAFETY: `sysconf` has no preconditions.
-    let n = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
-    usize::try_from(n)
-        .ok()
-        .filter(|n| n.is_power_of_two())
-        .unwrap_or(4096)
+/// The host page size (the unit the driver registers for the GPU), read, not assumed.
+fn page_size() -> Result<usize, Mlx5Error> {
+    crate::memory::host_page_size().ok_or(Mlx5Error::OutOfRange {
+        what: "host page size (sysconf(_SC_PAGESIZE) gave no power of two)",
+        value: 0,
+        limit: 0,
+    })
 }
 
 impl Uar {
@@ -572,57 +689,75 @@ impl Uar {
     }
 
     /// The 8-byte doorbell register mapped into the GPU through `mapper` (the page holding
-    /// it is registered as I/O memory, once per page in the process). The driver's refusal
-    /// is [`Mlx5Error::UarMappingRefused`].
+    /// it is registered as I/O memory, once per page in the process), and how it was
+    /// mapped. The driver's refusal is [`Mlx5Error::UarMappingRefused`].
+    ///
+    /// The emulated ConnectX's UAR pages are ordinary memory, which the I/O-memory
+    /// registration does not take: the emulator says which pages are its own
+    /// (`ibgda_emu_uar_page`, which rdma-core does not export), and those are registered
+    /// as host memory ([`DoorbellMapping::HostMemory`]), or refused with the CUDA error
+    /// the emulator is configured to give (`fault.uar_gpu_mapping`). This is the one
+    /// emulator-only path of the backend.
     pub(crate) fn gpu_doorbell(
         self: &Arc<Self>,
         mapper: &dyn IoMemoryMapper,
-    ) -> Result<DeviceRegister, Mlx5Error> {
+    ) -> Result<(DeviceRegister, DoorbellMapping), Mlx5Error> {
         let reg = self.register()?;
-        let page = page_size();
+        let page = page_size()?;
         let reg_addr = reg.as_ptr() as usize;
         let page_start = reg_addr & !(page - 1);
         let offset = (reg_addr - page_start) as u64;
-        let mut pages = MAPPED_PAGES
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        pages.retain(|(_, weak)| weak.strong_count() > 0);
-        let existing = pages
-            .iter()
-            .find(|(start, _)| *start == page_start)
-            .and_then(|(_, weak)| weak.upgrade());
-        let mapped = match existing {
-            Some(mapped) => mapped,
-            None => {
-                let start = NonNull::new(page_start as *mut u8).ok_or(Mlx5Error::OutOfRange {
-                    what: "UAR page address",
-                    value: 0,
-                    limit: 0,
-                })?;
-                // SAFETY: the page holding the doorbell register is the UAR's mapping of
-                // the NIC's BAR, mapped until the UAR is freed; the `PageMapping` keeps the
-                // UAR alive and unmaps first. No live mapping of this page exists (the
-                // registry above, under its lock, holds every mapping this module made, and
-                // the page's address never leaves this module).
-                let mapping =
-                    unsafe { mapper.map_io(start, page) }.map_err(Mlx5Error::from_uar_mapping)?;
-                let mapped = Arc::new(PageMapping {
-                    mapping,
-                    _uar: self.clone(),
-                });
-                pages.push((page_start, Arc::downgrade(&mapped)));
-                mapped
-            }
+        let start = NonNull::new(page_start as *mut u8).ok_or(Mlx5Error::OutOfRange {
+            what: "UAR page address",
+            value: 0,
+            limit: 0,
+        })?;
+        let emulated = match self.ctx.libs.emu_uar_page.get() {
+            // SAFETY: the emulator's query reads nothing at the address (it compares it
+            // with the pages it allocated).
+            Ok(query) => unsafe { query(page_start as *const core::ffi::c_void) },
+            Err(_) => 0,
         };
-        drop(pages);
+        if emulated < 0 {
+            return Err(Mlx5Error::UarMappingRefused {
+                cuda_error: -emulated,
+                message: "the emulated ConnectX is configured to refuse this mapping \
+                          (fault.uar_gpu_mapping)"
+                    .to_owned(),
+            });
+        }
+        let mapped = MAPPED_PAGES.acquire(page_start, || {
+            let (mapping, kind) = if emulated == 1 {
+                // SAFETY: the emulator's UAR page is ordinary memory of this process,
+                // allocated until the UAR is freed; the registry keeps this UAR alive
+                // with the mapping and unmaps first, and holds every mapping this module
+                // made (so none of this page exists yet).
+                let m = unsafe { mapper.map_host_memory(start, page) };
+                (m, DoorbellMapping::HostMemory)
+            } else {
+                // SAFETY: the page holding the doorbell register is the UAR's mapping of
+                // the NIC's BAR, mapped until the UAR is freed; the registry keeps this
+                // UAR alive with the mapping and unmaps first. No live mapping of this
+                // page exists (the registry, under its lock, holds every mapping this
+                // module made, and the page's address never leaves this module).
+                let m = unsafe { mapper.map_io(start, page) };
+                (m, DoorbellMapping::IoMemory)
+            };
+            let mapping = mapping.map_err(Mlx5Error::from_uar_mapping)?;
+            Ok::<_, Mlx5Error>((
+                mapping,
+                Box::new(self.clone()) as Box<dyn Send + Sync>,
+                kind,
+            ))
+        })?;
+        let kind = mapped.kind();
         let device_addr =
             mapped
-                .mapping
                 .device_addr()
                 .checked_add(offset)
                 .ok_or(Mlx5Error::OutOfRange {
                     what: "UAR device address",
-                    value: mapped.mapping.device_addr(),
+                    value: mapped.device_addr(),
                     limit: u64::MAX - offset,
                 })?;
         let owner = GpuDoorbellOwner { _page: mapped };
@@ -630,12 +765,12 @@ impl Uar {
         // the mapped page (the mapping's contract plus the in-page offset, < the page size),
         // which accepts aligned 64-bit stores and stays mapped while `owner` lives; a store
         // to it changes no memory (the NIC then reads the queue through DMA).
-        unsafe { DeviceRegister::from_raw(device_addr, 8, Box::new(owner)) }.map_err(|_| {
-            Mlx5Error::OutOfRange {
+        let register = unsafe { DeviceRegister::from_raw(device_addr, 8, Box::new(owner)) }
+            .map_err(|_| Mlx5Error::OutOfRange {
                 what: "UAR doorbell device address alignment",
                 value: device_addr % 8,
                 limit: 0,
-            }
-        })
+            })?;
+        Ok((register, kind))
     }
 }

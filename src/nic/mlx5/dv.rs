@@ -47,6 +47,10 @@ pub(crate) type UmemDereg = unsafe extern "C" fn(*mut mlx5dv_devx_umem) -> c_int
 pub(crate) type AllocUar = unsafe extern "C" fn(*mut ibv_context, u32) -> *mut mlx5dv_devx_uar;
 pub(crate) type FreeUar = unsafe extern "C" fn(*mut mlx5dv_devx_uar);
 pub(crate) type QueryEqn = unsafe extern "C" fn(*mut ibv_context, u32, *mut u32) -> c_int;
+/// The emulated ConnectX's `ibgda_emu_uar_page` (in its `libibverbs.so.1`; absent from
+/// rdma-core's): 1 when the address lies in one of its UAR pages (ordinary memory), 0 when
+/// not, minus a CUDA error code when that page's GPU mapping is configured to fail.
+pub(crate) type EmuUarPage = unsafe extern "C" fn(*const c_void) -> c_int;
 
 /// An entry point: its name and, if the library has it, its address.
 #[derive(Clone, Copy)]
@@ -85,6 +89,8 @@ pub(crate) struct Libraries {
     pub(crate) alloc_uar: Entry<AllocUar>,
     pub(crate) free_uar: Entry<FreeUar>,
     pub(crate) query_eqn: Entry<QueryEqn>,
+    /// Present only in the emulated ConnectX (not counted as missing).
+    pub(crate) emu_uar_page: Entry<EmuUarPage>,
     // Kept loaded for the life of the process: the function pointers above point into it.
     _mlx5: Library,
     _ibverbs: Library,
@@ -146,6 +152,7 @@ impl Libraries {
                 alloc_uar: entry(&mlx5_lib, "mlx5dv_devx_alloc_uar"),
                 free_uar: entry(&mlx5_lib, "mlx5dv_devx_free_uar"),
                 query_eqn: entry(&mlx5_lib, "mlx5dv_devx_query_eqn"),
+                emu_uar_page: entry(&ibverbs_lib, "ibgda_emu_uar_page"),
                 _mlx5: mlx5_lib,
                 _ibverbs: ibverbs_lib,
             })

@@ -285,8 +285,9 @@ impl fmt::Display for Mlx5Error {
             Self::Unsupported { symbol, library } => write!(
                 f,
                 "{library} has no `{symbol}`: the installed rdma-core is too old for the \
-                 mlx5 DEVX control plane (DEVX needs rdma-core >= 22, DMA-BUF UMEM >= 34); \
-                 upgrade rdma-core (libibverbs1, ibverbs-providers)"
+                 mlx5 DEVX control plane (DEVX needs rdma-core >= 22, \
+                 mlx5dv_devx_umem_reg_ex >= 35, DMA-BUF UMEM >= 43, the dedicated \
+                 non-cached UAR >= 45); upgrade rdma-core (libibverbs1, ibverbs-providers)"
             ),
             Self::NoDevice {
                 requested,
@@ -344,6 +345,15 @@ impl fmt::Display for Mlx5Error {
                 call,
                 command,
                 errno,
+            } if *errno == EREMOTEIO => write!(
+                f,
+                "{call} for {command} failed in firmware (EREMOTEIO; rdma-core returns no \
+                 status for it): the object may still be in use by the device"
+            ),
+            Self::DevxCall {
+                call,
+                command,
+                errno,
             } => write!(
                 f,
                 "{call} for {command} was refused by the kernel with {} ({errno}) before \
@@ -363,8 +373,9 @@ impl fmt::Display for Mlx5Error {
             Self::UarAllocation { errno } => {
                 write!(
                     f,
-                    "no UAR doorbell page could be allocated (non-cached dedicated, \
-                     non-cached and BlueFlame all failed; last {} ({errno}))",
+                    "no UAR doorbell page could be allocated (non-cached dedicated, which \
+                     needs rdma-core >= 45, non-cached and BlueFlame all failed; last {} \
+                     ({errno}))",
                     errno_name(*errno)
                 )?;
                 if *errno == EPERM || *errno == 13 {
@@ -407,10 +418,12 @@ impl fmt::Display for Mlx5Error {
             } => write!(
                 f,
                 "GPU memory could not be registered with the NIC: DMA-BUF failed ({dmabuf}) \
-                 and the peer-memory path failed with {} ({peer_memory_errno}); use the \
-                 NVIDIA open kernel modules with Linux >= 5.12 for DMA-BUF, or load the \
-                 peer-memory module (`modprobe nvidia_peermem`; the old nv_peer_mem must \
-                 be replaced by it)",
+                 and the peer-memory path failed with {} ({peer_memory_errno}); for DMA-BUF \
+                 use the NVIDIA open kernel modules with Linux >= 5.12 and rdma-core >= 43; \
+                 the peer-memory path needs a kernel with the peer-memory client API \
+                 (MLNX_OFED or DOCA-OFED; upstream kernels have none) and the module \
+                 loaded (`modprobe nvidia_peermem`; the old nv_peer_mem must be replaced by \
+                 it)",
                 errno_name(*peer_memory_errno)
             ),
             Self::UmemRegistration { errno, len } => write!(

@@ -77,7 +77,8 @@ pub use error::{
     EFAULT, ENOSYS, EOPNOTSUPP, EPERM, EREMOTEIO,
 };
 pub use verbs::{
-    devices, DeviceInfo, GpuPath, LinkLayer, MemoryRegion, PortInfo, ProtectionDomain, NIC_ENV,
+    devices, DeviceInfo, GpuPath, LinkLayer, MemoryRegion, PortInfo, ProtectionDomain,
+    SharedReceiveQueue, NIC_ENV,
 };
 
 use crate::memory::{DeviceBuffer, DmaBuffer};
@@ -238,5 +239,7 @@ pub fn check_atomic_capabilities(caps: &DeviceCaps) -> Result<(), Mlx5Error> {
     Ok(())
 }
 
+#[cfg(test)]
+mod registry_tests;
 #[cfg(test)]
 mod tests;

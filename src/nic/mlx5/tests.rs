@@ -60,6 +60,14 @@ fn every_missing_entry_point_is_unsupported_by_name() {
         }
     );
     assert!(err.to_string().contains("has no `mlx5dv_devx_umem_reg_ex`"));
+    // rdma-core's versions of what a DEVX control plane over GPU memory needs.
+    for version in [
+        "mlx5dv_devx_umem_reg_ex >= 35",
+        "DMA-BUF UMEM >= 43",
+        "non-cached UAR >= 45",
+    ] {
+        assert!(err.to_string().contains(version), "{err}: {version}");
+    }
     assert_eq!(
         libs.obj_create.get().map(|_| ()).unwrap_err(),
         Mlx5Error::Unsupported {
@@ -71,8 +79,8 @@ fn every_missing_entry_point_is_unsupported_by_name() {
 
 #[test]
 fn rdma_core_libraries_load_with_every_entry_point() {
-    // scripts/test installs libibverbs1 and ibverbs-providers (rdma-core >= 34 has every
-    // entry point, DMA-BUF UMEM included); their absence fails here, loudly.
+    // scripts/test installs libibverbs1 and ibverbs-providers (Debian 12's rdma-core 44
+    // has every entry point, DMA-BUF UMEM included); their absence fails here, loudly.
     let libs = Libraries::get().unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(libs.missing(), Vec::<&str>::new());
     Mlx5Device::check_libraries().unwrap();
@@ -244,6 +252,8 @@ fn no_dmabuf_and_no_peer_memory_names_both_remedies() {
     assert!(msg.contains("EFAULT (14)"), "{msg}");
     assert!(msg.contains("modprobe nvidia_peermem"), "{msg}");
     assert!(msg.contains("Linux >= 5.12"), "{msg}");
+    assert!(msg.contains("rdma-core >= 43"), "{msg}");
+    assert!(msg.contains("MLNX_OFED or DOCA-OFED"), "{msg}");
 }
 
 #[test]
@@ -434,8 +444,10 @@ fn atomic_capabilities_need_8_byte_rc_atomics() {
         log_max_cq_size: 22,
         max_send_wqe_bytes: 1024,
         atomic: true,
+        standard_atomics: true,
         masked_atomics: true,
         atomic_sizes: 0x8 | 0x4,
+        atomic_sizes_dc: 0x8 | 0x4,
         atomic_endianness: AtomicEndianness::BigEndian,
         dc: true,
         log_bf_reg_size: 9,

@@ -11,7 +11,7 @@ use rdma_mummy_sys as sys;
 use super::dv::{errno, Libraries};
 use super::error::{Mlx5Error, ENOSYS};
 use crate::memory::{DeviceBuffer, DmaBuffer};
-use crate::nic::gpu_access::{DmaBufExporter, DmaBufRange};
+use crate::nic::gpu_access::DmaBufExporter;
 use crate::queue::Registered;
 use crate::wqe::LKey;
 
@@ -397,6 +397,172 @@ impl ProtectionDomain {
     }
 }
 
+/// A shared receive queue (`ibv_create_srq`), its number read with `mlx5dv_init_obj`, as
+/// NVSHMEM makes the SRQ its DC targets and queue pairs name. Destroyed on drop, before the
+/// PD it holds.
+pub struct SharedReceiveQueue {
+    srq: NonNull<sys::ibv_srq>,
+    srqn: u32,
+    /// The receive WQEs rdma-core made room for (`attr.max_wr` as it returned it).
+    capacity: u32,
+    /// Receive WQEs posted over its life (see [`SharedReceiveQueue::post_zero_length`]).
+    posted: std::sync::Mutex<u64>,
+    pd: Arc<PdInner>,
+}
+
+// SAFETY: an SRQ is used through thread-safe verbs (posting is serialised by `posted`'s
+// lock) and destroyed once, on drop.
+unsafe impl Send for SharedReceiveQueue {}
+// SAFETY: as above.
+unsafe impl Sync for SharedReceiveQueue {}
+
+impl Drop for SharedReceiveQueue {
+    fn drop(&mut self) {
+        // SAFETY: created by `ibv_create_srq`, destroyed once; its PD (and so its context)
+        // is alive (a field, dropped after this). A refusal (a queue still names it) leaves
+        // the SRQ to the context's teardown.
+        unsafe { sys::ibv_destroy_srq(self.srq.as_ptr()) };
+    }
+}
+
+impl core::fmt::Debug for SharedReceiveQueue {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("SharedReceiveQueue")
+            .field("device", &self.pd.ctx.name)
+            .field("srqn", &self.srqn)
+            .field("capacity", &self.capacity)
+            .finish()
+    }
+}
+
+/// `MLX5DV_OBJ_SRQ`.
+const OBJ_SRQ: u64 = 1 << 2;
+/// `MLX5DV_SRQ_MASK_SRQN`: ask `mlx5dv_init_obj` for the SRQ number (rdma-core >= 24).
+const SRQ_MASK_SRQN: u64 = 1 << 0;
+
+impl SharedReceiveQueue {
+    /// An SRQ of at least `max_wr` zero-scatter receive WQEs in `pd`.
+    pub fn create(pd: &ProtectionDomain, max_wr: u32) -> Result<Self, Mlx5Error> {
+        let ctx = &pd.inner.ctx;
+        let init_obj = ctx.libs.init_obj.get()?;
+        let mut attr = sys::ibv_srq_init_attr {
+            srq_context: core::ptr::null_mut(),
+            attr: sys::ibv_srq_attr {
+                max_wr,
+                max_sge: 1,
+                srq_limit: 0,
+            },
+        };
+        // SAFETY: a live PD and a fully initialised attribute block, which the call updates.
+        let srq = unsafe { sys::ibv_create_srq(pd.inner.pd.as_ptr(), &mut attr) };
+        let srq = NonNull::new(srq).ok_or_else(|| Mlx5Error::Verbs {
+            call: "ibv_create_srq",
+            errno: errno(),
+        })?;
+        let mut dv_srq: sys::mlx5dv_srq = sys::mlx5dv_srq {
+            buf: core::ptr::null_mut(),
+            dbrec: core::ptr::null_mut(),
+            stride: 0,
+            head: 0,
+            tail: 0,
+            comp_mask: SRQ_MASK_SRQN,
+            srqn: 0,
+        };
+        // SAFETY: `mlx5dv_obj` is a struct of pointer pairs; all-null is valid.
+        let mut obj: sys::mlx5dv_obj = unsafe { core::mem::zeroed() };
+        obj.srq.in_ = srq.as_ptr();
+        obj.srq.out = &mut dv_srq;
+        // The owner first, so that every failure below destroys the SRQ.
+        let mut made = Self {
+            srq,
+            srqn: 0,
+            capacity: attr.attr.max_wr,
+            posted: std::sync::Mutex::new(0),
+            pd: pd.inner.clone(),
+        };
+        // SAFETY: `obj.srq` names a live SRQ and a valid out-struct whose `comp_mask` asks
+        // for the number; only the SRQ is asked.
+        let rc = unsafe { init_obj(&mut obj, OBJ_SRQ) };
+        if rc != 0 {
+            return Err(Mlx5Error::Verbs {
+                call: "mlx5dv_init_obj",
+                errno: rc,
+            });
+        }
+        if dv_srq.comp_mask & SRQ_MASK_SRQN == 0 {
+            return Err(Mlx5Error::Unsupported {
+                symbol: "mlx5dv_init_obj with MLX5DV_SRQ_MASK_SRQN (rdma-core >= 24)",
+                library: super::dv::MLX5,
+            });
+        }
+        made.srqn = dv_srq.srqn;
+        Ok(made)
+    }
+
+    /// The SRQ number (CREATE_DCT's `srqn_xrqn`, CREATE_QP's `srqn_rmpn_xrqn`).
+    pub fn srqn(&self) -> u32 {
+        self.srqn
+    }
+
+    /// Posts `count` receive WQEs without scatter entries (what a WRITE_WITH_IMM consumes).
+    ///
+    /// rdma-core returns an SRQ WQE to its free list only when `ibv_poll_cq` reports the
+    /// completion that consumed it, and the control plane polls its own (DEVX) CQs: over
+    /// its life the SRQ takes at most its capacity of receives, and a post beyond it is
+    /// refused here (rdma-core would refuse it with `ENOMEM`).
+    pub fn post_zero_length(&self, count: u32) -> Result<(), Mlx5Error> {
+        let mut posted = self
+            .posted
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let total = *posted + u64::from(count);
+        if total > u64::from(self.capacity) {
+            return Err(Mlx5Error::OutOfRange {
+                what: "receive WQEs posted to the SRQ over its life (rdma-core frees an SRQ \
+                       WQE only when ibv_poll_cq reports it, and the control plane polls its \
+                       own CQs)",
+                value: total,
+                limit: self.capacity.into(),
+            });
+        }
+        if count == 0 {
+            return Ok(());
+        }
+        let mut wrs: Vec<sys::ibv_recv_wr> = (0..count)
+            .map(|i| sys::ibv_recv_wr {
+                wr_id: *posted + u64::from(i),
+                next: core::ptr::null_mut(),
+                sg_list: core::ptr::null_mut(),
+                num_sge: 0,
+            })
+            .collect();
+        for i in 1..wrs.len() {
+            let next: *mut sys::ibv_recv_wr = &mut wrs[i];
+            wrs[i - 1].next = next;
+        }
+        let mut bad: *mut sys::ibv_recv_wr = core::ptr::null_mut();
+        // SAFETY: a live SRQ; `wrs` is a null-terminated list of receive requests without
+        // scatter entries (they name no memory), alive for the call.
+        let rc = unsafe { sys::ibv_post_srq_recv(self.srq.as_ptr(), wrs.as_mut_ptr(), &mut bad) };
+        if rc != 0 {
+            // Those before the failed one were posted.
+            let failed = if bad.is_null() {
+                0
+            } else {
+                // SAFETY: `bad` points into `wrs` (rdma-core's contract).
+                unsafe { bad.offset_from(wrs.as_ptr()) }.max(0) as u64
+            };
+            *posted += failed;
+            return Err(Mlx5Error::Verbs {
+                call: "ibv_post_srq_recv",
+                errno: rc,
+            });
+        }
+        *posted = total;
+        Ok(())
+    }
+}
+
 /// An address handle's address vector: the 48 bytes of `mlx5_wqe_av` the provider built
 /// for a path (read through `mlx5dv_init_obj`), for DC initiators to carry in their WQEs.
 /// `gid` (with the local GID index to send from) makes the path global (RoCE, routed
@@ -461,14 +627,14 @@ pub(crate) fn address_vector(
     result
 }
 
-/// What memory a region covers, kept alive as long as the region.
+/// What memory a region covers, kept alive as long as the region. A DMA-BUF's descriptor
+/// is not: the kernel holds its own reference to the DMA-BUF from the registration on, so
+/// the descriptor is closed once `ibv_reg_dmabuf_mr` returns (as NVSHMEM and UCX close
+/// theirs), or a process with many GPU registrations would run out of descriptors.
 #[derive(Debug)]
 enum RegionMemory {
     Host(#[allow(dead_code)] Arc<DmaBuffer>),
-    Gpu(
-        #[allow(dead_code)] Arc<DeviceBuffer>,
-        #[allow(dead_code)] Option<DmaBufRange>,
-    ),
+    Gpu(#[allow(dead_code)] Arc<DeviceBuffer>),
 }
 
 /// A memory region: registered host or GPU memory with its keys.
@@ -626,6 +792,9 @@ impl MemoryRegion {
                             )
                         })
                     });
+                    let errno = errno();
+                    // The registration holds the DMA-BUF itself: the descriptor closes now.
+                    drop(range);
                     match mr {
                         Some(mr) => {
                             // SAFETY: `mr` is a live region the driver filled.
@@ -639,15 +808,12 @@ impl MemoryRegion {
                                 len: len as u64,
                                 gpu_path: Some(GpuPath::DmaBuf),
                                 _pd: pd.inner.clone(),
-                                memory: core::mem::ManuallyDrop::new(RegionMemory::Gpu(
-                                    buffer,
-                                    Some(range),
-                                )),
+                                memory: core::mem::ManuallyDrop::new(RegionMemory::Gpu(buffer)),
                             });
                         }
                         None => {
                             dmabuf_error = crate::nic::gpu_access::DmaBufExportError {
-                                code: errno(),
+                                code: errno,
                                 message: "ibv_reg_dmabuf_mr failed (errno in code)".to_owned(),
                             }
                         }
@@ -678,7 +844,7 @@ impl MemoryRegion {
             len: len as u64,
             gpu_path: Some(GpuPath::PeerMemory),
             _pd: pd.inner.clone(),
-            memory: core::mem::ManuallyDrop::new(RegionMemory::Gpu(buffer, None)),
+            memory: core::mem::ManuallyDrop::new(RegionMemory::Gpu(buffer)),
         })
     }
 

@@ -82,7 +82,7 @@ wire_enum! {
         IbCompatible = 1,
         /// 2: ConnectX-specific atomics.
         ConnectX = 2,
-        /// 3: up to 8 bytes (what NVSHMEM and DOCA set).
+        /// 3: up to 8 bytes (what NVSHMEM sets).
         UpTo8Bytes = 3,
         /// 4: up to 16 bytes.
         UpTo16Bytes = 4,

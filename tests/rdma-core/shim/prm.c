@@ -143,7 +143,7 @@
 	X(rst2init_qp_in) X(init2rtr_qp_in) X(rtr2rts_qp_in)                   \
 	X(rst2init_qp_out) X(init2rtr_qp_out) X(rtr2rts_qp_out) X(qpc) X(ads)
 
-/* Named values of mlx5_ifc.h our constants must equal. */
+/* Named values of mlx5_ifc.h (and verbs.h's access flags) our constants must equal. */
 #define PRM_CONSTANTS(X)                                                       \
 	X(MLX5_CMD_OP_QUERY_HCA_CAP) X(MLX5_CMD_OP_CREATE_CQ)                  \
 	X(MLX5_CMD_OP_DESTROY_CQ) X(MLX5_CMD_OP_CREATE_QP)                     \
@@ -162,7 +162,10 @@
 	X(MLX5_CMD_STAT_IX_ERR) X(MLX5_CMD_STAT_NO_RES_ERR)                    \
 	X(MLX5_CMD_STAT_BAD_INP_LEN_ERR) X(MLX5_CMD_STAT_BAD_OUTP_LEN_ERR)     \
 	X(MLX5_CMD_STAT_BAD_QP_STATE_ERR) X(MLX5_CMD_STAT_BAD_PKT_ERR)         \
-	X(MLX5_CMD_STAT_BAD_SIZE_OUTS_CQES_ERR)
+	X(MLX5_CMD_STAT_BAD_SIZE_OUTS_CQES_ERR)                               \
+	X(IBV_ACCESS_LOCAL_WRITE) X(IBV_ACCESS_REMOTE_WRITE)                  \
+	X(IBV_ACCESS_REMOTE_READ) X(IBV_ACCESS_REMOTE_ATOMIC)                 \
+	X(IBV_ACCESS_RELAXED_ORDERING)
 
 #define PRM_CONSTANT_ENTRY(name) { #name, (uint64_t)(name) },
 

@@ -354,6 +354,8 @@ mod checks {
     }
 
     pub fn prm_constants_match_mlx5_ifc() {
+        use ibgda::nic::MemoryAccess;
+        let access = |a: MemoryAccess| u64::from(a.bits());
         let ours: Vec<(&str, u64)> = vec![
             ("MLX5_CMD_OP_QUERY_HCA_CAP", opcode::QUERY_HCA_CAP.into()),
             ("MLX5_CMD_OP_CREATE_CQ", opcode::CREATE_CQ.into()),
@@ -436,6 +438,21 @@ mod checks {
             (
                 "MLX5_CMD_STAT_BAD_SIZE_OUTS_CQES_ERR",
                 CommandStatus::BadOutstandingCqeSize.byte().into(),
+            ),
+            // The memory access rights (ibgda::nic::MemoryAccess), verbs' IBV_ACCESS_*.
+            ("IBV_ACCESS_LOCAL_WRITE", access(MemoryAccess::LOCAL_WRITE)),
+            (
+                "IBV_ACCESS_REMOTE_WRITE",
+                access(MemoryAccess::REMOTE_WRITE),
+            ),
+            ("IBV_ACCESS_REMOTE_READ", access(MemoryAccess::REMOTE_READ)),
+            (
+                "IBV_ACCESS_REMOTE_ATOMIC",
+                access(MemoryAccess::REMOTE_ATOMIC),
+            ),
+            (
+                "IBV_ACCESS_RELAXED_ORDERING",
+                access(MemoryAccess::RELAXED_ORDERING),
             ),
         ];
         let theirs = oracle::ifc_constants();
