@@ -28,7 +28,7 @@ use ibgda::memory::DmaBuffer;
 use ibgda::nic::prm::{Command, Qp2Rst};
 use ibgda::nic::{
     roce, DcEndpoint, Device, DeviceCaps, MemoryAccess, MemoryRegion, ProtectionDomain, QueueSpec,
-    SoftNic, SoftObject, SOFT_NIC_CAPS,
+    Receives, SoftNic, SoftObject, SOFT_NIC_CAPS,
 };
 use ibgda::queue::{
     CompletionQueueMemory, PollError, Polled, QpConfig, QueuePair, Recovery, RecoveryError,
@@ -180,7 +180,9 @@ impl<'w> RcPair<'w> {
         let (pd_a, pd_b) = (world.a.alloc_pd().unwrap(), world.b.alloc_pd().unwrap());
         let (pa, pb) = (
             pd_a.create_rc(spec()).unwrap(),
-            pd_b.create_rc(b_spec).unwrap(),
+            // B receives (WRITE_WITH_IMM) through its protection domain's SRQ.
+            pd_b.create_rc(b_spec.with_receives(Receives::SharedQueue))
+                .unwrap(),
         );
         let (ea, eb) = (pa.endpoint(), pb.endpoint());
         let (a, b) = (pa.connect(&eb).unwrap(), pb.connect(&ea).unwrap());
@@ -221,7 +223,10 @@ impl<'w> RcPair<'w> {
                 (ra, Some(rb))
             }
             None => {
-                let pb = self.pd_b.create_rc(spec()).unwrap();
+                let pb = self
+                    .pd_b
+                    .create_rc(spec().with_receives(Receives::SharedQueue))
+                    .unwrap();
                 let eb = pb.endpoint();
                 self.b = Some(pb.connect(&next_a).unwrap());
                 (self.a.recover_driving(&eb, WAIT, &mut step).unwrap(), None)
@@ -311,7 +316,11 @@ impl<'w> RcPair<'w> {
             );
         }
         let b = self.b.as_ref().unwrap();
-        self.world.fabric.post_receives(b.qpn(), 1).unwrap();
+        self.pd_b
+            .shared_receive_queue()
+            .unwrap()
+            .post_receives(1)
+            .unwrap();
         let imm = RdmaWrite::new(rr.remote(160))
             .inline(&[3; 4])
             .immediate(0xfeed)
@@ -594,7 +603,11 @@ fn a_responder_cq_overrun_then_recovery_to_a_new_responder() {
         small,
         |p| {
             let b = p.b.as_ref().unwrap();
-            p.world.fabric.post_receives(b.qpn(), 3).unwrap();
+            p.pd_b
+                .shared_receive_queue()
+                .unwrap()
+                .post_receives(3)
+                .unwrap();
             let imm = |v| {
                 RdmaWrite::new(p.remote.region.remote(0))
                     .inline(&[9; 4])
