@@ -596,21 +596,38 @@ fn empty_gid_table() -> Outcome {
         return Err(format!("GIDs {:?}", device.port().gids));
     }
     let pd = device.alloc_pd().map_err(fail)?;
+    // The control plane refuses before it allocates anything: no RoCE v2 GID to send from.
     let e = expect_err(
         pd.create_dct(0x42, 16),
         "a DC target on a RoCE port without GIDs",
     )?;
-    let mlx5 = mlx5_of(&e)?;
-    if *mlx5
-        != (Mlx5Error::Gid {
-            port: 1,
-            index: 0,
-            errno: libc::ENODATA,
-        })
-    {
-        return Err(format!("expected the Gid error (ENODATA), got {mlx5:?}"));
+    let expected = NicError::NoRoceV2Gid {
+        device: "mlx5_0".into(),
+        port: 1,
+        entries: 0,
+    };
+    if e.to_string() != expected.to_string() || !matches!(e, NicError::NoRoceV2Gid { .. }) {
+        return Err(format!("expected {expected:?}, got {e:?}"));
     }
-    contains(&e.to_string(), "choose an index that exists")
+    contains(
+        &e.to_string(),
+        "give its network interface an IPv4 or IPv6 address",
+    )?;
+    let e = expect_err(
+        pd.create_rc(spec()),
+        "an RC queue pair on a RoCE port without GIDs",
+    )?;
+    if !matches!(
+        &e,
+        NicError::NoRoceV2Gid {
+            entries: 0,
+            port: 1,
+            ..
+        }
+    ) {
+        return Err(format!("expected NoRoceV2Gid for RC too, got {e:?}"));
+    }
+    Ok(())
 }
 
 /// A connected RC loopback queue pair and a registered 64-byte buffer on device mlx5_0.
