@@ -1005,7 +1005,9 @@ mod device_tests {
     fn mapped(plain: DmaBuffer) -> DmaBuffer {
         let len = plain.len();
         let addr = plain.addr();
-        let ptr = NonNull::from(&plain.words()[0]).cast::<u8>();
+        // `as_ptr` carries the provenance of the whole allocation (a reference to one
+        // word would cover only that word).
+        let ptr = NonNull::new(plain.as_ptr()).expect("a buffer's pointer is never null");
         // SAFETY: `plain` owns the memory and becomes the new buffer's owner, so the span
         // stays valid for as long as the new buffer; all access goes through it. The GPU
         // address is the host address: no GPU exists here, the test plays the producer.
