@@ -816,18 +816,23 @@ IBGDA_HD inline void read_wrapped(const u8* ring, u32 ring_len, u32 start, u8* d
     copy_bytes(dst + first, ring, n - first);
 }
 
-IBGDA_HD inline void fail(Ctx& x, NicQueue& q, u32 index, u32 opcode, Fault f) {
+/* The WQE fails with an error CQE of `syndrome` and `vendor`; the queue goes to error. */
+IBGDA_HD inline void fail_with(Ctx& x, NicQueue& q, u32 index, u32 opcode, u32 syndrome, u32 vendor) {
     u8 c[layout::CQE_BYTES];
-    error_cqe(c, q.qpn, opcode, index, fault_syndrome(f), fault_vendor(f));
+    error_cqe(c, q.qpn, opcode, index, syndrome, vendor);
     write_cqe(x, q.cq, c);
     x.e->stats.wqes_failed++;
     q.state = layout::NIC_STATE_ERROR;
     q.error_kind = layout::NIC_ERROR_WQE;
-    q.error_syndrome = fault_syndrome(f);
-    q.error_vendor = fault_vendor(f);
+    q.error_syndrome = syndrome;
+    q.error_vendor = vendor;
     q.error_detail = index;
     NicResponder* own = find_responder(x, q.qpn);
     if (own) own->error = 1;
+}
+
+IBGDA_HD inline void fail(Ctx& x, NicQueue& q, u32 index, u32 opcode, Fault f) {
+    fail_with(x, q, index, opcode, fault_syndrome(f), fault_vendor(f));
 }
 
 /* Consumes the WQE at the consumer counter; `pending` WQEBBs are published from it. */
@@ -855,6 +860,12 @@ IBGDA_HD inline void execute_next(Ctx& x, NicQueue& q, u32 pending) {
         error_cqe(c, q.qpn, opcode, index, layout::SYNDROME_WORK_REQUEST_FLUSHED, layout::FLUSH_VENDOR_SYNDROME);
         write_cqe(x, q.cq, c);
         x.e->stats.wqes_flushed++;
+        return;
+    }
+    /* A fault injected on this WQE (its sequence number, before this one was counted),
+     * whatever it holds: checked first, as the CPU NIC does. */
+    if (q.inject_syndrome != 0 && q.executed - 1 == q.inject_at) {
+        fail_with(x, q, index, opcode, q.inject_syndrome, q.inject_vendor);
         return;
     }
     if (wqebbs > pending) {

@@ -674,6 +674,7 @@ fn softnic_structs(o: &mut String) {
             consumer: "unsigned long long",
             executed: "unsigned long long",
             last_doorbell: "unsigned long long",
+            inject_at: "unsigned long long",
             qpn: "unsigned int",
             node: "unsigned int",
             transport: "unsigned int",
@@ -688,6 +689,8 @@ fn softnic_structs(o: &mut String) {
             error_syndrome: "unsigned int",
             error_vendor: "unsigned int",
             error_detail: "unsigned int",
+            inject_syndrome: "unsigned int",
+            inject_vendor: "unsigned int",
         }),
     );
     c_struct(

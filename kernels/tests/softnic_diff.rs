@@ -226,3 +226,35 @@ proptest! {
         }
     }
 }
+
+/// A fault injected on a queue pair's WQE (the emulated ConnectX's `fault.first_wqe` and
+/// `fault.transport_retry_exceeded_at` on GPU-placed queues): the engine fails that WQE
+/// with the injected syndromes and flushes the rest exactly as the CPU NIC does.
+#[test]
+fn injected_faults_match_the_cpu_nic() {
+    use ibgda::cq::Syndrome;
+    let mut hit = 0;
+    for seed in 0..300u64 {
+        let mut s = Scenario::generate(seed);
+        if s.qps.is_empty() {
+            continue;
+        }
+        let (at, syndrome, vendor) = match seed % 3 {
+            0 => (0, Syndrome::LocalQpOperation, 0x68),
+            1 => (1, Syndrome::TransportRetryExceeded, 0x81),
+            _ => (3, Syndrome::TransportRetryExceeded, 0x81),
+        };
+        let queue = (seed as usize) % s.qps.len();
+        s.injected.push((queue, at, syndrome, vendor));
+        let run = run_on_fabric(&s).unwrap_or_else(|e| panic!("seed {seed}: {e}"));
+        let replay = replay_on_host(&run).unwrap_or_else(|e| panic!("seed {seed}: {e}"));
+        compare(&run, &replay).unwrap_or_else(|e| panic!("seed {seed}: {e}"));
+        let last = run.snapshots.last().expect("a point");
+        let q = &last.queues[queue];
+        let wqe = ibgda_kernels::softnic::error_kind::WQE;
+        if (q.error.0, q.error.1, q.error.2) == (wqe, syndrome as u32, vendor.into()) {
+            hit += 1;
+        }
+    }
+    assert!(hit > 50, "only {hit} scenarios reached their injected WQE");
+}

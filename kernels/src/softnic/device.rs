@@ -8,6 +8,7 @@
 //! copy.
 
 use core::marker::PhantomData;
+use core::mem::size_of;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
@@ -426,7 +427,8 @@ impl<'q> DeviceNic<'q> {
                 regions: records_from_bytes(cut(p.regions, c[1], 40)).ok_or_else(bad)?,
                 cqs: records_from_bytes(cut(p.cqs, c[2], 40)).ok_or_else(bad)?,
                 responders: records_from_bytes(cut(p.responders, c[3], 40)).ok_or_else(bad)?,
-                queues: records_from_bytes(cut(p.queues, c[4], 112)).ok_or_else(bad)?,
+                queues: records_from_bytes(cut(p.queues, c[4], size_of::<NicQueue>()))
+                    .ok_or_else(bad)?,
             };
             out.push((e, t));
         }

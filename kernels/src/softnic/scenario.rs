@@ -21,7 +21,7 @@
 
 use std::sync::Arc;
 
-use ibgda::cq::CqMode;
+use ibgda::cq::{CqMode, Syndrome};
 use ibgda::memory::DmaBuffer;
 use ibgda::queue::{CompletionQueueMemory, RawCompletionQueue, RawSendQueue, SendQueueMemory};
 use ibgda::softnic::{
@@ -165,6 +165,9 @@ pub struct Scenario {
     /// Clean (one scenario in four): no deliberate fault (wrong keys, bounds, targets,
     /// corruption, partial publication, CQ consumer lagging), so long streams execute.
     pub clean: bool,
+    /// Faults injected (never drawn by [`Scenario::generate`]; a test sets them): queue
+    /// (an index of `qps`), the WQE's sequence number, syndrome and vendor syndrome.
+    pub injected: Vec<(usize, u64, Syndrome, u8)>,
 }
 
 /// Largest message a scenario's queue accepts (and the device engine's scratch need).
@@ -313,6 +316,7 @@ impl Scenario {
             points: r.range(2, 6) as u32,
             receive_heavy,
             clean,
+            injected: Vec::new(),
         }
     }
 }
@@ -1009,6 +1013,11 @@ pub fn run_on_fabric(s: &Scenario) -> Result<FabricRun, String> {
         };
         let qpn = fabric.create_qp(nodes[q.node], config).map_err(|x| e(&x))?;
         qpns.push(qpn);
+        for &(_, at, syndrome, vendor) in s.injected.iter().filter(|f| f.0 == qpns.len() - 1) {
+            fabric
+                .inject_fault(qpn.get(), at, syndrome, vendor)
+                .map_err(|x| e(&x))?;
+        }
         sq_mem.push(RawSendQueue::new(sq));
     }
     let mut peers: Vec<Option<usize>> = vec![None; s.qps.len()];
@@ -1140,6 +1149,13 @@ pub fn run_on_fabric(s: &Scenario) -> Result<FabricRun, String> {
             },
             ..Default::default()
         });
+        // One injection per queue pair on either NIC: the last one given stands.
+        if let Some(&(_, at, syndrome, vendor)) = s.injected.iter().rfind(|f| f.0 == i) {
+            let q = tables.queues.last_mut().expect("just pushed");
+            q.inject_at = at;
+            q.inject_syndrome = syndrome as u32;
+            q.inject_vendor = vendor.into();
+        }
     }
     let mut arena = vec![0u8; layout.len];
     for (i, init) in s.buffers.iter().enumerate() {

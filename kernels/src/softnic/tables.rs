@@ -162,6 +162,9 @@ pub struct NicQueue {
     pub executed: u64,
     /// The doorbell value last seen.
     pub last_doorbell: u64,
+    /// The WQE (its sequence number, as `executed` counts) that fails whatever it holds,
+    /// when `inject_syndrome` is nonzero: the CPU NIC's `Fabric::inject_fault`.
+    pub inject_at: u64,
     /// Queue pair number.
     pub qpn: u32,
     /// Its node.
@@ -190,6 +193,10 @@ pub struct NicQueue {
     pub error_vendor: u32,
     /// The failed WQE's index, or the overrun CQ's index.
     pub error_detail: u32,
+    /// The syndrome of the injected failure (0: none injected).
+    pub inject_syndrome: u32,
+    /// Its vendor syndrome.
+    pub inject_vendor: u32,
 }
 
 /// Totals of one engine, the CPU NIC's `Counters` (less `responses_dropped`: regions are
@@ -268,7 +275,7 @@ const_assert_eq!(size_of::<NicNode>(), 8);
 const_assert_eq!(size_of::<NicRegion>(), 40);
 const_assert_eq!(size_of::<NicCq>(), 40);
 const_assert_eq!(size_of::<NicResponder>(), 40);
-const_assert_eq!(size_of::<NicQueue>(), 112);
+const_assert_eq!(size_of::<NicQueue>(), 128);
 const_assert_eq!(size_of::<NicStats>(), 96);
 const_assert_eq!(size_of::<NicEngine>(), 200);
 
@@ -288,7 +295,7 @@ unsafe impl TableRecord for NicRegion {}
 unsafe impl TableRecord for NicCq {}
 // SAFETY: `#[repr(C)]`, 2 `u64` then 6 `u32`: 40 bytes, no padding (asserted).
 unsafe impl TableRecord for NicResponder {}
-// SAFETY: `#[repr(C)]`, 7 `u64` then 14 `u32`: 112 bytes, no padding (asserted).
+// SAFETY: `#[repr(C)]`, 8 `u64` then 16 `u32`: 128 bytes, no padding (asserted).
 unsafe impl TableRecord for NicQueue {}
 // SAFETY: `#[repr(C)]`, 12 `u64`: 96 bytes, no padding (asserted).
 unsafe impl TableRecord for NicStats {}
