@@ -313,8 +313,9 @@ struct alignas(8) DeviceQueueDescriptor {
     unsigned int transport;
     unsigned int scope;
     unsigned int signal_interval;
+    unsigned long long wait_ns;
 };
-static_assert(sizeof(DeviceQueueDescriptor) == 80, "DeviceQueueDescriptor: size");
+static_assert(sizeof(DeviceQueueDescriptor) == 88, "DeviceQueueDescriptor: size");
 static_assert(alignof(DeviceQueueDescriptor) == 8, "DeviceQueueDescriptor: alignment");
 static_assert(IBGDA_OFFSETOF(DeviceQueueDescriptor, sq_ring) == 0, "DeviceQueueDescriptor.sq_ring: offset");
 static_assert(sizeof(((DeviceQueueDescriptor*)0)->sq_ring) == 8, "DeviceQueueDescriptor.sq_ring: size");
@@ -344,6 +345,8 @@ static_assert(IBGDA_OFFSETOF(DeviceQueueDescriptor, scope) == 72, "DeviceQueueDe
 static_assert(sizeof(((DeviceQueueDescriptor*)0)->scope) == 4, "DeviceQueueDescriptor.scope: size");
 static_assert(IBGDA_OFFSETOF(DeviceQueueDescriptor, signal_interval) == 76, "DeviceQueueDescriptor.signal_interval: offset");
 static_assert(sizeof(((DeviceQueueDescriptor*)0)->signal_interval) == 4, "DeviceQueueDescriptor.signal_interval: size");
+static_assert(IBGDA_OFFSETOF(DeviceQueueDescriptor, wait_ns) == 80, "DeviceQueueDescriptor.wait_ns: offset");
+static_assert(sizeof(((DeviceQueueDescriptor*)0)->wait_ns) == 8, "DeviceQueueDescriptor.wait_ns: size");
 
 /* ibgda::queue::DeviceProducerState: free-running WQEBB and CQE counters */
 struct alignas(64) DeviceProducerState {

@@ -423,6 +423,7 @@ pub fn layout_header() -> String {
             transport: "unsigned int",
             scope: "unsigned int",
             signal_interval: "unsigned int",
+            wait_ns: "unsigned long long",
         }),
     );
     c_struct(

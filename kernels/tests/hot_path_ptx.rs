@@ -161,8 +161,8 @@ fn the_posting_path_compiles_to_the_ptx_it_had_before_run_time_deadlines() {
         std::fs::write(&path, &now).expect("write the golden PTX");
         return;
     }
-    let golden = std::fs::read_to_string(&path)
-        .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let golden =
+        std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     let (golden_version, now_version) = (golden.lines().next(), now.lines().next());
     assert_eq!(
         golden_version,
