@@ -256,9 +256,12 @@ impl CompileOptions {
         }
     }
 
-    /// Bounds every device wait loop (`IBGDA_SPIN_LIMIT_NS`): a wait that lasts longer
-    /// returns `SPIN_TIMEOUT` (-1024) instead of spinning on, so a protocol hang becomes
-    /// an error. A zero duration is refused (a wait could never succeed).
+    /// Bounds the device waits that are not on a queue pair (`IBGDA_SPIN_LIMIT_NS`: the
+    /// proxy's descriptor ring, the test and benchmark harnesses' completers): such a wait
+    /// that lasts longer returns `SPIN_TIMEOUT` (-1024) instead of spinning on. Waits on a
+    /// queue pair take their bound at run time from its descriptor instead
+    /// (`QueuePair::set_device_wait`). A zero duration is refused (a wait could never
+    /// succeed).
     pub fn spin_limit(self, limit: Duration) -> Result<Self, GpuError> {
         let ns = u64::try_from(limit.as_nanos()).map_err(|_| {
             GpuError::Invalid(format!("spin limit {limit:?} exceeds {} ns", u64::MAX))
@@ -271,7 +274,7 @@ impl CompileOptions {
         })
     }
 
-    /// The bound on device wait loops, if any.
+    /// The bound on the device waits not on a queue pair, if any.
     pub fn spin_limit_ns(&self) -> Option<u64> {
         self.spin_limit_ns
     }

@@ -896,7 +896,7 @@ mod tests {
         // listed here shows up as a size mismatch in the C static_assert; check the Rust
         // side too: the listed fields plus explicit padding add up to the size.
         let h = layout_header();
-        assert!(h.contains("static_assert(sizeof(DeviceQueueDescriptor) == 80"));
+        assert!(h.contains("static_assert(sizeof(DeviceQueueDescriptor) == 88"));
         assert!(h.contains("static_assert(sizeof(DeviceProducerState) == 64"));
         assert!(h.contains("struct alignas(64) DeviceProducerState"));
         assert!(h.contains("constexpr unsigned SCOPE_GPU_FENCE = 1u;"));

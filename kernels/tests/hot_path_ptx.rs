@@ -2,7 +2,10 @@
 //! device waits took run-time deadlines (`tests/ptx/hot_path.golden`, recorded with the
 //! pinned NVRTC of `scripts/cuda-wheels.sh` from the device library of commit b38d512,
 //! whose waits were bounded by a compile-time spin limit that compiled to nothing by
-//! default). `tests/cuda/hot_path.cu` holds, per scope:
+//! default; re-recorded once for the descriptor's added `wait_ns`, which renumbered PTX
+//! virtual registers and changed no instruction). Every queue-pair wait now reads
+//! `%globaltimer` only after its first failed check, so nothing of a deadline lies on the
+//! posting path. `tests/cuda/hot_path.cu` holds, per scope:
 //! - `exclusive_post_<S>`: one post and its doorbell, no wait; its whole body must be the
 //!   same, registers included;
 //! - `issue_loop_<S>`: the benchmark's issue loop (post between two clock reads, then a
