@@ -676,6 +676,7 @@ fn softnic_structs(o: &mut String) {
             executed: "unsigned long long",
             last_doorbell: "unsigned long long",
             inject_at: "unsigned long long",
+            drop_cqe_at: "unsigned long long",
             qpn: "unsigned int",
             node: "unsigned int",
             transport: "unsigned int",
@@ -692,6 +693,8 @@ fn softnic_structs(o: &mut String) {
             error_detail: "unsigned int",
             inject_syndrome: "unsigned int",
             inject_vendor: "unsigned int",
+            drop_cqe: "unsigned int",
+            reserved: "unsigned int",
         }),
     );
     c_struct(
