@@ -175,7 +175,8 @@ fn run(
     // registered data region, its rkey, scalars, and device buffers (`status`,
     // `descriptor`, the caller's) alive until the synchronize below.
     unsafe { kernel.launch(&r.queues[0].device_queue(), cfg, &rest) }.expect("launch");
-    gpu.synchronize().expect("synchronize");
+    // The launch stream only: the context also runs the persistent NIC.
+    gpu.stream().synchronize().expect("synchronize");
     let took = t0.elapsed();
     if nic.is_running() {
         nic.stop().expect("stop");
