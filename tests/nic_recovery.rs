@@ -315,7 +315,6 @@ impl<'w> RcPair<'w> {
                     .unwrap(),
             );
         }
-        let b = self.b.as_ref().unwrap();
         self.pd_b
             .shared_receive_queue()
             .unwrap()
@@ -602,7 +601,6 @@ fn a_responder_cq_overrun_then_recovery_to_a_new_responder() {
         &world,
         small,
         |p| {
-            let b = p.b.as_ref().unwrap();
             p.pd_b
                 .shared_receive_queue()
                 .unwrap()

@@ -408,3 +408,72 @@ fn many_producers_on_one_shared_queue_land_every_payload() {
     }
     assert_eq!(queue.first_error(), None);
 }
+
+#[test]
+fn a_dropped_completion_ends_a_host_wait_with_its_timeout_and_a_later_cqe_covers_it() {
+    let w = world();
+    let (mut qp, _peer) = rc_pair(&w, 16);
+    let (remote_buf, remote) = region(&w, w.b, 64, 0x55);
+    w.fabric.drop_completion(qp.qpn().get(), 0).unwrap();
+    let value = 0x1122_3344_5566_7788u64.to_be_bytes();
+    let write = |at| {
+        RdmaWrite::new(remote.remote(at))
+            .inline(&value)
+            .signaled()
+            .build()
+            .unwrap()
+    };
+    let first = qp.post(&write(0), &[]).unwrap();
+    w.fabric.run_until_idle();
+    assert_eq!(remote_buf.to_vec()[..8], value, "the WRITE itself landed");
+    let bound = Duration::from_millis(50);
+    let t0 = std::time::Instant::now();
+    let err = qp.wait(first, bound).unwrap_err();
+    let waited = t0.elapsed();
+    let WaitError::Timeout { waited: reported } = err else {
+        panic!("expected a timeout, got {err:?}")
+    };
+    assert!(
+        reported >= bound && waited >= bound,
+        "{reported:?} / {waited:?}"
+    );
+    assert!(waited < bound + Duration::from_secs(5), "waited {waited:?}");
+    assert!(!qp.sq().is_complete(first));
+    // The next signaled WQE's CQE retires everything before it, the lost one included.
+    let second = qp.post(&write(8), &[]).unwrap();
+    complete(&w, &mut qp, second);
+    assert!(qp.sq().is_complete(first));
+    assert_eq!(qp.first_error(), None);
+}
+
+#[test]
+fn a_retry_exceeded_error_ends_a_host_wait_with_its_syndrome() {
+    let w = world();
+    let (mut qp, _peer) = rc_pair(&w, 16);
+    let (remote_buf, remote) = region(&w, w.b, 64, 0x55);
+    w.fabric
+        .inject_fault(qp.qpn().get(), 0, Syndrome::TransportRetryExceeded, 0x81)
+        .unwrap();
+    let ticket = qp
+        .post(
+            &RdmaWrite::new(remote.remote(0))
+                .inline(&[1u8; 8])
+                .signaled()
+                .build()
+                .unwrap(),
+            &[],
+        )
+        .unwrap();
+    w.fabric.run_until_idle();
+    let t0 = std::time::Instant::now();
+    let err = qp.wait(ticket, WAIT).unwrap_err();
+    assert!(t0.elapsed() < Duration::from_secs(1), "returned at once");
+    let WaitError::Poll(PollError::Completion(e)) = err else {
+        panic!("expected an error completion, got {err:?}")
+    };
+    assert_eq!(
+        (e.syndrome, e.vendor_syndrome),
+        (Some(Syndrome::TransportRetryExceeded), 0x81)
+    );
+    assert_eq!(remote_buf.to_vec(), vec![0x55; 64], "nothing landed");
+}

@@ -8,7 +8,8 @@
  *                             signaled WRITE to queue 0 and waits for it, either on that
  *                             queue alone or with a quiet over all `nq` queues; put+completion
  *                             ns per iteration
- * Every wait is bounded when compiled with IBGDA_SPIN_LIMIT_NS (the benchmark does).
+ * Every queue-pair wait is bounded by its descriptor's wait_ns; the self-sink's wait for
+ * its producers, when compiled with IBGDA_SPIN_LIMIT_NS (the benchmark does).
  */
 #include "ibgda.cuh"
 
@@ -44,7 +45,7 @@ __device__ __forceinline__ void bench_rate(const DeviceQueueDescriptor* qs, u32 
         if (tid < nq) {
             Exclusive<S> e = Exclusive<S>::load(qs[tid]);
             u64 ticket = e.next;
-            Spin spin;
+            Deadline dl;
             for (u32 r = 0; r < rounds && err == 0; r += batch) {
                 const u32 n = rounds - r < batch ? rounds - r : batch;
                 for (u32 k = 0; k < n; k++) {
@@ -52,11 +53,11 @@ __device__ __forceinline__ void bench_rate(const DeviceQueueDescriptor* qs, u32 
                     while (!e.reserve(1, s)) {
                         const Polled p = e.poll();
                         if (p.status < 0) err = p.status;
-                        if (spin.expired()) err = SPIN_TIMEOUT;
+                        if (dl.expired(e.q.d.wait_ns)) err = WAIT_DEADLINE;
                         if (err != 0) break;
                     }
                     if (err != 0) break;
-                    spin = Spin{};
+                    dl = Deadline{};
                     const bool last = r + k + 1 == rounds;
                     const u32 flags = (last || e.q.must_signal(e.next, 1)) ? layout::FM_CE_SE_CQ_UPDATE : 0u;
                     build_write_inline8<transport::Rc>(s, ctrl(e.q.d.qpn, flags), Target{nullptr}, raddr + 8ull * tid, rkey,

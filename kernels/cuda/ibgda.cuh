@@ -100,9 +100,35 @@ __device__ __forceinline__ u64 globaltimer() {
 }
 } // namespace ptx
 
-/* A bound on every wait loop, for tests: with IBGDA_SPIN_LIMIT_NS > 0 (a compile option)
- * a wait gives up after that many ns of %globaltimer and reports SPIN_TIMEOUT; with 0 (the
- * default) waits are unbounded and the bound compiles to nothing. */
+/* Every wait on a queue pair (room in the ring, a ticket, the queue pair, quiet, the
+ * publication frontier) is bounded at run time by its descriptor's wait_ns (set per queue
+ * pair by the host: QueuePair::set_device_wait) and then returns WAIT_DEADLINE. The
+ * count starts at the wait's first failed check (the first expired() call, made only
+ * inside a wait loop), so a wait that succeeds at once never reads the clock and the
+ * posting path holds no clock read. An error CQE ends a wait with -(its syndrome). */
+constexpr int WAIT_DEADLINE = layout::STATUS_DEADLINE;
+struct Deadline {
+    u64 t0 = 0; /* %globaltimer at the first expired() (0: not yet read) */
+    /* A deadline counted from now, for a wait whose first check has just failed (no
+     * initial 0 for the compiler to set up ahead of the wait, on the posting path). */
+    __device__ __forceinline__ static Deadline from_now() {
+        Deadline d;
+        d.t0 = ptx::globaltimer();
+        return d;
+    }
+    /* Whether `limit_ns` have passed since the first call (or from_now). */
+    __device__ __forceinline__ bool expired(u64 limit_ns) {
+        const u64 t = ptx::globaltimer();
+        if (t0 == 0) t0 = t;
+        return t - t0 > limit_ns;
+    }
+};
+
+/* A bound on the waits that are not on a queue pair (the proxy's descriptor ring, the
+ * test and benchmark harnesses' completers): with IBGDA_SPIN_LIMIT_NS > 0 (a compile
+ * option) such a wait gives up after that many ns of %globaltimer and reports
+ * SPIN_TIMEOUT; with 0 (the default) it is unbounded and the bound compiles to nothing.
+ * No queue-pair wait uses it. */
 #ifndef IBGDA_SPIN_LIMIT_NS
 #define IBGDA_SPIN_LIMIT_NS 0ull
 #endif
@@ -713,11 +739,12 @@ template <class S> struct Exclusive {
     }
     /* Polls until every WQEBB before `ticket` is complete; the first error wins. */
     __device__ __forceinline__ int wait(u64 ticket) {
-        Spin spin;
+        if (retired >= ticket) return 0;
+        Deadline dl = Deadline::from_now();
         while (retired < ticket) {
             const Polled p = poll();
             if (p.status < 0) return p.status;
-            if (spin.expired()) return SPIN_TIMEOUT;
+            if (dl.expired(q.d.wait_ns)) return WAIT_DEADLINE;
         }
         return 0;
     }
@@ -828,11 +855,11 @@ template <class S> __device__ __forceinline__ int poll(const DeviceQueueDescript
 /* Polls until `retired` reaches `ticket` (low 32 bits, within 2^31 of it); the first
  * error wins. Out of line: the loop's registers are not the caller's. */
 template <class S> __device__ __noinline__ int wait_retired(const DeviceQueueDescriptor* d, u32 ticket) {
-    Spin spin;
+    Deadline dl;
     while (any((int)(ld32(&state(d)->retired) - ticket) < 0)) {
         const int s = poll<S>(d);
         if (any(s < 0)) return s;
-        if (any(spin.expired())) return SPIN_TIMEOUT;
+        if (any(dl.expired(ld64(&d->wait_ns)))) return WAIT_DEADLINE;
     }
     return 0;
 }
@@ -875,7 +902,7 @@ __device__ __forceinline__ int post_write_inline8(const DeviceQueueDescriptor* d
  * every lane with `mine`, with that lane's arguments, one after another; with `wait`,
  * until each completes. All 32 lanes of the warp call it together (a warp without `mine`
  * returns at once, on a warp-uniform branch). Returns 0 or the first negative status
- * (error completion, SPIN_TIMEOUT), to every lane. */
+ * (error completion, WAIT_DEADLINE), to every lane. */
 template <class S>
 __device__ __forceinline__ int warp_send_write_inline8(bool mine, const DeviceQueueDescriptor* d, u64 raddr,
                                                        u32 rkey, u64 value, bool wait) {
@@ -932,7 +959,7 @@ constexpr u32 POLL_AHEAD = 4;
  * chains (one warp on one QP: +4% WQE/s on the H200). A wait for one ticket asks for 1:
  * there the extra loads only delay the CQE it waits for (+0.6 us put+completion).
  * The queue comes by value: a reference would put the caller's descriptor on its stack
- * (80 bytes of local memory that every posting path then read its fields from). */
+ * (the descriptor's bytes in local memory, which every posting path then read its fields from). */
 template <class S> __device__ __noinline__ Polled shared_poll(const Queue q, u32 ahead) {
     check_scope<S>(q.d);
     DeviceProducerState* st = q.state();
@@ -1001,7 +1028,7 @@ template <class S> __device__ __noinline__ Polled shared_poll(const Queue q, u32
 template <class S> __device__ __forceinline__ int wait_for_room(const Queue& q, u64 end) {
     check_scope<S>(q.d);
     DeviceProducerState* st = q.state();
-    Spin spin;
+    Deadline dl;
     /* A poll returns `retired` as it left it (or, when another thread holds the poll lock,
      * as loaded with acquire): no reload between polls. */
     u64 retired = ptx::ld_acquire_gpu_b64(&st->retired);
@@ -1009,7 +1036,7 @@ template <class S> __device__ __forceinline__ int wait_for_room(const Queue& q, 
         const Polled p = shared_poll<S>(q, POLL_AHEAD);
         if (p.status < 0) return p.status;
         retired = p.retired_to;
-        if (spin.expired()) return SPIN_TIMEOUT;
+        if (dl.expired(q.d.wait_ns)) return WAIT_DEADLINE;
     }
     return 0;
 }
@@ -1040,9 +1067,9 @@ template <class S>
 __device__ __forceinline__ int shared_publish_seen(const Queue& q, u64 start, u64 end, u32 batch, u64 ready_seen) {
     check_scope<S>(q.d);
     DeviceProducerState* st = q.state();
-    Spin spin;
+    Deadline dl;
     while (ready_seen != start) {
-        if (spin.expired()) return SPIN_TIMEOUT;
+        if (dl.expired(q.d.wait_ns)) return WAIT_DEADLINE;
         if constexpr (IBGDA_FRONTIER_BACKOFF_NS != 0) __nanosleep(IBGDA_FRONTIER_BACKOFF_NS);
         ready_seen = frontier_load<S>(st);
     }
@@ -1129,10 +1156,10 @@ __device__ __forceinline__ u64 post_write_inline8_thread_grouped(const Queue& q,
     const u64 end = base + (u64)n * W;
     if (lane == leader) {
         check_scope<S>(q.d);
-        Spin spin;
+        Deadline dl;
         while (ready_seen != base) {
-            if (spin.expired()) {
-                err = SPIN_TIMEOUT;
+            if (dl.expired(q.d.wait_ns)) {
+                err = WAIT_DEADLINE;
                 break;
             }
             if constexpr (IBGDA_FRONTIER_BACKOFF_NS != 0) __nanosleep(IBGDA_FRONTIER_BACKOFF_NS);
@@ -1262,11 +1289,11 @@ template <class S> __device__ __forceinline__ int wait_ticket(const Queue& q, u6
     int s = ensure_signaled<S>(q, ticket, batch);
     if (s < 0) return s;
     DeviceProducerState* st = q.state();
-    Spin spin;
+    Deadline dl;
     while (ptx::ld_acquire_gpu_b64(&st->retired) < ticket) {
         const Polled p = shared_poll<S>(q, 1);
         if (p.status < 0) return p.status;
-        if (spin.expired()) return SPIN_TIMEOUT;
+        if (dl.expired(q.d.wait_ns)) return WAIT_DEADLINE;
     }
     return 0;
 }

@@ -52,6 +52,7 @@ namespace ibgda {
 namespace api {
 
 static_assert(SPIN_TIMEOUT == layout::STATUS_SPIN_TIMEOUT, "one spin timeout code");
+static_assert(WAIT_DEADLINE == layout::STATUS_DEADLINE, "one deadline code");
 static_assert(POLL_STRAY == layout::STATUS_STRAY_COMPLETION, "one stray completion code");
 static_assert(layout::DS_RC_WRITE_SGE * layout::OCTOWORD_BYTES <= layout::WQEBB_BYTES, "gathered WRITE: one WQEBB");
 static_assert(layout::DS_RC_ATOMIC_1 * layout::OCTOWORD_BYTES <= layout::WQEBB_BYTES, "atomic: one WQEBB");
@@ -275,15 +276,13 @@ __device__ __forceinline__ void build(const Queue& q, u64 start, const Plan& p) 
 /* -------------------------------------------------------------------------------------
  * Bounded waits: the communicator's deadline, in ns of %globaltimer from the first check.
  * ----------------------------------------------------------------------------------- */
-struct Deadline {
+/* The library's Deadline (ibgda.cuh) with the communicator's bound, which its queue
+ * pairs' descriptors carry too (the host sets both). */
+struct CommDeadline {
+    Deadline dl;
     u64 limit;
-    u64 t0;
-    __device__ __forceinline__ explicit Deadline(const DeviceComm& c) : limit(c.wait_ns), t0(0) {}
-    __device__ __forceinline__ bool expired() {
-        const u64 t = ptx::globaltimer();
-        if (t0 == 0) t0 = t;
-        return t - t0 > limit;
-    }
+    __device__ __forceinline__ explicit CommDeadline(const DeviceComm& c) : limit(c.wait_ns) {}
+    __device__ __forceinline__ bool expired() { return dl.expired(limit); }
 };
 
 __device__ __forceinline__ const DeviceQueueDescriptor& queue_of(const DeviceComm& c, u32 peer) {
@@ -293,7 +292,7 @@ __device__ __forceinline__ const DeviceQueueDescriptor& queue_of(const DeviceCom
 /* Until the ring has room for everything before `end` (the device library's wait for
  * room, bounded by the deadline). */
 template <class S> __device__ __forceinline__ int wait_room(const DeviceComm& c, const Queue& q, u64 retired, u64 end) {
-    Deadline dl(c);
+    CommDeadline dl(c);
     while (retired + q.capacity() < end) {
         const Polled p = shared_poll<S>(q, POLL_AHEAD);
         if (p.status < 0) return p.status;
@@ -310,7 +309,7 @@ template <class S> __device__ __noinline__ int wait_queue(const DeviceComm& c, c
     if (ptx::ld_acquire_gpu_b64(&st->retired) >= ticket) return layout::STATUS_OK;
     const int s = ensure_signaled<S>(q, ticket, 1);
     if (s < 0) return s;
-    Deadline dl(c);
+    CommDeadline dl(c);
     while (ptx::ld_acquire_gpu_b64(&st->retired) < ticket) {
         const Polled p = shared_poll<S>(q, 1);
         if (p.status < 0) return p.status;
@@ -380,7 +379,7 @@ __device__ __noinline__ u64 advance(const DeviceComm& c, u32 k, u32* blocked_pee
 /* Until counter `k` reaches `value` (or the deadline). */
 template <class S> __device__ __noinline__ int wait_counter(const DeviceComm& c, u32 k, u64 value, u64* seen = nullptr) {
     if (k >= c.n_counters) return layout::STATUS_BAD_COUNTER;
-    Deadline dl(c);
+    CommDeadline dl(c);
     u64 nudged = 0;
     for (;;) {
         u32 peer = 0;
@@ -682,7 +681,7 @@ __device__ __forceinline__ int wait_signal(const DeviceComm& c, const DeviceWind
     const int s = local_span(sig, off, 8, addr);
     if (s) return s;
     if (addr & 7u) return layout::STATUS_MISALIGNED;
-    Deadline dl(c);
+    CommDeadline dl(c);
     for (;;) {
         const u64 v = bswap64(ptx::ld_acquire_sys_b64((const void*)addr));
         if (seen) *seen = v;

@@ -313,8 +313,9 @@ struct alignas(8) DeviceQueueDescriptor {
     unsigned int transport;
     unsigned int scope;
     unsigned int signal_interval;
+    unsigned long long wait_ns;
 };
-static_assert(sizeof(DeviceQueueDescriptor) == 80, "DeviceQueueDescriptor: size");
+static_assert(sizeof(DeviceQueueDescriptor) == 88, "DeviceQueueDescriptor: size");
 static_assert(alignof(DeviceQueueDescriptor) == 8, "DeviceQueueDescriptor: alignment");
 static_assert(IBGDA_OFFSETOF(DeviceQueueDescriptor, sq_ring) == 0, "DeviceQueueDescriptor.sq_ring: offset");
 static_assert(sizeof(((DeviceQueueDescriptor*)0)->sq_ring) == 8, "DeviceQueueDescriptor.sq_ring: size");
@@ -344,6 +345,8 @@ static_assert(IBGDA_OFFSETOF(DeviceQueueDescriptor, scope) == 72, "DeviceQueueDe
 static_assert(sizeof(((DeviceQueueDescriptor*)0)->scope) == 4, "DeviceQueueDescriptor.scope: size");
 static_assert(IBGDA_OFFSETOF(DeviceQueueDescriptor, signal_interval) == 76, "DeviceQueueDescriptor.signal_interval: offset");
 static_assert(sizeof(((DeviceQueueDescriptor*)0)->signal_interval) == 4, "DeviceQueueDescriptor.signal_interval: size");
+static_assert(IBGDA_OFFSETOF(DeviceQueueDescriptor, wait_ns) == 80, "DeviceQueueDescriptor.wait_ns: offset");
+static_assert(sizeof(((DeviceQueueDescriptor*)0)->wait_ns) == 8, "DeviceQueueDescriptor.wait_ns: size");
 
 /* ibgda::queue::DeviceProducerState: free-running WQEBB and CQE counters */
 struct alignas(64) DeviceProducerState {
@@ -581,6 +584,7 @@ struct alignas(8) NicQueue {
     unsigned long long executed;
     unsigned long long last_doorbell;
     unsigned long long inject_at;
+    unsigned long long drop_cqe_at;
     unsigned int qpn;
     unsigned int node;
     unsigned int transport;
@@ -597,8 +601,10 @@ struct alignas(8) NicQueue {
     unsigned int error_detail;
     unsigned int inject_syndrome;
     unsigned int inject_vendor;
+    unsigned int drop_cqe;
+    unsigned int reserved;
 };
-static_assert(sizeof(NicQueue) == 128, "NicQueue: size");
+static_assert(sizeof(NicQueue) == 144, "NicQueue: size");
 static_assert(alignof(NicQueue) == 8, "NicQueue: alignment");
 static_assert(IBGDA_OFFSETOF(NicQueue, ring) == 0, "NicQueue.ring: offset");
 static_assert(sizeof(((NicQueue*)0)->ring) == 8, "NicQueue.ring: size");
@@ -616,38 +622,44 @@ static_assert(IBGDA_OFFSETOF(NicQueue, last_doorbell) == 48, "NicQueue.last_door
 static_assert(sizeof(((NicQueue*)0)->last_doorbell) == 8, "NicQueue.last_doorbell: size");
 static_assert(IBGDA_OFFSETOF(NicQueue, inject_at) == 56, "NicQueue.inject_at: offset");
 static_assert(sizeof(((NicQueue*)0)->inject_at) == 8, "NicQueue.inject_at: size");
-static_assert(IBGDA_OFFSETOF(NicQueue, qpn) == 64, "NicQueue.qpn: offset");
+static_assert(IBGDA_OFFSETOF(NicQueue, drop_cqe_at) == 64, "NicQueue.drop_cqe_at: offset");
+static_assert(sizeof(((NicQueue*)0)->drop_cqe_at) == 8, "NicQueue.drop_cqe_at: size");
+static_assert(IBGDA_OFFSETOF(NicQueue, qpn) == 72, "NicQueue.qpn: offset");
 static_assert(sizeof(((NicQueue*)0)->qpn) == 4, "NicQueue.qpn: size");
-static_assert(IBGDA_OFFSETOF(NicQueue, node) == 68, "NicQueue.node: offset");
+static_assert(IBGDA_OFFSETOF(NicQueue, node) == 76, "NicQueue.node: offset");
 static_assert(sizeof(((NicQueue*)0)->node) == 4, "NicQueue.node: size");
-static_assert(IBGDA_OFFSETOF(NicQueue, transport) == 72, "NicQueue.transport: offset");
+static_assert(IBGDA_OFFSETOF(NicQueue, transport) == 80, "NicQueue.transport: offset");
 static_assert(sizeof(((NicQueue*)0)->transport) == 4, "NicQueue.transport: size");
-static_assert(IBGDA_OFFSETOF(NicQueue, log_wqebbs) == 76, "NicQueue.log_wqebbs: offset");
+static_assert(IBGDA_OFFSETOF(NicQueue, log_wqebbs) == 84, "NicQueue.log_wqebbs: offset");
 static_assert(sizeof(((NicQueue*)0)->log_wqebbs) == 4, "NicQueue.log_wqebbs: size");
-static_assert(IBGDA_OFFSETOF(NicQueue, cq) == 80, "NicQueue.cq: offset");
+static_assert(IBGDA_OFFSETOF(NicQueue, cq) == 88, "NicQueue.cq: offset");
 static_assert(sizeof(((NicQueue*)0)->cq) == 4, "NicQueue.cq: size");
-static_assert(IBGDA_OFFSETOF(NicQueue, peer) == 84, "NicQueue.peer: offset");
+static_assert(IBGDA_OFFSETOF(NicQueue, peer) == 92, "NicQueue.peer: offset");
 static_assert(sizeof(((NicQueue*)0)->peer) == 4, "NicQueue.peer: size");
-static_assert(IBGDA_OFFSETOF(NicQueue, state) == 88, "NicQueue.state: offset");
+static_assert(IBGDA_OFFSETOF(NicQueue, state) == 96, "NicQueue.state: offset");
 static_assert(sizeof(((NicQueue*)0)->state) == 4, "NicQueue.state: size");
-static_assert(IBGDA_OFFSETOF(NicQueue, watch) == 92, "NicQueue.watch: offset");
+static_assert(IBGDA_OFFSETOF(NicQueue, watch) == 100, "NicQueue.watch: offset");
 static_assert(sizeof(((NicQueue*)0)->watch) == 4, "NicQueue.watch: size");
-static_assert(IBGDA_OFFSETOF(NicQueue, armed) == 96, "NicQueue.armed: offset");
+static_assert(IBGDA_OFFSETOF(NicQueue, armed) == 104, "NicQueue.armed: offset");
 static_assert(sizeof(((NicQueue*)0)->armed) == 4, "NicQueue.armed: size");
-static_assert(IBGDA_OFFSETOF(NicQueue, armed_limit) == 100, "NicQueue.armed_limit: offset");
+static_assert(IBGDA_OFFSETOF(NicQueue, armed_limit) == 108, "NicQueue.armed_limit: offset");
 static_assert(sizeof(((NicQueue*)0)->armed_limit) == 4, "NicQueue.armed_limit: size");
-static_assert(IBGDA_OFFSETOF(NicQueue, error_kind) == 104, "NicQueue.error_kind: offset");
+static_assert(IBGDA_OFFSETOF(NicQueue, error_kind) == 112, "NicQueue.error_kind: offset");
 static_assert(sizeof(((NicQueue*)0)->error_kind) == 4, "NicQueue.error_kind: size");
-static_assert(IBGDA_OFFSETOF(NicQueue, error_syndrome) == 108, "NicQueue.error_syndrome: offset");
+static_assert(IBGDA_OFFSETOF(NicQueue, error_syndrome) == 116, "NicQueue.error_syndrome: offset");
 static_assert(sizeof(((NicQueue*)0)->error_syndrome) == 4, "NicQueue.error_syndrome: size");
-static_assert(IBGDA_OFFSETOF(NicQueue, error_vendor) == 112, "NicQueue.error_vendor: offset");
+static_assert(IBGDA_OFFSETOF(NicQueue, error_vendor) == 120, "NicQueue.error_vendor: offset");
 static_assert(sizeof(((NicQueue*)0)->error_vendor) == 4, "NicQueue.error_vendor: size");
-static_assert(IBGDA_OFFSETOF(NicQueue, error_detail) == 116, "NicQueue.error_detail: offset");
+static_assert(IBGDA_OFFSETOF(NicQueue, error_detail) == 124, "NicQueue.error_detail: offset");
 static_assert(sizeof(((NicQueue*)0)->error_detail) == 4, "NicQueue.error_detail: size");
-static_assert(IBGDA_OFFSETOF(NicQueue, inject_syndrome) == 120, "NicQueue.inject_syndrome: offset");
+static_assert(IBGDA_OFFSETOF(NicQueue, inject_syndrome) == 128, "NicQueue.inject_syndrome: offset");
 static_assert(sizeof(((NicQueue*)0)->inject_syndrome) == 4, "NicQueue.inject_syndrome: size");
-static_assert(IBGDA_OFFSETOF(NicQueue, inject_vendor) == 124, "NicQueue.inject_vendor: offset");
+static_assert(IBGDA_OFFSETOF(NicQueue, inject_vendor) == 132, "NicQueue.inject_vendor: offset");
 static_assert(sizeof(((NicQueue*)0)->inject_vendor) == 4, "NicQueue.inject_vendor: size");
+static_assert(IBGDA_OFFSETOF(NicQueue, drop_cqe) == 136, "NicQueue.drop_cqe: offset");
+static_assert(sizeof(((NicQueue*)0)->drop_cqe) == 4, "NicQueue.drop_cqe: size");
+static_assert(IBGDA_OFFSETOF(NicQueue, reserved) == 140, "NicQueue.reserved: offset");
+static_assert(sizeof(((NicQueue*)0)->reserved) == 4, "NicQueue.reserved: size");
 
 /* ibgda_kernels::softnic::NicStats: an engine's totals */
 struct alignas(8) NicStats {

@@ -831,7 +831,7 @@ __device__ __forceinline__ u32 request_wqebbs(const WqeRequest& r) {
 /* Thread t owns queue qs[t] and posts reqs[t * per .. (t + 1) * per) in order (every
  * request signaled by the host), ringing every `batch` WQEs; then it polls until every
  * WQE completed. statuses[t * per + k] = status of the k-th completion (0, or -syndrome
- * of an error CQE, flushes included); *status = first protocol error (SPIN_TIMEOUT, a
+ * of an error CQE, flushes included); *status = first protocol error (WAIT_DEADLINE, a
  * stray CQE). */
 template <class S>
 __device__ __forceinline__ void nic_requests(const DeviceQueueDescriptor* qs, u32 nq, const WqeRequest* reqs, u32 per,
@@ -842,7 +842,7 @@ __device__ __forceinline__ void nic_requests(const DeviceQueueDescriptor* qs, u3
     int* out = statuses + (u64)t * per;
     u32 polled = 0;
     int err = 0;
-    Spin spin;
+    Deadline dl;
     auto poll_one = [&]() {
         const Polled p = e.poll();
         if (p.status == POLL_STRAY) {
@@ -858,8 +858,8 @@ __device__ __forceinline__ void nic_requests(const DeviceQueueDescriptor* qs, u3
         while (!e.reserve(w, s)) {
             e.ring(); /* everything written so far must be announced before waiting on it */
             poll_one();
-            if (spin.expired()) {
-                err = SPIN_TIMEOUT;
+            if (dl.expired(e.q.d.wait_ns)) {
+                err = WAIT_DEADLINE;
                 break;
             }
         }
@@ -878,10 +878,10 @@ __device__ __forceinline__ void nic_requests(const DeviceQueueDescriptor* qs, u3
         if ((k + 1) % batch == 0) e.ring();
     }
     e.ring();
-    spin = Spin{};
+    dl = Deadline{};
     while (err == 0 && polled < per) {
         poll_one();
-        if (spin.expired()) err = SPIN_TIMEOUT;
+        if (dl.expired(e.q.d.wait_ns)) err = WAIT_DEADLINE;
     }
     e.store();
     if (err < 0) atomicMin(status, err);

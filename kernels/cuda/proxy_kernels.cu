@@ -181,11 +181,11 @@ __device__ __forceinline__ void assisted_post(const DeviceQueueDescriptor& d, u3
     for (u32 r = 0; r < rounds && err == 0; r++) {
         for (u32 k = 0; k < batch; k++) {
             WqeSlots s;
-            Spin spin;
+            Deadline dl;
             while (!e.reserve(1, s)) {
                 const Polled p = e.poll();
                 if (p.status < 0) err = p.status;
-                if (spin.expired()) err = SPIN_TIMEOUT;
+                if (dl.expired(d.wait_ns)) err = WAIT_DEADLINE;
                 if (err) break;
             }
             if (err) break;

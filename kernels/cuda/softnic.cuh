@@ -897,7 +897,9 @@ IBGDA_HD inline void execute_next(Ctx& x, NicQueue& q, u32 pending) {
     }
     x.e->stats.wqes_executed++;
     const u32 completion = (w.fm_ce_se >> 2) & 3u;
-    if (completion >= 2) { /* Always or AlwaysWithEvent */
+    /* A completion dropped on this WQE (Fabric::drop_completion): executed, no CQE. */
+    const bool dropped = q.drop_cqe != 0 && q.executed - 1 == q.drop_cqe_at;
+    if (completion >= 2 && !dropped) { /* Always or AlwaysWithEvent */
         u8 c[layout::CQE_BYTES];
         requester_cqe(c, q.qpn, opcode, index, done.byte_count);
         write_cqe(x, q.cq, c);

@@ -163,7 +163,7 @@ impl<T, S: OrderingScope> fmt::Debug for KernelQueue<'_, T, S> {
 }
 
 // SAFETY: `KernelQueue` is `#[repr(transparent)]` over `DeviceQueueDescriptor` (the
-// `PhantomData` is zero-sized), a `#[repr(C)]` struct of `u64` and `u32` fields (80 bytes,
+// `PhantomData` is zero-sized), a `#[repr(C)]` struct of `u64` and `u32` fields (88 bytes,
 // no padding) whose layout the CUDA side takes from the generated header, where
 // `static_assert`s pin every offset and the size. Passing it by value copies plain bytes.
 unsafe impl<T, S> DeviceRepr for KernelQueue<'_, T, S> {}
@@ -193,7 +193,7 @@ pub struct QueueArg<'q> {
     _queue: PhantomData<&'q ()>,
 }
 
-// SAFETY: as for `KernelQueue`: transparent over the 80-byte plain-data descriptor.
+// SAFETY: as for `KernelQueue`: transparent over the 88-byte plain-data descriptor.
 unsafe impl DeviceRepr for QueueArg<'_> {}
 
 impl<'q, T, S> From<KernelQueue<'q, T, S>> for QueueArg<'q> {
@@ -213,8 +213,8 @@ impl<'q, T, S> From<&DeviceQueue<'q, T, S>> for QueueArg<'q> {
 
 /// The bytes of a descriptor, as the device reads an array of them (for kernels that
 /// take `const DeviceQueueDescriptor*`).
-pub fn descriptor_bytes(d: &DeviceQueueDescriptor) -> [u8; 80] {
-    let mut b = [0u8; 80];
+pub fn descriptor_bytes(d: &DeviceQueueDescriptor) -> [u8; DESCRIPTOR_BYTES] {
+    let mut b = [0u8; DESCRIPTOR_BYTES];
     let words64 = [
         d.sq_ring, d.sq_dbrec, d.doorbell, d.cq_ring, d.cq_dbrec, d.state,
     ];
@@ -234,8 +234,12 @@ pub fn descriptor_bytes(d: &DeviceQueueDescriptor) -> [u8; 80] {
     for (i, w) in words32.iter().enumerate() {
         b[48 + i * 4..52 + i * 4].copy_from_slice(&w.to_ne_bytes());
     }
+    b[80..88].copy_from_slice(&d.wait_ns.to_ne_bytes());
     b
 }
+
+/// The size of a [`DeviceQueueDescriptor`] as kernels read it.
+pub const DESCRIPTOR_BYTES: usize = core::mem::size_of::<DeviceQueueDescriptor>();
 
 /// What a [`Gpu`] compiles its programs with: a closed set of typed options (never free
 /// NVRTC flags, which could change what the kernels that safe launchers run do).
@@ -252,9 +256,12 @@ impl CompileOptions {
         }
     }
 
-    /// Bounds every device wait loop (`IBGDA_SPIN_LIMIT_NS`): a wait that lasts longer
-    /// returns `SPIN_TIMEOUT` (-1024) instead of spinning on, so a protocol hang becomes
-    /// an error. A zero duration is refused (a wait could never succeed).
+    /// Bounds the device waits that are not on a queue pair (`IBGDA_SPIN_LIMIT_NS`: the
+    /// proxy's descriptor ring, the test and benchmark harnesses' completers): such a wait
+    /// that lasts longer returns `SPIN_TIMEOUT` (-1024) instead of spinning on. Waits on a
+    /// queue pair take their bound at run time from its descriptor instead
+    /// (`QueuePair::set_device_wait`). A zero duration is refused (a wait could never
+    /// succeed).
     pub fn spin_limit(self, limit: Duration) -> Result<Self, GpuError> {
         let ns = u64::try_from(limit.as_nanos()).map_err(|_| {
             GpuError::Invalid(format!("spin limit {limit:?} exceeds {} ns", u64::MAX))
@@ -267,7 +274,7 @@ impl CompileOptions {
         })
     }
 
-    /// The bound on device wait loops, if any.
+    /// The bound on the device waits not on a queue pair, if any.
     pub fn spin_limit_ns(&self) -> Option<u64> {
         self.spin_limit_ns
     }
@@ -1182,6 +1189,7 @@ mod tests {
             qpn: 0x77,
             scope: 0x88,
             signal_interval: 0x99,
+            wait_ns: 0xaaaa_bbbb_cccc,
             ..Default::default()
         };
         let b = descriptor_bytes(&d);
@@ -1194,6 +1202,10 @@ mod tests {
         assert_eq!(
             u32_at(offset_of!(DeviceQueueDescriptor, signal_interval)),
             0x99
+        );
+        assert_eq!(
+            u64_at(offset_of!(DeviceQueueDescriptor, wait_ns)),
+            0xaaaa_bbbb_cccc
         );
         assert_eq!(b.len(), core::mem::size_of::<DeviceQueueDescriptor>());
     }

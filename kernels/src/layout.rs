@@ -423,6 +423,7 @@ pub fn layout_header() -> String {
             transport: "unsigned int",
             scope: "unsigned int",
             signal_interval: "unsigned int",
+            wait_ns: "unsigned long long",
         }),
     );
     c_struct(
@@ -675,6 +676,7 @@ fn softnic_structs(o: &mut String) {
             executed: "unsigned long long",
             last_doorbell: "unsigned long long",
             inject_at: "unsigned long long",
+            drop_cqe_at: "unsigned long long",
             qpn: "unsigned int",
             node: "unsigned int",
             transport: "unsigned int",
@@ -691,6 +693,8 @@ fn softnic_structs(o: &mut String) {
             error_detail: "unsigned int",
             inject_syndrome: "unsigned int",
             inject_vendor: "unsigned int",
+            drop_cqe: "unsigned int",
+            reserved: "unsigned int",
         }),
     );
     c_struct(
@@ -895,7 +899,7 @@ mod tests {
         // listed here shows up as a size mismatch in the C static_assert; check the Rust
         // side too: the listed fields plus explicit padding add up to the size.
         let h = layout_header();
-        assert!(h.contains("static_assert(sizeof(DeviceQueueDescriptor) == 80"));
+        assert!(h.contains("static_assert(sizeof(DeviceQueueDescriptor) == 88"));
         assert!(h.contains("static_assert(sizeof(DeviceProducerState) == 64"));
         assert!(h.contains("struct alignas(64) DeviceProducerState"));
         assert!(h.contains("constexpr unsigned SCOPE_GPU_FENCE = 1u;"));

@@ -629,7 +629,7 @@ impl ProxyKernels {
         let mut b = gpu.stream().launch_builder(&f);
         b.arg(&dp).arg(&tp).arg(&rounds).arg(&batch).arg(&c).arg(&s);
         // SAFETY: the arguments are exactly `ibgda_assisted_post_<S>`'s parameters;
-        // `descs` holds one 80-byte descriptor per queue, each from a live CPU-assisted
+        // `descs` holds one descriptor per queue, each from a live CPU-assisted
         // queue (borrowed by `queues` for this call), and the buffers live until the
         // synchronize below.
         unsafe { b.launch(cfg) }?;

@@ -63,7 +63,7 @@ pub mod prm;
 
 mod backend;
 mod caps;
-mod command;
+pub(crate) mod command;
 pub mod connection;
 mod device;
 mod error;

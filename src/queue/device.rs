@@ -9,6 +9,7 @@
 use core::fmt;
 use core::marker::PhantomData;
 use core::mem::{offset_of, size_of};
+use core::time::Duration;
 
 use static_assertions::const_assert_eq;
 
@@ -90,9 +91,14 @@ pub struct DeviceQueueDescriptor {
     pub scope: u32,
     /// A WQE crossing a multiple of this many WQEBBs is signaled.
     pub signal_interval: u32,
+    /// How long, in ns of the GPU's global timer, a device wait on this queue pair (for
+    /// room in the ring, a ticket, the queue pair, quiet, the publication frontier) spins
+    /// before it gives up with the deadline status; counted from the wait's first failed
+    /// check, and read only then ([`QueuePair::set_device_wait`]; at least 1).
+    pub wait_ns: u64,
 }
 
-const_assert_eq!(size_of::<DeviceQueueDescriptor>(), 80);
+const_assert_eq!(size_of::<DeviceQueueDescriptor>(), 88);
 const_assert_eq!(offset_of!(DeviceQueueDescriptor, sq_ring), 0);
 const_assert_eq!(offset_of!(DeviceQueueDescriptor, sq_dbrec), 8);
 const_assert_eq!(offset_of!(DeviceQueueDescriptor, doorbell), 16);
@@ -107,6 +113,22 @@ const_assert_eq!(offset_of!(DeviceQueueDescriptor, cq_mode), 64);
 const_assert_eq!(offset_of!(DeviceQueueDescriptor, transport), 68);
 const_assert_eq!(offset_of!(DeviceQueueDescriptor, scope), 72);
 const_assert_eq!(offset_of!(DeviceQueueDescriptor, signal_interval), 76);
+const_assert_eq!(offset_of!(DeviceQueueDescriptor, wait_ns), 80);
+
+/// How long a device wait on a queue pair spins before it gives up, until
+/// [`QueuePair::set_device_wait`] says otherwise: 60 s. Longer than the NIC's own bound on
+/// an RC request (the control plane's local ACK timeout, 4.096 µs × 2^20 ≈ 4.3 s, tried
+/// 1 + 7 times: about 34 s, after which the NIC reports a retry-exceeded error CQE), so
+/// the deadline ends what the NIC never reports: a completion that never comes.
+pub const DEFAULT_DEVICE_WAIT: Duration = Duration::from_secs(60);
+
+/// A device wait as the descriptor carries it: ns, 1 to `u64::MAX`.
+pub(crate) fn device_wait_ns(wait: Duration) -> Result<u64, DeviceQueueError> {
+    u64::try_from(wait.as_nanos())
+        .ok()
+        .filter(|&ns| ns > 0)
+        .ok_or(DeviceQueueError::DeviceWait { wait })
+}
 
 /// A device descriptor whose transport and scope are in its type, borrowed from the queue
 /// pair that keeps its memory alive. A kernel instantiated for scope `S` takes it.
@@ -153,6 +175,12 @@ pub enum DeviceQueueError {
     },
     /// A configuration value is out of range.
     Config(crate::wqe::WqeError),
+    /// A device wait bound outside 1 ns to `u64::MAX` ns (a wait of 0 could never
+    /// succeed once it spins).
+    DeviceWait {
+        /// The bound asked for.
+        wait: Duration,
+    },
 }
 
 impl fmt::Display for DeviceQueueError {
@@ -167,6 +195,11 @@ impl fmt::Display for DeviceQueueError {
                 write!(f, "the {buffer} has {len} bytes, {needed} needed")
             }
             Self::Config(e) => e.fmt(f),
+            Self::DeviceWait { wait } => write!(
+                f,
+                "a device wait of {wait:?}: it must be 1 ns to {} ns",
+                u64::MAX
+            ),
         }
     }
 }
@@ -262,7 +295,24 @@ where
             signal_interval: config
                 .max_unsignaled_wqebbs
                 .unwrap_or((sq.size().wqebbs() / 2).max(1)),
+            wait_ns: device_wait_ns(DEFAULT_DEVICE_WAIT)?,
         })
+    }
+
+    /// Bounds every device wait on this queue pair (room in the ring, a ticket, the queue
+    /// pair, quiet, the shared protocol's publication frontier): a wait that has spun this
+    /// long returns the deadline status (`ibgda_kernels::api::DeviceStatus::Deadline`,
+    /// -0x402) instead of spinning on. Counted from the wait's first failed check; a wait
+    /// that needs no spinning never reads it. Kernels get it with the descriptor, so it
+    /// holds for descriptors taken after this call. [`DEFAULT_DEVICE_WAIT`] until set.
+    pub fn set_device_wait(&mut self, wait: Duration) -> Result<(), DeviceQueueError> {
+        self.descriptor.wait_ns = device_wait_ns(wait)?;
+        Ok(())
+    }
+
+    /// The bound on this queue pair's device waits ([`QueuePair::set_device_wait`]).
+    pub fn device_wait(&self) -> Duration {
+        Duration::from_nanos(self.descriptor.wait_ns)
     }
 
     /// The descriptor kernels take, borrowed from this queue pair (which keeps the memory
@@ -287,5 +337,37 @@ where
     /// The completion queue's memory.
     pub fn cq_memory(&self) -> &CompletionQueueMemory<P> {
         self.cq.memory()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_default_device_wait_outlasts_the_nics_own_bound_on_an_rc_request() {
+        use crate::nic::command::{ACK_TIMEOUT, RETRY_COUNT};
+        // Each try waits 4.096 µs × 2^ack_timeout for an ACK; the first and RETRY_COUNT more.
+        let per_try = Duration::from_nanos(4096 << ACK_TIMEOUT);
+        let nic_bound = per_try * (1 + u32::from(RETRY_COUNT));
+        assert!(
+            DEFAULT_DEVICE_WAIT > nic_bound,
+            "{DEFAULT_DEVICE_WAIT:?} against the NIC's {nic_bound:?}"
+        );
+    }
+
+    #[test]
+    fn a_device_wait_is_one_ns_to_the_largest_u64() {
+        assert_eq!(device_wait_ns(Duration::from_nanos(1)), Ok(1));
+        assert_eq!(device_wait_ns(Duration::from_nanos(u64::MAX)), Ok(u64::MAX));
+        assert_eq!(device_wait_ns(DEFAULT_DEVICE_WAIT), Ok(60_000_000_000));
+        for wait in [
+            Duration::ZERO,
+            Duration::from_nanos(u64::MAX) + Duration::from_nanos(1),
+        ] {
+            let e = device_wait_ns(wait).expect_err("out of range");
+            assert_eq!(e, DeviceQueueError::DeviceWait { wait });
+            assert!(e.to_string().contains(&format!("{wait:?}")), "{e}");
+        }
     }
 }

@@ -63,4 +63,6 @@ pub use recovery::{
 };
 
 mod device;
-pub use device::{DeviceProducerState, DeviceQueue, DeviceQueueDescriptor, DeviceQueueError};
+pub use device::{
+    DeviceProducerState, DeviceQueue, DeviceQueueDescriptor, DeviceQueueError, DEFAULT_DEVICE_WAIT,
+};

@@ -429,7 +429,8 @@ fn execute_next(
                 if wqe.flags.fence.waits_for_reads() {
                     settle(sq, ctx);
                 }
-                let signaled = wqe.flags.completion.is_signaled();
+                let signaled =
+                    wqe.flags.completion.is_signaled() && sq.dropped_completion != Some(seq);
                 perform(sq, wqe, ctx).map(|done| (done, signaled))
             }
         }

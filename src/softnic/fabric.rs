@@ -372,6 +372,9 @@ pub(crate) struct SendQueueState {
     pub(crate) waiting_cqes: VecDeque<WaitingCqe>,
     /// A fault to raise on the WQE of this sequence number ([`Fabric::inject_fault`]).
     pub(crate) injected: Option<(u64, Fault)>,
+    /// The WQE of this sequence number executes without its CQE
+    /// ([`Fabric::drop_completion`]).
+    pub(crate) dropped_completion: Option<u64>,
 }
 
 /// The receive side of an RC queue pair or a DC target.
@@ -735,6 +738,7 @@ impl Fabric {
                 in_flight: VecDeque::new(),
                 waiting_cqes: VecDeque::new(),
                 injected: None,
+                dropped_completion: None,
             },
         );
         if rc {

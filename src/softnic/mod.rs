@@ -110,6 +110,10 @@
 //!
 //! # Faults
 //!
+//! Apart from the faults below, a completion can be lost ([`Fabric::drop_completion`]):
+//! the WQE executes as usual and no CQE is written for it, which only a later CQE covers
+//! or the waiter's deadline ends (the NIC reports nothing).
+//!
 //! Checks run in this order (local checks segment by segment); the first failing one
 //! decides the error CQE. Vendor syndromes are this NIC's own (the hardware's are not
 //! documented); they tell causes with the same syndrome apart:

@@ -213,6 +213,7 @@ impl Fabric {
                 in_flight: VecDeque::new(),
                 waiting_cqes: VecDeque::new(),
                 injected: None,
+                dropped_completion: None,
             },
         );
         if qp.transport == TransportKind::Rc {
@@ -322,6 +323,20 @@ impl Fabric {
                 vendor_syndrome,
             },
         ));
+        Ok(())
+    }
+
+    /// Makes the WQE of sequence number `wqe` of queue pair `qpn` execute (its effects
+    /// land as usual) without writing its CQE, signaled or not: a completion the NIC
+    /// loses, which only a later CQE covers or the waiter's deadline ends. One per queue
+    /// pair: a second replaces the first.
+    pub fn drop_completion(&self, qpn: u32, wqe: u64) -> Result<(), SoftNicError> {
+        let mut state = self.shared.lock();
+        let sq = state
+            .sqs
+            .get_mut(&qpn)
+            .ok_or(SoftNicError::UnknownQueue { number: qpn })?;
+        sq.dropped_completion = Some(wqe);
         Ok(())
     }
 

@@ -13,11 +13,11 @@ use cudarc::driver::{CudaFunction, CudaStream, DeviceRepr, LaunchConfig, PushKer
 use ibgda::memory::DeviceBuffer;
 use ibgda::nic::{Backend, DeviceWindow, MemoryRegion, Window};
 use ibgda::order::{GpuThread, OrderingScope, ValidFor};
-use ibgda::queue::{Gpu as GpuPlaced, QueuePair, Registered};
+use ibgda::queue::{DeviceQueueDescriptor, Gpu as GpuPlaced, QueuePair, Registered};
 use ibgda::wqe::Rc;
 
 use super::layouts::{DeviceComm, DeviceCounter, DeviceCounterSlot, DeviceStatus, PUT_INLINE_MAX};
-use crate::gpu::{descriptor_bytes, Gpu, GpuError};
+use crate::gpu::{descriptor_bytes, Gpu, GpuError, DESCRIPTOR_BYTES};
 use crate::nvrtc::{compile_source, Compiled};
 
 /// A [`Window`]'s peer table in device memory and the descriptor kernels take, borrowing
@@ -193,10 +193,14 @@ where
             .ok()
             .filter(|&ns| ns > 0)
             .ok_or_else(|| invalid(format!("wait bound {:?}: 1 ns to 2^64 ns", options.wait)))?;
-        let mut table = Vec::with_capacity(queues.len() * 80);
+        let mut table = Vec::with_capacity(queues.len() * DESCRIPTOR_BYTES);
         let mut inline_max = options.inline_max.min(PUT_INLINE_MAX as u32);
         for qp in queues {
-            let d = *qp.device_queue().raw();
+            // The communicator's bound is every wait's it does, its queue pairs' included.
+            let d = DeviceQueueDescriptor {
+                wait_ns,
+                ..*qp.device_queue().raw()
+            };
             inline_max = inline_max.min(d.max_inline);
             table.extend_from_slice(&descriptor_bytes(&d));
         }

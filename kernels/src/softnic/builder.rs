@@ -542,6 +542,43 @@ impl<'q> DeviceNicBuilder<'q> {
         Ok(())
     }
 
+    /// The queue record of `qpn`, on whichever engine serves it.
+    fn queue_mut(&mut self, qpn: u32) -> Result<&mut NicQueue, GpuError> {
+        self.engines
+            .iter_mut()
+            .flat_map(|e| e.queues.iter_mut())
+            .find(|q| q.qpn == qpn)
+            .ok_or_else(|| invalid(format!("no queue pair {qpn:#x} on this NIC")))
+    }
+
+    /// Makes the WQE of sequence number `wqe` (0: the first the queue pair executes) of
+    /// queue pair `qpn` fail with an error CQE of `syndrome` and `vendor_syndrome`,
+    /// whatever it holds (the CPU NIC's `Fabric::inject_fault`); the queue pair then
+    /// flushes. One per queue pair: a second replaces the first.
+    pub fn inject_fault(
+        &mut self,
+        qpn: u32,
+        wqe: u64,
+        syndrome: ibgda::cq::Syndrome,
+        vendor_syndrome: u8,
+    ) -> Result<(), GpuError> {
+        let q = self.queue_mut(qpn)?;
+        q.inject_at = wqe;
+        q.inject_syndrome = syndrome as u32;
+        q.inject_vendor = vendor_syndrome.into();
+        Ok(())
+    }
+
+    /// Makes the WQE of sequence number `wqe` of queue pair `qpn` execute without its CQE
+    /// (the CPU NIC's `Fabric::drop_completion`): a completion lost, which a device wait
+    /// for it ends only at its deadline. One per queue pair: a second replaces the first.
+    pub fn drop_completion(&mut self, qpn: u32, wqe: u64) -> Result<(), GpuError> {
+        let q = self.queue_mut(qpn)?;
+        q.drop_cqe_at = wqe;
+        q.drop_cqe = 1;
+        Ok(())
+    }
+
     /// The tables of every engine, as [`build`](Self::build) will write them (copies, to
     /// inspect).
     pub fn tables(&self) -> Vec<NicTables> {

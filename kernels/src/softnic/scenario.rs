@@ -168,6 +168,9 @@ pub struct Scenario {
     /// Faults injected (never drawn by [`Scenario::generate`]; a test sets them): queue
     /// (an index of `qps`), the WQE's sequence number, syndrome and vendor syndrome.
     pub injected: Vec<(usize, u64, Syndrome, u8)>,
+    /// Completions dropped (never drawn; a test sets them): queue (an index of `qps`) and
+    /// the WQE's sequence number, which executes without its CQE.
+    pub dropped: Vec<(usize, u64)>,
 }
 
 /// Largest message a scenario's queue accepts (and the device engine's scratch need).
@@ -317,6 +320,7 @@ impl Scenario {
             receive_heavy,
             clean,
             injected: Vec::new(),
+            dropped: Vec::new(),
         }
     }
 }
@@ -1018,6 +1022,9 @@ pub fn run_on_fabric(s: &Scenario) -> Result<FabricRun, String> {
                 .inject_fault(qpn.get(), at, syndrome, vendor)
                 .map_err(|x| e(&x))?;
         }
+        for &(_, at) in s.dropped.iter().filter(|f| f.0 == qpns.len() - 1) {
+            fabric.drop_completion(qpn.get(), at).map_err(|x| e(&x))?;
+        }
         sq_mem.push(RawSendQueue::new(sq));
     }
     let mut peers: Vec<Option<usize>> = vec![None; s.qps.len()];
@@ -1155,6 +1162,11 @@ pub fn run_on_fabric(s: &Scenario) -> Result<FabricRun, String> {
             q.inject_at = at;
             q.inject_syndrome = syndrome as u32;
             q.inject_vendor = vendor.into();
+        }
+        if let Some(&(_, at)) = s.dropped.iter().rfind(|f| f.0 == i) {
+            let q = tables.queues.last_mut().expect("just pushed");
+            q.drop_cqe_at = at;
+            q.drop_cqe = 1;
         }
     }
     let mut arena = vec![0u8; layout.len];

@@ -165,6 +165,9 @@ pub struct NicQueue {
     /// The WQE (its sequence number, as `executed` counts) that fails whatever it holds,
     /// when `inject_syndrome` is nonzero: the CPU NIC's `Fabric::inject_fault`.
     pub inject_at: u64,
+    /// The WQE (its sequence number) that executes without its CQE, when `drop_cqe` is
+    /// nonzero: the CPU NIC's `Fabric::drop_completion`.
+    pub drop_cqe_at: u64,
     /// Queue pair number.
     pub qpn: u32,
     /// Its node.
@@ -197,6 +200,10 @@ pub struct NicQueue {
     pub inject_syndrome: u32,
     /// Its vendor syndrome.
     pub inject_vendor: u32,
+    /// Nonzero: the WQE `drop_cqe_at` completes without a CQE (a completion lost).
+    pub drop_cqe: u32,
+    /// Zero.
+    pub reserved: u32,
 }
 
 /// Totals of one engine, the CPU NIC's `Counters` (less `responses_dropped`: regions are
@@ -275,7 +282,7 @@ const_assert_eq!(size_of::<NicNode>(), 8);
 const_assert_eq!(size_of::<NicRegion>(), 40);
 const_assert_eq!(size_of::<NicCq>(), 40);
 const_assert_eq!(size_of::<NicResponder>(), 40);
-const_assert_eq!(size_of::<NicQueue>(), 128);
+const_assert_eq!(size_of::<NicQueue>(), 144);
 const_assert_eq!(size_of::<NicStats>(), 96);
 const_assert_eq!(size_of::<NicEngine>(), 200);
 
@@ -295,7 +302,7 @@ unsafe impl TableRecord for NicRegion {}
 unsafe impl TableRecord for NicCq {}
 // SAFETY: `#[repr(C)]`, 2 `u64` then 6 `u32`: 40 bytes, no padding (asserted).
 unsafe impl TableRecord for NicResponder {}
-// SAFETY: `#[repr(C)]`, 8 `u64` then 16 `u32`: 128 bytes, no padding (asserted).
+// SAFETY: `#[repr(C)]`, 9 `u64` then 18 `u32`: 144 bytes, no padding (asserted).
 unsafe impl TableRecord for NicQueue {}
 // SAFETY: `#[repr(C)]`, 12 `u64`: 96 bytes, no padding (asserted).
 unsafe impl TableRecord for NicStats {}
