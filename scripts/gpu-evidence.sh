@@ -116,7 +116,7 @@ run() {
     pack doctor.tgz doctor.log doctor.json doctor-emulated.log doctor-emulated.json
 
     if [[ -x $ev/waits-gpu-tests ]]; then
-        step waits 60 "$ev/waits-gpu-tests" --ignored --test-threads=1
+        step waits 60 "$ev/waits-gpu-tests" --ignored --test-threads=1 --nocapture
         pack waits.tgz waits.log
     else
         echo "== waits: not built (no kernels/tests/waits_gpu.rs)" >> "$summary"
