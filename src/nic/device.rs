@@ -571,17 +571,30 @@ impl<B: Backend> QueueObjects<B> {
     /// Keeps everything a live object may use for the life of the process: the CQ (if it
     /// was not destroyed), the UMEM registrations, the UAR and the protection domain.
     fn keep_for_the_device(&mut self) {
-        if let Some(cq) = self.cq.take() {
-            core::mem::forget(cq);
-        }
-        core::mem::forget(core::mem::take(&mut self.umems));
-        if let Some(uar) = self.uar.take() {
-            core::mem::forget(uar);
-        }
-        if let Some(pd) = self.pd.take() {
-            core::mem::forget(pd);
-        }
+        keep_for_the_process((
+            self.cq.take(),
+            core::mem::take(&mut self.umems),
+            self.uar.take(),
+            self.pd.take(),
+        ));
     }
+}
+
+/// What [`keep_for_the_process`] kept: never read, never dropped. Holding the boxes in a
+/// static keeps that memory reachable, so that a leak checker (LeakSanitizer, Miri) sees
+/// memory retained on purpose for a device, not memory lost.
+static KEPT_FOR_THE_DEVICE: std::sync::Mutex<Vec<Box<dyn core::any::Any + Send>>> =
+    std::sync::Mutex::new(Vec::new());
+
+/// Moves `value` to the heap and never drops it: what a device may still use after it
+/// failed a DESTROY stays allocated, registered and mapped for the life of the process.
+fn keep_for_the_process<T: Send + 'static>(value: T) {
+    let kept = Box::new(value);
+    // A panic while the list was held cannot have left it half-pushed: push anyway.
+    let mut all = KEPT_FOR_THE_DEVICE
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    all.push(kept);
 }
 
 impl<B: Backend> Drop for QueueObjects<B> {
