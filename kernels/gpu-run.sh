@@ -20,7 +20,7 @@
 # api (not part of all): the device API (.gpu/api-gpu-tests from target/release/deps/api_gpu-*):
 # every operation's bytes per thread and per warp for every scope, every memory effect,
 # counters and flush on the CUDA software NIC behind the control plane, put_with_signal's
-# ordering, the deadline status; then the put_signal example and the MoE dispatch/combine
+# ordering, the deadline status, a GPU opened beside the running NIC; then the put_signal example and the MoE dispatch/combine
 # example (.gpu/put_signal, .gpu/moe: BF16 and --fp8, every byte checked).
 # Writes logs and raw numbers under $OUT (or ./gpu-out).
 set -uo pipefail
@@ -107,8 +107,8 @@ if [[ $what == softnic || $what == all ]]; then
 fi
 if [[ $what == api ]]; then
     timeout 240 .gpu/api-gpu-tests --ignored --test-threads=1 --nocapture 2>&1 \
-        | tee "$out/api-gpu-tests.log" | grep -E "^test |test result|Rust builders|memory effect|never before|control|DEADLINE|panicked" || rc=1
-    grep -q "test result: ok. 4 passed" "$out/api-gpu-tests.log" || rc=1
+        | tee "$out/api-gpu-tests.log" | grep -E "^test |test result|Rust builders|memory effect|never before|control|DEADLINE|beside the running NIC|panicked" || rc=1
+    grep -q "test result: ok. 5 passed" "$out/api-gpu-tests.log" || rc=1
     timeout 60 .gpu/put_signal 2>&1 | tee "$out/put-signal.log" || rc=1
     grep -q "then the bytes" "$out/put-signal.log" || rc=1
     for format in "" --fp8; do

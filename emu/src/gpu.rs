@@ -43,7 +43,7 @@ use ibgda::nic::prm::{
     CreateQpOutput, DestroyCq, DestroyDct, DestroyQp, Init2RtrQp, Rtr2RtsQp, ServiceType,
 };
 use ibgda::nic::{SoftUmem, UmemId};
-use ibgda_kernels::gpu::Gpu;
+use ibgda_kernels::gpu::{CompileOptions, Gpu};
 use ibgda_kernels::softnic::device::DeviceNic;
 use ibgda_kernels::softnic::{
     cq_mode, state, transport, watch, NicCq, NicNode, NicQueue, NicRegion, NicResponder, NicTables,
@@ -154,12 +154,27 @@ impl GpuSide {
 /// The GPU side, once opened.
 static SIDE: OnceLock<Result<&'static GpuSide, String>> = OnceLock::new();
 
-/// The GPU side, opened on first use (GPU 0; the kernels compiled with NVRTC), its watcher
-/// thread started.
+/// The GPU side, opened on first use (GPU 0; the CUDA software NIC's kernel compiled with
+/// NVRTC, seconds of the program's first GPU registration: said on stderr unless
+/// `IBGDA_EMU_QUIET=1`), its watcher thread started.
 fn side() -> Outcome<&'static GpuSide> {
     SIDE.get_or_init(|| {
-        let gpu =
-            Gpu::open(0).map_err(|e| format!("opening GPU 0 for the CUDA software NIC: {e}"))?;
+        let start = Instant::now();
+        if !crate::entry::quiet() {
+            eprintln!(
+                "ibgda-emu: opening GPU 0 for the CUDA software NIC (NVRTC compiles its kernel)"
+            );
+        }
+        // The engine's kernel alone: the program that loaded the emulator compiles what
+        // else it runs itself.
+        let gpu = Gpu::open_softnic(0, &CompileOptions::new())
+            .map_err(|e| format!("opening GPU 0 for the CUDA software NIC: {e}"))?;
+        if !crate::entry::quiet() {
+            eprintln!(
+                "ibgda-emu: GPU 0 open for the CUDA software NIC after {:.1} s",
+                start.elapsed().as_secs_f64()
+            );
+        }
         let side: &'static GpuSide = Box::leak(Box::new(GpuSide {
             gpu: Box::leak(Box::new(gpu)),
             state: Mutex::new(State {

@@ -30,6 +30,11 @@
 
 using namespace ibgda;
 
+/* Program::SoftNic compiles this file with IBGDA_SOFTNIC_ONLY: the CUDA software NIC's kernel
+ * alone, for a process that runs nothing else of this file (the emulated ConnectX), in a
+ * third of the whole file's NVRTC time. */
+#ifndef IBGDA_SOFTNIC_ONLY
+
 /* ---------------------------------------------------------------------------------------
  * Building requests (host-built vs device-built bytes).
  * ------------------------------------------------------------------------------------- */
@@ -752,6 +757,8 @@ extern "C" __global__ void ibgda_mmio_probe(u64* cells, u64 value) {
     cells[2] = t - t0;
 }
 
+#endif /* IBGDA_SOFTNIC_ONLY */
+
 /* ---------------------------------------------------------------------------------------
  * The CUDA software NIC: thread 0 of block b runs engine b (softnic.cuh). Persistent
  * (exit_when_idle = 0): steps until *stop (host-mapped) is set, then drains and exits; an
@@ -808,6 +815,8 @@ extern "C" __global__ void ibgda_softnic(NicEngine* engines, u32 n_engines, cons
     e->ns = ptx::globaltimer() - t0;
     if (status != 0) e->status = status;
 }
+
+#ifndef IBGDA_SOFTNIC_ONLY
 
 /* WQEBBs of a request's WQE (the shapes of build_request). */
 __device__ __forceinline__ u32 request_wqebbs(const WqeRequest& r) {
@@ -895,3 +904,5 @@ __device__ __forceinline__ void nic_requests(const DeviceQueueDescriptor* qs, u3
 IBGDA_NIC_REQUESTS(GpuFence)
 IBGDA_NIC_REQUESTS(GpuReleaseStore)
 IBGDA_NIC_REQUESTS(ThreadFence)
+
+#endif /* IBGDA_SOFTNIC_ONLY */

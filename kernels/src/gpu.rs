@@ -375,18 +375,27 @@ impl Gpu {
     /// `cuFuncLoad` (CUDA 12.4+) and checked with `cuFuncIsLoaded`. The process
     /// environment is never read for this nor written.
     pub fn open_with(ordinal: usize, options: &CompileOptions) -> Result<Self, GpuError> {
-        let ctx = Self::new_context(ordinal)?;
-        let compiled: Vec<Compiled> = Program::ALL
-            .iter()
-            .map(|&p| compile(p, options))
-            .collect::<Result<_, _>>()?;
-        let load = |c: &Compiled| -> Result<HashMap<String, CudaFunction>, GpuError> {
-            let module = ctx.load_module(Ptx::from_binary(c.cubin.clone()))?;
-            load_every_kernel(&module, &c.ptx)
-        };
-        let kernels = load(&compiled[0])?;
-        let raw = load(&compiled[1])?;
-        Self::with_streams(ctx, kernels, raw, *options, compiled)
+        Self::open_compiling(ordinal, options, &Program::ALL)
+    }
+
+    /// Opens GPU `ordinal` with only the CUDA software NIC's kernel (`ibgda_softnic`,
+    /// [`Program::SoftNic`]) compiled with `options` and loaded: for a process that runs
+    /// [`DeviceNic`](crate::softnic::device::DeviceNic) and nothing else of the crate's (the
+    /// emulated ConnectX's GPU build), in about a third of [`Gpu::open`]'s NVRTC time, which
+    /// is most of its time. [`Gpu::raw_function`] finds no kernel on it.
+    pub fn open_softnic(ordinal: usize, options: &CompileOptions) -> Result<Self, GpuError> {
+        Self::open_compiling(ordinal, options, &[Program::SoftNic])
+    }
+
+    /// Opens GPU `ordinal` for the caller's programs alone
+    /// ([`Gpu::compile_program`], [`Gpu::load_compiled`], device-API programs), compiled
+    /// with `options`: none of the crate's programs is compiled at open, so
+    /// [`Gpu::function`] and [`Gpu::raw_function`] find no kernel on it.
+    pub fn open_for_user_programs(
+        ordinal: usize,
+        options: &CompileOptions,
+    ) -> Result<Self, GpuError> {
+        Self::open_compiling(ordinal, options, &[])
     }
 
     /// Opens GPU `ordinal` without compiling or loading any program (NVRTC is not
@@ -394,14 +403,29 @@ impl Gpu {
     /// doorbell mapping of [`CudaNicAccess`](crate::nic::CudaNicAccess)), as a host check
     /// uses it. [`Gpu::function`] and [`Gpu::raw_function`] find no kernel on it.
     pub fn open_without_programs(ordinal: usize) -> Result<Self, GpuError> {
+        Self::open_compiling(ordinal, &CompileOptions::new(), &[])
+    }
+
+    /// A context on GPU `ordinal` with `programs` compiled with `options` and loaded,
+    /// every kernel fully loaded: the first program's kernels are [`Gpu::function`]'s, the
+    /// second's [`Gpu::raw_function`]'s.
+    fn open_compiling(
+        ordinal: usize,
+        options: &CompileOptions,
+        programs: &[Program],
+    ) -> Result<Self, GpuError> {
         let ctx = Self::new_context(ordinal)?;
-        Self::with_streams(
-            ctx,
-            HashMap::new(),
-            HashMap::new(),
-            CompileOptions::new(),
-            Vec::new(),
-        )
+        let compiled: Vec<Compiled> = programs
+            .iter()
+            .map(|&p| compile(p, options))
+            .collect::<Result<_, _>>()?;
+        let load = |c: &Compiled| -> Result<HashMap<String, CudaFunction>, GpuError> {
+            let module = ctx.load_module(Ptx::from_binary(c.cubin.clone()))?;
+            load_every_kernel(&module, &c.ptx)
+        };
+        let kernels = compiled.first().map(load).transpose()?.unwrap_or_default();
+        let raw = compiled.get(1).map(load).transpose()?.unwrap_or_default();
+        Self::with_streams(ctx, kernels, raw, *options, compiled)
     }
 
     /// The GPU of `ctx` with its two streams and the programs loaded in it.
@@ -412,6 +436,15 @@ impl Gpu {
         options: CompileOptions,
         compiled: Vec<Compiled>,
     ) -> Result<Self, GpuError> {
+        // cudarc synchronizes the whole context when a handle makes its first stream with
+        // event tracking on, and every `Gpu` has a handle of its own on the device's
+        // primary context: a `Gpu` opened while a persistent kernel runs (the CUDA
+        // software NIC, the sink, or a program's kernel when the emulated ConnectX opens
+        // its GPU side during that program's registration) would wait for that kernel.
+        // SAFETY: event tracking only orders the uses of cudarc's `CudaSlice`s across
+        // streams; nothing on this handle allocates one (device memory comes from the
+        // driver directly, as `DeviceBuffer`s whose users synchronize before freeing).
+        unsafe { ctx.disable_event_tracking() };
         let stream = ctx.new_stream()?;
         let side_stream = ctx.new_stream()?;
         Ok(Self {

@@ -68,6 +68,11 @@ pub enum Program {
     BenchDormant,
     /// `cuda/api_kernels.cu`, the device API's test kernels.
     ApiKernels,
+    /// `cuda/kernels.cu` with `IBGDA_SOFTNIC_ONLY`: the CUDA software NIC's kernel
+    /// (`ibgda_softnic`) alone, for a process that runs nothing else of the crate's (the
+    /// emulated ConnectX, [`Gpu::open_softnic`](crate::gpu::Gpu::open_softnic)): about a
+    /// third of [`Program::Kernels`]'s compile time.
+    SoftNic,
 }
 
 impl Program {
@@ -84,13 +89,14 @@ impl Program {
             Self::BenchExperiments => "bench_experiments.cu",
             Self::BenchDormant => "bench_dormant.cu",
             Self::ApiKernels => "api_kernels.cu",
+            Self::SoftNic => "kernels.cu",
         }
     }
 
     /// The source text.
     pub fn source(self) -> &'static str {
         match self {
-            Self::Kernels => KERNELS_CU,
+            Self::Kernels | Self::SoftNic => KERNELS_CU,
             Self::RawBaseline => RAW_BASELINE_CU,
             Self::BenchExperiments => BENCH_EXPERIMENTS_CU,
             Self::BenchDormant => BENCH_DORMANT_CU,
@@ -169,6 +175,13 @@ pub fn load_nvrtc() -> Result<Option<PathBuf>, GpuError> {
 pub fn compile(program: Program, options: &CompileOptions) -> Result<Compiled, GpuError> {
     match program {
         Program::ApiKernels => compile_api_kernels(None, options),
+        Program::SoftNic => compile_source_with(
+            program.name(),
+            program.source(),
+            options,
+            &[],
+            &["-DIBGDA_SOFTNIC_ONLY"],
+        ),
         _ => compile_source(program.name(), program.source(), options),
     }
 }

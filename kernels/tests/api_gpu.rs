@@ -9,9 +9,17 @@
 //! - a receiver never sees a put_with_signal's signal before its data (1 MiB payloads,
 //!   the receiver on another SM); the same payload put and signaled on two queue pairs is
 //!   reported for comparison;
-//! - a wait that nothing ends returns the deadline status within its bound.
+//! - a wait that nothing ends returns the deadline status within its bound;
+//! - a GPU opened while the CUDA software NIC runs does not wait for it.
+//!
+//! The tests share one GPU (opening it compiles the crate's programs with NVRTC) and
+//! compile the API test kernels once per scope; each holds the GPU alone while it runs
+//! (a persistent NIC must not run beside another test's allocations). Each says its
+//! steps with the seconds since the binary's first (shown with `--nocapture`), so that
+//! a run stopped from outside shows where it was.
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
 use std::time::{Duration, Instant};
 
 use cudarc::driver::LaunchConfig;
@@ -35,18 +43,36 @@ use ibgda_kernels::api::{
 };
 use ibgda_kernels::cudanic::CudaFabric;
 use ibgda_kernels::gpu::{CompileOptions, Gpu};
-use ibgda_kernels::nvrtc::compile_api_kernels;
+use ibgda_kernels::nvrtc::{compile_api_kernels, Compiled};
 
 const DATA_LEN: usize = 1 << 20;
 const SIGNAL_LEN: usize = 4096;
 const DATA: u32 = 0;
 const SIGNALS: u32 = 1;
 
-fn gpu() -> Arc<Gpu> {
-    let options = CompileOptions::new()
-        .spin_limit(Duration::from_secs(3))
-        .expect("a valid bound");
-    Arc::new(Gpu::open_with(0, &options).unwrap_or_else(|e| panic!("no usable GPU: {e}")))
+/// Says that the test reached `what`, with the seconds since the binary's first step.
+fn step(what: &str) {
+    static START: OnceLock<Instant> = OnceLock::new();
+    let start = *START.get_or_init(Instant::now);
+    println!("  +{:.1} s: {what}", start.elapsed().as_secs_f64());
+}
+
+/// The binary's GPU, opened once, and the lock the calling test holds it with.
+fn gpu() -> (MutexGuard<'static, ()>, Arc<Gpu>) {
+    static SERIAL: Mutex<()> = Mutex::new(());
+    static GPU: OnceLock<Arc<Gpu>> = OnceLock::new();
+    // A test that failed holding the lock left nothing running (its guards stopped it).
+    let serial = SERIAL.lock().unwrap_or_else(PoisonError::into_inner);
+    let gpu = GPU.get_or_init(|| {
+        step("opening GPU 0 (NVRTC compiles the crate's programs)");
+        let options = CompileOptions::new()
+            .spin_limit(Duration::from_secs(3))
+            .expect("a valid bound");
+        let gpu = Gpu::open_with(0, &options).unwrap_or_else(|e| panic!("no usable GPU: {e}"));
+        step("GPU 0 open");
+        Arc::new(gpu)
+    });
+    (serial, gpu.clone())
 }
 
 fn cfg(blocks: u32, threads: u32) -> LaunchConfig {
@@ -358,9 +384,21 @@ fn perform<S: OrderingScope>(
     collect(gpu, &p)
 }
 
+/// The API test kernels of scope `S`, compiled once for the binary (NVRTC, seconds each)
+/// and loaded on `gpu`. Called before any NIC runs (loading waits for nothing then).
 fn program<'g, S: OrderingScope>(gpu: &'g Gpu) -> CommProgram<'g> {
-    let compiled =
-        compile_api_kernels(Some(S::NAME), gpu.options()).unwrap_or_else(|e| panic!("{e}"));
+    static COMPILED: Mutex<Option<HashMap<&'static str, Compiled>>> = Mutex::new(None);
+    let compiled = {
+        let mut cache = COMPILED.lock().unwrap_or_else(PoisonError::into_inner);
+        let cache = cache.get_or_insert_with(HashMap::new);
+        if !cache.contains_key(S::NAME) {
+            step(&format!("compiling the API test kernels of {}", S::NAME));
+            let c =
+                compile_api_kernels(Some(S::NAME), gpu.options()).unwrap_or_else(|e| panic!("{e}"));
+            cache.insert(S::NAME, c);
+        }
+        cache[S::NAME].clone()
+    };
     CommProgram::load(gpu, compiled).expect("load")
 }
 
@@ -368,7 +406,7 @@ fn bytes_for_scope<S>(scope: S)
 where
     S: OrderingScope<Producer = GpuThread> + ValidFor<GpuPlaced>,
 {
-    let gpu = gpu();
+    let (_serial, gpu) = gpu();
     let program = program::<S>(&gpu);
     for warp in [false, true] {
         let fabric = CudaFabric::new(gpu.clone());
@@ -427,12 +465,12 @@ where
                 if warp { "warp" } else { "thread" }
             );
         }
-        println!(
+        step(&format!(
             "{}: {} calls ({}) left exactly the Rust builders' bytes",
             S::NAME,
             calls.len(),
             if warp { "per warp" } else { "per thread" }
-        );
+        ));
     }
 }
 
@@ -456,10 +494,11 @@ fn effects_for_scope<S>(scope: S)
 where
     S: OrderingScope<Producer = GpuThread> + ValidFor<GpuPlaced>,
 {
-    let gpu = gpu();
+    let (_serial, gpu) = gpu();
     let program = program::<S>(&gpu);
     let fabric = CudaFabric::new(gpu.clone());
     let ranks = world(&fabric, 2, scope);
+    step(&format!("effects, {}: 2 ranks made", S::NAME));
     let r = &ranks[0];
     let comm = r.comm(
         &gpu,
@@ -488,7 +527,16 @@ where
         .device_nic(&gpu, &devices, &all, 2, 1 << 20)
         .expect("nic");
     nic.start().expect("start");
+    step(&format!(
+        "effects, {}: NIC started, performing {} calls",
+        S::NAME,
+        calls.len()
+    ));
     launch(&gpu, &program, &comm, &prepared, false);
+    step(&format!(
+        "effects, {}: calls done; counter wait and flush",
+        S::NAME
+    ));
     // The counter of the three calls that named it, then a flush of everything.
     // SAFETY: ibgda_api_wait_counter_S(DeviceComm, u32, u64, int*, u64*) and
     // ibgda_api_flush_S(DeviceComm, u32, u32, int*): the communicator, then scalars and
@@ -525,6 +573,7 @@ where
     }
     gpu.stream().synchronize().expect("flush");
     nic.stop().expect("stop");
+    step(&format!("effects, {}: NIC stopped", S::NAME));
     let got = collect(&gpu, &prepared);
     let words = gpu.read_device(&status).expect("status");
     let counter_status = i32::from_ne_bytes(words[..4].try_into().unwrap());
@@ -559,10 +608,10 @@ where
     let sig1 = gpu.read_device(&ranks[1].signals).expect("signals");
     check_effects(&before0, &before1, &got0, &got1, &sig1)
         .unwrap_or_else(|e| panic!("{}: {e}", S::NAME));
-    println!(
+    step(&format!(
         "{}: every operation's memory effect on the CUDA software NIC, counter and flush",
         S::NAME
-    );
+    ));
 }
 
 #[test]
@@ -581,7 +630,7 @@ fn signal_order_for_scope<S>(scope: S)
 where
     S: OrderingScope<Producer = GpuThread> + ValidFor<GpuPlaced>,
 {
-    let gpu = gpu();
+    let (_serial, gpu) = gpu();
     let program = program::<S>(&gpu);
     let fabric = CudaFabric::new(gpu.clone());
     let mut ranks = world(&fabric, 1, scope);
@@ -674,15 +723,15 @@ where
                 "{}: a signal seen before its data ({late} bytes late)",
                 S::NAME
             );
-            println!(
+            step(&format!(
                 "{}: {rounds} put_with_signal of {len} bytes: the signal never before the data",
                 S::NAME
-            );
+            ));
         } else {
-            println!(
+            step(&format!(
                 "{}: control, data and signal on two queue pairs: {late} bytes not yet placed when the signal was seen (status {s})",
                 S::NAME
-            );
+            ));
         }
     }
 }
@@ -697,7 +746,7 @@ fn the_signal_of_a_put_with_signal_is_never_seen_before_its_data_on_the_cuda_nic
 #[test]
 #[ignore = "needs an NVIDIA GPU: run with --ignored on the GPU machine"]
 fn a_wait_nothing_ends_returns_the_deadline_status() {
-    let gpu = gpu();
+    let (_serial, gpu) = gpu();
     let program = program::<GpuReleaseStore>(&gpu);
     let fabric = CudaFabric::new(gpu.clone());
     let ranks = world(&fabric, 1, GpuReleaseStore);
@@ -732,7 +781,7 @@ fn a_wait_nothing_ends_returns_the_deadline_status() {
         )
     }
     .expect("launch");
-    gpu.synchronize().expect("synchronize");
+    gpu.stream().synchronize().expect("synchronize");
     let took = t0.elapsed();
     let s = i32::from_ne_bytes(
         gpu.read_device(&status).expect("status")[..4]
@@ -744,5 +793,51 @@ fn a_wait_nothing_ends_returns_the_deadline_status() {
         took < Duration::from_secs(2),
         "the 20 ms wait took {took:?}"
     );
-    println!("a signal wait with a 20 ms deadline returned DEADLINE after {took:?} (host side)");
+    step(&format!(
+        "a signal wait with a 20 ms deadline returned DEADLINE after {took:?} (host side)"
+    ));
+}
+
+/// cudarc synchronizes the whole context when a new handle makes its first stream with
+/// event tracking on: a `Gpu` opened while the persistent NIC ran waited for the NIC (as
+/// the emulated ConnectX's GPU side, opened during a program's first GPU registration,
+/// would wait for the program's kernels). The NIC idles out after the binary's 3 s spin
+/// limit, so an open that waited for it takes 3 s and finds it ended (status SPIN_TIMEOUT).
+#[test]
+#[ignore = "needs an NVIDIA GPU: run with --ignored on the GPU machine"]
+fn a_gpu_opened_while_the_nic_runs_does_not_wait_for_it() {
+    let (_serial, gpu) = gpu();
+    let fabric = CudaFabric::new(gpu.clone());
+    let ranks = world(&fabric, 1, GpuReleaseStore);
+    let devices: Vec<&SoftGpuNic> = vec![ranks[0].device.backend()];
+    let all: Vec<_> = ranks[0].queues.iter().collect();
+    let mut nic = fabric
+        .device_nic(&gpu, &devices, &all, 1, 1 << 20)
+        .expect("nic");
+    nic.start().expect("start");
+    let t0 = Instant::now();
+    let (tx, rx) = std::sync::mpsc::channel();
+    // A thread of its own: an open that waits for the NIC is released by the stop below.
+    std::thread::spawn(move || {
+        let _ = tx.send(Gpu::open_without_programs(0).map(drop));
+    });
+    let opened = rx.recv_timeout(Duration::from_secs(10));
+    let took = t0.elapsed();
+    nic.stop().expect("stop");
+    let engines = nic.read().expect("the NIC's engines");
+    assert!(
+        matches!(opened, Ok(Ok(()))),
+        "opening a GPU beside the running NIC: {opened:?} after {took:?}"
+    );
+    assert!(
+        took < Duration::from_secs(2),
+        "opening a GPU beside the running NIC took {took:?}: it waited for the NIC"
+    );
+    assert_eq!(
+        engines[0].0.status, 0,
+        "the NIC ended before its stop (it idled out: something waited for it)"
+    );
+    step(&format!(
+        "a GPU opened beside the running NIC in {took:?}, the NIC running until its stop"
+    ));
 }

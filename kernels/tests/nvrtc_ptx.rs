@@ -273,6 +273,53 @@ fn the_cuda_nic_orders_through_acquire_loads_and_release_cqe_stores() {
     }
 }
 
+/// The NIC-only program (what the emulated ConnectX compiles, `Gpu::open_softnic`) is
+/// `ibgda_softnic` alone, compiled to exactly the PTX it has in the whole program: the same
+/// engine, in a third of the compile.
+#[test]
+#[cfg_attr(
+    not(ibgda_nvrtc),
+    ignore = "NVRTC not installed: run scripts/cuda-wheels.sh"
+)]
+fn the_nic_only_program_is_exactly_the_whole_programs_engine() {
+    let whole = compiled(Program::Kernels);
+    let t0 = std::time::Instant::now();
+    let nic = compile(Program::SoftNic, &CompileOptions::new()).unwrap_or_else(|e| panic!("{e}"));
+    println!("the NIC-only program compiled in {:?}", t0.elapsed());
+    assert_eq!(&nic.cubin[..4], b"\x7fELF", "not an ELF cubin");
+    let entries: Vec<String> = kernel_orderings(&nic.ptx)
+        .into_iter()
+        .map(|k| k.kernel)
+        .collect();
+    assert_eq!(entries, ["ibgda_softnic"]);
+    assert_eq!(
+        numbering_dropped(entry_body(&nic.ptx, "ibgda_softnic")),
+        numbering_dropped(entry_body(&whole.ptx, "ibgda_softnic"))
+    );
+    assert_eq!(
+        ordering_of(&nic.ptx, "ibgda_softnic"),
+        ordering_of(&whole.ptx, "ibgda_softnic")
+    );
+}
+
+/// `body` without the function's number in the module, which NVRTC puts in its local
+/// depot's name and its labels (`__local_depot71`, `$L__BB71_3`).
+fn numbering_dropped(body: &str) -> String {
+    let mut out = String::with_capacity(body.len());
+    let mut rest = body;
+    while let Some((at, prefix)) = ["__local_depot", "$L__BB"]
+        .iter()
+        .filter_map(|p| rest.find(p).map(|i| (i, *p)))
+        .min()
+    {
+        let end = at + prefix.len();
+        out.push_str(&rest[..end]);
+        rest = rest[end..].trim_start_matches(|c: char| c.is_ascii_digit());
+    }
+    out.push_str(rest);
+    out
+}
+
 /// The PTX text of entry `name`, from its `.entry` line to its closing brace.
 fn entry_body<'a>(ptx: &'a str, name: &str) -> &'a str {
     let start = ptx
