@@ -4,6 +4,9 @@
 use core::ffi::c_int;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::ptr::NonNull;
+use std::sync::{Mutex, MutexGuard, OnceLock, PoisonError};
+use std::thread::ThreadId;
+use std::time::{Duration, Instant};
 
 use ibgda::memory::DmaBuffer;
 
@@ -97,9 +100,95 @@ pub(crate) fn errno_name(errno: i32) -> &'static str {
 }
 
 /// Whether failures are printed: always, unless `IBGDA_EMU_QUIET=1`.
-fn quiet() -> bool {
+pub(crate) fn quiet() -> bool {
     static QUIET: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
     *QUIET.get_or_init(|| std::env::var("IBGDA_EMU_QUIET").is_ok_and(|v| v == "1"))
+}
+
+/// Whether entry points that take long are reported (`IBGDA_EMU_TRACE=1`): each that took
+/// [`SLOW`] or more when it returns, and every [`SLOW`] each one still running, so that a
+/// program stopped from outside shows which call it was in.
+pub(crate) fn tracing() -> bool {
+    static TRACE: OnceLock<bool> = OnceLock::new();
+    *TRACE.get_or_init(|| std::env::var("IBGDA_EMU_TRACE").is_ok_and(|v| v == "1"))
+}
+
+/// What tracing counts as long.
+pub(crate) const SLOW: Duration = Duration::from_secs(1);
+
+/// The entry points running now, when tracing: (thread, call, since).
+type Running = Vec<(ThreadId, &'static str, Instant)>;
+
+fn running() -> MutexGuard<'static, Running> {
+    static RUNNING: Mutex<Running> = Mutex::new(Vec::new());
+    RUNNING.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// The lines for the entry points of `calls` that have run `threshold` or more at `now`.
+pub(crate) fn overdue(calls: &Running, now: Instant, threshold: Duration) -> Vec<String> {
+    calls
+        .iter()
+        .filter_map(|&(thread, call, since)| {
+            let ran = now.saturating_duration_since(since);
+            (ran >= threshold).then(|| {
+                format!(
+                    "ibgda-emu: trace: {call} still running after {:.1} s ({thread:?})",
+                    ran.as_secs_f64()
+                )
+            })
+        })
+        .collect()
+}
+
+/// One traced entry point: registered while it runs, reported when it returns slow.
+struct Traced {
+    call: &'static str,
+    since: Instant,
+}
+
+impl Traced {
+    fn start(call: &'static str) -> Option<Self> {
+        if !tracing() {
+            return None;
+        }
+        static WATCHER: OnceLock<()> = OnceLock::new();
+        WATCHER.get_or_init(|| {
+            // Reports what still runs, every SLOW; a failure to start it only loses that.
+            let _ = std::thread::Builder::new()
+                .name("ibgda-emu-trace".into())
+                .spawn(|| loop {
+                    std::thread::sleep(SLOW);
+                    for line in overdue(&running(), Instant::now(), SLOW) {
+                        eprintln!("{line}");
+                    }
+                });
+        });
+        let since = Instant::now();
+        running().push((std::thread::current().id(), call, since));
+        Some(Self { call, since })
+    }
+}
+
+impl Drop for Traced {
+    fn drop(&mut self) {
+        let me = std::thread::current().id();
+        let mut calls = running();
+        if let Some(i) = calls
+            .iter()
+            .rposition(|&(t, c, s)| t == me && c == self.call && s == self.since)
+        {
+            calls.remove(i);
+        }
+        drop(calls);
+        let took = self.since.elapsed();
+        if took >= SLOW {
+            eprintln!(
+                "ibgda-emu: trace: {} returned after {:.1} s",
+                self.call,
+                took.as_secs_f64()
+            );
+        }
+    }
 }
 
 /// Runs `body` as entry point `call`: a failure sets errno, prints `ibgda-emu: call: ...`
@@ -110,10 +199,12 @@ pub(crate) fn run<T>(
     on_failure: impl FnOnce(i32) -> T,
     body: impl FnOnce(&'static Emulator) -> Outcome<T>,
 ) -> T {
+    let traced = Traced::start(call);
     let result = catch_unwind(AssertUnwindSafe(|| {
         let emulator = Emulator::get().map_err(Failure::invalid)?;
         body(emulator)
     }));
+    drop(traced);
     let failure = match result {
         Ok(Ok(value)) => return value,
         Ok(Err(failure)) => failure,
@@ -276,4 +367,34 @@ pub(crate) unsafe fn output<'a>(ptr: *mut core::ffi::c_void, len: usize) -> Outc
     }
     // SAFETY: the caller's contract.
     Ok(unsafe { core::slice::from_raw_parts_mut(ptr.cast::<u8>(), len) })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_trace_reports_exactly_the_calls_running_past_the_threshold() {
+        let now = Instant::now();
+        let me = std::thread::current().id();
+        let calls: Running = vec![
+            (me, "ibv_reg_dmabuf_mr", now - Duration::from_millis(2500)),
+            (
+                me,
+                "mlx5dv_devx_obj_create",
+                now - Duration::from_millis(200),
+            ),
+            (me, "ibv_alloc_pd", now),
+        ];
+        let lines = overdue(&calls, now, SLOW);
+        assert_eq!(lines.len(), 1, "{lines:?}");
+        assert!(
+            lines[0].starts_with("ibgda-emu: trace: ibv_reg_dmabuf_mr still running after 2.5 s"),
+            "{}",
+            lines[0]
+        );
+        // A call that started after `now` (another thread's clock read) is not overdue.
+        let later: Running = vec![(me, "ibv_open_device", now + Duration::from_secs(5))];
+        assert!(overdue(&later, now, SLOW).is_empty());
+    }
 }

@@ -9,10 +9,14 @@
 //! IBGDA_EMU_FEATURES=cuda scripts/with-emulated-nic env IBGDA_NIC=mlx5_0 \
 //!     cargo run --release -p ibgda-kernels --features mlx5 --example control_plane_gpu
 //! ```
+//!
+//! Each step is said on stderr with the seconds since the start, so that a run stopped
+//! from outside shows where it was (the emulated ConnectX compiles the CUDA software NIC's
+//! kernel with NVRTC at the first GPU registration).
 
 use std::error::Error;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use cudarc::driver::LaunchConfig;
 use ibgda::memory::DeviceBuffer;
@@ -26,12 +30,24 @@ use ibgda_kernels::nic::CudaNicAccess;
 
 const SOURCE: &str = include_str!("user_kernel.cu");
 
+/// Says on stderr that `what` is done, `start` being the program's start.
+fn step(start: Instant, what: &str) {
+    eprintln!(
+        "control_plane_gpu +{:.1} s: {what}",
+        start.elapsed().as_secs_f64()
+    );
+}
+
 fn main() -> Result<(), Box<dyn Error>> {
+    let start = Instant::now();
     // A wait that lasts 3 s becomes an error status instead of a hang.
     let options = CompileOptions::new().spin_limit(Duration::from_secs(3))?;
-    let gpu = Arc::new(Gpu::open_with(0, &options)?);
+    // Only this program's kernel is compiled (the NIC, a ConnectX or the emulator's CUDA
+    // software NIC, is not this process's code).
+    let gpu = Arc::new(Gpu::open_for_user_programs(0, &options)?);
     let program = gpu.compile_program("user_kernel.cu", SOURCE)?;
     let kernel = program.kernel::<Rc, GpuReleaseStore>("put_get_add")?;
+    step(start, "GPU 0 open, user_kernel.cu compiled");
 
     // The device named by IBGDA_NIC (or the first mlx5 device), with GPU access: DMA-BUF
     // export of GPU memory, the UAR doorbell mapped into the GPU.
@@ -39,6 +55,7 @@ fn main() -> Result<(), Box<dyn Error>> {
     let backend = Mlx5Backend::from_env()?.with_gpu(access.clone(), access.clone());
     let device = Device::open(backend)?;
     let pd = device.alloc_pd()?;
+    step(start, "device open, protection domain allocated");
 
     // GPU memory in page-aligned ranges of its own (as queue memory is), registered.
     let memory = |len: usize, init: &[u8]| -> Result<Arc<DeviceBuffer>, Box<dyn Error>> {
@@ -67,12 +84,17 @@ fn main() -> Result<(), Box<dyn Error>> {
         MemoryAccess::LOCAL_WRITE | MemoryAccess::REMOTE_ATOMIC,
     )?;
     let status = gpu.device_buffer(4)?;
+    step(start, "GPU memory registered (3 regions)");
 
     // An RC queue pair in GPU memory, connected to itself.
     let pending = pd.create_rc_in::<GpuPlaced>(QueueSpec::new(RingSize::new(64)?), &*access)?;
     let endpoint = pending.endpoint();
     let state = ProducerStateMemory::from_device(gpu.device_buffer(64)?)?;
-    let qp = pending.connect_device(&endpoint, state, GpuReleaseStore)?;
+    let mut qp = pending.connect_device(&endpoint, state, GpuReleaseStore)?;
+    // Loopback moves take microseconds: a completion that never comes ends the kernel's
+    // wait with the deadline status after 10 s instead of the default 60 s.
+    qp.set_device_wait(Duration::from_secs(10))?;
+    step(start, "RC queue pair in GPU memory connected to itself");
 
     let (value, add) = (0x1122_3344_5566_7788u64, 2u64);
     let args = [
@@ -98,7 +120,9 @@ fn main() -> Result<(), Box<dyn Error>> {
     // src[0..256], dst[0..1024], counter[0..8] (through the NIC) and status[0..4], all
     // registered or allocated above and alive until the synchronize below.
     unsafe { kernel.launch(&qp.device_queue(), one, &args) }?;
+    step(start, "kernel launched");
     gpu.stream().synchronize()?;
+    step(start, "kernel done");
 
     let status = i32::from_ne_bytes(gpu.read_device(&status)?[..4].try_into()?);
     let dst = gpu.read_device(&dst)?;

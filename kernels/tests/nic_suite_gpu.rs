@@ -19,6 +19,13 @@
 //!   kernel's wait returns the error status (LOCAL_QP_OP, then flushes) instead of
 //!   spinning.
 //!
+//! Each case says its steps with the seconds since its first (opening the GPU
+//! compiles the crate's programs with NVRTC; the emulated ConnectX compiles its CUDA
+//! software NIC at the first GPU registration), and the queue pairs' device waits end
+//! after [`DEVICE_WAIT`], so that a run stopped from outside shows where each case was.
+//! A case that runs longer than `IBGDA_NIC_SUITE_GPU_CASE_TIMEOUT_S` seconds (default
+//! 300) is killed and reported failed, and the next case runs.
+//!
 //! Needs a GPU: without one (CI), every case is reported ignored with the reason, unless
 //! `IBGDA_REQUIRE_GPU=1`. `IBGDA_NIC` unset or `soft` reports every case ignored too: the
 //! software backend's GPU placement (the CUDA software NIC behind the control plane) is
@@ -28,8 +35,8 @@
 mod case_report;
 
 use std::process::{Command, ExitCode};
-use std::sync::Arc;
-use std::time::Duration;
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant};
 
 use cudarc::driver::LaunchConfig;
 use ibgda::memory::DeviceBuffer;
@@ -44,8 +51,35 @@ use zerocopy::IntoBytes;
 
 /// Set in a child process: the case it runs.
 const CHILD_ENV: &str = "IBGDA_NIC_SUITE_GPU_CASE";
-/// How long a child may run.
+/// How long a child may run, unless `IBGDA_NIC_SUITE_GPU_CASE_TIMEOUT_S` says otherwise.
 const CHILD_TIMEOUT: Duration = Duration::from_secs(300);
+/// The environment variable bounding each case's process, in seconds.
+const TIMEOUT_ENV: &str = "IBGDA_NIC_SUITE_GPU_CASE_TIMEOUT_S";
+/// The device waits' bound on every queue pair the cases make: each operation takes
+/// microseconds, so a completion that never comes ends the kernel's wait (the deadline
+/// status) within seconds instead of the default 60 s.
+const DEVICE_WAIT: Duration = Duration::from_secs(10);
+
+/// The bound on each case's process: `IBGDA_NIC_SUITE_GPU_CASE_TIMEOUT_S` if it is a
+/// whole number of seconds above 0, else [`CHILD_TIMEOUT`].
+fn child_timeout(var: Option<&str>) -> Result<Duration, String> {
+    match var {
+        None => Ok(CHILD_TIMEOUT),
+        Some(v) => match v.trim().parse::<u64>() {
+            Ok(s) if s > 0 => Ok(Duration::from_secs(s)),
+            _ => Err(format!(
+                "{TIMEOUT_ENV}={v:?}: a whole number of seconds above 0 is needed"
+            )),
+        },
+    }
+}
+
+/// Says on stdout that the case reached `what`, with the seconds since its first step.
+fn step(what: &str) {
+    static START: OnceLock<Instant> = OnceLock::new();
+    let start = *START.get_or_init(Instant::now);
+    println!("  +{:.1} s: {what}", start.elapsed().as_secs_f64());
+}
 
 type Outcome = Result<(), String>;
 
@@ -89,13 +123,23 @@ struct Setup {
     device: Device<ibgda::nic::mlx5::Mlx5Backend>,
 }
 
-fn setup(name: &str) -> Result<Setup, String> {
+/// The GPU, with the crate's programs compiled (`kernels`: for a case that launches
+/// kernels) or none, and the device `name`.
+fn setup(name: &str, kernels: bool) -> Result<Setup, String> {
     use ibgda::nic::mlx5::{Mlx5Backend, Mlx5Device};
-    let gpu = Arc::new(Gpu::open(0).map_err(|e| format!("GPU 0: {e}"))?);
+    let gpu = if kernels {
+        step("opening GPU 0 (NVRTC compiles the crate's programs)");
+        Gpu::open(0)
+    } else {
+        Gpu::open_without_programs(0)
+    };
+    let gpu = Arc::new(gpu.map_err(|e| format!("GPU 0: {e}"))?);
+    step("GPU 0 open");
     let access = Arc::new(CudaNicAccess::new(gpu.clone()));
     let backend = Mlx5Backend::new(Mlx5Device::open(Some(name)).map_err(fail)?)
         .with_gpu(access.clone(), access.clone());
     let device = Device::open(backend).map_err(fail)?;
+    step(&format!("device {name} open"));
     Ok(Setup {
         gpu,
         access,
@@ -167,6 +211,11 @@ fn run_requests(
         block_dim: (queues.len() as u32, 1, 1),
         shared_mem_bytes: 0,
     };
+    step(&format!(
+        "launching {} requests on {} queue pairs",
+        requests.len(),
+        queues.len()
+    ));
     // SAFETY: ibgda_nic_requests_GpuReleaseStore(const DeviceQueueDescriptor*, u32 nq,
     // const WqeRequest*, u32 per, u32 batch, int* statuses, int* status): `queues.len()`
     // descriptors of live GPU-placed queue pairs (the caller holds them), as many times
@@ -182,6 +231,7 @@ fn run_requests(
     }
     .map_err(fail)?;
     gpu.stream().synchronize().map_err(fail)?;
+    step("kernel done");
     let words = |b: &DeviceBuffer| -> Result<Vec<i32>, String> {
         Ok(gpu
             .read_device(b)
@@ -203,7 +253,7 @@ fn be32(bytes: &[u8], at: usize) -> u32 {
 }
 
 fn gpu_placed_queues(name: &str) -> Outcome {
-    let s = setup(name)?;
+    let s = setup(name, true)?;
     let caps = *s.device.caps();
     let pd = s.device.alloc_pd().map_err(fail)?;
     // Data: a source pattern, destinations, atomic operands (big-endian), results.
@@ -229,12 +279,14 @@ fn gpu_placed_queues(name: &str) -> Outcome {
         )
         .map_err(fail)
     };
+    step("registering GPU memory (the emulator opens its GPU side at the first)");
     let (r_src, r_dst, r_atom, r_res) = (
         register(&src)?,
         register(&dst)?,
         register(&atom)?,
         register(&res)?,
     );
+    step("4 GPU memory regions registered");
 
     // The queues: an RC queue pair connected to itself, a DC initiator, a DC target.
     let state =
@@ -243,16 +295,19 @@ fn gpu_placed_queues(name: &str) -> Outcome {
         .create_rc_in::<GpuPlaced>(spec(), &*s.access)
         .map_err(fail)?;
     let endpoint = pending.endpoint();
-    let rc = pending
+    let mut rc = pending
         .connect_device(&endpoint, state()?, GpuReleaseStore)
         .map_err(fail)?;
+    rc.set_device_wait(DEVICE_WAIT).map_err(fail)?;
     const KEY: u64 = 0x0102_0304_0506_0708;
     let dct = pd.create_dct(KEY, 16).map_err(fail)?;
-    let dci = pd
+    let mut dci = pd
         .create_dci_in::<Compact, GpuPlaced>(spec(), &*s.access)
         .map_err(fail)?
         .activate_device(state()?, GpuReleaseStore)
         .map_err(fail)?;
+    dci.set_device_wait(DEVICE_WAIT).map_err(fail)?;
+    step("RC queue pair, DC initiator and DC target made");
     let (io, host) = s.device.backend().doorbell_mappings();
     println!("doorbells mapped into the GPU: {io} as I/O memory, {host} as host memory");
     if io + host != 2 {
@@ -442,7 +497,8 @@ fn a_thousand_queue_pairs(name: &str) -> Outcome {
             libc::setrlimit(libc::RLIMIT_NOFILE, &lower);
         }
     }
-    let s = setup(name)?;
+    // No kernel runs here: nothing to compile.
+    let s = setup(name, false)?;
     let pd = s.device.alloc_pd().map_err(fail)?;
     let small = QueueSpec::new(RingSize::new(16).expect("16 WQEBBs"));
     let before = open_descriptors()?;
@@ -452,6 +508,9 @@ fn a_thousand_queue_pairs(name: &str) -> Outcome {
             pd.create_rc_in::<GpuPlaced>(small, &*s.access)
                 .map_err(|e| format!("queue pair {i}: {e}"))?,
         );
+        if (i + 1) % 250 == 0 {
+            step(&format!("{} GPU-placed queue pairs made", i + 1));
+        }
     }
     let after = open_descriptors()?;
     println!("1,000 GPU-placed queue pairs (4,000 DMA-BUF UMEMs): {before} descriptors open before, {after} after");
@@ -465,9 +524,10 @@ fn a_thousand_queue_pairs(name: &str) -> Outcome {
 }
 
 fn first_wqe_failure(name: &str) -> Outcome {
-    let s = setup(name)?;
+    let s = setup(name, true)?;
     let pd = s.device.alloc_pd().map_err(fail)?;
     let dst = gpu_memory(&s, 4096, &[])?;
+    step("registering GPU memory (the emulator opens its GPU side)");
     let region = pd
         .register_memory(
             RegisterMemory::Gpu {
@@ -484,9 +544,11 @@ fn first_wqe_failure(name: &str) -> Outcome {
     let endpoint = pending.endpoint();
     let state =
         ProducerStateMemory::from_device(s.gpu.device_buffer(64).map_err(fail)?).map_err(fail)?;
-    let rc = pending
+    let mut rc = pending
         .connect_device(&endpoint, state, GpuReleaseStore)
         .map_err(fail)?;
+    rc.set_device_wait(DEVICE_WAIT).map_err(fail)?;
+    step("GPU memory registered, RC queue pair connected to itself");
     let requests: Vec<WqeRequest> = (0..3)
         .map(|i| {
             let mut r = request(Shape::WriteInline);
@@ -511,8 +573,9 @@ fn first_wqe_failure(name: &str) -> Outcome {
     Ok(())
 }
 
-/// Runs `case` in a child process (this executable), with the emulator configured for it.
-fn run_child(case: &Case) -> Outcome {
+/// Runs `case` in a child process (this executable), with the emulator configured for it,
+/// for at most `timeout`.
+fn run_child(case: &Case, timeout: Duration) -> Outcome {
     let exe = std::env::current_exe().map_err(fail)?;
     let mut child = Command::new(exe)
         .env(CHILD_ENV, case.name)
@@ -529,9 +592,12 @@ fn run_child(case: &Case) -> Outcome {
                 Err(format!("the case's process exited with {status}"))
             };
         }
-        if start.elapsed() > CHILD_TIMEOUT {
+        if start.elapsed() > timeout {
             let _ = child.kill();
-            return Err(format!("the case did not end in {CHILD_TIMEOUT:?}"));
+            let _ = child.wait();
+            return Err(format!(
+                "the case did not end in {timeout:?} ({TIMEOUT_ENV}); its last step is above"
+            ));
         }
         std::thread::sleep(Duration::from_millis(20));
     }
@@ -564,6 +630,13 @@ fn main() -> ExitCode {
     let device = std::env::var("IBGDA_NIC").unwrap_or_default();
     println!("nic_suite_gpu: GPU-placed queues through the control plane, IBGDA_NIC={device:?}");
     let required = std::env::var("IBGDA_REQUIRE_GPU").is_ok_and(|v| v == "1");
+    let timeout = match child_timeout(std::env::var(TIMEOUT_ENV).ok().as_deref()) {
+        Ok(t) => t,
+        Err(why) => {
+            println!("{why}");
+            return ExitCode::FAILURE;
+        }
+    };
     let skip = if device.is_empty() || device == "soft" {
         Some("IBGDA_NIC names no mlx5 device: the software backend's GPU placement (the CUDA software NIC behind the control plane) is not this binary's".to_owned())
     } else if !ibgda_kernels::gpu::driver_present() {
@@ -590,16 +663,22 @@ fn main() -> ExitCode {
                     case.name
                 );
             }
-            (None, _) => match run_child(case) {
-                Ok(()) => {
-                    passed += 1;
-                    println!("test {} ... ok", case.name);
+            (None, _) => {
+                println!("{} (a process of its own, at most {timeout:?}):", case.name);
+                let start = Instant::now();
+                let outcome = run_child(case, timeout);
+                let took = start.elapsed().as_secs_f64();
+                match outcome {
+                    Ok(()) => {
+                        passed += 1;
+                        println!("test {} ... ok ({took:.1} s)", case.name);
+                    }
+                    Err(why) => {
+                        failed += 1;
+                        println!("test {} ... FAILED ({took:.1} s)\n    {why}", case.name);
+                    }
                 }
-                Err(why) => {
-                    failed += 1;
-                    println!("test {} ... FAILED\n    {why}", case.name);
-                }
-            },
+            }
         }
     }
     case_report::summary(passed, failed, ignored)
