@@ -5,15 +5,18 @@
 #   here:  bash scripts/gpu-evidence.sh build   # into .gpu/ev (ignored by git), about 40 MiB
 #   there: bash scripts/gpu-evidence.sh run     # carry [".gpu/ev"]; at most 8 files in $OUT
 #
-# Steps, most needed first, each bounded by its own timeout, each packed into $OUT as soon
-# as it ends (so a call cut short still returns what ran):
-#   api.tgz      the device API's GPU tests (api_gpu, --ignored), examples/put_signal and
-#                examples/moe (the dispatch/combine example, every byte checked)
-#   moe.tgz      ibgda-bench moe (DeepEP's low-latency shape, device API against builders)
-#   doctor.tgz   ibgda-doctor on this host as it is, then over the emulated ConnectX
-#   waits.tgz    the device waits' deadline tests (kernels/waits-gpu.sh), when built
+# Steps, most needed first, each bounded by its own limit (sized from what it does, and cut
+# to what is left of the call's 560 s), each packed into $OUT as soon as its group ends (so
+# a call cut short still returns what ran). Every binary says its steps with the seconds
+# since it started; a step still running at its bound gets its processes' threads, their
+# states and kernel wait channels recorded in its log before it is ended:
+#   api.tgz      the device API's GPU tests (api_gpu, --ignored --nocapture)
 #   emu.tgz      GPU-placed queues through the control plane on the mlx5 backend over the
 #                emulated ConnectX's GPU build: nic_suite_gpu and examples/control_plane_gpu
+#   moe.tgz      examples/put_signal, examples/moe (the dispatch/combine example, every
+#                byte checked), ibgda-bench moe (DeepEP's low-latency shape)
+#   doctor.tgz   ibgda-doctor on this host as it is, then over the emulated ConnectX
+#   waits.tgz    the device waits' deadline tests (kernels/waits-gpu.sh), when built
 #   summary.txt  the GPU, its SM clock, each step's exit status and time
 set -uo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -68,25 +71,56 @@ run() {
     mkdir -p "$out"
     work=$(mktemp -d)
     summary="$out/summary.txt"
+    # The device call's 10 minutes: every step's bound is cut to what is left of this, so
+    # that the call always ends with its archives packed.
+    local deadline=$((SECONDS + ${IBGDA_EVIDENCE_BUDGET_S:-560}))
     for d in /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib /usr/lib/x86_64-linux-gnu; do
         if [[ -e $d/libnvrtc.so.13 ]]; then export IBGDA_NVRTC_DIR=$d; break; fi
     done
     if ! ldconfig -p | grep -q 'libnl-route-3.so.200'; then
         export LD_LIBRARY_PATH=$PWD/$ev/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
     fi
-    export CUDA_MODULE_LOADING=EAGER
+    export CUDA_MODULE_LOADING=EAGER RUST_BACKTRACE=1
     {
         date -u
         nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.gpu --format=csv
         nvidia-smi -q -d CLOCK | sed -n '/Clocks$/,/^$/p'
     } > "$summary" 2>&1
-    step() { # name seconds command...: runs it, logs to $work/<name>.log, records the status
-        local name=$1 limit=$2 start=$SECONDS e
+    snapshot() { # pgid: every process of the step, its threads' states and wait channels
+        echo "== still running at the bound: processes of group $1 (state, kernel wait channel, CPU time)"
+        ps -eo pid=,pgid= | awk -v g="$1" '$2 == g { print $1 }' | while read -r p; do
+            ps -o pid=,etimes=,args= -p "$p" 2>/dev/null
+            ps -L -o tid=,stat=,wchan:32=,time=,comm= -p "$p" 2>/dev/null | sed 's/^/    /'
+        done
+        nvidia-smi --query-compute-apps=pid,used_memory --format=csv 2>&1
+    }
+    step() { # name seconds command...: runs it in a process group of its own, logs to
+        # $work/<name>.log; at its bound, what runs is recorded, then the group ends
+        local name=$1 limit=$2 start=$SECONDS e pid left
         shift 2
-        echo "== $name: $*" | tee -a "$work/$name.log"
-        timeout "$limit" "$@" >> "$work/$name.log" 2>&1
-        e=$?
-        echo "== $name: exit $e after $((SECONDS - start)) s (124: timed out at $limit s)" |
+        left=$((deadline - SECONDS))
+        if ((left < 10)); then
+            echo "== $name: skipped ($left s left of the call's budget)" |
+                tee -a "$work/$name.log" "$summary"
+            return
+        fi
+        ((limit > left)) && limit=$left
+        echo "== $name: $* (bound $limit s)" | tee -a "$work/$name.log"
+        setsid "$@" >> "$work/$name.log" 2>&1 < /dev/null &
+        pid=$!
+        while kill -0 "$pid" 2>/dev/null && ((SECONDS - start < limit)); do sleep 1; done
+        if kill -0 "$pid" 2>/dev/null; then
+            snapshot "$pid" >> "$work/$name.log" 2>&1
+            kill -TERM -- "-$pid" 2>/dev/null
+            sleep 5
+            kill -KILL -- "-$pid" 2>/dev/null
+            wait "$pid" 2>/dev/null
+            e=124
+        else
+            wait "$pid"
+            e=$?
+        fi
+        echo "== $name: exit $e after $((SECONDS - start)) s (124: stopped at its bound, $limit s)" |
             tee -a "$work/$name.log" "$summary"
         nvidia-smi --query-gpu=clocks.sm --format=csv,noheader >> "$summary" 2>&1
     }
@@ -96,41 +130,58 @@ run() {
         tar -C "$work" -czf "$out/$archive" "$@" 2>> "$summary"
     }
 
-    step api 75 "$ev/api-gpu-tests" --ignored --test-threads=1
-    step put_signal 25 "$ev/put_signal"
-    step moe-example 40 "$ev/moe"
-    pack api.tgz api.log put_signal.log moe-example.log
+    # Bounds from what each step does, in the H200 machine's times of 2026-12-02: opening
+    # a Gpu with the crate's programs is an NVRTC compile of about 20 s, the device API's
+    # test kernels about 3 s per scope, the emulator's CUDA software NIC about 7 s (its
+    # kernel alone). Each binary says its steps with the seconds since it started.
 
-    mkdir -p "$work/moe"
-    step moe 80 "$ev/ibgda-bench" --no-progress --no-plots --out "$work/moe" moe --iterations 20
-    pack moe.tgz moe.log moe
+    # The device API's GPU tests: one GPU open, 7 scopes compiled once each, then the
+    # tests (about 60 s).
+    step api 130 "$ev/api-gpu-tests" --ignored --test-threads=1 --nocapture
+    pack api.tgz api.log
 
+    # GPU-placed queues over the emulated ConnectX's GPU build: each case a process that
+    # opens a Gpu (about 20 s; none for the thousand queue pairs) and the emulator's NIC
+    # (about 7 s), each under its own 50 s bound, the suite under the sum; the example
+    # compiles only its own kernel (about 10 s in all). IBGDA_EMU_TRACE=1: emulator calls
+    # that take a second or more are reported, and while they run.
     local emu emu_cuda
+    emu_cuda=$(emulator_dir emu-cuda)
+    IBGDA_NIC=mlx5_0 IBGDA_REQUIRE_GPU=1 IBGDA_NIC_SUITE_GPU_CASE_TIMEOUT_S=50 IBGDA_EMU_TRACE=1 \
+        LD_LIBRARY_PATH="$emu_cuda${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
+        step nic-suite-gpu 160 "$ev/nic-suite-gpu"
+    IBGDA_NIC=mlx5_0 IBGDA_EMU_LOG="$work/control-plane-gpu.commands" IBGDA_EMU_TRACE=1 \
+        LD_LIBRARY_PATH="$emu_cuda${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
+        step control-plane-gpu 45 "$ev/control_plane_gpu"
+    pack emu.tgz nic-suite-gpu.log control-plane-gpu.log \
+        $(cd "$work" && ls control-plane-gpu.commands 2>/dev/null)
+
+    # put_signal: a Gpu open and its program (24 s on 2026-12-02); the MoE example and
+    # benchmark: a Gpu open, moe.cu, the checked and timed iterations (the benchmark's
+    # raw variant ended at its 10 s device deadline after 52 s).
+    step put_signal 45 "$ev/put_signal"
+    step moe-example 60 "$ev/moe"
+    mkdir -p "$work/moe"
+    step moe 70 "$ev/ibgda-bench" --no-progress --no-plots --out "$work/moe" moe --iterations 20
+    pack moe.tgz put_signal.log moe-example.log moe.log moe
+
+    # ibgda-doctor (about 1 s each).
     emu=$(emulator_dir emu)
-    step doctor 30 "$ev/ibgda-doctor"
-    timeout 30 "$ev/ibgda-doctor" --json > "$work/doctor.json" 2>> "$work/doctor.log"
+    step doctor 10 "$ev/ibgda-doctor"
+    timeout 10 "$ev/ibgda-doctor" --json > "$work/doctor.json" 2>> "$work/doctor.log"
     IBGDA_EMU_QUIET=1 LD_LIBRARY_PATH="$emu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
-        step doctor-emulated 30 "$ev/ibgda-doctor"
+        step doctor-emulated 10 "$ev/ibgda-doctor"
     IBGDA_EMU_QUIET=1 LD_LIBRARY_PATH="$emu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
-        timeout 30 "$ev/ibgda-doctor" --json > "$work/doctor-emulated.json" 2>> "$work/doctor-emulated.log"
+        timeout 10 "$ev/ibgda-doctor" --json > "$work/doctor-emulated.json" 2>> "$work/doctor-emulated.log"
     pack doctor.tgz doctor.log doctor.json doctor-emulated.log doctor-emulated.json
 
+    # The device waits (32 s on 2026-12-02).
     if [[ -x $ev/waits-gpu-tests ]]; then
         step waits 60 "$ev/waits-gpu-tests" --ignored --test-threads=1 --nocapture
         pack waits.tgz waits.log
     else
         echo "== waits: not built (no kernels/tests/waits_gpu.rs)" >> "$summary"
     fi
-
-    emu_cuda=$(emulator_dir emu-cuda)
-    IBGDA_NIC=mlx5_0 IBGDA_REQUIRE_GPU=1 \
-        LD_LIBRARY_PATH="$emu_cuda${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
-        step nic-suite-gpu 100 "$ev/nic-suite-gpu"
-    IBGDA_NIC=mlx5_0 IBGDA_EMU_LOG="$work/control-plane-gpu.commands" \
-        LD_LIBRARY_PATH="$emu_cuda${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
-        step control-plane-gpu 30 "$ev/control_plane_gpu"
-    pack emu.tgz nic-suite-gpu.log control-plane-gpu.log \
-        $(cd "$work" && ls control-plane-gpu.commands 2>/dev/null)
     ls -l "$out" >> "$summary"
 }
 
