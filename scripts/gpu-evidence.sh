@@ -106,6 +106,9 @@ run() {
         fi
         ((limit > left)) && limit=$left
         echo "== $name: $* (bound $limit s)" | tee -a "$work/$name.log"
+        # A background child of this (non-interactive) shell is in the shell's process
+        # group, never its leader, so setsid makes the new group in place (no fork): $! is
+        # the command itself and the leader of its group.
         setsid "$@" >> "$work/$name.log" 2>&1 < /dev/null &
         pid=$!
         while kill -0 "$pid" 2>/dev/null && ((SECONDS - start < limit)); do sleep 1; done
