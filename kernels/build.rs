@@ -183,6 +183,39 @@ fn build_host_engine() {
         .extra_warnings(true)
         .flag_if_supported("-Wno-unused-parameter")
         .compile("ibgda_softnic_host");
+    build_moe_host();
+}
+
+/// With `test-support`: `cuda/moe_host.cpp`, the MoE kernels of `cuda/moe.cu` run on host
+/// threads over the host engine (`experiments::moe::host`), for the shape of the committed
+/// `cuda/host/moe_layout.h`. Left out otherwise: nothing else calls it.
+fn build_moe_host() {
+    if env::var_os("CARGO_FEATURE_TEST_SUPPORT").is_none() {
+        return;
+    }
+    for f in [
+        "cuda/moe_host.cpp",
+        "cuda/moe.cu",
+        "cuda/host/moe_layout.h",
+        "cuda/host_threads.h",
+        "cuda/ptx_host.h",
+    ] {
+        println!("cargo::rerun-if-changed={f}");
+    }
+    cc::Build::new()
+        .cpp(true)
+        .std("c++17")
+        .file("cuda/moe_host.cpp")
+        // moe.cu includes "moe_layout.h": the host shape's, generated from MoeLayout.
+        .include("cuda/host")
+        .include("cuda")
+        .flag_if_supported("-pthread")
+        .flag_if_supported("-Wno-unknown-pragmas")
+        .warnings(true)
+        .extra_warnings(true)
+        .warnings_into_errors(true)
+        .flag_if_supported("-Wno-unused-parameter")
+        .compile("ibgda_moe_host");
 }
 
 /// The host build of the hand-written baseline's WQE writer: `cuda/raw_host.cpp` (which

@@ -32,6 +32,11 @@ __device__ __forceinline__ u16 bswap16(u16 x) { return (u16)((x >> 8) | (x << 8)
 
 __device__ __forceinline__ u64 gaddr(const void* p) { return (u64)__cvta_generic_to_global(p); }
 
+#ifdef IBGDA_HOST_THREADS
+/* A host build that runs kernels on threads (cuda/moe_host.cpp, a test without a GPU):
+ * the same operations as C++ atomics. */
+#include "ptx_host.h"
+#else
 namespace ptx {
 __device__ __forceinline__ void st_relaxed_sys_b32(void* p, u32 v) {
     asm volatile("st.relaxed.sys.global.b32 [%0], %1;" ::"l"(gaddr(p)), "r"(v) : "memory");
@@ -99,6 +104,7 @@ __device__ __forceinline__ u64 globaltimer() {
     return t;
 }
 } // namespace ptx
+#endif
 
 /* Every wait on a queue pair (room in the ring, a ticket, the queue pair, quiet, the
  * publication frontier) is bounded at run time by its descriptor's wait_ns (set per queue

@@ -36,6 +36,8 @@ use crate::api::{status, CommOptions, GpuComm, GpuWindow};
 use crate::cudanic::CudaFabric;
 use crate::gpu::{CompileOptions, Gpu, GpuError};
 use crate::nvrtc::{compile_source_with, Compiled};
+use crate::softnic::device::DeviceNic;
+use crate::softnic::state as nic_state;
 
 /// The kernels' source.
 pub const MOE_CU: &str = include_str!("../../cuda/moe.cu");
@@ -528,6 +530,44 @@ pub fn setup_rank<B: Backend>(
     })
 }
 
+/// The builders' tables `cuda/moe.cu`'s raw kernels read: `remote`, per rank, per peer,
+/// per window, the peer's (base, rkey); `local`, per rank, per window, its own (base,
+/// lkey), then per rank its scratch word's (address, lkey). They name what the device
+/// API's window tables name (every rank has `WINDOWS` windows of `ranks.len()` peers and
+/// its scratch registration after their registrations).
+pub fn raw_tables<B: Backend>(ranks: &[MoeRank<B>]) -> Result<(Vec<u64>, Vec<u64>), String> {
+    let mut remote = Vec::new();
+    let mut local = Vec::new();
+    for (r, rank) in ranks.iter().enumerate() {
+        if rank.windows.len() != WINDOWS
+            || rank.regions.len() <= WINDOWS
+            || rank.windows.iter().any(|w| w.n_peers() != ranks.len())
+        {
+            return Err(format!(
+                "rank {r}: {} windows, {} registrations, for {} ranks",
+                rank.windows.len(),
+                rank.regions.len(),
+                ranks.len()
+            ));
+        }
+        for peer in 0..ranks.len() {
+            for w in &rank.windows {
+                let e = w.peers()[peer];
+                remote.extend_from_slice(&[e.addr, u64::from(e.rkey.0)]);
+            }
+        }
+        for w in &rank.windows {
+            let l = w.local_side();
+            local.extend_from_slice(&[l.addr, u64::from(l.lkey.0)]);
+        }
+    }
+    for rank in ranks {
+        let s = &rank.regions[WINDOWS];
+        local.extend_from_slice(&[s.addr(), u64::from(s.lkey().0)]);
+    }
+    Ok((remote, local))
+}
+
 /// One phase's latency over the iterations (µs), from the kernel's events and from its
 /// stamps.
 #[derive(Clone, Copy, Debug, Default, Serialize)]
@@ -692,24 +732,7 @@ pub fn run(gpu: Arc<Gpu>, p: MoeParams) -> Result<MoeResult, GpuError> {
     let window_table: Vec<_> = gpu_windows.iter().map(|w| *w.device()).collect();
     let comms_buf = gpu.device_buffer_from(&bytes_of(&comm_table))?;
     let windows_buf = gpu.device_buffer_from(&bytes_of(&window_table))?;
-    let mut remote = Vec::new();
-    let mut local = Vec::new();
-    for rank in &ranks {
-        for peer in 0..p.ranks {
-            for w in &rank.windows {
-                let e = w.peers()[peer];
-                remote.extend_from_slice(&[e.addr, u64::from(e.rkey.0)]);
-            }
-        }
-        for w in &rank.windows {
-            let l = w.local_side();
-            local.extend_from_slice(&[l.addr, u64::from(l.lkey.0)]);
-        }
-    }
-    for rank in &ranks {
-        let s = &rank.regions[WINDOWS];
-        local.extend_from_slice(&[s.addr(), u64::from(s.lkey().0)]);
-    }
+    let (remote, local) = raw_tables(&ranks).map_err(invalid)?;
     let remote_buf = gpu.device_buffer_from(&bytes_of(&remote))?;
     let local_buf = gpu.device_buffer_from(&bytes_of(&local))?;
     let status_word = gpu.device_buffer(4)?;
@@ -814,17 +837,34 @@ pub fn run(gpu: Arc<Gpu>, p: MoeParams) -> Result<MoeResult, GpuError> {
             )?;
         }
         gpu.write_device(&status_word, 0, &[0u8; 4])?;
+        // A copy from pageable memory may return before its DMA lands, and the kernels'
+        // streams do not wait for it: the cleared buffers and status word first.
+        gpu.synchronize()?;
         nic.start()?;
         let r = step(v);
         nic.stop()?;
-        r?;
+        if let Err(e) = r {
+            // The step's own error, as it was (a caller may tell a hung GPU from it).
+            let report = nic_report(&nic).unwrap_or_default();
+            if !report.is_empty() {
+                progress(&format!("MoE: variant {v}, the NIC after the step{report}"));
+            }
+            return Err(e);
+        }
         let s = i32::from_ne_bytes(
             gpu.read_device(&status_word)?[..4]
                 .try_into()
                 .expect("4 bytes"),
         );
-        if s != 0 {
-            return Err(invalid(format!("variant {v}: status {}", status(s))));
+        // A wait that ends at its deadline says only that something never came: what the
+        // NIC's engines and queue pairs hold says whether the NIC stopped or a queue pair
+        // failed.
+        let report = nic_report(&nic)?;
+        if s != 0 || !report.is_empty() {
+            return Err(invalid(format!(
+                "variant {v}: status {}{report}",
+                status(s)
+            )));
         }
         checked[v] = check(&gpu, &p, &layout, &ranks, &inputs)?;
         progress(&format!(
@@ -851,14 +891,26 @@ pub fn run(gpu: Arc<Gpu>, p: MoeParams) -> Result<MoeResult, GpuError> {
         }
     }
     nic.stop()?;
-    outcome?;
+    if let Err(e) = outcome {
+        let report = nic_report(&nic).unwrap_or_default();
+        if !report.is_empty() {
+            progress(&format!(
+                "MoE: timed iterations, the NIC after them{report}"
+            ));
+        }
+        return Err(e);
+    }
     let s = i32::from_ne_bytes(
         gpu.read_device(&status_word)?[..4]
             .try_into()
             .expect("4 bytes"),
     );
-    if s != 0 {
-        return Err(invalid(format!("timed iterations: status {}", status(s))));
+    let report = nic_report(&nic)?;
+    if s != 0 || !report.is_empty() {
+        return Err(invalid(format!(
+            "timed iterations: status {}{report}",
+            status(s)
+        )));
     }
     let stamps: Vec<Vec<u64>> = ranks
         .iter()
@@ -937,6 +989,43 @@ pub fn run(gpu: Arc<Gpu>, p: MoeParams) -> Result<MoeResult, GpuError> {
     })
 }
 
+/// What the stopped NIC tells of a step: every engine that stopped by itself (its status:
+/// idle past the compile-time spin limit, or a livelock) and every queue pair in error
+/// (why, the syndromes, the failing WQE's index), each engine's WQEs executed, failed and
+/// flushed beside it. Empty when no engine stopped and no queue pair is in error.
+fn nic_report(nic: &DeviceNic<'_>) -> Result<String, GpuError> {
+    let mut o = String::new();
+    for (i, (e, t)) in nic.read()?.iter().enumerate() {
+        let failed: Vec<String> = t
+            .queues
+            .iter()
+            .filter(|q| q.state == nic_state::ERROR)
+            .map(|q| {
+                format!(
+                    "queue pair {:#x} in error (kind {}, syndrome {:#x}, vendor {:#x}, detail {})",
+                    q.qpn, q.error_kind, q.error_syndrome, q.error_vendor, q.error_detail
+                )
+            })
+            .collect();
+        if e.status == 0 && failed.is_empty() {
+            continue;
+        }
+        let ended = if e.status == 0 {
+            String::new()
+        } else {
+            format!(" stopped by itself ({})", status(e.status))
+        };
+        o.push_str(&format!(
+            "; NIC engine {i}{ended}: {} WQEs executed, {} failed, {} flushed",
+            e.stats.wqes_executed, e.stats.wqes_failed, e.stats.wqes_flushed
+        ));
+        for f in failed {
+            o.push_str(&format!(", {f}"));
+        }
+    }
+    Ok(o)
+}
+
 /// Whether every rank's receive slots, counts, meta words and combined output are the
 /// CPU reference's.
 fn check(
@@ -1000,6 +1089,192 @@ fn check(
         }
     }
     Ok(ok)
+}
+
+/// The kernels of `cuda/moe.cu`, both variants, run on host threads over the host build
+/// of the CUDA software NIC's engine (`cuda/moe_host.cpp`, built by `build.rs`): each
+/// CUDA thread a host thread, the device library's memory operations C++ atomics, one
+/// engine per connected pair of queue pairs. The shape is fixed at build time by
+/// `cuda/host/moe_layout.h`, generated from [`host::params`] (a test checks it), so a
+/// test without a GPU runs the same dispatch and combine code as the GPU, variant after
+/// variant in one process as [`run`] does, and checks it against the CPU reference.
+pub mod host {
+    use std::time::Duration;
+
+    use super::{reference, MoeLayout, MoeParams, WINDOWS};
+    use crate::gpu::GpuError;
+
+    /// Where the committed host layout header lies, from the crate's directory.
+    pub const LAYOUT_PATH: &str = "cuda/host/moe_layout.h";
+
+    /// The shape `cuda/moe_host.cpp` is built for: 4 ranks, 64 tokens, hidden 128, top-4
+    /// of 32 experts, BF16, 2 blocks per rank (of 64 threads on the host).
+    pub fn params() -> MoeParams {
+        MoeParams {
+            ranks: 4,
+            tokens: 64,
+            hidden: 128,
+            topk: 4,
+            experts: 32,
+            fp8: false,
+            blocks_per_rank: 2,
+            engines: 10,
+            iterations: 1,
+            warmup: 0,
+            ..MoeParams::deepep(false)
+        }
+    }
+
+    /// The text `cuda/host/moe_layout.h` must hold.
+    pub fn layout_header() -> String {
+        let p = params();
+        MoeLayout::of(&p).header(&p)
+    }
+
+    /// Which kernels a step runs.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    pub enum Variant {
+        /// On the device API.
+        Typed,
+        /// On the builders.
+        Raw,
+    }
+
+    /// What one step left.
+    #[derive(Clone, Debug, PartialEq, Eq)]
+    pub struct Step {
+        /// The kernels' status word (0, or the first failure's code).
+        pub status: i32,
+        /// Per rank, the combined output (BF16 bits, `[tokens][hidden]`).
+        pub out: Vec<Vec<u16>>,
+        /// Per rank, the tokens received per (local expert, source rank).
+        pub counts: Vec<Vec<u32>>,
+    }
+
+    #[cfg(not(ibgda_no_host_engine))]
+    extern "C" {
+        #[allow(clippy::too_many_arguments)]
+        fn ibgda_moe_host_run(
+            x: *const u16,
+            topk: *const i32,
+            weights: *const f32,
+            sizes: *const u64,
+            variants: *const u32,
+            n_steps: u32,
+            log_ring: u32,
+            wait_ns: u64,
+            nic_threads: u32,
+            statuses: *mut i32,
+            out: *mut u16,
+            counts: *mut u32,
+        ) -> i32;
+    }
+
+    /// Runs one step per entry of `variants` (step `i` as iteration `i`), on queue pairs
+    /// of 2^`log_ring` WQEBBs (6..=15), every device wait bounded by `wait`, the engines
+    /// stepped by `nic_threads` threads. `inputs` are [`reference::inputs`] of
+    /// [`params`].
+    pub fn run(
+        inputs: &[reference::Inputs],
+        variants: &[Variant],
+        log_ring: u32,
+        wait: Duration,
+        nic_threads: u32,
+    ) -> Result<Vec<Step>, GpuError> {
+        let p = params();
+        let (t, h, k) = (p.tokens, p.hidden, p.topk);
+        let pairs = p.local_experts() * p.ranks;
+        let shaped = inputs.len() == p.ranks
+            && inputs
+                .iter()
+                .all(|i| i.x.len() == t * h && i.topk.len() == t * k && i.weights.len() == t * k);
+        if !shaped || !(6..=15).contains(&log_ring) || nic_threads == 0 {
+            return Err(GpuError::Invalid(format!(
+                "host MoE: {} ranks of inputs, ring 2^{log_ring}, {nic_threads} NIC threads",
+                inputs.len()
+            )));
+        }
+        let n = u32::try_from(variants.len())
+            .map_err(|_| GpuError::Invalid("host MoE: too many steps".into()))?;
+        let wait_ns = u64::try_from(wait.as_nanos())
+            .ok()
+            .filter(|&ns| ns > 0)
+            .ok_or_else(|| GpuError::Invalid(format!("host MoE: wait {wait:?}")))?;
+        let x: Vec<u16> = inputs.iter().flat_map(|i| i.x.iter().copied()).collect();
+        let topk: Vec<i32> = inputs.iter().flat_map(|i| i.topk.iter().copied()).collect();
+        let weights: Vec<f32> = inputs
+            .iter()
+            .flat_map(|i| i.weights.iter().copied())
+            .collect();
+        let sizes: [u64; WINDOWS] = MoeLayout::of(&p).sizes.map(|s| s as u64);
+        let codes: Vec<u32> = variants
+            .iter()
+            .map(|v| match v {
+                Variant::Typed => 0,
+                Variant::Raw => 1,
+            })
+            .collect();
+        let steps = variants.len();
+        let mut statuses = vec![0i32; steps];
+        let mut out = vec![0u16; steps * p.ranks * t * h];
+        let mut counts = vec![0u32; steps * p.ranks * pairs];
+        #[cfg(ibgda_no_host_engine)]
+        {
+            let _ = (
+                x,
+                topk,
+                weights,
+                sizes,
+                codes,
+                n,
+                wait_ns,
+                &mut statuses,
+                &mut out,
+                &mut counts,
+            );
+            Err(GpuError::Invalid(
+                "the host build of the MoE kernels was left out (IBGDA_SKIP_HOST_ENGINE=1)".into(),
+            ))
+        }
+        #[cfg(not(ibgda_no_host_engine))]
+        {
+            // SAFETY: every pointer is to a live buffer of the length the function reads or
+            // writes for the compiled shape, which `params` is (tests/moe_host.rs checks
+            // the header against it): x, topk and weights R*T*H and R*T*K, sizes WINDOWS,
+            // variants n, statuses n, out n*R*T*H, counts n*R*pairs. It keeps no pointer
+            // and joins every thread it starts before returning.
+            let rc = unsafe {
+                ibgda_moe_host_run(
+                    x.as_ptr(),
+                    topk.as_ptr(),
+                    weights.as_ptr(),
+                    sizes.as_ptr(),
+                    codes.as_ptr(),
+                    n,
+                    log_ring,
+                    wait_ns,
+                    nic_threads,
+                    statuses.as_mut_ptr(),
+                    out.as_mut_ptr(),
+                    counts.as_mut_ptr(),
+                )
+            };
+            if rc != 0 {
+                return Err(GpuError::Invalid(format!("host MoE: setup failed ({rc})")));
+            }
+            Ok((0..steps)
+                .map(|i| Step {
+                    status: statuses[i],
+                    out: (0..p.ranks)
+                        .map(|r| out[(i * p.ranks + r) * t * h..][..t * h].to_vec())
+                        .collect(),
+                    counts: (0..p.ranks)
+                        .map(|r| counts[(i * p.ranks + r) * pairs..][..pairs].to_vec())
+                        .collect(),
+                })
+                .collect())
+        }
+    }
 }
 
 #[cfg(test)]
