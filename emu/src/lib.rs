@@ -115,6 +115,32 @@ pub extern "C" fn ibgda_emu_uar_page(addr: *const core::ffi::c_void) -> core::ff
     )
 }
 
+/// The RoCE v2 UDP source port an RC queue pair of an emulated device was connected with
+/// (its INIT2RTR's `udp_sport`, as the device holds it), read back as QUERY_QP would on a
+/// ConnectX: the port (0 to 65535), or minus an errno (`ENOENT`: no queue pair `qpn`;
+/// `EINVAL`: it is not connected over a RoCE path).
+#[no_mangle]
+pub extern "C" fn ibgda_emu_udp_source_port(qpn: u32) -> core::ffi::c_int {
+    entry::run(
+        "ibgda_emu_udp_source_port",
+        |e| -e,
+        |emulator| {
+            let status = ibgda::wqe::Qpn::new(qpn)
+                .ok()
+                .and_then(|q| emulator.fabric.qp_status(q))
+                .ok_or_else(|| entry::Failure::new(libc::ENOENT, format!("queue pair {qpn:#x}")))?;
+            match status.peer_path {
+                Some(ibgda::softnic::PeerPath::Roce(path)) => {
+                    Ok(core::ffi::c_int::from(path.udp_source_port))
+                }
+                other => Err(entry::Failure::invalid(format!(
+                    "queue pair {qpn:#x} is not connected over a RoCE path ({other:?})"
+                ))),
+            }
+        },
+    )
+}
+
 /// What is still allocated, over every context of every emulated device: writes
 /// `pds=N mrs=N ahs=N umems=N uars=N devx=N cqs=N srqs=N qps=N` (NUL-terminated, cut to
 /// `len`) to `buf` and returns the total, so that a test can check that a teardown released

@@ -457,13 +457,36 @@ pub mod hardware {
             fn udp_source_port(
                 &self,
                 _: &Device<Mlx5Backend>,
-                _: ibgda::wqe::Qpn,
+                qpn: ibgda::wqe::Qpn,
             ) -> Result<u16, String> {
-                Err(
-                    "the mlx5 backend does not read a queue pair's context back (no QUERY_QP)"
-                        .into(),
-                )
+                emulated_udp_source_port(qpn)
             }
+        }
+
+        /// On the emulated ConnectX, the UDP source port it holds for `qpn`
+        /// (`ibgda_emu_udp_source_port`); a ConnectX cannot tell here (the mlx5 backend
+        /// sends no QUERY_QP).
+        fn emulated_udp_source_port(qpn: ibgda::wqe::Qpn) -> Result<u16, String> {
+            type UdpSourcePort = unsafe extern "C" fn(u32) -> libc::c_int;
+            let absent = || {
+                "the mlx5 backend does not read a queue pair's context back (no QUERY_QP), \
+                 and libibverbs.so.1 is not the emulated ConnectX (no ibgda_emu_udp_source_port)"
+                    .to_owned()
+            };
+            // SAFETY: the libibverbs.so.1 this process already loaded (no initialiser runs).
+            let lib =
+                unsafe { libloading::Library::new("libibverbs.so.1") }.map_err(|_| absent())?;
+            // SAFETY: the emulator's entry point of this type, if the library is the emulator.
+            let port = unsafe { lib.get::<UdpSourcePort>(b"ibgda_emu_udp_source_port\0") }
+                .map_err(|_| absent())?;
+            // SAFETY: it reads only its argument.
+            let port = unsafe { port(qpn.get()) };
+            u16::try_from(port).map_err(|_| {
+                format!(
+                    "the emulator holds no UDP source port for {qpn:?} (errno {})",
+                    -port
+                )
+            })
         }
 
         /// On the emulated ConnectX (`emu/`), what it still holds after a teardown; a
