@@ -115,6 +115,11 @@ fn cases() -> Vec<Case> {
             dmabuf_descriptors_close,
         ),
         child_case(
+            "uar_gpu_mapping_refused_with_cuda_error_800",
+            "[device mlx5_0]\nfault.uar_gpu_mapping = 800\n",
+            uar_gpu_mapping_refused,
+        ),
+        child_case(
             "gpu_queue_memory_says_which_registration_it_took",
             DEFAULT_DEVICE,
             gpu_queue_registrations_reported,
@@ -587,6 +592,70 @@ fn open_with_gpu(name: &str) -> Result<(Device<Mlx5Backend>, Arc<CountingMapper>
     let backend = Mlx5Backend::new(Mlx5Device::open(Some(name)).map_err(fail)?)
         .with_gpu(Arc::new(StandInDmaBuf), mapper.clone());
     Ok((Device::open(backend).map_err(fail)?, mapper))
+}
+
+/// `fault.uar_gpu_mapping = 800`: the emulator answers the backend's question about the
+/// doorbell page with CUDA's "not permitted", as the driver refuses a BAR mapping to users
+/// without the peer-mapping override; GPU-placed queue pairs (RC and DC) then fail with
+/// the typed `UarMappingRefused` and its remedy, before the backend asks the mapper (no
+/// CUDA call is made), and everything allocated for them is released.
+fn uar_gpu_mapping_refused() -> Outcome {
+    let (device, mapper) = open_with_gpu("mlx5_0")?;
+    let pd = device.alloc_pd().map_err(fail)?;
+    let rc = expect_err(
+        pd.create_rc_in::<GpuPlaced>(spec(), &StandInGpuQueueMemory),
+        "a GPU-placed RC queue pair",
+    )?;
+    let dci = expect_err(
+        pd.create_dci_in::<Compact, GpuPlaced>(spec(), &StandInGpuQueueMemory),
+        "a GPU-placed DC initiator",
+    )?;
+    for e in [&rc, &dci] {
+        match mlx5_of(e)? {
+            Mlx5Error::UarMappingRefused {
+                cuda_error: 800,
+                message,
+            } => contains(message, "fault.uar_gpu_mapping")?,
+            other => {
+                return Err(format!(
+                    "expected UarMappingRefused with 800, got {other:?}"
+                ))
+            }
+        }
+        match e {
+            NicError::Backend(b) if b.is_unsupported() => {}
+            other => return Err(format!("not an unsupported backend error: {other:?}")),
+        }
+        let text = e.to_string();
+        contains(
+            &text,
+            "refused to map the NIC doorbell (UAR) page into the GPU",
+        )?;
+        contains(&text, "CUDA error 800")?;
+        contains(&text, "PeerMappingOverride=1")?;
+    }
+    if mapper.calls() != (0, 0) {
+        return Err(format!(
+            "the mapper was asked {:?} (I/O, host)",
+            mapper.calls()
+        ));
+    }
+    if device.backend().doorbell_mappings() != (0, 0) {
+        return Err(format!(
+            "doorbell mappings {:?} after a refusal",
+            device.backend().doorbell_mappings()
+        ));
+    }
+    // Host-placed queues on the same device do not map the doorbell into the GPU.
+    drop(pd.create_rc(spec()).map_err(fail)?);
+    drop(pd);
+    let left = outstanding()?;
+    for kind in ["uars", "umems", "devx", "qps", "cqs"] {
+        if count(&left, kind) != 0 {
+            return Err(format!("left after the refusals: {left:?}"));
+        }
+    }
+    Ok(())
 }
 
 /// GPU-placed queue pairs over the CPU emulator, their memory a stand-in: the backend says
