@@ -17,6 +17,8 @@
 
 mod case_report;
 mod emulator_path;
+#[path = "../examples/host_rdma.rs"]
+mod host_rdma;
 
 use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
@@ -124,6 +126,14 @@ fn cases() -> Vec<Case> {
             DEFAULT_DEVICE,
             gpu_queue_registrations_reported,
         ),
+        Case {
+            name: "host_rdma_example_runs_on_the_mlx5_backend",
+            run: Run::Child {
+                config: DEFAULT_DEVICE,
+                run: host_rdma_on_mlx5,
+                check: Some(check_host_rdma_log),
+            },
+        },
         child_case(
             "cqe_version_0",
             "[device mlx5_0]\ncap.cqe_version = 0\n",
@@ -706,6 +716,50 @@ fn gpu_queue_registrations_reported() -> Outcome {
         ));
     }
     drop((rc, dci, host, dct));
+    Ok(())
+}
+
+/// `examples/host_rdma.rs` with `--nic mlx5_0`: the example's whole job on the mlx5
+/// backend over the emulated ConnectX (its command log checked in the parent).
+fn host_rdma_on_mlx5() -> Outcome {
+    let args = host_rdma::nic_from_args(["--nic".to_owned(), "mlx5_0".to_owned()])?;
+    let report = host_rdma::run(&args).map_err(fail)?;
+    contains(&report, "on mlx5_0 (mlx5 backend: mlx5_0)")?;
+    let left = outstanding()?;
+    if left.iter().any(|(_, n)| *n != 0) {
+        return Err(format!("the example left {left:?}"));
+    }
+    Ok(())
+}
+
+/// The example's two RC queue pairs were made, connected and destroyed by the emulated
+/// device's firmware (the command log), every command accepted.
+fn check_host_rdma_log(path: &Path) -> Outcome {
+    let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let records = log::parse(&text).map_err(fail)?;
+    if let Some(r) = records
+        .iter()
+        .find(|r| r.errno != 0 || r.device != "mlx5_0")
+    {
+        return Err(format!("record {}: {} errno {}", r.seq, r.device, r.errno));
+    }
+    let times = |op: u16| records.iter().filter(|r| r.opcode() == op).count();
+    for (name, op) in [
+        ("CREATE_CQ", opcode::CREATE_CQ),
+        ("CREATE_QP", opcode::CREATE_QP),
+        ("RST2INIT_QP", opcode::RST2INIT_QP),
+        ("INIT2RTR_QP", opcode::INIT2RTR_QP),
+        ("RTR2RTS_QP", opcode::RTR2RTS_QP),
+        ("DESTROY_QP", opcode::DESTROY_QP),
+        ("DESTROY_CQ", opcode::DESTROY_CQ),
+    ] {
+        if times(op) != 2 {
+            return Err(format!(
+                "{name} {} times, expected 2 (one per host)",
+                times(op)
+            ));
+        }
+    }
     Ok(())
 }
 
