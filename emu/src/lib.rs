@@ -21,8 +21,9 @@
 //! - **Configuration and faults**: [`config`]; the command log (`IBGDA_EMU_LOG=<file>`):
 //!   [`ibgda::nic::prm::log`].
 //!
-//! `emu/README.md` has the design (and the GPU-placed queues' path through the CUDA
-//! software NIC, not built yet), what is implemented, and where each default comes from.
+//! `emu/README.md` has the design (and the GPU build's path for GPU-placed queues through
+//! the CUDA software NIC, feature `cuda`, `src/gpu.rs`), what is implemented, every
+//! emulator-only path in the library, and where each default comes from.
 
 #![deny(unsafe_op_in_unsafe_fn)]
 
