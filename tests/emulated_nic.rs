@@ -17,24 +17,30 @@
 
 mod case_report;
 mod emulator_path;
+#[path = "../examples/host_rdma.rs"]
+mod host_rdma;
 
 use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode, Stdio};
+use std::ptr::NonNull;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use ibgda::cq::Syndrome;
+use ibgda::cq::{Syndrome, CQE_BYTES};
 use ibgda::memory::{DeviceBuffer, DmaBuffer};
-use ibgda::nic::gpu_access::{DmaBufExportError, DmaBufExporter, DmaBufRange};
+use ibgda::nic::gpu_access::{
+    DmaBufExportError, DmaBufExporter, DmaBufRange, IoMapError, IoMapping, IoMemoryMapper,
+};
 use ibgda::nic::mlx5::{
-    check_atomic_capabilities, GpuPath, MemoryRegion, Mlx5Backend, Mlx5Device, Mlx5Error,
+    check_atomic_capabilities, GpuPath, MemoryRegion, Mlx5Backend, Mlx5Device, Mlx5Error, UmemPaths,
 };
 use ibgda::nic::prm::log::{self, DecodedCommand, DecodedOutput};
 use ibgda::nic::prm::{opcode, CommandStatus, PrmError, ServiceType};
-use ibgda::nic::{Device, MemoryAccess, NicError, QueueSpec};
-use ibgda::queue::{PollError, WaitError};
-use ibgda::wqe::{RdmaWrite, RingSize};
+use ibgda::nic::{Device, MemoryAccess, NicError, QueueAllocator, QueueFill, QueueSpec};
+use ibgda::queue::{Gpu as GpuPlaced, PollError, WaitError, CQE_INIT_OP_OWN};
+use ibgda::wqe::{Compact, RdmaWrite, RingSize};
 
 use emulator_path::{emulator_dir, library_path};
 
@@ -110,6 +116,24 @@ fn cases() -> Vec<Case> {
             DEFAULT_DEVICE,
             dmabuf_descriptors_close,
         ),
+        child_case(
+            "uar_gpu_mapping_refused_with_cuda_error_800",
+            "[device mlx5_0]\nfault.uar_gpu_mapping = 800\n",
+            uar_gpu_mapping_refused,
+        ),
+        child_case(
+            "gpu_queue_memory_says_which_registration_it_took",
+            DEFAULT_DEVICE,
+            gpu_queue_registrations_reported,
+        ),
+        Case {
+            name: "host_rdma_example_runs_on_the_mlx5_backend",
+            run: Run::Child {
+                config: DEFAULT_DEVICE,
+                run: host_rdma_on_mlx5,
+                check: Some(check_host_rdma_log),
+            },
+        },
         child_case(
             "cqe_version_0",
             "[device mlx5_0]\ncap.cqe_version = 0\n",
@@ -493,6 +517,248 @@ fn dmabuf_descriptors_close() -> Outcome {
             "{} descriptors open with {REGIONS} regions registered (before: {before})",
             after
         ));
+    }
+    Ok(())
+}
+
+/// Queue memory for GPU-placed queues, standing in for GPU memory on a machine without
+/// one: host memory seen as device memory (the CPU emulator reaches it by address), filled
+/// as the control plane asks.
+struct StandInGpuQueueMemory;
+
+impl QueueAllocator<GpuPlaced> for StandInGpuQueueMemory {
+    fn allocate(
+        &self,
+        len: usize,
+        align: usize,
+        fill: QueueFill,
+    ) -> Result<DeviceBuffer, NicError> {
+        let host = DmaBuffer::zeroed(len, align.max(4096))?;
+        if fill == QueueFill::InvalidCqes {
+            for entry in (0..len / CQE_BYTES).map(|i| i * CQE_BYTES) {
+                host.write(entry + CQE_BYTES - 1, &[CQE_INIT_OP_OWN])?;
+            }
+        }
+        let addr = host.addr();
+        // SAFETY: a stand-in for GPU memory: host memory kept allocated by the owner (the
+        // buffer itself) that only the emulated NIC touches.
+        Ok(unsafe { DeviceBuffer::from_raw(addr, len, Box::new(host)) })
+    }
+}
+
+/// A stand-in GPU mapping of the UAR page: the host address itself (nothing here
+/// dereferences it: no GPU kernel runs).
+#[derive(Debug)]
+struct StandInMapping(u64);
+
+// SAFETY: the "GPU" of these tests sees host memory at host addresses: the mapped range's
+// first byte is at the address it was given.
+unsafe impl IoMapping for StandInMapping {
+    fn device_addr(&self) -> u64 {
+        self.0
+    }
+}
+
+/// Maps the doorbell page for a stand-in GPU, counting what the backend asked of it.
+#[derive(Debug, Default)]
+struct CountingMapper {
+    io: AtomicUsize,
+    host: AtomicUsize,
+}
+
+// SAFETY: each mapping it returns is of exactly the range given (its first byte at the
+// range's address).
+unsafe impl IoMemoryMapper for CountingMapper {
+    unsafe fn map_io(&self, _: NonNull<u8>, _: usize) -> Result<Box<dyn IoMapping>, IoMapError> {
+        self.io.fetch_add(1, Ordering::Relaxed);
+        Err(IoMapError {
+            code: 1,
+            message: "the stand-in maps no I/O memory (the emulator's UAR pages are memory)".into(),
+        })
+    }
+    unsafe fn map_host_memory(
+        &self,
+        ptr: NonNull<u8>,
+        _: usize,
+    ) -> Result<Box<dyn IoMapping>, IoMapError> {
+        self.host.fetch_add(1, Ordering::Relaxed);
+        Ok(Box::new(StandInMapping(ptr.as_ptr() as u64)))
+    }
+}
+
+impl CountingMapper {
+    fn calls(&self) -> (usize, usize) {
+        (
+            self.io.load(Ordering::Relaxed),
+            self.host.load(Ordering::Relaxed),
+        )
+    }
+}
+
+/// The device opened with GPU access through stand-ins (the DMA-BUF exporter and the
+/// doorbell mapper a GPU's `CudaNicAccess` would be).
+fn open_with_gpu(name: &str) -> Result<(Device<Mlx5Backend>, Arc<CountingMapper>), String> {
+    let mapper = Arc::new(CountingMapper::default());
+    let backend = Mlx5Backend::new(Mlx5Device::open(Some(name)).map_err(fail)?)
+        .with_gpu(Arc::new(StandInDmaBuf), mapper.clone());
+    Ok((Device::open(backend).map_err(fail)?, mapper))
+}
+
+/// `fault.uar_gpu_mapping = 800`: the emulator answers the backend's question about the
+/// doorbell page with CUDA's "not permitted", as the driver refuses a BAR mapping to users
+/// without the peer-mapping override; GPU-placed queue pairs (RC and DC) then fail with
+/// the typed `UarMappingRefused` and its remedy, before the backend asks the mapper (no
+/// CUDA call is made), and everything allocated for them is released.
+fn uar_gpu_mapping_refused() -> Outcome {
+    let (device, mapper) = open_with_gpu("mlx5_0")?;
+    let pd = device.alloc_pd().map_err(fail)?;
+    let rc = expect_err(
+        pd.create_rc_in::<GpuPlaced>(spec(), &StandInGpuQueueMemory),
+        "a GPU-placed RC queue pair",
+    )?;
+    let dci = expect_err(
+        pd.create_dci_in::<Compact, GpuPlaced>(spec(), &StandInGpuQueueMemory),
+        "a GPU-placed DC initiator",
+    )?;
+    for e in [&rc, &dci] {
+        match mlx5_of(e)? {
+            Mlx5Error::UarMappingRefused {
+                cuda_error: 800,
+                message,
+            } => contains(message, "fault.uar_gpu_mapping")?,
+            other => {
+                return Err(format!(
+                    "expected UarMappingRefused with 800, got {other:?}"
+                ))
+            }
+        }
+        match e {
+            NicError::Backend(b) if b.is_unsupported() => {}
+            other => return Err(format!("not an unsupported backend error: {other:?}")),
+        }
+        let text = e.to_string();
+        contains(
+            &text,
+            "refused to map the NIC doorbell (UAR) page into the GPU",
+        )?;
+        contains(&text, "CUDA error 800")?;
+        contains(&text, "PeerMappingOverride=1")?;
+    }
+    if mapper.calls() != (0, 0) {
+        return Err(format!(
+            "the mapper was asked {:?} (I/O, host)",
+            mapper.calls()
+        ));
+    }
+    if device.backend().doorbell_mappings() != (0, 0) {
+        return Err(format!(
+            "doorbell mappings {:?} after a refusal",
+            device.backend().doorbell_mappings()
+        ));
+    }
+    // Host-placed queues on the same device do not map the doorbell into the GPU.
+    drop(pd.create_rc(spec()).map_err(fail)?);
+    drop(pd);
+    let left = outstanding()?;
+    for kind in ["uars", "umems", "devx", "qps", "cqs"] {
+        if count(&left, kind) != 0 {
+            return Err(format!("left after the refusals: {left:?}"));
+        }
+    }
+    Ok(())
+}
+
+/// GPU-placed queue pairs over the CPU emulator, their memory a stand-in: the backend says
+/// which registration each UMEM took. The CPU emulator cannot reach a DMA-BUF (its UMEM
+/// registration is `EOPNOTSUPP`), so the four UMEMs of each queue pair fall back to peer
+/// memory, and `umem_paths` and `dmabuf_fallback` say so: the count kernels'
+/// `nic_suite_gpu` asserts zero of on the emulator's GPU build. The doorbell page, the
+/// emulator's, takes the host-memory registration, once per page.
+fn gpu_queue_registrations_reported() -> Outcome {
+    let (device, mapper) = open_with_gpu("mlx5_0")?;
+    let pd = device.alloc_pd().map_err(fail)?;
+    let paths = || device.backend().umem_paths();
+    if paths() != UmemPaths::default() {
+        return Err(format!("UMEM paths before any queue: {:?}", paths()));
+    }
+    let rc = pd
+        .create_rc_in::<GpuPlaced>(spec(), &StandInGpuQueueMemory)
+        .map_err(fail)?;
+    let dci = pd
+        .create_dci_in::<Compact, GpuPlaced>(spec(), &StandInGpuQueueMemory)
+        .map_err(fail)?;
+    let host = pd.create_rc(spec()).map_err(fail)?;
+    // A DC target's CQ is host memory (2 UMEMs), as in nic_suite_gpu's case.
+    let dct = pd.create_dct(0x0102_0304_0506_0708, 16).map_err(fail)?;
+    let expected = UmemPaths {
+        host: 6,
+        dmabuf: 0,
+        peer_memory: 8,
+    };
+    if paths() != expected {
+        return Err(format!("UMEM paths {:?}, expected {expected:?}", paths()));
+    }
+    let why = device
+        .backend()
+        .dmabuf_fallback()
+        .ok_or("the peer-memory fallback does not say why")?;
+    if why.code != libc::EOPNOTSUPP {
+        return Err(format!("fallback reason {why:?}, expected EOPNOTSUPP"));
+    }
+    contains(&why.to_string(), "DMA-BUF UMEM needs rdma-core >= 43")?;
+    // One UAR page per queue pair on the emulator: each mapped as host memory, none as I/O
+    // memory.
+    if device.backend().doorbell_mappings() != (0, 2) || mapper.calls() != (0, 2) {
+        return Err(format!(
+            "doorbell mappings {:?}, mapper calls {:?} (I/O, host), expected (0, 2) each",
+            device.backend().doorbell_mappings(),
+            mapper.calls()
+        ));
+    }
+    drop((rc, dci, host, dct));
+    Ok(())
+}
+
+/// `examples/host_rdma.rs` with `--nic mlx5_0`: the example's whole job on the mlx5
+/// backend over the emulated ConnectX (its command log checked in the parent).
+fn host_rdma_on_mlx5() -> Outcome {
+    let args = host_rdma::nic_from_args(["--nic".to_owned(), "mlx5_0".to_owned()])?;
+    let report = host_rdma::run(&args).map_err(fail)?;
+    contains(&report, "on mlx5_0 (mlx5 backend: mlx5_0)")?;
+    let left = outstanding()?;
+    if left.iter().any(|(_, n)| *n != 0) {
+        return Err(format!("the example left {left:?}"));
+    }
+    Ok(())
+}
+
+/// The example's two RC queue pairs were made, connected and destroyed by the emulated
+/// device's firmware (the command log), every command accepted.
+fn check_host_rdma_log(path: &Path) -> Outcome {
+    let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let records = log::parse(&text).map_err(fail)?;
+    if let Some(r) = records
+        .iter()
+        .find(|r| r.errno != 0 || r.device != "mlx5_0")
+    {
+        return Err(format!("record {}: {} errno {}", r.seq, r.device, r.errno));
+    }
+    let times = |op: u16| records.iter().filter(|r| r.opcode() == op).count();
+    for (name, op) in [
+        ("CREATE_CQ", opcode::CREATE_CQ),
+        ("CREATE_QP", opcode::CREATE_QP),
+        ("RST2INIT_QP", opcode::RST2INIT_QP),
+        ("INIT2RTR_QP", opcode::INIT2RTR_QP),
+        ("RTR2RTS_QP", opcode::RTR2RTS_QP),
+        ("DESTROY_QP", opcode::DESTROY_QP),
+        ("DESTROY_CQ", opcode::DESTROY_CQ),
+    ] {
+        if times(op) != 2 {
+            return Err(format!(
+                "{name} {} times, expected 2 (one per host)",
+                times(op)
+            ));
+        }
     }
     Ok(())
 }

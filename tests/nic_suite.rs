@@ -9,7 +9,9 @@
 //! Backend: `IBGDA_NIC` unset or `soft` runs the software NIC with InfiniBand ports,
 //! `IBGDA_NIC=soft-roce` with RoCE v2 ports; `IBGDA_NIC=<device>` runs the same cases on
 //! that ConnectX (build with `--features mlx5`); a case the backend cannot run is reported
-//! ignored with the reason, never as passed.
+//! ignored with the reason, never as passed. With `IBGDA_REQUIRE_EMU=1` (CI) a case may be
+//! ignored only for the reason `nic_support::ALLOWED_IGNORES` gives it; any other ignore
+//! (no device, an unsupported operation) fails the run.
 
 mod case_report;
 mod nic_support;
@@ -306,7 +308,8 @@ where
         ));
     }
     if Av::DS == 1 && dev_a.port().link_layer != LinkLayer::InfiniBand {
-        return Err(CaseError::Ignored(
+        return Err(CaseError::NotApplicable(
+            NotApplicable::RocePort,
             "compact address vectors are LID-routed InfiniBand only (RoCE needs the GRH of the full one)".into(),
         ));
     }
@@ -749,8 +752,9 @@ fn dci_recovers_from_a_local_error<H: Harness>(h: &H) -> CaseResult {
 fn roce_rc_queue_pairs_get_their_own_udp_source_ports<H: Harness>(h: &H) -> CaseResult {
     let (dev_a, dev_b) = (h.open(0)?, h.open(1)?);
     if dev_a.port().link_layer != LinkLayer::Ethernet {
-        return Err(CaseError::Ignored(
-            "InfiniBand ports send no UDP (run with IBGDA_NIC=soft-roce)".into(),
+        return Err(CaseError::NotApplicable(
+            NotApplicable::InfiniBandPort,
+            "InfiniBand ports send no UDP (run with IBGDA_NIC=soft-roce, or the emulator with link_layer = ethernet)".into(),
         ));
     }
     let (index, gid) = dev_a.source_gid()?;
@@ -812,7 +816,10 @@ fn roce_rc_queue_pairs_get_their_own_udp_source_ports<H: Harness>(h: &H) -> Case
 }
 
 fn gpu_placed_queues<H: Harness>(h: &H) -> CaseResult {
-    Err(CaseError::Ignored(h.gpu_unavailable()))
+    Err(CaseError::NotApplicable(
+        NotApplicable::NoGpu,
+        h.gpu_unavailable(),
+    ))
 }
 
 fn cases<H: Harness>() -> Vec<Case<H>> {

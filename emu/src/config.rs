@@ -281,6 +281,21 @@ impl DeviceConfig {
         (1i32 << self.caps.log_max_cq_size.min(30)) - 1
     }
 
+    /// The MAC of an Ethernet (RoCE) port: the one its link-local GID is derived from (the
+    /// first link-local GID of `gids`), else the node GUID's (the MAC whose link-local GID
+    /// is `fe80::<node_guid>`, as `gids` defaults to). Address handles to a link-local GID
+    /// resolve to the MAC it encodes, as rdma-core and the kernel resolve them.
+    pub fn ethernet_mac(&self) -> [u8; 6] {
+        let gid = self
+            .gids
+            .iter()
+            .copied()
+            .find(|g| g[..8] == [0xfe, 0x80, 0, 0, 0, 0, 0, 0])
+            .unwrap_or_else(|| link_local_gid(self.identity.node_guid));
+        ibgda::nic::roce::link_local_mac(&ibgda::nic::Gid(gid))
+            .expect("a link-local GID encodes a MAC")
+    }
+
     /// The LID port 1 reports (0 on Ethernet ports).
     pub fn reported_lid(&self) -> u16 {
         match self.link_layer {
@@ -688,6 +703,27 @@ mod tests {
         assert_eq!(d.identity.vendor_part_id, 4129);
         assert_eq!(d.caps, SOFT_NIC_CAPS);
         assert_eq!(d.max_qp_wr(), 1 << SOFT_NIC_CAPS.log_max_qp_size);
+    }
+
+    /// An Ethernet port's MAC is the one its link-local GID encodes (so that an address
+    /// handle to that GID, resolved as the kernel resolves it, reaches the device), else the
+    /// node GUID's; the default GID table gives one each.
+    #[test]
+    fn an_ethernet_ports_mac_is_its_link_local_gids() {
+        let config = Config::parse(
+            "[device a]\nlink_layer = ethernet\n\
+             [device b]\nlink_layer = ethernet\ngids = ::ffff:10.0.0.2, fe80::1\n\
+             [device c]\nlink_layer = ethernet\ngids = ::ffff:10.0.0.3\n",
+        )
+        .unwrap();
+        let macs: Vec<[u8; 6]> = config.devices.iter().map(|d| d.ethernet_mac()).collect();
+        // Node GUID 0c42:a103:00e0:0000 (index 0): the U/L bit of 0c flipped.
+        assert_eq!(macs[0], [0x0e, 0x42, 0xa1, 0xe0, 0x00, 0x00]);
+        let ll = ibgda::nic::Gid(config.devices[0].gids[0]);
+        assert_eq!(ibgda::nic::roce::link_local_mac(&ll), Some(macs[0]));
+        assert_eq!(macs[1], [0x02, 0, 0, 0, 0, 0x01]);
+        // No link-local GID: the node GUID's (index 2).
+        assert_eq!(macs[2], [0x0e, 0x42, 0xa1, 0xe0, 0x00, 0x02]);
     }
 
     #[test]

@@ -306,16 +306,27 @@ impl Emulator {
         let fabric = Fabric::new();
         let mut devices = Vec::with_capacity(config.devices.len());
         for (index, device) in config.devices.into_iter().enumerate() {
-            // The fabric routes by LID: RoCE devices (which report LID 0) get one of their
-            // own above every InfiniBand unicast LID.
-            let fabric_lid = match device.link_layer {
-                ibgda::nic::LinkLayer::InfiniBand => device.lid,
-                ibgda::nic::LinkLayer::Ethernet => 0xc000u16.saturating_add(index as u16),
-            };
-            let nic = SoftNic::open(&fabric, fabric_lid)
-                .map_err(|e| format!("device {}: {e}", device.name))?
-                .with_caps(device.caps)
-                .with_mtu(device.mtu);
+            // InfiniBand devices are nodes the fabric reaches by LID; Ethernet (RoCE) ones
+            // are nodes with a MAC and the port's GIDs (RoCE v2), reached by GID through
+            // the MAC, as the software NIC's RoCE ports are.
+            let nic = match device.link_layer {
+                ibgda::nic::LinkLayer::InfiniBand => SoftNic::open(&fabric, device.lid),
+                ibgda::nic::LinkLayer::Ethernet => SoftNic::open_roce(
+                    &fabric,
+                    device.ethernet_mac(),
+                    device
+                        .gids
+                        .iter()
+                        .map(|gid| ibgda::nic::GidEntry {
+                            gid: ibgda::nic::Gid(*gid),
+                            kind: ibgda::nic::GidType::RoceV2,
+                        })
+                        .collect(),
+                ),
+            }
+            .map_err(|e| format!("device {}: {e}", device.name))?
+            .with_caps(device.caps)
+            .with_mtu(device.mtu);
             let mut ibv = abi::ibv_device {
                 _ops: abi::_ibv_device_ops {
                     _dummy1: None,

@@ -27,9 +27,11 @@
 //! - **Faults.** `fault.first_wqe` and `fault.transport_retry_exceeded_at` arm the
 //!   injection words of each GPU queue's table entry, so device waits meet the error CQE.
 //!
+//! GPU memory registered by address (the peer-memory path, without DMA-BUF) is recognised
+//! with `cuPointerGetAttribute` ([`is_gpu_memory`]) and executed the same way.
+//!
 //! Not modelled on this path (each refused or reported): receives (WRITE_WITH_IMM) at
-//! GPU-placed queue pairs, a GPU-placed queue pair connected to a host-placed one, GPU
-//! memory registered through peer memory (by address, without DMA-BUF).
+//! GPU-placed queue pairs, a GPU-placed queue pair connected to a host-placed one.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::Ordering;

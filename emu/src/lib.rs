@@ -21,8 +21,9 @@
 //! - **Configuration and faults**: [`config`]; the command log (`IBGDA_EMU_LOG=<file>`):
 //!   [`ibgda::nic::prm::log`].
 //!
-//! `emu/README.md` has the design (and the GPU-placed queues' path through the CUDA
-//! software NIC, not built yet), what is implemented, and where each default comes from.
+//! `emu/README.md` has the design (and the GPU build's path for GPU-placed queues through
+//! the CUDA software NIC, feature `cuda`, `src/gpu.rs`), what is implemented, every
+//! emulator-only path in the library, and where each default comes from.
 
 #![deny(unsafe_op_in_unsafe_fn)]
 
@@ -111,6 +112,32 @@ pub extern "C" fn ibgda_emu_uar_page(addr: *const core::ffi::c_void) -> core::ff
                     }
                 }
             })
+        },
+    )
+}
+
+/// The RoCE v2 UDP source port an RC queue pair of an emulated device was connected with
+/// (its INIT2RTR's `udp_sport`, as the device holds it), read back as QUERY_QP would on a
+/// ConnectX: the port (0 to 65535), or minus an errno (`ENOENT`: no queue pair `qpn`;
+/// `EINVAL`: it is not connected over a RoCE path).
+#[no_mangle]
+pub extern "C" fn ibgda_emu_udp_source_port(qpn: u32) -> core::ffi::c_int {
+    entry::run(
+        "ibgda_emu_udp_source_port",
+        |e| -e,
+        |emulator| {
+            let status = ibgda::wqe::Qpn::new(qpn)
+                .ok()
+                .and_then(|q| emulator.fabric.qp_status(q))
+                .ok_or_else(|| entry::Failure::new(libc::ENOENT, format!("queue pair {qpn:#x}")))?;
+            match status.peer_path {
+                Some(ibgda::softnic::PeerPath::Roce(path)) => {
+                    Ok(core::ffi::c_int::from(path.udp_source_port))
+                }
+                other => Err(entry::Failure::invalid(format!(
+                    "queue pair {qpn:#x} is not connected over a RoCE path ({other:?})"
+                ))),
+            }
         },
     )
 }

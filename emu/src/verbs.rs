@@ -894,8 +894,14 @@ pub unsafe extern "C" fn ibv_dereg_mr(mr: *mut ibv_mr) -> c_int {
     })
 }
 
-/// The address vector `mlx5_create_ah` builds for `attr` on a port of `link_layer`.
-fn address_vector(attr: &ibv_ah_attr, link_layer: LinkLayer) -> Outcome<AddressVectorSegment> {
+/// The address vector `mlx5_create_ah` builds for `attr` on a port of `link_layer`; on
+/// Ethernet, the destination MAC comes from `fabric` as the kernel's neighbour lookup gives
+/// it (from a link-local GID itself, else from the node that has the GID).
+fn address_vector(
+    attr: &ibv_ah_attr,
+    link_layer: LinkLayer,
+    fabric: &ibgda::softnic::Fabric,
+) -> Outcome<AddressVectorSegment> {
     if attr.static_rate != 0 {
         return Err(Failure::new(
             libc::EOPNOTSUPP,
@@ -914,8 +920,14 @@ fn address_vector(attr: &ibv_ah_attr, link_layer: LinkLayer) -> Outcome<AddressV
                 ));
             }
             av.stat_rate_sl = (attr.sl & 0x7) << 1;
-            // The destination MAC of a RoCE path is resolved from the GID by the kernel;
-            // the emulator's fabric needs none.
+            // The destination MAC, which rdma-core asks the kernel for (its neighbour
+            // table): here the fabric's.
+            av.rmac = fabric.resolve_mac(attr.grh.dgid.0).map_err(|e| {
+                Failure::new(
+                    libc::EHOSTUNREACH,
+                    format!("no neighbour has the destination GID: {e}"),
+                )
+            })?;
             0
         }
         LinkLayer::InfiniBand => {
@@ -954,7 +966,11 @@ pub unsafe extern "C" fn ibv_create_ah(pd: *mut ibv_pd, attr: *mut ibv_ah_attr) 
                 attr.port_num
             )));
         }
-        let av = address_vector(attr, emulator.devices[device].config.link_layer)?;
+        let av = address_vector(
+            attr,
+            emulator.devices[device].config.link_layer,
+            &emulator.fabric,
+        )?;
         let block = Owned::new(AhBlock {
             ibv: ibv_ah {
                 context: context as *mut ibv_context,

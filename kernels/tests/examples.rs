@@ -1,5 +1,7 @@
 //! The top-level examples run (or compile) in CI: `examples/host_rdma.rs` is included here
-//! and run as is (it checks every byte it moves and panics otherwise); the CUDA of
+//! and run on the software NIC (it checks every byte it moves; `tests/emulated_nic.rs`
+//! runs it on the mlx5 backend over the emulated ConnectX, and `scripts/test` runs the
+//! example itself there with `--nic mlx5_0`); the CUDA of
 //! `examples/user_kernel/` is compiled through NVRTC by `tests/nvrtc_ptx.rs`, that of
 //! `examples/put_signal/` by `tests/api_ptx.rs`; the README's "Writing a kernel" shows
 //! exactly `examples/put_signal/`'s code (checked here).
@@ -9,7 +11,41 @@ mod host_rdma;
 
 #[test]
 fn host_rdma_example_moves_the_bytes_it_says() {
-    host_rdma::main().expect("the host RDMA example");
+    let report = host_rdma::run("soft").expect("the host RDMA example");
+    assert!(report.contains("on the software NIC"), "{report}");
+}
+
+/// `--nic` picks the backend as `ibgda-demo --nic` does: `soft` by default, any other name
+/// a device of the mlx5 backend, which a build without it refuses by name.
+#[test]
+fn host_rdma_example_takes_a_device_name() {
+    let args = |a: &[&str]| host_rdma::nic_from_args(a.iter().map(|s| s.to_string()));
+    assert_eq!(args(&[]).as_deref(), Ok("soft"));
+    assert_eq!(args(&["--nic", "mlx5_0"]).as_deref(), Ok("mlx5_0"));
+    assert_eq!(args(&["--nic=mlx5_1"]).as_deref(), Ok("mlx5_1"));
+    assert!(args(&["--nic"])
+        .unwrap_err()
+        .contains("--nic needs a value"));
+    assert!(args(&["--nick", "x"])
+        .unwrap_err()
+        .contains("unknown argument \"--nick\""));
+    assert!(args(&["--nic="]).unwrap_err().contains("an empty NIC name"));
+    let error = host_rdma::run("mlx5_9")
+        .expect_err("no device mlx5_9 here")
+        .to_string();
+    if cfg!(feature = "mlx5") {
+        // No such device (or no rdma-core): the mlx5 backend's typed error, not the
+        // software NIC.
+        assert!(
+            error.contains("mlx5_9") || error.contains("libibverbs"),
+            "{error}"
+        );
+    } else {
+        assert!(
+            error.contains("--nic mlx5_9: a device name needs the mlx5 backend"),
+            "{error}"
+        );
+    }
 }
 
 /// The include directory (`include_dir()`, `DEP_IBGDA_INCLUDE`) holds exactly the headers

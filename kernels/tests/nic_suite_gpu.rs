@@ -11,10 +11,13 @@
 //!
 //! - `gpu_placed_queues`: an RC loopback queue pair (WRITE inline and gathered, READ,
 //!   fetch-add, compare-swap, masked fetch-add and compare-swap, NOP) and a DC initiator
-//!   reaching a DC target (WRITE, READ, fetch-add), all posted by one GPU kernel;
+//!   reaching a DC target (WRITE, READ, fetch-add), all posted by one GPU kernel; every
+//!   UMEM of GPU queue memory registered by DMA-BUF (the backend's `umem_paths`: none
+//!   through peer memory, which the emulator's GPU build would also take) and every data
+//!   region too;
 //! - `a_thousand_gpu_queue_pairs_keep_no_descriptor_open`: 1,000 GPU-placed queue pairs
-//!   made through the control plane (4,000 DMA-BUF UMEMs) under a limit of 1,024 open
-//!   files, and not one descriptor more open afterwards;
+//!   made through the control plane (4,000 UMEMs, each by DMA-BUF) under a limit of 1,024
+//!   open files, and not one descriptor more open afterwards;
 //! - `a_first_wqe_failure_reaches_the_device_wait` (the emulator's `fault.first_wqe`): the
 //!   kernel's wait returns the error status (LOCAL_QP_OP, then flushes) instead of
 //!   spinning.
@@ -40,7 +43,10 @@ use std::time::{Duration, Instant};
 
 use cudarc::driver::LaunchConfig;
 use ibgda::memory::DeviceBuffer;
-use ibgda::nic::{Device, MemoryAccess, QueueAllocator, QueueFill, QueueSpec, RegisterMemory};
+use ibgda::nic::mlx5::{GpuPath, Mlx5Backend, UmemPaths};
+use ibgda::nic::{
+    Device, MemoryAccess, MemoryRegion, QueueAllocator, QueueFill, QueueSpec, RegisterMemory,
+};
 use ibgda::order::GpuReleaseStore;
 use ibgda::queue::{Gpu as GpuPlaced, ProducerStateMemory};
 use ibgda::wqe::{Compact, CompactAddressVector, RingSize};
@@ -120,13 +126,13 @@ fn fail(e: impl std::fmt::Display) -> String {
 struct Setup {
     gpu: Arc<Gpu>,
     access: Arc<CudaNicAccess>,
-    device: Device<ibgda::nic::mlx5::Mlx5Backend>,
+    device: Device<Mlx5Backend>,
 }
 
 /// The GPU, with the crate's programs compiled (`kernels`: for a case that launches
 /// kernels) or none, and the device `name`.
 fn setup(name: &str, kernels: bool) -> Result<Setup, String> {
-    use ibgda::nic::mlx5::{Mlx5Backend, Mlx5Device};
+    use ibgda::nic::mlx5::Mlx5Device;
     let gpu = if kernels {
         step("opening GPU 0 (NVRTC compiles the crate's programs)");
         Gpu::open(0)
@@ -244,6 +250,38 @@ fn run_requests(
     Ok((words(&statuses)?, kernel_status))
 }
 
+/// The backend registered queue memory as `expected` says: GPU queue memory by DMA-BUF,
+/// none through peer memory. The emulator's GPU build also reaches GPU memory by address
+/// (the peer-memory path), so a fallback would otherwise pass unseen.
+fn check_umem_paths(s: &Setup, expected: UmemPaths) -> Outcome {
+    let backend = s.device.backend();
+    let paths = backend.umem_paths();
+    println!(
+        "queue memory registered as UMEM: {} by DMA-BUF, {} through peer memory, {} host memory",
+        paths.dmabuf, paths.peer_memory, paths.host
+    );
+    if paths != expected {
+        return Err(format!(
+            "UMEM registrations {paths:?}, expected {expected:?} (DMA-BUF fallback: {:?})",
+            backend.dmabuf_fallback()
+        ));
+    }
+    Ok(())
+}
+
+/// Every data region in GPU memory went by DMA-BUF.
+fn check_region_paths(regions: &[&MemoryRegion<Mlx5Backend>]) -> Outcome {
+    for (i, region) in regions.iter().enumerate() {
+        let path = region.backend_region().gpu_path();
+        if path != Some(GpuPath::DmaBuf) {
+            return Err(format!(
+                "data region {i}: registered {path:?}, expected DMA-BUF"
+            ));
+        }
+    }
+    Ok(())
+}
+
 fn be64(bytes: &[u8], at: usize) -> u64 {
     u64::from_be_bytes(bytes[at..at + 8].try_into().expect("8 bytes"))
 }
@@ -313,6 +351,17 @@ fn gpu_placed_queues(name: &str) -> Outcome {
     if io + host != 2 {
         return Err(format!("{io} + {host} doorbell mappings, expected 2"));
     }
+    // The RC queue pair's and the DCI's rings and records (4 UMEMs each) by DMA-BUF; the DC
+    // target's CQ (ring and record) is host memory.
+    check_umem_paths(
+        &s,
+        UmemPaths {
+            host: 2,
+            dmabuf: 8,
+            peer_memory: 0,
+        },
+    )?;
+    check_region_paths(&[&r_src, &r_dst, &r_atom, &r_res])?;
 
     // RC: every operation, each signaled.
     let mut rc_requests = Vec::new();
@@ -513,6 +562,14 @@ fn a_thousand_queue_pairs(name: &str) -> Outcome {
         }
     }
     let after = open_descriptors()?;
+    check_umem_paths(
+        &s,
+        UmemPaths {
+            host: 0,
+            dmabuf: 4000,
+            peer_memory: 0,
+        },
+    )?;
     println!("1,000 GPU-placed queue pairs (4,000 DMA-BUF UMEMs): {before} descriptors open before, {after} after");
     if after != before {
         return Err(format!(
@@ -549,6 +606,15 @@ fn first_wqe_failure(name: &str) -> Outcome {
         .map_err(fail)?;
     rc.set_device_wait(DEVICE_WAIT).map_err(fail)?;
     step("GPU memory registered, RC queue pair connected to itself");
+    check_umem_paths(
+        &s,
+        UmemPaths {
+            host: 0,
+            dmabuf: 4,
+            peer_memory: 0,
+        },
+    )?;
+    check_region_paths(&[&region])?;
     let requests: Vec<WqeRequest> = (0..3)
         .map(|i| {
             let mut r = request(Shape::WriteInline);

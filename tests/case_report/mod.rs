@@ -8,6 +8,86 @@ use std::process::ExitCode;
 /// failed.
 pub type CaseResult = Result<Option<String>, String>;
 
+/// How one case ended, for [`Tally::record`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Ran {
+    /// It passed.
+    Passed,
+    /// It could not run here. `allowed`: the reason is on the run's allow-list (the case
+    /// cannot apply to what the run tests, by its nature), which a required run accepts.
+    Ignored { reason: String, allowed: bool },
+    /// It failed.
+    Failed(String),
+}
+
+/// The counts of a run; [`Tally::record`] prints each outcome as libtest does.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Tally {
+    pub passed: usize,
+    pub failed: usize,
+    pub ignored: usize,
+}
+
+impl Tally {
+    /// Records and prints how `case` ended, and returns the text printed. When `required`
+    /// names the setting that demands every case run (`IBGDA_REQUIRE_EMU=1`), a case
+    /// ignored for a reason not on the allow-list fails, the text naming the case, the
+    /// setting and the reason.
+    pub fn record(&mut self, case: &str, ran: Ran, required: Option<&str>) -> String {
+        let line = match (ran, required) {
+            (Ran::Passed, _) => {
+                self.passed += 1;
+                format!("test {case} ... ok")
+            }
+            (Ran::Ignored { reason, .. }, None)
+            | (
+                Ran::Ignored {
+                    reason,
+                    allowed: true,
+                },
+                Some(_),
+            ) => {
+                self.ignored += 1;
+                format!("test {case} ... ignored, {reason}")
+            }
+            (
+                Ran::Ignored {
+                    reason,
+                    allowed: false,
+                },
+                Some(setting),
+            ) => {
+                self.failed += 1;
+                format!(
+                    "test {case} ... FAILED\n    {setting} requires every case to run (or be \
+                     ignored for a reason its allow-list gives it), and {case} was ignored: \
+                     {reason}"
+                )
+            }
+            (Ran::Failed(why), _) => {
+                self.failed += 1;
+                format!("test {case} ... FAILED\n    {why}")
+            }
+        };
+        println!("{line}");
+        line
+    }
+
+    /// Prints the summary line and returns the exit code it gives.
+    pub fn finish(self) -> ExitCode {
+        summary(self.passed, self.failed, self.ignored)
+    }
+}
+
+/// `Some("NAME=1")` when the environment variable `name` is `1`: the run requires every
+/// case to run (CI), for [`Tally::record`].
+#[allow(dead_code)] // not every binary including this module reads one
+pub fn required(name: &str) -> Option<String> {
+    std::env::var(name)
+        .is_ok_and(|v| v == "1")
+        .then(|| format!("{name}=1"))
+}
+
 /// Runs the cases the command line selects (`--list` lists them; each argument not
 /// starting with `-` keeps the cases whose name contains it), printing each outcome as
 /// libtest does. A case that cannot run is ignored, unless `required` names the setting
@@ -34,29 +114,19 @@ pub fn run_selected<T>(
         .collect();
     println!("{title}");
     println!("\nrunning {} tests", selected.len());
-    let (mut passed, mut failed, mut ignored) = (0, 0, 0);
+    let mut tally = Tally::default();
     for case in selected {
-        let case_name = name(case);
-        match (run(case), required) {
-            (Ok(None), _) => {
-                passed += 1;
-                println!("test {case_name} ... ok");
-            }
-            (Ok(Some(reason)), None) => {
-                ignored += 1;
-                println!("test {case_name} ... ignored, {reason}");
-            }
-            (Ok(Some(reason)), Some(setting)) => {
-                failed += 1;
-                println!("test {case_name} ... FAILED\n    {setting} but {reason}");
-            }
-            (Err(why), _) => {
-                failed += 1;
-                println!("test {case_name} ... FAILED\n    {why}");
-            }
-        }
+        let ran = match run(case) {
+            Ok(None) => Ran::Passed,
+            Ok(Some(reason)) => Ran::Ignored {
+                reason,
+                allowed: false,
+            },
+            Err(why) => Ran::Failed(why),
+        };
+        tally.record(name(case), ran, required);
     }
-    summary(passed, failed, ignored)
+    tally.finish()
 }
 
 /// Prints libtest's summary line for the counts and returns the exit code they give.

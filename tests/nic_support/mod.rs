@@ -6,6 +6,12 @@
 //! ports (each host a MAC and an IPv4 address, the GID table the kernel would build). `IBGDA_NIC=<device>`: the mlx5 backend on that device, when this
 //! test binary is built with the `mlx5` feature; without it, or without the device, every
 //! case is reported ignored with the reason.
+//!
+//! With `IBGDA_REQUIRE_EMU=1` (CI: `scripts/test` sets it for every run of the suite), a
+//! case may be ignored only for a reason on [`ALLOWED_IGNORES`]: what cannot apply to the
+//! backend by its nature. Anything else (no device, a backend without the mlx5 feature, an
+//! operation the backend reports unsupported) fails the case, so that a broken emulator
+//! fails CI instead of turning every case into "ignored".
 
 #![allow(dead_code)]
 
@@ -32,11 +38,47 @@ pub const ALL: MemoryAccess = MemoryAccess::LOCAL_WRITE
 /// Why a case did not pass.
 #[derive(Debug)]
 pub enum CaseError {
-    /// The case does not apply to this backend (the reason is printed).
+    /// The case cannot apply to this backend by the backend's nature (the reason is
+    /// printed): ignored even in a required run, if [`ALLOWED_IGNORES`] lists the case
+    /// with this kind.
+    NotApplicable(NotApplicable, String),
+    /// The case could not run here (the reason is printed): a required run fails it.
     Ignored(String),
     /// The case failed.
     Failed(String),
 }
+
+/// What makes a case inapplicable to a backend, where no machine or emulator could change
+/// that: the kinds [`ALLOWED_IGNORES`] pairs with cases.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NotApplicable {
+    /// GPU-placed queues: this binary links no CUDA (and CI has no GPU); kernels'
+    /// `nic_suite_gpu` runs them on a GPU machine, over the emulator's GPU build or a
+    /// ConnectX.
+    NoGpu,
+    /// RoCE v2 behaviour (UDP source ports) on an InfiniBand port, which sends no UDP: the
+    /// case runs on RoCE ports (`IBGDA_NIC=soft-roce`, the emulator with `link_layer =
+    /// ethernet`).
+    InfiniBandPort,
+    /// A compact address vector (LID-routed InfiniBand only) on a RoCE port, whose paths
+    /// need the GRH of the full one: the case runs on InfiniBand ports.
+    RocePort,
+}
+
+/// The only ignores a required run (`IBGDA_REQUIRE_EMU=1`) accepts: each case with the one
+/// kind of inapplicability it may be ignored for. Every other case runs on every backend
+/// CI tests, and each of these runs on the other port type (the GPU case on a GPU machine).
+pub const ALLOWED_IGNORES: &[(&str, NotApplicable)] = &[
+    ("gpu_placed_queues", NotApplicable::NoGpu),
+    (
+        "roce_rc_queue_pairs_get_their_own_udp_source_ports",
+        NotApplicable::InfiniBandPort,
+    ),
+    ("dci_compact_av_reaches_dct", NotApplicable::RocePort),
+];
+
+/// The setting that makes every case required to run or be allowed its ignore.
+pub const REQUIRE_ENV: &str = "IBGDA_REQUIRE_EMU";
 
 /// A control-plane error fails the case, except that something the backend does not
 /// support makes the case not apply to it (reported ignored with the backend's reason).
@@ -268,7 +310,9 @@ pub struct Case<H: Harness> {
 }
 
 /// Runs `cases` on harnesses made by `harness` (one per case), honouring `--list` and a
-/// name filter, printing one line per case and a summary; fails if any case failed.
+/// name filter, printing one line per case and a summary; fails if any case failed, and
+/// (with `IBGDA_REQUIRE_EMU=1`) if any was ignored for a reason [`ALLOWED_IGNORES`] does
+/// not give it.
 pub fn run_suite<H: Harness>(
     cases: &[Case<H>],
     harness: impl Fn() -> Result<H, String>,
@@ -295,8 +339,21 @@ pub fn run_suite<H: Harness>(
                 })
         })
         .collect();
+    let required = crate::case_report::required(REQUIRE_ENV);
+    run_cases(&selected, harness, required.as_deref()).finish()
+}
+
+/// Runs `selected`, each on a harness of its own, and tallies them: with `required`
+/// (`IBGDA_REQUIRE_EMU=1`), an ignore not on [`ALLOWED_IGNORES`] (a harness that cannot be
+/// made, an unsupported operation, an inapplicability the case is not listed with) fails.
+pub fn run_cases<H: Harness>(
+    selected: &[&Case<H>],
+    harness: impl Fn() -> Result<H, String>,
+    required: Option<&str>,
+) -> crate::case_report::Tally {
+    use crate::case_report::{Ran, Tally};
     println!("\nrunning {} tests", selected.len());
-    let (mut passed, mut failed, mut ignored) = (0, 0, 0);
+    let mut tally = Tally::default();
     for case in selected {
         let outcome = match harness() {
             Err(reason) => Err(CaseError::Ignored(reason)),
@@ -311,22 +368,21 @@ pub fn run_suite<H: Harness>(
                 )),
             },
         };
-        match outcome {
-            Ok(()) => {
-                passed += 1;
-                println!("test {} ... ok", case.name);
-            }
-            Err(CaseError::Ignored(reason)) => {
-                ignored += 1;
-                println!("test {} ... ignored, {reason}", case.name);
-            }
-            Err(CaseError::Failed(why)) => {
-                failed += 1;
-                println!("test {} ... FAILED\n    {why}", case.name);
-            }
-        }
+        let ran = match outcome {
+            Ok(()) => Ran::Passed,
+            Err(CaseError::NotApplicable(kind, reason)) => Ran::Ignored {
+                allowed: ALLOWED_IGNORES.contains(&(case.name, kind)),
+                reason: format!("{reason} ({kind:?})"),
+            },
+            Err(CaseError::Ignored(reason)) => Ran::Ignored {
+                reason,
+                allowed: false,
+            },
+            Err(CaseError::Failed(why)) => Ran::Failed(why),
+        };
+        tally.record(case.name, ran, required);
     }
-    crate::case_report::summary(passed, failed, ignored)
+    tally
 }
 
 /// Which backend `IBGDA_NIC` selects.
@@ -366,6 +422,7 @@ pub mod hardware {
     }
 
     #[cfg(feature = "mlx5")]
+    #[allow(unused_imports)] // tests/suite_rules.rs includes the runner without calling it
     pub use self::mlx5::run;
 
     #[cfg(feature = "mlx5")]
@@ -400,13 +457,36 @@ pub mod hardware {
             fn udp_source_port(
                 &self,
                 _: &Device<Mlx5Backend>,
-                _: ibgda::wqe::Qpn,
+                qpn: ibgda::wqe::Qpn,
             ) -> Result<u16, String> {
-                Err(
-                    "the mlx5 backend does not read a queue pair's context back (no QUERY_QP)"
-                        .into(),
-                )
+                emulated_udp_source_port(qpn)
             }
+        }
+
+        /// On the emulated ConnectX, the UDP source port it holds for `qpn`
+        /// (`ibgda_emu_udp_source_port`); a ConnectX cannot tell here (the mlx5 backend
+        /// sends no QUERY_QP).
+        fn emulated_udp_source_port(qpn: ibgda::wqe::Qpn) -> Result<u16, String> {
+            type UdpSourcePort = unsafe extern "C" fn(u32) -> libc::c_int;
+            let absent = || {
+                "the mlx5 backend does not read a queue pair's context back (no QUERY_QP), \
+                 and libibverbs.so.1 is not the emulated ConnectX (no ibgda_emu_udp_source_port)"
+                    .to_owned()
+            };
+            // SAFETY: the libibverbs.so.1 this process already loaded (no initialiser runs).
+            let lib =
+                unsafe { libloading::Library::new("libibverbs.so.1") }.map_err(|_| absent())?;
+            // SAFETY: the emulator's entry point of this type, if the library is the emulator.
+            let port = unsafe { lib.get::<UdpSourcePort>(b"ibgda_emu_udp_source_port\0") }
+                .map_err(|_| absent())?;
+            // SAFETY: it reads only its argument.
+            let port = unsafe { port(qpn.get()) };
+            u16::try_from(port).map_err(|_| {
+                format!(
+                    "the emulator holds no UDP source port for {qpn:?} (errno {})",
+                    -port
+                )
+            })
         }
 
         /// On the emulated ConnectX (`emu/`), what it still holds after a teardown; a

@@ -9,10 +9,10 @@ use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use super::devx::{DevxObject, Uar, Umem};
 use super::error::Mlx5Error;
 use super::verbs::{
-    LinkLayer as VerbsLinkLayer, MemoryRegion, ProtectionDomain, SharedReceiveQueue,
+    GpuPath, LinkLayer as VerbsLinkLayer, MemoryRegion, ProtectionDomain, SharedReceiveQueue,
 };
 use super::Mlx5Device;
-use crate::nic::gpu_access::{DmaBufExporter, DoorbellMapping, IoMemoryMapper};
+use crate::nic::gpu_access::{DmaBufExportError, DmaBufExporter, DoorbellMapping, IoMemoryMapper};
 use crate::nic::{
     Backend, BackendError, BackendObject, Gid, GidEntry, GidType, LinkLayer, MemoryAccess,
     MemoryRegistration, Mtu, NicError, PortAttributes, ProtectionDomainId, QueueMemoryRef,
@@ -62,6 +62,32 @@ pub struct Mlx5Backend {
     queue_memory: Arc<QueueSpans>,
     /// The doorbells mapped into the GPU, by registration.
     mappings: Arc<MappingCounts>,
+    /// The queue memory registered as UMEM, by path.
+    umems: UmemCounts,
+}
+
+/// How many UMEMs of queue memory a backend registered over its life, by the path each
+/// took: [`Mlx5Backend::umem_paths`]. GPU queue memory goes by DMA-BUF when the backend has
+/// an exporter and the driver takes it, else through the peer-memory module: a caller that
+/// expects DMA-BUF (no `nvidia_peermem` loaded, or a test) can tell a fallback from this.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct UmemPaths {
+    /// Host memory.
+    pub host: u64,
+    /// GPU memory by DMA-BUF.
+    pub dmabuf: u64,
+    /// GPU memory through the peer-memory module, by GPU address.
+    pub peer_memory: u64,
+}
+
+#[derive(Debug, Default)]
+struct UmemCounts {
+    host: AtomicU64,
+    dmabuf: AtomicU64,
+    peer_memory: AtomicU64,
+    /// Why DMA-BUF was not used, for the first GPU UMEM that went through peer memory
+    /// although an exporter was given.
+    first_fallback: OnceLock<DmaBufExportError>,
 }
 
 /// The spans of the queue memory a backend has registered as UMEM, by UMEM id.
@@ -125,6 +151,7 @@ impl Mlx5Backend {
             executor,
             queue_memory: Arc::default(),
             mappings: Arc::default(),
+            umems: UmemCounts::default(),
         }
     }
 
@@ -158,6 +185,24 @@ impl Mlx5Backend {
             self.mappings.io_memory.load(Ordering::Relaxed),
             self.mappings.host_memory.load(Ordering::Relaxed),
         )
+    }
+
+    /// How many UMEMs of queue memory this backend has registered, by path (host memory,
+    /// GPU memory by DMA-BUF, GPU memory through peer memory): the backend says which
+    /// registration it made, as for doorbells.
+    pub fn umem_paths(&self) -> UmemPaths {
+        UmemPaths {
+            host: self.umems.host.load(Ordering::Relaxed),
+            dmabuf: self.umems.dmabuf.load(Ordering::Relaxed),
+            peer_memory: self.umems.peer_memory.load(Ordering::Relaxed),
+        }
+    }
+
+    /// Why the first GPU UMEM that went through peer memory did not go by DMA-BUF,
+    /// although this backend has a DMA-BUF exporter (the export's or
+    /// `mlx5dv_devx_umem_reg_ex`'s error); `None` if none fell back.
+    pub fn dmabuf_fallback(&self) -> Option<&DmaBufExportError> {
+        self.umems.first_fallback.get()
     }
 }
 
@@ -386,10 +431,22 @@ impl Backend for Mlx5Backend {
         // This NIC executes the queue from here on: refused if another executor does.
         let claim = memory.claim(&self.executor)?;
         let umem = if let Some(buffer) = memory.host_buffer() {
-            self.device.register_host_umem(buffer.clone())?
+            let umem = self.device.register_host_umem(buffer.clone())?;
+            self.umems.host.fetch_add(1, Ordering::Relaxed);
+            umem
         } else if let Some(buffer) = memory.gpu_buffer() {
-            self.device
-                .register_gpu_umem(buffer.clone(), self.dmabuf.as_deref())?
+            let umem = self
+                .device
+                .register_gpu_umem(buffer.clone(), self.dmabuf.as_deref())?;
+            let counter = match umem.gpu_path() {
+                Some(GpuPath::DmaBuf) => &self.umems.dmabuf,
+                Some(GpuPath::PeerMemory) | None => &self.umems.peer_memory,
+            };
+            counter.fetch_add(1, Ordering::Relaxed);
+            if let Some(why) = umem.dmabuf_error() {
+                let _ = self.umems.first_fallback.set(why.clone());
+            }
+            umem
         } else {
             return Err(NicError::Unsupported {
                 what: format!(

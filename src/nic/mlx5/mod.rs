@@ -69,7 +69,7 @@ mod verbs;
 
 use std::sync::Arc;
 
-pub use backend::{Mlx5Backend, Mlx5Uar};
+pub use backend::{Mlx5Backend, Mlx5Uar, UmemPaths};
 pub use devx::{Dependency, DevxObject, Uar, UarKind, Umem, COMMAND_HEADER_BYTES};
 pub use dv::{IBVERBS, MLX5};
 pub use error::{
