@@ -46,6 +46,7 @@
 
 pub mod bits;
 mod commands;
+pub mod diff;
 mod error;
 pub mod layout;
 pub mod log;
