@@ -463,6 +463,135 @@ fn ib_compatible_atomics_run_on_a_device_without_masked_atomics() {
     assert_eq!(memory.to_vec()[..8], 42u64.to_be_bytes());
 }
 
+/// Capabilities with limits below the 2^4 outstanding reads and 2^30-byte messages the
+/// control plane asks for on a ConnectX-7.
+const SMALL_LIMITS: DeviceCaps = DeviceCaps {
+    log_max_msg: 20,
+    log_max_ra_req_qp: 2,
+    log_max_ra_res_qp: 1,
+    log_max_ra_req_dc: 3,
+    log_max_ra_res_dc: 0,
+    ..SOFT_NIC_CAPS
+};
+
+#[test]
+fn the_executor_refuses_message_sizes_and_outstanding_reads_above_the_capabilities() {
+    let mut raw = Raw::new(SMALL_LIMITS);
+    let srq = raw.nic.create_srq(&raw.pd, 4).unwrap();
+    let peer = |qpn| command::Peer {
+        qpn,
+        psn: 0,
+        address: command::PeerAddress::InfiniBand { lid: 1 },
+    };
+    let limits = |log_msg_max, log_rra_max, log_sra_max| command::Limits {
+        log_msg_max,
+        log_rra_max,
+        log_sra_max,
+    };
+    let too_large = Some((CommandStatus::BadParameter, 0x0a));
+    for (service, receive, rc) in [
+        (ServiceType::Rc, ReceiveQueue::ZeroSize, true),
+        (
+            ServiceType::Dci,
+            ReceiveQueue::Srq { srqn: srq.srqn() },
+            false,
+        ),
+    ] {
+        let qp = raw.create_qp(service, receive).unwrap();
+        let SoftObject::Qp(qpn) = qp else {
+            panic!("{qp:?}")
+        };
+        let modify = |bytes: Vec<u8>| {
+            raw.nic
+                .modify_object(&qp, &bytes, &mut vec![0u8; OUTPUT_BYTES])
+        };
+        let path = if rc { Some(peer(qpn)) } else { None };
+        modify(
+            command::rst2init(qpn, 1, rc, (false, AtomicMode::NotSet))
+                .encode()
+                .unwrap(),
+        )
+        .unwrap();
+        // One over the message size; (RC) one over the responder's reads; each refused and
+        // the queue pair left in INIT.
+        let mut refused = vec![limits(21, 0, 0)];
+        if rc {
+            refused.push(limits(20, 2, 0));
+        }
+        for wrong in refused {
+            let e = modify(
+                command::init2rtr(qpn, 1, 5, path, wrong)
+                    .unwrap()
+                    .encode()
+                    .unwrap(),
+            )
+            .unwrap_err();
+            assert_eq!(status_of(&e), too_large, "{service:?} {wrong:?}");
+        }
+        let fits = command::Limits::of(&SMALL_LIMITS, rc);
+        assert_eq!(
+            fits,
+            if rc {
+                limits(20, 1, 2)
+            } else {
+                limits(20, 0, 3)
+            }
+        );
+        modify(
+            command::init2rtr(qpn, 1, 5, path, fits)
+                .unwrap()
+                .encode()
+                .unwrap(),
+        )
+        .unwrap();
+        // The requester's reads: the RC limit is 2, the DC initiator's 3.
+        let over = limits(20, 0, fits.log_sra_max + 1);
+        let e = modify(command::rtr2rts(qpn, 0, over).encode().unwrap()).unwrap_err();
+        assert_eq!(status_of(&e), too_large, "{service:?}");
+        modify(command::rtr2rts(qpn, 0, fits).encode().unwrap()).unwrap();
+    }
+}
+
+#[test]
+fn queue_pairs_ask_for_the_reads_and_message_size_the_device_offers() {
+    // On a ConnectX-7's capabilities: 2^4 reads each way, 2^30-byte messages (NVSHMEM's
+    // values there); on a smaller device, its limits, which the executor holds the
+    // commands to: connecting and reading through it proves the control plane asked for
+    // no more.
+    assert_eq!(
+        command::Limits::of(&SOFT_NIC_CAPS, true),
+        command::Limits {
+            log_msg_max: 30,
+            log_rra_max: 4,
+            log_sra_max: 4
+        }
+    );
+    let fabric = Fabric::new();
+    let _engine = fabric.spawn_engine();
+    let device = open(SMALL_LIMITS, 1, &fabric);
+    let pd = device.alloc_pd().unwrap();
+    let memory = Arc::new(DmaBuffer::zeroed(64, 64).unwrap());
+    memory.write(0, b"limits").unwrap();
+    let region = pd
+        .register(memory.clone(), 0, 64, super::backend::MemoryAccess::all())
+        .unwrap();
+    let pending = pd
+        .create_rc(QueueSpec::new(RingSize::new(16).unwrap()))
+        .unwrap();
+    let endpoint = pending.endpoint();
+    let mut qp = pending.connect(&endpoint).unwrap();
+    let read = crate::wqe::RdmaRead::new(region.remote(0)).sge(region.sge(32, 6).unwrap());
+    qp.post(&read.signaled().build().unwrap(), &[region.registered()])
+        .unwrap();
+    assert!(matches!(poll(&mut qp), Ok(Polled::Sent { .. })));
+    assert_eq!(&memory.to_vec()[32..38], b"limits");
+    let _dci = pd
+        .create_dci::<crate::wqe::Full>(QueueSpec::new(RingSize::new(16).unwrap()))
+        .unwrap()
+        .activate()
+        .unwrap();
+}
+
 /// The `oi` of the CQ a queue pair completes to.
 fn overrun_ignore(fabric: &Fabric, cqn: Cqn) -> bool {
     fabric.shared.lock().cqs[&cqn.0].overrun_ignore

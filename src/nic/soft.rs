@@ -72,6 +72,13 @@ pub const SOFT_NIC_CAPS: DeviceCaps = DeviceCaps {
     atomic_endianness: AtomicEndianness::BigEndian,
     dc: true,
     log_bf_reg_size: 9,
+    // A ConnectX-7's: messages up to 2^30 bytes, 16 reads and atomics outstanding each way
+    // (rdma-core reports `max_qp_rd_atom` 16 = 2^`log_max_ra_req_qp`).
+    log_max_msg: 30,
+    log_max_ra_req_qp: 4,
+    log_max_ra_res_qp: 4,
+    log_max_ra_req_dc: 4,
+    log_max_ra_res_dc: 4,
 };
 
 /// The software NIC's tables of what the control plane registered and allocated.
