@@ -999,9 +999,12 @@ fn check_command_log(path: &Path) -> Outcome {
     let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
     let records = log::parse(&text).map_err(fail)?;
     let opcodes: Vec<u16> = records.iter().map(|r| r.opcode()).collect();
+    // The UAR the queue pair rings: allocated first (as ALLOC_UAR, the type asked for as an
+    // attribute), released last.
     let expected = vec![
         opcode::QUERY_HCA_CAP,
         opcode::QUERY_HCA_CAP,
+        opcode::ALLOC_UAR,
         opcode::CREATE_CQ,
         opcode::CREATE_QP,
         opcode::RST2INIT_QP,
@@ -1009,9 +1012,16 @@ fn check_command_log(path: &Path) -> Outcome {
         opcode::RTR2RTS_QP,
         opcode::DESTROY_QP,
         opcode::DESTROY_CQ,
+        opcode::DEALLOC_UAR,
     ];
     if opcodes != expected {
         return Err(format!("opcodes {opcodes:x?}, expected {expected:x?}"));
+    }
+    let uar = &records[2];
+    if (uar.call.as_str(), uar.attribute("uar_type"))
+        != ("mlx5dv_devx_alloc_uar", Some("nc_dedicated"))
+    {
+        return Err(format!("ALLOC_UAR record {uar:?}"));
     }
     let mut qpn = None;
     for record in &records {
@@ -1258,7 +1268,8 @@ fn failed_destroys() -> Outcome {
     Ok(())
 }
 
-/// Nothing was destroyed after the failed DESTROY: no DESTROY_CQ after a failed DESTROY_QP.
+/// Nothing was destroyed after the failed DESTROY: no DESTROY_CQ after a failed DESTROY_QP,
+/// and the UAR the queue pair rang is never released (no DEALLOC_UAR).
 fn check_failed_destroys(path: &Path) -> Outcome {
     let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
     let records = log::parse(&text).map_err(fail)?;
@@ -1270,7 +1281,9 @@ fn check_failed_destroys(path: &Path) -> Outcome {
             .iter()
             .filter(|r| r.device == device)
             .map(|r| r.opcode())
-            .filter(|&o| o == opcode::DESTROY_QP || o == opcode::DESTROY_CQ)
+            .filter(|&o| {
+                o == opcode::DESTROY_QP || o == opcode::DESTROY_CQ || o == opcode::DEALLOC_UAR
+            })
             .collect();
         if destroys != expected {
             return Err(format!(

@@ -19,7 +19,10 @@ use std::sync::Arc;
 
 use ibgda::cq::Syndrome;
 use ibgda::memory::DmaBuffer;
-use ibgda::nic::prm::{Command, CommandStatus, DestroyCq, DestroyDct, DestroyQp, PrmError};
+use ibgda::nic::prm::{
+    AllocUar, AllocUarOutput, Command, CommandOutput, CommandStatus, DeallocUar, DestroyCq,
+    DestroyDct, DestroyQp, PrmError,
+};
 use ibgda::nic::{Backend, NicError, SoftObject, UarPage, UmemId};
 
 use crate::abi::*;
@@ -692,6 +695,37 @@ pub(crate) fn new_uar_page(
     Ok((page, soft, at.as_ptr()))
 }
 
+/// Logs a UAR allocation as the ALLOC_UAR command the kernel sends for it, with the type
+/// asked for (`uar_type=bf|nc|nc_dedicated`, or the flags in hex) and the page it got.
+fn log_uar(
+    emulator: &Emulator,
+    device: usize,
+    call: &str,
+    errno: i32,
+    flags: u32,
+    page: Option<u32>,
+) {
+    let Some(log) = &emulator.log else { return };
+    let kind = match flags {
+        MLX5DV_UAR_ALLOC_TYPE_BF => "bf".to_owned(),
+        MLX5DV_UAR_ALLOC_TYPE_NC => "nc".to_owned(),
+        MLX5DV_UAR_ALLOC_TYPE_NC_DEDICATED => "nc_dedicated".to_owned(),
+        other => format!("{other:#x}"),
+    };
+    let input = AllocUar.encode().unwrap_or_default();
+    let output = page
+        .and_then(|uar| AllocUarOutput { uar }.encode().ok())
+        .unwrap_or_else(|| vec![0; 16]);
+    log.record_with(
+        &emulator.devices[device].config.name,
+        call,
+        errno,
+        &[("uar_type", &kind)],
+        &input,
+        &output,
+    );
+}
+
 #[no_mangle]
 pub unsafe extern "C" fn mlx5dv_devx_alloc_uar(
     context: *mut ibv_context,
@@ -701,6 +735,14 @@ pub unsafe extern "C" fn mlx5dv_devx_alloc_uar(
         let device = devx_context(emulator, context)?;
         let faults = &emulator.devices[device].config.faults;
         if let Some(errno) = faults.alloc_uar {
+            log_uar(
+                emulator,
+                device,
+                "mlx5dv_devx_alloc_uar",
+                errno,
+                flags,
+                None,
+            );
             return Err(Failure::new(errno, "configured to fail (fault.alloc_uar)"));
         }
         if ![
@@ -713,6 +755,14 @@ pub unsafe extern "C" fn mlx5dv_devx_alloc_uar(
             return Err(Failure::invalid(format!("UAR type {flags:#x}")));
         }
         let (page, soft, at) = new_uar_page(&emulator.devices[device].nic)?;
+        log_uar(
+            emulator,
+            device,
+            "mlx5dv_devx_alloc_uar",
+            0,
+            flags,
+            Some(soft.page_id()),
+        );
         emulator
             .uar_pages()
             .insert((device, soft.page_id()), page.clone());
@@ -756,6 +806,20 @@ pub unsafe extern "C" fn mlx5dv_devx_free_uar(uar: *mut mlx5dv_devx_uar) {
                 ));
             }
             let device = objects.contexts[&u.context].device;
+            if let Some(log) = &emulator.log {
+                let input = DeallocUar {
+                    uar: u.soft.page_id(),
+                }
+                .encode()
+                .unwrap_or_default();
+                log.record(
+                    &emulator.devices[device].config.name,
+                    "mlx5dv_devx_free_uar",
+                    0,
+                    &input,
+                    &[0; 16],
+                );
+            }
             emulator.uar_pages().remove(&(device, u.soft.page_id()));
             objects.uars.remove(&(uar as usize));
             Ok(())

@@ -252,12 +252,30 @@ impl CommandLog {
     /// Appends one record (a write failure is reported once per record on stderr: the log
     /// is a diagnostic, the command's result stands).
     pub(crate) fn record(&self, device: &str, call: &str, errno: i32, input: &[u8], output: &[u8]) {
+        self.record_with(device, call, errno, &[], input, output);
+    }
+
+    /// Appends one record with the call's `key=value` attributes (words without
+    /// whitespace) that the command bytes do not carry.
+    pub(crate) fn record_with(
+        &self,
+        device: &str,
+        call: &str,
+        errno: i32,
+        attributes: &[(&str, &str)],
+        input: &[u8],
+        output: &[u8],
+    ) {
         let seq = self.seq.fetch_add(1, Ordering::Relaxed) + 1;
         let record = CommandRecord {
             seq,
             device: device.to_owned(),
             call: call.to_owned(),
             errno,
+            attributes: attributes
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                .collect(),
             input: input.to_vec(),
             output: output.to_vec(),
         };

@@ -46,6 +46,19 @@ pub struct DeviceCaps {
     pub dc: bool,
     /// log2 of the BlueFlame register size (`log_bf_reg_size`).
     pub log_bf_reg_size: u8,
+    /// log2 of the largest message in bytes (`log_max_msg`): INIT2RTR's `log_msg_max` may
+    /// not exceed it.
+    pub log_max_msg: u8,
+    /// log2 of the RDMA reads and atomics an RC queue pair may have outstanding as
+    /// requester (`log_max_ra_req_qp`): RTR2RTS's `log_sra_max` may not exceed it.
+    pub log_max_ra_req_qp: u8,
+    /// log2 of the RDMA reads and atomics an RC queue pair may serve at once as responder
+    /// (`log_max_ra_res_qp`): INIT2RTR's `log_rra_max` may not exceed it.
+    pub log_max_ra_res_qp: u8,
+    /// The same for a DC initiator as requester (`log_max_ra_req_dc`).
+    pub log_max_ra_req_dc: u8,
+    /// The same for a DC target as responder (`log_max_ra_res_dc`).
+    pub log_max_ra_res_dc: u8,
 }
 
 impl DeviceCaps {

@@ -14,7 +14,8 @@ use super::prm::{
 /// Output buffer size for every command (the largest output is QUERY_HCA_CAP's).
 pub(crate) const OUTPUT_BYTES: usize = QueryHcaCapOutput::OUTPUT_BYTES;
 
-/// The largest message: 2^30 bytes (NVSHMEM's `IBGDA_LOG_MAX_MSG_SIZE`).
+/// The largest message asked for: 2^30 bytes (NVSHMEM's `IBGDA_LOG_MAX_MSG_SIZE`, the most
+/// an InfiniBand QP takes), less where the device's `log_max_msg` is smaller.
 pub(crate) const LOG_MAX_MESSAGE: u8 = 30;
 /// RC retry count and RNR retry: 7 (RNR 7 = retry forever), as NVSHMEM and DOCA set them.
 pub(crate) const RETRY_COUNT: u8 = 7;
@@ -24,8 +25,43 @@ pub(crate) const RNR_RETRY: u8 = 7;
 pub(crate) const ACK_TIMEOUT: u8 = 20;
 /// Minimal RNR NAK timer code 12 (0.64 ms), what verbs examples use.
 pub(crate) const MIN_RNR_NAK: u8 = 12;
-/// Outstanding RDMA READ / atomic requests, as requester and responder: 2^4.
+/// Outstanding RDMA READ / atomic requests asked for, as requester and responder: 2^4 (a
+/// ConnectX-7's limit), less where the device's `log_max_ra_*` is smaller, as NVSHMEM
+/// takes them from the device (`ilog2(max_qp_rd_atom)`) and firmware refuses more.
 pub(crate) const LOG_RDMA_ATOMIC_OUTSTANDING: u8 = 4;
+
+/// The outstanding reads and atomics and the message size a queue pair asks for on a device
+/// with `caps`: [`LOG_RDMA_ATOMIC_OUTSTANDING`] and [`LOG_MAX_MESSAGE`] capped at the
+/// device's limits (for a DC initiator, its `_dc` limit as requester; it serves nothing).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Limits {
+    /// INIT2RTR's `log_msg_max`.
+    pub(crate) log_msg_max: u8,
+    /// INIT2RTR's `log_rra_max` (RC responders).
+    pub(crate) log_rra_max: u8,
+    /// RTR2RTS's `log_sra_max`.
+    pub(crate) log_sra_max: u8,
+}
+
+impl Limits {
+    /// The limits of an RC queue pair (`rc`) or a DC initiator on a device with `caps`.
+    pub(crate) fn of(caps: &DeviceCaps, rc: bool) -> Self {
+        let requester = if rc {
+            caps.log_max_ra_req_qp
+        } else {
+            caps.log_max_ra_req_dc
+        };
+        Self {
+            log_msg_max: LOG_MAX_MESSAGE.min(caps.log_max_msg),
+            log_rra_max: if rc {
+                LOG_RDMA_ATOMIC_OUTSTANDING.min(caps.log_max_ra_res_qp)
+            } else {
+                0
+            },
+            log_sra_max: LOG_RDMA_ATOMIC_OUTSTANDING.min(requester),
+        }
+    }
+}
 
 /// `masked compare-swap` and `masked fetch-add` bits of `atomic_operations` (bit 2 and
 /// bit 3, rdma-core's `MLX5_ATOMIC_OPS_MASKED_CMP_SWAP` / `_FETCH_ADD`, the kernel's
@@ -119,6 +155,11 @@ pub(crate) fn query_caps(
         atomic_endianness,
         dc: general.dct,
         log_bf_reg_size: general.log_bf_reg_size,
+        log_max_msg: general.log_max_msg,
+        log_max_ra_req_qp: general.log_max_ra_req_qp,
+        log_max_ra_res_qp: general.log_max_ra_res_qp,
+        log_max_ra_req_dc: general.log_max_ra_req_dc,
+        log_max_ra_res_dc: general.log_max_ra_res_dc,
     })
 }
 
@@ -127,7 +168,7 @@ pub(crate) fn caps_pages(caps: &DeviceCaps) -> (prm::GeneralCaps, prm::AtomicCap
     let general = prm::GeneralCaps {
         log_max_qp_sz: caps.log_max_qp_size,
         log_max_cq_sz: caps.log_max_cq_size,
-        log_max_msg: LOG_MAX_MESSAGE,
+        log_max_msg: caps.log_max_msg,
         cqe_version: caps.cqe_version,
         compact_address_vector: caps.compact_address_vector,
         dct: caps.dc,
@@ -135,6 +176,10 @@ pub(crate) fn caps_pages(caps: &DeviceCaps) -> (prm::GeneralCaps, prm::AtomicCap
         rc: true,
         num_ports: 1,
         log_bf_reg_size: caps.log_bf_reg_size,
+        log_max_ra_req_qp: caps.log_max_ra_req_qp,
+        log_max_ra_res_qp: caps.log_max_ra_res_qp,
+        log_max_ra_req_dc: caps.log_max_ra_req_dc,
+        log_max_ra_res_dc: caps.log_max_ra_res_dc,
         max_wqe_sz_sq: caps.max_send_wqe_bytes,
         max_wqe_sz_sq_dc: caps.max_send_wqe_bytes,
         log_max_pd: 24,
@@ -303,14 +348,16 @@ pub(crate) struct Peer {
     pub(crate) address: PeerAddress,
 }
 
-/// INIT2RTR: the path MTU, messages up to 2^30 bytes; RC adds the peer (by LID on
-/// InfiniBand, by GID and MAC on Ethernet, hop limit [`HOP_LIMIT`], traffic class 0), its
-/// first PSN, the RNR NAK timer and the responder's outstanding reads.
+/// INIT2RTR: the path MTU, messages up to `limits.log_msg_max`; RC adds the peer (by LID
+/// on InfiniBand, by GID and MAC on Ethernet, hop limit [`HOP_LIMIT`], traffic class 0),
+/// its first PSN, the RNR NAK timer and the responder's outstanding reads
+/// (`limits.log_rra_max`).
 pub(crate) fn init2rtr(
     qpn: u32,
     port: u8,
     mtu: u8,
     peer: Option<Peer>,
+    limits: Limits,
 ) -> Result<Init2RtrQp, NicError> {
     let mtu = prm::Mtu::from_wire("INIT2RTR_QP", mtu.into())?;
     let (path, remote_qpn, next_rcv_psn, min_rnr_nak, log_rra_max) = match peer {
@@ -326,13 +373,7 @@ pub(crate) fn init2rtr(
                     AddressPath::roce(port, gid, mac, source_gid_index, HOP_LIMIT, udp_source_port)
                 }
             };
-            (
-                path,
-                peer.qpn,
-                peer.psn,
-                MIN_RNR_NAK,
-                LOG_RDMA_ATOMIC_OUTSTANDING,
-            )
+            (path, peer.qpn, peer.psn, MIN_RNR_NAK, limits.log_rra_max)
         }
         None => (
             AddressPath {
@@ -350,7 +391,7 @@ pub(crate) fn init2rtr(
         qpn,
         opt_param_mask: 0,
         mtu,
-        log_msg_max: LOG_MAX_MESSAGE,
+        log_msg_max: limits.log_msg_max,
         remote_qpn,
         next_rcv_psn,
         min_rnr_nak,
@@ -370,14 +411,14 @@ pub(crate) fn to_reset(qpn: u32) -> Qp2Rst {
 }
 
 /// RTR2RTS: retry 7, RNR retry 7, ACK timeout 20, the first PSN this side sends, and the
-/// requester's outstanding reads.
-pub(crate) fn rtr2rts(qpn: u32, next_send_psn: u32) -> Rtr2RtsQp {
+/// requester's outstanding reads (`limits.log_sra_max`).
+pub(crate) fn rtr2rts(qpn: u32, next_send_psn: u32, limits: Limits) -> Rtr2RtsQp {
     Rtr2RtsQp {
         uid: 0,
         qpn,
         opt_param_mask: 0,
         log_ack_req_freq: 0,
-        log_sra_max: LOG_RDMA_ATOMIC_OUTSTANDING,
+        log_sra_max: limits.log_sra_max,
         retry_count: RETRY_COUNT,
         rnr_retry: RNR_RETRY,
         next_send_psn,

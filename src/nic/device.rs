@@ -709,6 +709,7 @@ impl<B: Backend> QueueObjects<B> {
                     true,
                     command::atomic_access(&device.caps, false),
                 ))?;
+                let limits = command::Limits::of(&device.caps, true);
                 self.modify(&command::init2rtr(
                     qpn,
                     port.port,
@@ -718,8 +719,9 @@ impl<B: Backend> QueueObjects<B> {
                         psn: remote.psn,
                         address,
                     }),
+                    limits,
                 )?)?;
-                self.modify(&command::rtr2rts(qpn, send_psn(qpn, connections)))?;
+                self.modify(&command::rtr2rts(qpn, send_psn(qpn, connections), limits))?;
                 if let Connection::Rc { connections, .. } = &mut self.connection {
                     *connections = connections.wrapping_add(1);
                 }
@@ -732,8 +734,15 @@ impl<B: Backend> QueueObjects<B> {
                     false,
                     (false, super::prm::AtomicMode::NotSet),
                 ))?;
-                self.modify(&command::init2rtr(qpn, port.port, port.mtu.code(), None)?)?;
-                self.modify(&command::rtr2rts(qpn, 0))
+                let limits = command::Limits::of(&device.caps, false);
+                self.modify(&command::init2rtr(
+                    qpn,
+                    port.port,
+                    port.mtu.code(),
+                    None,
+                    limits,
+                )?)?;
+                self.modify(&command::rtr2rts(qpn, 0, limits))
             }
             (connection, _) => Err(NicError::Unsupported {
                 what: format!(

@@ -70,6 +70,8 @@ mod error;
 pub mod gpu_access;
 #[cfg(feature = "mlx5")]
 pub mod mlx5;
+#[cfg(test)]
+mod nvshmem_tests;
 pub mod roce;
 #[cfg(test)]
 mod rules_tests;

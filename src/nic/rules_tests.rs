@@ -463,6 +463,135 @@ fn ib_compatible_atomics_run_on_a_device_without_masked_atomics() {
     assert_eq!(memory.to_vec()[..8], 42u64.to_be_bytes());
 }
 
+/// Capabilities with limits below the 2^4 outstanding reads and 2^30-byte messages the
+/// control plane asks for on a ConnectX-7.
+const SMALL_LIMITS: DeviceCaps = DeviceCaps {
+    log_max_msg: 20,
+    log_max_ra_req_qp: 2,
+    log_max_ra_res_qp: 1,
+    log_max_ra_req_dc: 3,
+    log_max_ra_res_dc: 0,
+    ..SOFT_NIC_CAPS
+};
+
+#[test]
+fn the_executor_refuses_message_sizes_and_outstanding_reads_above_the_capabilities() {
+    let mut raw = Raw::new(SMALL_LIMITS);
+    let srq = raw.nic.create_srq(&raw.pd, 4).unwrap();
+    let peer = |qpn| command::Peer {
+        qpn,
+        psn: 0,
+        address: command::PeerAddress::InfiniBand { lid: 1 },
+    };
+    let limits = |log_msg_max, log_rra_max, log_sra_max| command::Limits {
+        log_msg_max,
+        log_rra_max,
+        log_sra_max,
+    };
+    let too_large = Some((CommandStatus::BadParameter, 0x0a));
+    for (service, receive, rc) in [
+        (ServiceType::Rc, ReceiveQueue::ZeroSize, true),
+        (
+            ServiceType::Dci,
+            ReceiveQueue::Srq { srqn: srq.srqn() },
+            false,
+        ),
+    ] {
+        let qp = raw.create_qp(service, receive).unwrap();
+        let SoftObject::Qp(qpn) = qp else {
+            panic!("{qp:?}")
+        };
+        let modify = |bytes: Vec<u8>| {
+            raw.nic
+                .modify_object(&qp, &bytes, &mut vec![0u8; OUTPUT_BYTES])
+        };
+        let path = if rc { Some(peer(qpn)) } else { None };
+        modify(
+            command::rst2init(qpn, 1, rc, (false, AtomicMode::NotSet))
+                .encode()
+                .unwrap(),
+        )
+        .unwrap();
+        // One over the message size; (RC) one over the responder's reads; each refused and
+        // the queue pair left in INIT.
+        let mut refused = vec![limits(21, 0, 0)];
+        if rc {
+            refused.push(limits(20, 2, 0));
+        }
+        for wrong in refused {
+            let e = modify(
+                command::init2rtr(qpn, 1, 5, path, wrong)
+                    .unwrap()
+                    .encode()
+                    .unwrap(),
+            )
+            .unwrap_err();
+            assert_eq!(status_of(&e), too_large, "{service:?} {wrong:?}");
+        }
+        let fits = command::Limits::of(&SMALL_LIMITS, rc);
+        assert_eq!(
+            fits,
+            if rc {
+                limits(20, 1, 2)
+            } else {
+                limits(20, 0, 3)
+            }
+        );
+        modify(
+            command::init2rtr(qpn, 1, 5, path, fits)
+                .unwrap()
+                .encode()
+                .unwrap(),
+        )
+        .unwrap();
+        // The requester's reads: the RC limit is 2, the DC initiator's 3.
+        let over = limits(20, 0, fits.log_sra_max + 1);
+        let e = modify(command::rtr2rts(qpn, 0, over).encode().unwrap()).unwrap_err();
+        assert_eq!(status_of(&e), too_large, "{service:?}");
+        modify(command::rtr2rts(qpn, 0, fits).encode().unwrap()).unwrap();
+    }
+}
+
+#[test]
+fn queue_pairs_ask_for_the_reads_and_message_size_the_device_offers() {
+    // On a ConnectX-7's capabilities: 2^4 reads each way, 2^30-byte messages (NVSHMEM's
+    // values there); on a smaller device, its limits, which the executor holds the
+    // commands to: connecting and reading through it proves the control plane asked for
+    // no more.
+    assert_eq!(
+        command::Limits::of(&SOFT_NIC_CAPS, true),
+        command::Limits {
+            log_msg_max: 30,
+            log_rra_max: 4,
+            log_sra_max: 4
+        }
+    );
+    let fabric = Fabric::new();
+    let _engine = fabric.spawn_engine();
+    let device = open(SMALL_LIMITS, 1, &fabric);
+    let pd = device.alloc_pd().unwrap();
+    let memory = Arc::new(DmaBuffer::zeroed(64, 64).unwrap());
+    memory.write(0, b"limits").unwrap();
+    let region = pd
+        .register(memory.clone(), 0, 64, super::backend::MemoryAccess::all())
+        .unwrap();
+    let pending = pd
+        .create_rc(QueueSpec::new(RingSize::new(16).unwrap()))
+        .unwrap();
+    let endpoint = pending.endpoint();
+    let mut qp = pending.connect(&endpoint).unwrap();
+    let read = crate::wqe::RdmaRead::new(region.remote(0)).sge(region.sge(32, 6).unwrap());
+    qp.post(&read.signaled().build().unwrap(), &[region.registered()])
+        .unwrap();
+    assert!(matches!(poll(&mut qp), Ok(Polled::Sent { .. })));
+    assert_eq!(&memory.to_vec()[32..38], b"limits");
+    let _dci = pd
+        .create_dci::<crate::wqe::Full>(QueueSpec::new(RingSize::new(16).unwrap()))
+        .unwrap()
+        .activate()
+        .unwrap();
+}
+
 /// The `oi` of the CQ a queue pair completes to.
 fn overrun_ignore(fabric: &Fabric, cqn: Cqn) -> bool {
     fabric.shared.lock().cqs[&cqn.0].overrun_ignore
@@ -627,207 +756,4 @@ fn queues_may_lie_inside_one_umem_at_offsets() {
         mismatch,
         "memory of another queue"
     );
-}
-
-/// NVSHMEM 3.4.5's IBGDA bring-up for one PE with its defaults (2 RC queue pairs connected
-/// to themselves, 1 DC initiator, a DC target; 1,024-WQEBB rings), each command with the
-/// values its transport (`src/modules/transport/ibgda/ibgda.cpp`) sets, over memory laid
-/// out as it lays it out (64 KiB GPU pages: each ring, CQ and record in a UMEM of whole
-/// pages, the DC initiators' rings and records at offsets of shared UMEMs): the executor
-/// accepts all of it, as firmware does, so that the transport can come up on the emulated
-/// ConnectX.
-#[test]
-fn nvshmem_3_4_5s_bring_up_is_accepted() {
-    use super::prm::{
-        AddressPath, CapabilityType, CqContext, CqeSize, CreateCq, Init2RtrQp, Mtu, PmState,
-        QpCreateContext, QueryHcaCap, RemoteAccess, Rst2InitQp, Rtr2RtsQp,
-    };
-    const GPU_PAGE: usize = 64 << 10;
-    const WQEBBS: u32 = 1024;
-    const DC_ACCESS_KEY: u64 = 0x5623_ceaf;
-    let raw = Raw::new(SOFT_NIC_CAPS);
-    let nic = &raw.nic;
-    let mut output = vec![0u8; OUTPUT_BYTES];
-    for capability in [CapabilityType::General, CapabilityType::Atomic] {
-        let query = QueryHcaCap::current(capability).encode().unwrap();
-        nic.general_command(&query, &mut output).unwrap();
-    }
-    let port = nic.query_port(1).unwrap();
-    let pdn = super::backend::ProtectionDomainId::pdn(&raw.pd);
-    // The SRQ and the receive CQ, made with verbs (16,384 receives).
-    let srq = nic.create_srq(&raw.pd, 16384).unwrap();
-    let mut umems = Vec::new();
-    let mut umem = |len: usize| {
-        let u = nic
-            .register_umem_buffer(DmaBuffer::zeroed(len, 4096).unwrap())
-            .unwrap();
-        let id = u.umem_id();
-        umems.push(u);
-        id
-    };
-    let recv_ring = umem(16384 * 64);
-    let recv_record = umem(64);
-    let input = command::create_cq(
-        14,
-        false,
-        false,
-        raw.uar.page_id(),
-        0,
-        recv_ring,
-        recv_record,
-    )
-    .encode()
-    .unwrap();
-    nic.create_object(&input, &mut output).unwrap();
-    let rcqn = CreateCqOutput::decode(&output).unwrap().cqn;
-
-    // A collapsed CQ with overrun ignore per queue pair, in whole GPU pages, on an NC UAR.
-    let cq = |umem: &mut dyn FnMut(usize) -> u32| {
-        let uar = nic.alloc_uar().unwrap();
-        let input = CreateCq {
-            uid: 0,
-            cqc: CqContext {
-                dbr_umem_valid: true,
-                dbr_umem_id: umem(GPU_PAGE),
-                dbr_addr: 0,
-                cqe_size: CqeSize::Bytes64,
-                collapsed: true,
-                overrun_ignore: true,
-                log_cq_size: 10,
-                uar_page: uar.page_id(),
-                c_eqn: 0,
-                log_page_size: 4,
-                page_offset: 0,
-            },
-            cq_umem_offset: 0,
-            cq_umem_id: umem(GPU_PAGE),
-            cq_umem_valid: true,
-        }
-        .encode()
-        .unwrap();
-        let mut output = vec![0u8; OUTPUT_BYTES];
-        nic.create_object(&input, &mut output).unwrap();
-        (CreateCqOutput::decode(&output).unwrap().cqn, uar)
-    };
-    let create_qp = |service, cqn, uar: &super::soft::SoftUar, wq, offset, dbr, addr, index| {
-        let input = CreateQp {
-            uid: 0,
-            opt_param_mask: 0,
-            qpc: QpCreateContext {
-                service_type: service,
-                isolate_vl_tc: false,
-                pm_state: PmState::Migrated,
-                pd: pdn,
-                log_sq_size: WQEBBS.trailing_zeros() as u8,
-                ts_format: 0,
-                uar_page: uar.page_id(),
-                user_index: index,
-                log_page_size: 0,
-                cqn_snd: cqn,
-                page_offset: 0,
-                cqn_rcv: rcqn,
-                dbr_addr: addr,
-                receive: ReceiveQueue::Srq { srqn: srq.srqn() },
-                dbr_umem_valid: true,
-                dbr_umem_id: dbr,
-            },
-            wq_umem_offset: offset,
-            wq_umem_id: wq,
-            wq_umem_valid: true,
-        }
-        .encode()
-        .unwrap();
-        let mut output = vec![0u8; OUTPUT_BYTES];
-        let object = nic.create_object(&input, &mut output).unwrap();
-        (object, CreateQpOutput::decode(&output).unwrap().qpn)
-    };
-    let modify = |object: &SoftObject, input: Vec<u8>| {
-        let mut output = vec![0u8; OUTPUT_BYTES];
-        nic.modify_object(object, &input, &mut output)
-    };
-    let rst2init = |qpn, dc: bool| Rst2InitQp {
-        uid: 0,
-        qpn,
-        opt_param_mask: 0,
-        pm_state: PmState::Migrated,
-        vhca_port_num: 1,
-        pkey_index: 0,
-        access: RemoteAccess {
-            read: !dc,
-            write: !dc,
-            atomic: !dc,
-        },
-        atomic_mode: if dc {
-            AtomicMode::NotSet
-        } else {
-            AtomicMode::UpTo8Bytes
-        },
-        dc_access_key: if dc { DC_ACCESS_KEY } else { 0 },
-    };
-    let init2rtr = |qpn, remote_qpn, dc: bool| Init2RtrQp {
-        uid: 0,
-        qpn,
-        opt_param_mask: 0,
-        mtu: Mtu::from_wire("INIT2RTR_QP", port.mtu.code().into()).unwrap(),
-        log_msg_max: 30,
-        remote_qpn,
-        next_rcv_psn: 0,
-        min_rnr_nak: if dc { 0 } else { 12 },
-        log_rra_max: if dc { 0 } else { 4 },
-        path: AddressPath {
-            rlid: if dc { 0 } else { port.lid },
-            ..AddressPath::default()
-        },
-    };
-    let rtr2rts = |qpn| Rtr2RtsQp {
-        uid: 0,
-        qpn,
-        opt_param_mask: 0,
-        log_ack_req_freq: 0,
-        log_sra_max: 4,
-        retry_count: 7,
-        rnr_retry: 7,
-        next_send_psn: 0,
-        ack_timeout: 20,
-    };
-
-    // The DC initiator: its ring and record at offset 0 of UMEMs sized for every DCI.
-    let (dci_cqn, dci_uar) = cq(&mut umem);
-    let (dci_ring, dci_records) = (umem(GPU_PAGE), umem(GPU_PAGE));
-    let (dci, dci_qpn) = create_qp(
-        ServiceType::Dci,
-        dci_cqn,
-        &dci_uar,
-        dci_ring,
-        0,
-        dci_records,
-        0,
-        0,
-    );
-    modify(&dci, rst2init(dci_qpn, true).encode().unwrap()).unwrap();
-    modify(&dci, init2rtr(dci_qpn, 0, true).encode().unwrap()).unwrap();
-    modify(&dci, rtr2rts(dci_qpn).encode().unwrap()).unwrap();
-
-    // Two RC queue pairs, each connected to itself (one PE), each in UMEMs of its own.
-    let mut rcs = Vec::new();
-    for index in 1..=2 {
-        let (cqn, uar) = cq(&mut umem);
-        let (ring, record) = (umem(GPU_PAGE), umem(GPU_PAGE));
-        let (rc, qpn) = create_qp(ServiceType::Rc, cqn, &uar, ring, 0, record, 0, index);
-        modify(&rc, rst2init(qpn, false).encode().unwrap()).unwrap();
-        modify(&rc, init2rtr(qpn, qpn, false).encode().unwrap()).unwrap();
-        modify(&rc, rtr2rts(qpn).encode().unwrap()).unwrap();
-        rcs.push((rc, uar));
-    }
-    // Its DC targets (verbs: CREATE_DCT as the kernel's driver sends it).
-    for _ in 0..2 {
-        raw.create_dct(srq.srqn(), AtomicMode::UpTo8Bytes).unwrap();
-    }
-    let census = nic.fabric().census();
-    assert_eq!(
-        census.queue_pairs, 3,
-        "two RC queue pairs and a DC initiator"
-    );
-    assert_eq!(census.dc_targets, 2);
-    drop((rcs, dci_uar));
 }

@@ -48,6 +48,8 @@ use super::caps::{
     AtomicEndianness, DeviceCaps, Gid, GidEntry, GidType, LinkLayer, Mtu, PortAttributes,
 };
 use super::error::NicError;
+use super::prm::log::CommandRecord;
+use super::prm::PrmError;
 use crate::memory::DmaBuffer;
 use crate::queue::executor::ExecutorClaim;
 use crate::queue::{GpuDoorbell, HostDoorbell};
@@ -72,6 +74,13 @@ pub const SOFT_NIC_CAPS: DeviceCaps = DeviceCaps {
     atomic_endianness: AtomicEndianness::BigEndian,
     dc: true,
     log_bf_reg_size: 9,
+    // A ConnectX-7's: messages up to 2^30 bytes, 16 reads and atomics outstanding each way
+    // (rdma-core reports `max_qp_rd_atom` 16 = 2^`log_max_ra_req_qp`).
+    log_max_msg: 30,
+    log_max_ra_req_qp: 4,
+    log_max_ra_res_qp: 4,
+    log_max_ra_req_dc: 4,
+    log_max_ra_res_dc: 4,
 };
 
 /// The software NIC's tables of what the control plane registered and allocated.
@@ -85,6 +94,8 @@ struct Tables {
     next_uar: u32,
     /// The opcode of every command executed successfully, in order.
     executed: Vec<u16>,
+    /// Every command with its output and result, once [`SoftNic::with_command_log`] asked.
+    log: Option<Vec<CommandRecord>>,
 }
 
 /// A UMEM registration: the queue buffer, and the fabric's executor claim on the queue it
@@ -302,10 +313,60 @@ impl SoftNic {
         self.tables.lock().executed.clone()
     }
 
+    /// The same device keeping a command log: every PRM command from here on, executed or
+    /// refused, with its output, as the emulated ConnectX logs the DEVX calls carrying them
+    /// (the same entry-point names; errno 121, `EREMOTEIO`, for a command the executor
+    /// failed with a status, 22 for one it could not run). UAR allocations are not logged:
+    /// this device's UAR pages have no type.
+    ///
+    /// ```
+    /// use ibgda::nic::prm::opcode;
+    /// use ibgda::nic::{Device, SoftNic};
+    /// use ibgda::softnic::Fabric;
+    /// let nic = SoftNic::open(&Fabric::new(), 1)?.with_command_log();
+    /// let device = Device::open(nic)?;
+    /// let log = device.backend().command_log();
+    /// assert_eq!(log.len(), 2);
+    /// assert!(log.iter().all(|r| r.opcode() == opcode::QUERY_HCA_CAP));
+    /// assert_eq!(log[0].call, "mlx5dv_devx_general_cmd");
+    /// # Ok::<(), ibgda::nic::NicError>(())
+    /// ```
+    pub fn with_command_log(self) -> Self {
+        self.tables.lock().log.get_or_insert_with(Vec::new);
+        self
+    }
+
+    /// The commands logged since [`SoftNic::with_command_log`] (none without it).
+    pub fn command_log(&self) -> Vec<CommandRecord> {
+        self.tables.lock().log.clone().unwrap_or_default()
+    }
+
     fn record(&self, input: &[u8]) {
         if let Some(opcode) = super::command::opcode_of(input) {
             self.tables.lock().executed.push(opcode);
         }
+    }
+
+    /// Appends a command to the log, if one is kept.
+    fn log<T>(&self, call: &str, input: &[u8], output: &[u8], result: &Result<T, NicError>) {
+        let mut tables = self.tables.lock();
+        let Some(log) = tables.log.as_mut() else {
+            return;
+        };
+        let errno = match result {
+            Ok(_) => 0,
+            Err(NicError::Command(PrmError::CommandError { .. })) => 121,
+            Err(_) => 22,
+        };
+        log.push(CommandRecord {
+            seq: log.len() as u64 + 1,
+            device: self.name.clone(),
+            call: call.to_owned(),
+            errno,
+            attributes: Vec::new(),
+            input: input.to_vec(),
+            output: output.to_vec(),
+        });
     }
 
     /// How many protection domains, UMEM registrations and UAR pages are allocated now.
@@ -500,14 +561,18 @@ impl BackendObject for SoftObject {}
 impl SoftNic {
     /// Executes a command that creates no object (see [`Backend::general_command`]).
     pub fn general_command(&self, input: &[u8], output: &mut [u8]) -> Result<(), NicError> {
-        super::soft_commands::general(self, input, output)?;
+        let result = super::soft_commands::general(self, input, output);
+        self.log("mlx5dv_devx_general_cmd", input, output, &result);
+        result?;
         self.record(input);
         Ok(())
     }
 
     /// Executes a command that creates an object (see [`Backend::create_object`]).
     pub fn create_object(&self, input: &[u8], output: &mut [u8]) -> Result<SoftObject, NicError> {
-        let object = super::soft_commands::create(self, input, output)?;
+        let result = super::soft_commands::create(self, input, output);
+        self.log("mlx5dv_devx_obj_create", input, output, &result);
+        let object = result?;
         self.record(input);
         Ok(object)
     }
@@ -519,14 +584,18 @@ impl SoftNic {
         input: &[u8],
         output: &mut [u8],
     ) -> Result<(), NicError> {
-        super::soft_commands::modify(self, *object, input, output)?;
+        let result = super::soft_commands::modify(self, *object, input, output);
+        self.log("mlx5dv_devx_obj_modify", input, output, &result);
+        result?;
         self.record(input);
         Ok(())
     }
 
     /// Executes a DESTROY command (see [`Backend::destroy_object`]).
     pub fn destroy_object(&self, object: SoftObject, input: &[u8]) -> Result<(), NicError> {
-        super::soft_commands::destroy(self, object, input)?;
+        let result = super::soft_commands::destroy(self, object, input);
+        self.log("mlx5dv_devx_obj_destroy", input, &[0; 16], &result);
+        result?;
         self.record(input);
         Ok(())
     }

@@ -503,6 +503,12 @@ pub(super) fn modify(
                 return Err(bad_param(syndrome::BAD_PORT));
             }
             let rc = fabric.commanded_transport(qpn) == Some(TransportKind::Rc);
+            // Firmware refuses a message size or (RC) an outstanding-read depth above what
+            // QUERY_HCA_CAP reports.
+            let caps = nic.reported_caps();
+            if c.log_msg_max > caps.log_max_msg || (rc && c.log_rra_max > caps.log_max_ra_res_qp) {
+                return Err(bad_param(syndrome::TOO_LARGE));
+            }
             let path = peer_path(nic, &c.path, rc)?;
             fabric.transition(
                 qpn,
@@ -514,6 +520,15 @@ pub(super) fn modify(
         }),
         opcode::RTR2RTS_QP => run::<Rtr2RtsQp>(input, output, |c| {
             let qpn = target_qp(object, c.qpn)?;
+            let caps = nic.reported_caps();
+            let requester = if fabric.commanded_transport(qpn) == Some(TransportKind::Rc) {
+                caps.log_max_ra_req_qp
+            } else {
+                caps.log_max_ra_req_dc
+            };
+            if c.log_sra_max > requester {
+                return Err(bad_param(syndrome::TOO_LARGE));
+            }
             fabric.transition(qpn, Transition::RtrToRts)?;
             Ok(Default::default())
         }),

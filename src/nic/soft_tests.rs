@@ -18,6 +18,13 @@ use crate::queue::{CompletionQueueMemory, PollError, QpConfig, QueuePair, SendQu
 use crate::softnic::{Census, Fabric, QpState};
 use crate::wqe::{Nop, Qpn, Rc, RingSize};
 
+/// An RC queue pair's limits on the software NIC's default capabilities.
+const RC_LIMITS: command::Limits = command::Limits {
+    log_msg_max: 30,
+    log_rra_max: 4,
+    log_sra_max: 4,
+};
+
 /// A device with a PD, a UAR, a CQ and the UMEMs of one send queue: the pieces a raw
 /// CREATE_QP names.
 struct Bench {
@@ -284,10 +291,11 @@ fn transitions_follow_the_state_machine_and_a_wrong_one_changes_nothing() {
                 psn: 0,
                 address: command::PeerAddress::InfiniBand { lid: 1 },
             }),
+            RC_LIMITS,
         )?
         .encode()?)
     };
-    let rtr2rts = || Ok(command::rtr2rts(qpn, 0).encode()?);
+    let rtr2rts = || Ok(command::rtr2rts(qpn, 0, RC_LIMITS).encode()?);
     for (wrong, name) in [
         (&rtr2rts as &dyn Fn() -> _, "RTR2RTS"),
         (&init2rtr, "INIT2RTR"),
@@ -431,11 +439,11 @@ fn a_queue_refuses_remote_operations_its_context_disables() {
     };
     for input in [
         rst2init.encode().unwrap(),
-        command::init2rtr(qpn, 1, 5, Some(peer))
+        command::init2rtr(qpn, 1, 5, Some(peer), RC_LIMITS)
             .unwrap()
             .encode()
             .unwrap(),
-        command::rtr2rts(qpn, 0).encode().unwrap(),
+        command::rtr2rts(qpn, 0, RC_LIMITS).encode().unwrap(),
     ] {
         bench
             .nic
@@ -519,9 +527,14 @@ impl Bench {
             ),
             (
                 QpState::ReadyToReceive,
-                command::init2rtr(qpn, 1, 5, Some(peer)).unwrap().encode(),
+                command::init2rtr(qpn, 1, 5, Some(peer), RC_LIMITS)
+                    .unwrap()
+                    .encode(),
             ),
-            (QpState::ReadyToSend, command::rtr2rts(qpn, 0).encode()),
+            (
+                QpState::ReadyToSend,
+                command::rtr2rts(qpn, 0, RC_LIMITS).encode(),
+            ),
         ];
         for (state, input) in steps {
             if target == QpState::Reset {
@@ -700,7 +713,7 @@ fn two_rst_forgets_the_queue_writes_no_cqe_and_leaves_written_cqes() {
     let e = nic
         .modify_object(
             &qp,
-            &command::rtr2rts(qpn, 0).encode().unwrap(),
+            &command::rtr2rts(qpn, 0, RC_LIMITS).encode().unwrap(),
             &mut vec![0u8; OUTPUT_BYTES],
         )
         .unwrap_err();

@@ -451,6 +451,11 @@ fn atomic_capabilities_need_8_byte_rc_atomics() {
         atomic_endianness: AtomicEndianness::BigEndian,
         dc: true,
         log_bf_reg_size: 9,
+        log_max_msg: 30,
+        log_max_ra_req_qp: 4,
+        log_max_ra_res_qp: 4,
+        log_max_ra_req_dc: 4,
+        log_max_ra_res_dc: 4,
     };
     assert_eq!(check_atomic_capabilities(&good), Ok(()));
     // The CQE version is Device::open's check alone (tests/nic_control.rs), not this one.

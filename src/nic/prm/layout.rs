@@ -358,6 +358,80 @@ layout! {
 /// Bit offset of the `dctc` in `create_dct_in`.
 pub const CREATE_DCT_DCTC: u32 = 0x080;
 
+// ---------------------------------------------------------------------------------------
+// Fields the control plane leaves zero, named so that a command log of another program (the
+// command diff, [`super::diff`]) reads them by name: rdma-core 56.1 `mlx5_ifc.h` (`qpc`,
+// `ads`) and `tests/mlx5_prm_structs.py` (`SwCqc`). None overlaps a field of the layout of
+// the same structure above (checked in `super::diff`'s tests).
+
+layout! {
+    /// The `qpc` fields [`qpc`] does not declare.
+    qpc_other = "qpc", 0x740;
+    STATE = "state" @ 0x000, 4;
+    LAG_TX_PORT_AFFINITY = "lag_tx_port_affinity" @ 0x004, 4;
+    REQ_E2E_CREDIT_MODE = "req_e2e_credit_mode" @ 0x016, 2;
+    OFFLOAD_TYPE = "offload_type" @ 0x018, 4;
+    END_PADDING_MODE = "end_padding_mode" @ 0x01c, 2;
+    WQ_SIGNATURE = "wq_signature" @ 0x020, 1;
+    BLOCK_LB_MC = "block_lb_mc" @ 0x021, 1;
+    ATOMIC_LIKE_WRITE_EN = "atomic_like_write_en" @ 0x022, 1;
+    LATENCY_SENSITIVE = "latency_sensitive" @ 0x023, 1;
+    DRAIN_SIGERR = "drain_sigerr" @ 0x025, 1;
+    DATA_IN_ORDER = "data_in_order" @ 0x05a, 1;
+    RLKY = "rlky" @ 0x05b, 1;
+    ULP_STATELESS_OFFLOAD_MODE = "ulp_stateless_offload_mode" @ 0x05c, 4;
+    COUNTER_SET_ID = "counter_set_id" @ 0x060, 8;
+    FRE = "fre" @ 0x394, 1;
+    CUR_RNR_RETRY = "cur_rnr_retry" @ 0x395, 3;
+    CUR_RETRY_COUNT = "cur_retry_count" @ 0x398, 3;
+    DETH_SQPN = "deth_sqpn" @ 0x408, 24;
+    LAST_ACKED_PSN = "last_acked_psn" @ 0x448, 24;
+    SSN = "ssn" @ 0x468, 24;
+    CD_SLAVE_RECEIVE = "cd_slave_receive" @ 0x49d, 1;
+    CD_SLAVE_SEND = "cd_slave_send" @ 0x49e, 1;
+    CD_MASTER = "cd_master" @ 0x49f, 1;
+    XRCD = "xrcd" @ 0x4c8, 24;
+    Q_KEY = "q_key" @ 0x540, 32;
+    RMSN = "rmsn" @ 0x588, 24;
+    HW_SQ_WQEBB_COUNTER = "hw_sq_wqebb_counter" @ 0x5a0, 16;
+    SW_SQ_WQEBB_COUNTER = "sw_sq_wqebb_counter" @ 0x5b0, 16;
+    HW_RQ_COUNTER = "hw_rq_counter" @ 0x5c0, 32;
+    SW_RQ_COUNTER = "sw_rq_counter" @ 0x5e0, 32;
+    CGS = "cgs" @ 0x62f, 1;
+    CS_REQ = "cs_req" @ 0x630, 8;
+    CS_RES = "cs_res" @ 0x638, 8;
+}
+
+/// Bit offset of `secondary_address_path` (an `ads`) in the `qpc`.
+pub const QPC_SECONDARY_ADDRESS_PATH: u32 = 0x220;
+
+layout! {
+    /// The `ads` fields [`ads`] does not declare.
+    ads_other = "ads", 0x160;
+    FREE_AR = "free_ar" @ 0x001, 1;
+    MLID = "mlid" @ 0x029, 7;
+    F_DSCP = "f_dscp" @ 0x104, 1;
+    F_ECN = "f_ecn" @ 0x105, 1;
+    F_ETH_PRIO = "f_eth_prio" @ 0x107, 1;
+    ECN = "ecn" @ 0x108, 2;
+    DEI_CFI = "dei_cfi" @ 0x120, 1;
+}
+
+layout! {
+    /// The `cqc` fields [`cqc`] does not declare.
+    cqc_other = "cqc", 0x200;
+    STATUS = "status" @ 0x000, 4;
+    AS_NOTIFY = "as_notify" @ 0x004, 1;
+    INITIATOR_SRC_DCT = "initiator_src_dct" @ 0x005, 1;
+    SCQE_BREAK_MODERATION_EN = "scqe_break_moderation_en" @ 0x00d, 1;
+    CQ_PERIOD_MODE = "cq_period_mode" @ 0x00f, 2;
+    CQE_COMPRESSION_EN = "cqe_compression_en" @ 0x011, 1;
+    MINI_CQE_RES_FORMAT = "mini_cqe_res_format" @ 0x012, 2;
+    ST = "st" @ 0x014, 4;
+    CQ_PERIOD = "cq_period" @ 0x084, 12;
+    CQ_MAX_COUNT = "cq_max_count" @ 0x090, 16;
+}
+
 // Offsets measured on rdma-core 56.1's header by hand, pinned independently of the tables.
 const _: () = {
     assert!(qpc::LAYOUT.has("st", 0x008, 8));

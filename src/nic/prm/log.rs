@@ -18,7 +18,9 @@
 //! A record is a `command` line (sequence number, then `key=value` words without spaces)
 //! and its ` in` and ` out` lines (lowercase hex). `errno` is the call's result: 0, or the
 //! errno it failed with (`EREMOTEIO`, 121, when the firmware failed the command: the
-//! output then holds its status and syndrome).
+//! output then holds its status and syndrome). Any other `key=value` word is an attribute
+//! of the call that the command bytes do not carry (the emulator writes `uar_type=` for
+//! `mlx5dv_devx_alloc_uar`), kept in [`CommandRecord::attributes`].
 //!
 //! ```
 //! use ibgda::nic::prm::log::{self, CommandRecord, DecodedCommand};
@@ -29,6 +31,7 @@
 //!     device: "mlx5_0".into(),
 //!     call: "mlx5dv_devx_obj_destroy".into(),
 //!     errno: 0,
+//!     attributes: Vec::new(),
 //!     input: DestroyQp { uid: 0, qpn: 0x42 }.encode()?,
 //!     output: DestroyQpOutput::default().encode()?,
 //! };
@@ -51,8 +54,8 @@ use super::commands::{
     AllocUar, AllocUarOutput, Command, CommandOutput, CreateCq, CreateCqOutput, CreateDct,
     CreateDctOutput, CreateQp, CreateQpOutput, DeallocUar, DeallocUarOutput, DestroyCq,
     DestroyCqOutput, DestroyDct, DestroyDctOutput, DestroyQp, DestroyQpOutput, Init2RtrQp,
-    Init2RtrQpOutput, QueryHcaCap, QueryHcaCapOutput, Rst2InitQp, Rst2InitQpOutput, Rtr2RtsQp,
-    Rtr2RtsQpOutput,
+    Init2RtrQpOutput, Qp2Err, Qp2ErrOutput, Qp2Rst, Qp2RstOutput, QueryHcaCap, QueryHcaCapOutput,
+    Rst2InitQp, Rst2InitQpOutput, Rtr2RtsQp, Rtr2RtsQpOutput,
 };
 use super::error::PrmError;
 use super::opcode;
@@ -71,6 +74,9 @@ pub struct CommandRecord {
     pub call: String,
     /// 0, or the errno the call failed with.
     pub errno: i32,
+    /// The call's other `key=value` words, in the order written (names and values hold no
+    /// whitespace, names no `=`).
+    pub attributes: Vec<(String, String)>,
     /// The command's input bytes.
     pub input: Vec<u8>,
     /// Its output bytes as the device left them.
@@ -142,14 +148,18 @@ fn unhex(text: &str) -> Option<Vec<u8>> {
         .collect()
 }
 
-/// Writes one record. Device and call names must hold no whitespace (they are written as
-/// they are; a name with a space would not read back).
+/// Writes one record. Device and call names and attributes must hold no whitespace (they
+/// are written as they are; a name with a space would not read back).
 pub fn write_record(out: &mut impl Write, record: &CommandRecord) -> io::Result<()> {
-    writeln!(
+    write!(
         out,
         "command {} device={} call={} errno={}",
         record.seq, record.device, record.call, record.errno
     )?;
+    for (key, value) in &record.attributes {
+        write!(out, " {key}={value}")?;
+    }
+    writeln!(out)?;
     writeln!(out, " in {}", hex(&record.input))?;
     writeln!(out, " out {}", hex(&record.output))
 }
@@ -188,11 +198,20 @@ pub fn parse(text: &str) -> Result<Vec<CommandRecord>, LogError> {
             .and_then(|w| w.parse().ok())
             .ok_or_else(|| bad(number, "a sequence number after `command`", line))?;
         let (mut device, mut call, mut errno) = (None, None, None);
+        let mut attributes = Vec::new();
         for word in words {
             match word.split_once('=') {
                 Some(("device", v)) => device = Some(v.to_owned()),
                 Some(("call", v)) => call = Some(v.to_owned()),
-                Some(("errno", v)) => errno = v.parse().ok(),
+                Some(("errno", v)) => {
+                    errno = Some(
+                        v.parse()
+                            .map_err(|_| bad(number, "a decimal errno after `errno=`", line))?,
+                    )
+                }
+                Some((key, v)) if !key.is_empty() => {
+                    attributes.push((key.to_owned(), v.to_owned()))
+                }
                 _ => return Err(bad(number, "`key=value` words", line)),
             }
         }
@@ -212,6 +231,7 @@ pub fn parse(text: &str) -> Result<Vec<CommandRecord>, LogError> {
             device,
             call,
             errno,
+            attributes,
             input,
             output,
         });
@@ -243,6 +263,10 @@ pub enum DecodedCommand {
     Init2RtrQp(Init2RtrQp),
     /// RTR2RTS_QP.
     Rtr2RtsQp(Rtr2RtsQp),
+    /// 2ERR_QP.
+    Qp2Err(Qp2Err),
+    /// 2RST_QP.
+    Qp2Rst(Qp2Rst),
     /// CREATE_DCT.
     CreateDct(CreateDct),
     /// DESTROY_DCT.
@@ -274,6 +298,10 @@ pub enum DecodedOutput {
     Init2RtrQp(Init2RtrQpOutput),
     /// RTR2RTS_QP.
     Rtr2RtsQp(Rtr2RtsQpOutput),
+    /// 2ERR_QP.
+    Qp2Err(Qp2ErrOutput),
+    /// 2RST_QP.
+    Qp2Rst(Qp2RstOutput),
     /// CREATE_DCT's DCT number.
     CreateDct(CreateDctOutput),
     /// DESTROY_DCT.
@@ -291,16 +319,31 @@ pub struct Decoded {
     pub output: Result<DecodedOutput, PrmError>,
 }
 
-/// What the decoders make of an opcode this module does not decode.
+/// What the decoders make of an opcode this module does not decode: the error names the
+/// command ([`opcode::name`], `"unknown command"` when the PRM list here lacks it) and
+/// carries the opcode.
 fn unknown(opcode: u16) -> PrmError {
     PrmError::InvalidValue {
-        command: "PRM command",
-        field: "opcode (no decoder for it)",
+        command: opcode::name(opcode),
+        field: "opcode (no decoder for this command)",
         value: opcode.into(),
     }
 }
 
 impl CommandRecord {
+    /// The value of attribute `key` (the first, if written twice).
+    pub fn attribute(&self, key: &str) -> Option<&str> {
+        self.attributes
+            .iter()
+            .find(|(k, _)| k == key)
+            .map(|(_, v)| v.as_str())
+    }
+
+    /// The command's PRM name ([`opcode::name`]).
+    pub fn name(&self) -> &'static str {
+        opcode::name(self.opcode())
+    }
+
     /// The opcode (the first 16 bits of the input; 0 when it is shorter).
     pub fn opcode(&self) -> u16 {
         match self.input.get(..2) {
@@ -365,6 +408,8 @@ impl CommandRecord {
             opcode::RTR2RTS_QP => {
                 both::<Rtr2RtsQp>(i, o, DecodedCommand::Rtr2RtsQp, DecodedOutput::Rtr2RtsQp)
             }
+            opcode::QP_2ERR => both::<Qp2Err>(i, o, DecodedCommand::Qp2Err, DecodedOutput::Qp2Err),
+            opcode::QP_2RST => both::<Qp2Rst>(i, o, DecodedCommand::Qp2Rst, DecodedOutput::Qp2Rst),
             opcode::CREATE_DCT => {
                 both::<CreateDct>(i, o, DecodedCommand::CreateDct, DecodedOutput::CreateDct)
             }
@@ -378,5 +423,97 @@ impl CommandRecord {
             input,
             output,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::nic::prm::{Qp2Err, Qp2Rst};
+
+    fn record(input: Vec<u8>) -> CommandRecord {
+        CommandRecord {
+            seq: 3,
+            device: "mlx5_0".into(),
+            call: "mlx5dv_devx_alloc_uar".into(),
+            errno: 0,
+            attributes: vec![("uar_type".into(), "nc_dedicated".into())],
+            input,
+            output: vec![0; 16],
+        }
+    }
+
+    #[test]
+    fn attributes_are_written_after_errno_and_read_back() {
+        let r = record(AllocUar.encode().unwrap());
+        let mut text = Vec::new();
+        write_header(&mut text).unwrap();
+        write_record(&mut text, &r).unwrap();
+        let text = String::from_utf8(text).unwrap();
+        assert_eq!(
+            text.lines().nth(1),
+            Some(
+                "command 3 device=mlx5_0 call=mlx5dv_devx_alloc_uar errno=0 uar_type=nc_dedicated"
+            )
+        );
+        let parsed = parse(&text).unwrap();
+        assert_eq!(parsed, vec![r]);
+        assert_eq!(parsed[0].attribute("uar_type"), Some("nc_dedicated"));
+        assert_eq!(parsed[0].attribute("other"), None);
+        assert_eq!(parsed[0].name(), "ALLOC_UAR");
+    }
+
+    #[test]
+    fn a_malformed_command_line_is_a_typed_error_naming_its_line() {
+        for (line, expected) in [
+            (
+                "command 1 device=a call=b errno=x",
+                "a decimal errno after `errno=`",
+            ),
+            ("command 1 device=a call=b errno=0 =v", "`key=value` words"),
+            (
+                "command 1 device=a call=b errno=0 word",
+                "`key=value` words",
+            ),
+            ("command 1 device=a errno=0", "device=, call= and errno="),
+        ] {
+            let text = format!("{HEADER}\n{line}\n in 00\n out 00\n");
+            assert_eq!(
+                parse(&text),
+                Err(LogError::Line {
+                    line: 2,
+                    expected,
+                    found: line.to_owned()
+                }),
+                "{line}"
+            );
+        }
+    }
+
+    #[test]
+    fn recovery_transitions_decode_and_other_opcodes_are_named() {
+        let err = record(Qp2Err { uid: 0, qpn: 0x12 }.encode().unwrap()).decode();
+        assert_eq!(
+            err.input,
+            Ok(DecodedCommand::Qp2Err(Qp2Err { uid: 0, qpn: 0x12 }))
+        );
+        assert_eq!(err.output, Ok(DecodedOutput::Qp2Err(Qp2ErrOutput)));
+        let rst = record(Qp2Rst { uid: 0, qpn: 0x13 }.encode().unwrap()).decode();
+        assert_eq!(
+            rst.input,
+            Ok(DecodedCommand::Qp2Rst(Qp2Rst { uid: 0, qpn: 0x13 }))
+        );
+        // CREATE_SRQ (0x700): no decoder, named in the error.
+        let srq = record(vec![0x07, 0x00, 0, 0]).decode();
+        assert_eq!(srq.opcode, 0x700);
+        assert_eq!(
+            srq.input,
+            Err(PrmError::InvalidValue {
+                command: "CREATE_SRQ",
+                field: "opcode (no decoder for this command)",
+                value: 0x700,
+            })
+        );
+        assert_eq!(opcode::name(0x0abc), "unknown command");
     }
 }
