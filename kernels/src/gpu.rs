@@ -67,6 +67,16 @@ pub enum GpuError {
     },
     /// The queue is executed by another NIC (one executor per queue in the process).
     ExecutedElsewhere(ibgda::queue::ExecutorConflict),
+    /// A queue that had to be fresh (nothing ever reserved, posted, retired or consumed)
+    /// was not: what its producer state shows.
+    QueueNotFresh {
+        /// Its queue pair number.
+        qpn: u32,
+        /// The device address of its send ring.
+        sq_ring: u64,
+        /// Its producer state, as read (boxed: 64 bytes aligned to 64).
+        state: Box<ibgda::queue::DeviceProducerState>,
+    },
     /// A kernel instantiated for one scope was given a descriptor of another.
     ScopeMismatch {
         /// The scope kind (`ibgda::order::ScopeKind` as `u32`) the kernel was built for.
@@ -100,6 +110,23 @@ impl fmt::Display for GpuError {
                 }
             ),
             Self::ExecutedElsewhere(e) => e.fmt(f),
+            Self::QueueNotFresh {
+                qpn,
+                sq_ring,
+                state,
+            } => write!(
+                f,
+                "queue pair {qpn:#x} (send ring at {sq_ring:#x}) is not fresh: {} WQEBBs \
+                 reserved, {} published, {} announced, {} retired, {} CQEs consumed, locks \
+                 {}/{}",
+                state.reserved,
+                state.ready,
+                state.posted,
+                state.retired,
+                state.cq_consumer,
+                state.doorbell_lock,
+                state.poll_lock
+            ),
             Self::ScopeMismatch { kernel, descriptor } => write!(
                 f,
                 "a kernel of scope kind {kernel} was given a descriptor of scope kind {descriptor}"
