@@ -887,13 +887,14 @@ unsafe fn launch_with_queue<T, S: OrderingScope>(
 }
 
 // SAFETY: `read` and `write` copy exactly the bytes asked for, at `offset` of the device
-// buffer given (checked to lie inside it), synchronously on the context; `ring` stores the
-// 8-byte value to a doorbell in device memory (the CUDA software NIC's) and refuses a
-// register doorbell, which only a GPU thread's MMIO store may ring.
+// buffer given (checked to lie inside it), synchronously on the context, and keep nothing
+// of the buffer; `ring` stores the 8-byte value to a doorbell in device memory (the CUDA
+// software NIC's) and refuses a register doorbell, which only a GPU thread's MMIO store
+// may ring.
 unsafe impl ibgda::queue::DeviceQueueAccess<GpuPlaced> for Gpu {
     fn read(
         &self,
-        buffer: &Arc<ibgda::memory::DeviceBuffer>,
+        buffer: &ibgda::memory::DeviceBuffer,
         offset: usize,
         dst: &mut [u8],
     ) -> Result<(), String> {
@@ -906,14 +907,25 @@ unsafe impl ibgda::queue::DeviceQueueAccess<GpuPlaced> for Gpu {
 
     fn write(
         &self,
-        buffer: &Arc<ibgda::memory::DeviceBuffer>,
+        buffer: &ibgda::memory::DeviceBuffer,
         offset: usize,
         src: &[u8],
     ) -> Result<(), String> {
         let at = checked_range(offset, src.len(), buffer.len()).map_err(|e| e.to_string())?;
         self.ctx.bind_to_thread().map_err(|e| format!("{e:?}"))?;
-        // SAFETY: as in `read`; the copy completes before it returns.
-        unsafe { result::memcpy_htod_sync(buffer.addr() + at, src) }.map_err(|e| format!("{e:?}"))
+        // SAFETY: as in `read`.
+        unsafe { result::memcpy_htod_sync(buffer.addr() + at, src) }
+            .map_err(|e| format!("{e:?}"))?;
+        // From pageable memory, cuMemcpyHtoD returns once `src` is staged, before the DMA
+        // to device memory need have completed; a copy back to pageable memory returns
+        // only once it completed, and copies of the context's null stream run in order:
+        // after it, a NIC reading the memory sees `src` (the trait's `write` contract,
+        // which a doorbell rung from the host relies on). No context-wide synchronize: a
+        // persistent kernel (a CUDA software NIC) may be running.
+        let mut back = vec![0u8; src.len()];
+        // SAFETY: as in `read`; `back` has the copied length.
+        unsafe { result::memcpy_dtoh_sync(&mut back, buffer.addr() + at) }
+            .map_err(|e| format!("{e:?}"))
     }
 
     fn ring(&self, doorbell: &ibgda::queue::GpuDoorbell, value: [u8; 8]) -> Result<(), String> {

@@ -18,8 +18,8 @@ pub trait Placement: sealed::Sealed + Copy + fmt::Debug + Send + Sync + 'static 
     /// queue memory, so that nobody else keeps a handle to it).
     type Owned: Send + Sync + 'static;
     /// A buffer of queue memory in this placement, as the queue and its NIC capability
-    /// hold it.
-    type Buffer: QueueBuffer + From<Self::Owned>;
+    /// hold it (it lends the owned buffer, never a second handle, to recovery's access).
+    type Buffer: QueueBuffer + From<Self::Owned> + AsRef<Self::Owned>;
     /// Where this placement's producers ring the doorbell: memory a software NIC watches,
     /// or a store-only register of a NIC ([`HostDoorbell`], [`GpuDoorbell`]).
     type Doorbell: QueueBuffer;

@@ -42,8 +42,6 @@
 use core::fmt;
 use std::time::{Duration, Instant};
 
-use std::sync::Arc;
-
 use super::memory::CQE_INIT_OP_OWN;
 use super::pair::{CompletionError, PollError, Polled, QueuePair};
 use super::placement::{Host, HostDoorbell, Placement};
@@ -404,23 +402,34 @@ impl<Av: AvForm> QueuePair<Dc<Av>> {
 
 /// How recovery reaches, from the host, the memory of a queue pair that GPU threads post
 /// to: its send ring, doorbell record, CQ ring and record and producer state (the
-/// buffers the queue pair owns, handed to the methods by recovery itself), and its
-/// doorbell. [`HostMemory`] is the host's own access to queue memory in host memory (the
-/// `Host` placement); GPU memory needs a copy engine (`cuMemcpy`) and a one-thread kernel
-/// for the doorbell register, which the code that owns the CUDA context provides.
+/// buffers the queue pair owns, lent to the methods by recovery itself for the length of
+/// one call, as a plain borrow of the owned buffer: [`DmaBuffer`] and
+/// [`DeviceBuffer`](crate::memory::DeviceBuffer) are not `Clone`, so no second handle can
+/// be made from it), and its doorbell. [`HostMemory`] is the host's own access to queue
+/// memory in host memory (the `Host` placement); GPU memory needs a copy engine
+/// (`cuMemcpy`), which the code that owns the CUDA context provides.
+///
+/// A doorbell that is a NIC register the host also has mapped (a ConnectX UAR, whose page
+/// the backend allocated with `mlx5dv_devx_alloc_uar` and mapped into the GPU) is rung by
+/// recovery itself through that host mapping, as a host producer rings it, after the
+/// writes (which `write` makes visible to the NIC before it returns): `ring` is called
+/// only for other doorbells.
 ///
 /// # Safety
 ///
 /// `read` and `write` must move exactly the bytes asked for, at `offset` of the buffer
 /// given (its device address for GPU memory), and `ring` must store the 8-byte value to the
-/// doorbell given, as a producer of the placement does; none may touch anything else.
-/// Recovery trusts them as it trusts the memory itself: a wrong write is a WQE the NIC
-/// executes.
+/// doorbell given, as a producer of the placement does; none may touch anything else, and
+/// none may keep the buffer or doorbell it is lent, or any pointer or address derived from
+/// it, past the call (the queue pair owns them; a kept address is a write into queue
+/// memory behind its owner's back). Recovery trusts them as it trusts the memory itself:
+/// a wrong write is a WQE the NIC executes.
 pub unsafe trait DeviceQueueAccess<P: Placement> {
     /// Copies `dst.len()` bytes from `offset` of `buffer`.
-    fn read(&self, buffer: &P::Buffer, offset: usize, dst: &mut [u8]) -> Result<(), String>;
-    /// Copies `src` to `offset` of `buffer`, visible to the NIC when it returns.
-    fn write(&self, buffer: &P::Buffer, offset: usize, src: &[u8]) -> Result<(), String>;
+    fn read(&self, buffer: &P::Owned, offset: usize, dst: &mut [u8]) -> Result<(), String>;
+    /// Copies `src` to `offset` of `buffer`, visible to the NIC when it returns (a NIC
+    /// reading the memory, once the call returned, sees these bytes).
+    fn write(&self, buffer: &P::Owned, offset: usize, src: &[u8]) -> Result<(), String>;
     /// Stores `value` to the doorbell, after every earlier write.
     fn ring(&self, doorbell: &P::Doorbell, value: [u8; 8]) -> Result<(), String>;
 }
@@ -432,10 +441,10 @@ pub struct HostMemory;
 // SAFETY: exactly the bytes asked for, through the buffers' checked accessors; the doorbell
 // with the host producer's release store.
 unsafe impl DeviceQueueAccess<Host> for HostMemory {
-    fn read(&self, buffer: &Arc<DmaBuffer>, offset: usize, dst: &mut [u8]) -> Result<(), String> {
+    fn read(&self, buffer: &DmaBuffer, offset: usize, dst: &mut [u8]) -> Result<(), String> {
         buffer.read(offset, dst).map_err(|e| e.to_string())
     }
-    fn write(&self, buffer: &Arc<DmaBuffer>, offset: usize, src: &[u8]) -> Result<(), String> {
+    fn write(&self, buffer: &DmaBuffer, offset: usize, src: &[u8]) -> Result<(), String> {
         buffer.write(offset, src).map_err(|e| e.to_string())?;
         core::sync::atomic::fence(core::sync::atomic::Ordering::Release);
         Ok(())
@@ -517,7 +526,7 @@ where
         }
         let io = |e: String| RecoveryError::DeviceMemory(e);
         access
-            .write(self.sq.memory().dbrec_buffer(), 0, &[0; 8])
+            .write(self.sq.memory().dbrec_buffer().as_ref(), 0, &[0; 8])
             .map_err(io)?;
         let next = counters
             .ready
@@ -534,7 +543,11 @@ where
             let mut last = [0u8; 8];
             last[7] = CQE_INIT_OP_OWN;
             access
-                .write(self.cq.memory().ring_buffer(), CQE_BYTES - 8, &last)
+                .write(
+                    self.cq.memory().ring_buffer().as_ref(),
+                    CQE_BYTES - 8,
+                    &last,
+                )
                 .map_err(io)?;
         }
         self.write_counters(access, &counters)?;
@@ -545,9 +558,10 @@ where
         Ok(core::mem::take(&mut self.unreported))
     }
 
-    fn state_buffer(&self) -> Result<&P::Buffer, RecoveryError> {
+    fn state_buffer(&self) -> Result<&P::Owned, RecoveryError> {
         self.device_state
             .as_ref()
+            .map(AsRef::as_ref)
             .ok_or(RecoveryError::DeviceMemory("no producer state".into()))
     }
 
@@ -599,7 +613,7 @@ where
         let mut ctrl = [0u8; 12];
         access
             .read(
-                self.sq.memory().ring_buffer(),
+                self.sq.memory().ring_buffer().as_ref(),
                 slot * WQEBB_BYTES,
                 &mut ctrl,
             )
@@ -647,7 +661,11 @@ where
                 .map_err(PostError::from)?;
             let slot = (at & (capacity - 1)) as usize;
             access
-                .write(self.sq.memory().ring_buffer(), slot * WQEBB_BYTES, &block)
+                .write(
+                    self.sq.memory().ring_buffer().as_ref(),
+                    slot * WQEBB_BYTES,
+                    &block,
+                )
                 .map_err(RecoveryError::DeviceMemory)?;
             c.ready = at + 1;
             c.reserved = c.ready;
@@ -692,7 +710,7 @@ where
         record[4..].copy_from_slice(&((next_free & 0xffff) as u32).to_be_bytes());
         let io = RecoveryError::DeviceMemory;
         access
-            .write(self.sq.memory().dbrec_buffer(), 0, &record)
+            .write(self.sq.memory().dbrec_buffer().as_ref(), 0, &record)
             .map_err(io)?;
         access
             .ring(self.sq.memory().doorbell_buffer(), doorbell)
@@ -724,7 +742,7 @@ where
             };
             let mut bytes = [0u8; CQE_BYTES];
             access
-                .read(cq.ring_buffer(), slot * CQE_BYTES, &mut bytes)
+                .read(cq.ring_buffer().as_ref(), slot * CQE_BYTES, &mut bytes)
                 .map_err(io)?;
             let op_own = bytes[CQE_BYTES - 1];
             let counter = u16::from_be_bytes([bytes[60], bytes[61]]);
@@ -749,7 +767,7 @@ where
                 let ci = ((c.cq_consumer & 0xff_ffff) as u32).to_be_bytes();
                 access
                     .write(
-                        cq.dbrec_buffer(),
+                        cq.dbrec_buffer().as_ref(),
                         0,
                         &[ci[0], ci[1], ci[2], ci[3], 0, 0, 0, 0],
                     )
