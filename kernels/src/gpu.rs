@@ -890,7 +890,8 @@ unsafe fn launch_with_queue<T, S: OrderingScope>(
 // buffer given (checked to lie inside it), synchronously on the context, and keep nothing
 // of the buffer; `ring` stores the 8-byte value to a doorbell in device memory (the CUDA
 // software NIC's) and refuses a register doorbell, which only a GPU thread's MMIO store
-// may ring.
+// may ring (recovery rings a register the host maps too itself, and never calls `ring`
+// for it).
 unsafe impl ibgda::queue::DeviceQueueAccess<GpuPlaced> for Gpu {
     fn read(
         &self,
@@ -931,9 +932,9 @@ unsafe impl ibgda::queue::DeviceQueueAccess<GpuPlaced> for Gpu {
     fn ring(&self, doorbell: &ibgda::queue::GpuDoorbell, value: [u8; 8]) -> Result<(), String> {
         if doorbell.is_register() {
             return Err(
-                "the doorbell is a NIC register mapped into the GPU: only a GPU thread's MMIO \
-                 store rings it (recovery of a GPU-placed queue on a ConnectX is not \
-                 implemented)"
+                "the doorbell is a NIC register only the GPU has mapped: only a GPU \
+                 thread's MMIO store rings it (recovery rings a register the host maps too, \
+                 as the mlx5 backend's UAR doorbells, itself, through the host's mapping)"
                     .into(),
             );
         }
