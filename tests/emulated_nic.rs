@@ -5,6 +5,8 @@
 //!   DeepEP and NCCL GIN report, and the case checks the typed error and the message the
 //!   backend promises;
 //! - the command log of a queue pair's life, decoded with `nic::prm`;
+//! - recovery of a GPU-placed queue pair (host memory standing in for the GPU's, the case
+//!   playing the GPU producer) whose doorbell is the UAR register: rung from the host;
 //! - rdma-core's own `ibv_devinfo -v` (Debian's ibverbs-utils: a client nobody here wrote)
 //!   listing the configured devices, every field checked;
 //! - every entry point at the symbol version rdma-core 56.1 gives it (`dlvsym`), and every
@@ -20,11 +22,12 @@ mod emulator_path;
 #[path = "../examples/host_rdma.rs"]
 mod host_rdma;
 
+use core::ptr::NonNull;
+use core::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode, Stdio};
-use std::ptr::NonNull;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::AtomicUsize;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -39,8 +42,15 @@ use ibgda::nic::mlx5::{
 use ibgda::nic::prm::log::{self, DecodedCommand, DecodedOutput};
 use ibgda::nic::prm::{opcode, CommandStatus, PrmError, ServiceType};
 use ibgda::nic::{Device, MemoryAccess, NicError, QueueAllocator, QueueFill, QueueSpec};
-use ibgda::queue::{Gpu as GpuPlaced, PollError, WaitError, CQE_INIT_OP_OWN};
-use ibgda::wqe::{Compact, RdmaWrite, RingSize};
+use ibgda::order::GpuReleaseStore;
+use ibgda::queue::{
+    DeviceQueueAccess, Gpu, Gpu as GpuPlaced, GpuDoorbell, PollError, ProducerStateMemory,
+    QueueBuffer, WaitError, CQE_INIT_OP_OWN,
+};
+use ibgda::wqe::{
+    Compact, Qpn, Rc, RdmaWrite, RemoteAddress, RingSize, SendRing, Wqe, WqeIndex, WqeLimits,
+    WqeSpec,
+};
 
 use emulator_path::{emulator_dir, library_path};
 
@@ -193,6 +203,11 @@ fn cases() -> Vec<Case> {
                 check: Some(check_failed_destroys),
             },
         },
+        child_case(
+            "a_gpu_placed_queue_pair_recovers_ringing_its_uar_from_the_host",
+            DEFAULT_DEVICE,
+            gpu_placed_recovery,
+        ),
         child_case(
             "dc_target_made_with_verbs_as_nvshmem_makes_it",
             DEFAULT_DEVICE,
@@ -978,6 +993,320 @@ fn retry_exceeded_later() -> Outcome {
         }
     }
     Err("no error completion".into())
+}
+
+/// Maps the emulated ConnectX's UAR pages (ordinary memory of this process) into "the GPU"
+/// at their own addresses: there is no GPU here, the case plays the GPU producer and
+/// stores its doorbells at that address.
+#[derive(Debug)]
+struct HostAsGpu;
+
+#[derive(Debug)]
+struct AtItsOwnAddress(u64);
+
+// SAFETY: the "GPU address" of the range is its host address, which stays its address for
+// as long as the mapping lives (the backend keeps the UAR, so its page, alive as long).
+unsafe impl IoMapping for AtItsOwnAddress {
+    fn device_addr(&self) -> u64 {
+        self.0
+    }
+}
+
+// SAFETY: the mappings it returns are of exactly the range given, at its own address.
+unsafe impl IoMemoryMapper for HostAsGpu {
+    unsafe fn map_io(&self, _: NonNull<u8>, _: usize) -> Result<Box<dyn IoMapping>, IoMapError> {
+        Err(IoMapError {
+            code: 801,
+            message: "no GPU: only the emulator's UAR pages (memory) are mapped".into(),
+        })
+    }
+    unsafe fn map_host_memory(
+        &self,
+        ptr: NonNull<u8>,
+        _: usize,
+    ) -> Result<Box<dyn IoMapping>, IoMapError> {
+        Ok(Box::new(AtItsOwnAddress(ptr.as_ptr() as u64)))
+    }
+}
+
+/// GPU queue memory stood in for by host memory at its own address (the backend then
+/// registers it by peer memory, which the emulator reaches by address, after `NoDmaBuf`
+/// has none).
+#[derive(Debug)]
+struct HostStandIns;
+
+impl QueueAllocator<Gpu> for HostStandIns {
+    fn allocate(
+        &self,
+        len: usize,
+        align: usize,
+        fill: QueueFill,
+    ) -> Result<DeviceBuffer, NicError> {
+        let host = DmaBuffer::zeroed(len, align.max(4096))?;
+        if fill == QueueFill::InvalidCqes {
+            for entry in (0..len / 64).map(|i| i * 64) {
+                // Invalid opcode, hardware-owned: a CQE nobody wrote.
+                host.write(entry + 63, &[0xf1])?;
+            }
+        }
+        let addr = host.addr();
+        // SAFETY: host memory standing in for GPU memory, kept allocated by the owner (the
+        // buffer itself); only the NIC, the "GPU producer" and recovery's access (this
+        // case, by address) reach it.
+        Ok(unsafe { DeviceBuffer::from_raw(addr, len, Box::new(host)) })
+    }
+}
+
+/// The bytes at `addr`, as atomics: the emulator's engine thread reads and writes the same
+/// memory (it reaches queue memory through atomic words too).
+///
+/// # Safety
+///
+/// `addr..addr + len` must be live memory of this process (a host stand-in).
+unsafe fn stand_in_bytes<'a>(addr: u64, len: usize) -> &'a [AtomicU8] {
+    // SAFETY: live memory (the caller's contract), accessed only atomically.
+    unsafe { core::slice::from_raw_parts(addr as *const AtomicU8, len) }
+}
+
+/// Recovery's access to the stand-in GPU memory, by address (as a copy engine reaches GPU
+/// memory). Its `ring` refuses: the doorbell is the UAR's register, which recovery must
+/// ring itself through the host's mapping of the page.
+struct StandInAccess;
+
+// SAFETY: exactly the bytes asked for, at `offset` of the buffer given (whose device
+// address is the host address of a live stand-in), nothing kept; `ring` stores nothing.
+unsafe impl DeviceQueueAccess<Gpu> for StandInAccess {
+    fn read(&self, buffer: &DeviceBuffer, offset: usize, dst: &mut [u8]) -> Result<(), String> {
+        if offset + dst.len() > buffer.len() {
+            return Err(format!(
+                "{} bytes at {offset} of {}",
+                dst.len(),
+                buffer.len()
+            ));
+        }
+        // SAFETY: inside the stand-in `buffer` describes, which it keeps alive.
+        let bytes = unsafe { stand_in_bytes(buffer.addr() + offset as u64, dst.len()) };
+        for (d, b) in dst.iter_mut().zip(bytes) {
+            *d = b.load(Ordering::Acquire);
+        }
+        Ok(())
+    }
+    fn write(&self, buffer: &DeviceBuffer, offset: usize, src: &[u8]) -> Result<(), String> {
+        if offset + src.len() > buffer.len() {
+            return Err(format!(
+                "{} bytes at {offset} of {}",
+                src.len(),
+                buffer.len()
+            ));
+        }
+        // SAFETY: as in `read`.
+        let bytes = unsafe { stand_in_bytes(buffer.addr() + offset as u64, src.len()) };
+        for (b, s) in bytes.iter().zip(src) {
+            b.store(*s, Ordering::Release);
+        }
+        core::sync::atomic::fence(Ordering::SeqCst);
+        Ok(())
+    }
+    fn ring(&self, doorbell: &GpuDoorbell, _: [u8; 8]) -> Result<(), String> {
+        Err(format!(
+            "ring called for the doorbell at {:#x}: recovery must ring a ConnectX UAR \
+             through the host's mapping",
+            doorbell.addr()
+        ))
+    }
+}
+
+type GpuQp = ibgda::queue::QueuePair<Rc, Gpu, GpuReleaseStore>;
+
+/// Posts `wqe` as a GPU thread does, from the queue's device descriptor: the WQE at
+/// `reserved`, the counters, the doorbell record's send counter and (if `ring`) the
+/// doorbell, a 64-bit
+/// store to the UAR register's "GPU" address. Returns the WQE's end counter.
+fn gpu_post<W: WqeSpec>(qp: &GpuQp, wqe: &Wqe<W>, ring: bool) -> Result<u64, String> {
+    let d = *qp.device_queue().raw();
+    // SAFETY: the descriptor names the queue pair's live stand-ins (64 bytes of producer
+    // state, a ring of 2^log_sq_wqebbs WQEBBs, the record's 4-byte send counter) and the
+    // UAR register's 8 bytes, all alive while `qp` is.
+    let (state, ring_bytes, record, doorbell) = unsafe {
+        (
+            stand_in_bytes(d.state, 64),
+            stand_in_bytes(d.sq_ring, 64 << d.log_sq_wqebbs),
+            stand_in_bytes(d.sq_dbrec, 4),
+            &*(d.doorbell as *const AtomicU64),
+        )
+    };
+    let word = |at: usize| {
+        u64::from_ne_bytes(core::array::from_fn(|i| {
+            state[at + i].load(Ordering::Acquire)
+        }))
+    };
+    let put = |bytes: &[AtomicU8], at: usize, value: &[u8]| {
+        for (b, v) in bytes[at..at + value.len()].iter().zip(value) {
+            b.store(*v, Ordering::Release);
+        }
+    };
+    let at = word(0);
+    let mut bytes = vec![0u8; wqe.wqebbs() as usize * 64];
+    SendRing::new(&mut bytes, WqeLimits::default())
+        .map_err(fail)?
+        .write(
+            WqeIndex::from_counter(at),
+            Qpn::new(d.qpn).map_err(fail)?,
+            wqe,
+        )
+        .map_err(fail)?;
+    let size = 1u64 << d.log_sq_wqebbs;
+    for (k, block) in bytes.chunks(64).enumerate() {
+        put(ring_bytes, ((at + k as u64) % size) as usize * 64, block);
+    }
+    let end = at + u64::from(wqe.wqebbs());
+    for offset in [0, 8, 16] {
+        put(state, offset, &end.to_ne_bytes());
+    }
+    core::sync::atomic::fence(Ordering::SeqCst);
+    // The send counter: the record's second word, which the descriptor names.
+    put(record, 0, &((end & 0xffff) as u32).to_be_bytes());
+    core::sync::atomic::fence(Ordering::SeqCst);
+    if ring {
+        doorbell.store(
+            u64::from_ne_bytes(bytes[..8].try_into().expect("8 bytes")),
+            Ordering::Release,
+        );
+    }
+    Ok(end)
+}
+
+/// A GPU thread's WRITE of 8 inline bytes of `byte` to `at` ([`gpu_post`]).
+fn gpu_write(
+    qp: &GpuQp,
+    at: RemoteAddress,
+    byte: u8,
+    signaled: bool,
+    ring: bool,
+) -> Result<u64, String> {
+    let payload = [byte; 8];
+    let w = RdmaWrite::new(at).inline(&payload);
+    let wqe = if signaled {
+        w.signaled().build()
+    } else {
+        w.build()
+    };
+    gpu_post(qp, &wqe.map_err(fail)?, ring)
+}
+
+/// A GPU-placed RC queue pair on the emulated ConnectX (its memory host stand-ins, its
+/// doorbell the UAR register mapped into "the GPU" at its host address): the case, as the
+/// GPU, completes a WRITE, fails one on a region without remote write, and publishes two
+/// unsignaled ones after it (the last not rung). Recovery rings the UAR from the host
+/// (its access refuses to), signals the tail with a NOP, and returns the failed WRITE
+/// with its syndrome and the two after it flushed; the queue pair then writes again from
+/// WQE index 0.
+fn gpu_placed_recovery() -> Outcome {
+    let backend = Mlx5Backend::new(Mlx5Device::open(Some("mlx5_0")).map_err(fail)?)
+        .with_gpu(Arc::new(NoDmaBuf), Arc::new(HostAsGpu));
+    let device = Device::open(backend).map_err(fail)?;
+    let pd = device.alloc_pd().map_err(fail)?;
+    let buffer = Arc::new(DmaBuffer::zeroed(128, 4096).map_err(fail)?);
+    let region = pd
+        .register(buffer.clone(), 0, 64, MemoryAccess::all())
+        .map_err(fail)?;
+    let read_only = pd
+        .register(
+            buffer.clone(),
+            64,
+            64,
+            MemoryAccess::LOCAL_WRITE | MemoryAccess::REMOTE_READ,
+        )
+        .map_err(fail)?;
+    let pending = pd
+        .create_rc_in(
+            QueueSpec::new(RingSize::new(16).map_err(fail)?),
+            &HostStandIns,
+        )
+        .map_err(fail)?;
+    let endpoint = pending.endpoint();
+    let state = ProducerStateMemory::from_device(
+        HostStandIns
+            .allocate(64, 64, QueueFill::Zero)
+            .map_err(fail)?,
+    )
+    .map_err(fail)?;
+    let mut qp: GpuQp = pending
+        .connect_device(&endpoint, state, GpuReleaseStore)
+        .map_err(fail)?;
+    gpu_write(&qp, region.remote(0), 0x11, true, true)?;
+    let failed = gpu_write(&qp, read_only.remote(0), 0x22, true, true)?;
+    // The first two CQEs (the completion and the error) are written before recovery, so
+    // that what it returns does not depend on when the engine ran.
+    let d = *qp.device_queue().raw();
+    // SAFETY: the CQ ring the descriptor names, a live stand-in of 2^log_cq_entries CQEs.
+    let cq = unsafe { stand_in_bytes(d.cq_ring, 64 << d.log_cq_entries) };
+    let start = Instant::now();
+    while (0..2).any(|slot| cq[slot * 64 + 63].load(Ordering::Acquire) >> 4 == 0xf) {
+        if start.elapsed() > Duration::from_secs(10) {
+            return Err("the emulated NIC wrote no CQE for the first two WRITEs".into());
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    let flushed = [
+        gpu_write(&qp, region.remote(8), 0x33, false, true)?,
+        // Published, never rung: recovery's doorbell announces it.
+        gpu_write(&qp, region.remote(16), 0x44, false, false)?,
+    ];
+    let next = qp.endpoint().ok_or("no endpoint")?;
+    let recovery = qp
+        .recover_device(
+            Some(&next),
+            &StandInAccess,
+            Duration::from_secs(10),
+            &mut || std::thread::sleep(Duration::from_micros(100)),
+        )
+        .map_err(fail)?;
+    let found: Vec<_> = recovery
+        .unfinished
+        .iter()
+        .map(|u| (u.ticket.end(), u.outcome.completion().syndrome))
+        .collect();
+    let expected = vec![
+        (failed, Some(Syndrome::RemoteAccess)),
+        (flushed[0], Some(Syndrome::WorkRequestFlushed)),
+        (flushed[1], Some(Syndrome::WorkRequestFlushed)),
+    ];
+    if found != expected {
+        return Err(format!(
+            "recovery returned {found:?}, expected {expected:?}"
+        ));
+    }
+    let mut image = vec![0x11; 8];
+    image.extend([0; 120]);
+    if buffer.to_vec() != image {
+        return Err(format!("memory after recovery: {:?}", buffer.to_vec()));
+    }
+    // The last doorbell in the UAR page the engine watches is recovery's, stored from the
+    // host: its NOP's (WQE index 4, opcode 0) on this queue pair.
+    // SAFETY: the UAR register the descriptor names, 8 aligned bytes of the emulator's
+    // page, alive while the queue pair is.
+    let rung = unsafe { &*(d.doorbell as *const AtomicU64) }
+        .load(Ordering::Acquire)
+        .to_ne_bytes();
+    if rung[1..4] != [0, 4, 0] || rung[4..7] != qp.device_qpn().get().to_be_bytes()[1..] {
+        return Err(format!(
+            "the UAR register holds {rung:x?}, not the NOP's doorbell"
+        ));
+    }
+    // The kernels' next WQE is index 0, and the NIC runs it.
+    let again = gpu_write(&qp, region.remote(24), 0x55, true, true)?;
+    if again != 1 << 16 | 1 {
+        return Err(format!("the first WQE after recovery ends at {again:#x}"));
+    }
+    let start = Instant::now();
+    while buffer.to_vec()[24..32] != [0x55; 8] {
+        if start.elapsed() > Duration::from_secs(10) {
+            return Err("the WRITE after recovery did not land".into());
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    Ok(())
 }
 
 /// The queue-pair life whose command log the parent decodes: open, an RC queue pair

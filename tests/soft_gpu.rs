@@ -41,8 +41,8 @@ impl QueueAllocator<Gpu> for FakeGpu {
 }
 
 impl GpuDoorbellMemory for FakeGpu {
-    fn doorbell(&self) -> Result<Arc<DeviceBuffer>, NicError> {
-        Ok(Arc::new(fake_device(8)))
+    fn doorbell(&self) -> Result<DeviceBuffer, NicError> {
+        Ok(fake_device(8))
     }
 }
 

@@ -689,9 +689,9 @@ pub(crate) fn new_uar_page(
     // accessed only atomically (by this view and by producers' 64-bit stores).
     let doorbell =
         unsafe { DmaBuffer::from_raw(at, 8, Box::new(page.clone())) }.map_err(|e| nomem(&e))?;
-    let soft = nic
-        .register_uar(Arc::new(doorbell))
-        .map_err(|e| nomem(&e))?;
+    // The view is handed over; the page stays shared with the programs ringing it (by
+    // `reg_addr`), which is what a UAR page is for.
+    let soft = nic.register_uar(doorbell).map_err(|e| nomem(&e))?;
     Ok((page, soft, at.as_ptr()))
 }
 

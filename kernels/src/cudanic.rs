@@ -35,13 +35,10 @@ use crate::softnic::device::DeviceNic;
 struct Doorbells(Arc<Gpu>);
 
 impl GpuDoorbellMemory for Doorbells {
-    fn doorbell(&self) -> Result<Arc<DeviceBuffer>, NicError> {
-        self.0
-            .device_buffer(8)
-            .map(Arc::new)
-            .map_err(|e| NicError::Unsupported {
-                what: format!("a GPU doorbell: {e}"),
-            })
+    fn doorbell(&self) -> Result<DeviceBuffer, NicError> {
+        self.0.device_buffer(8).map_err(|e| NicError::Unsupported {
+            what: format!("a GPU doorbell: {e}"),
+        })
     }
 }
 

@@ -67,6 +67,16 @@ pub enum GpuError {
     },
     /// The queue is executed by another NIC (one executor per queue in the process).
     ExecutedElsewhere(ibgda::queue::ExecutorConflict),
+    /// A queue that had to be fresh (nothing ever reserved, posted, retired or consumed)
+    /// was not: what its producer state shows.
+    QueueNotFresh {
+        /// Its queue pair number.
+        qpn: u32,
+        /// The device address of its send ring.
+        sq_ring: u64,
+        /// Its producer state, as read (boxed: 64 bytes aligned to 64).
+        state: Box<ibgda::queue::DeviceProducerState>,
+    },
     /// A kernel instantiated for one scope was given a descriptor of another.
     ScopeMismatch {
         /// The scope kind (`ibgda::order::ScopeKind` as `u32`) the kernel was built for.
@@ -100,6 +110,23 @@ impl fmt::Display for GpuError {
                 }
             ),
             Self::ExecutedElsewhere(e) => e.fmt(f),
+            Self::QueueNotFresh {
+                qpn,
+                sq_ring,
+                state,
+            } => write!(
+                f,
+                "queue pair {qpn:#x} (send ring at {sq_ring:#x}) is not fresh: {} WQEBBs \
+                 reserved, {} published, {} announced, {} retired, {} CQEs consumed, locks \
+                 {}/{}",
+                state.reserved,
+                state.ready,
+                state.posted,
+                state.retired,
+                state.cq_consumer,
+                state.doorbell_lock,
+                state.poll_lock
+            ),
             Self::ScopeMismatch { kernel, descriptor } => write!(
                 f,
                 "a kernel of scope kind {kernel} was given a descriptor of scope kind {descriptor}"
@@ -860,13 +887,15 @@ unsafe fn launch_with_queue<T, S: OrderingScope>(
 }
 
 // SAFETY: `read` and `write` copy exactly the bytes asked for, at `offset` of the device
-// buffer given (checked to lie inside it), synchronously on the context; `ring` stores the
-// 8-byte value to a doorbell in device memory (the CUDA software NIC's) and refuses a
-// register doorbell, which only a GPU thread's MMIO store may ring.
+// buffer given (checked to lie inside it), synchronously on the context, and keep nothing
+// of the buffer; `ring` stores the 8-byte value to a doorbell in device memory (the CUDA
+// software NIC's) and refuses a register doorbell, which only a GPU thread's MMIO store
+// may ring (recovery rings a register the host maps too itself, and never calls `ring`
+// for it).
 unsafe impl ibgda::queue::DeviceQueueAccess<GpuPlaced> for Gpu {
     fn read(
         &self,
-        buffer: &Arc<ibgda::memory::DeviceBuffer>,
+        buffer: &ibgda::memory::DeviceBuffer,
         offset: usize,
         dst: &mut [u8],
     ) -> Result<(), String> {
@@ -879,22 +908,33 @@ unsafe impl ibgda::queue::DeviceQueueAccess<GpuPlaced> for Gpu {
 
     fn write(
         &self,
-        buffer: &Arc<ibgda::memory::DeviceBuffer>,
+        buffer: &ibgda::memory::DeviceBuffer,
         offset: usize,
         src: &[u8],
     ) -> Result<(), String> {
         let at = checked_range(offset, src.len(), buffer.len()).map_err(|e| e.to_string())?;
         self.ctx.bind_to_thread().map_err(|e| format!("{e:?}"))?;
-        // SAFETY: as in `read`; the copy completes before it returns.
-        unsafe { result::memcpy_htod_sync(buffer.addr() + at, src) }.map_err(|e| format!("{e:?}"))
+        // SAFETY: as in `read`.
+        unsafe { result::memcpy_htod_sync(buffer.addr() + at, src) }
+            .map_err(|e| format!("{e:?}"))?;
+        // From pageable memory, cuMemcpyHtoD returns once `src` is staged, before the DMA
+        // to device memory need have completed; a copy back to pageable memory returns
+        // only once it completed, and copies of the context's null stream run in order:
+        // after it, a NIC reading the memory sees `src` (the trait's `write` contract,
+        // which a doorbell rung from the host relies on). No context-wide synchronize: a
+        // persistent kernel (a CUDA software NIC) may be running.
+        let mut back = vec![0u8; src.len()];
+        // SAFETY: as in `read`; `back` has the copied length.
+        unsafe { result::memcpy_dtoh_sync(&mut back, buffer.addr() + at) }
+            .map_err(|e| format!("{e:?}"))
     }
 
     fn ring(&self, doorbell: &ibgda::queue::GpuDoorbell, value: [u8; 8]) -> Result<(), String> {
         if doorbell.is_register() {
             return Err(
-                "the doorbell is a NIC register mapped into the GPU: only a GPU thread's MMIO \
-                 store rings it (recovery of a GPU-placed queue on a ConnectX is not \
-                 implemented)"
+                "the doorbell is a NIC register only the GPU has mapped: only a GPU \
+                 thread's MMIO store rings it (recovery rings a register the host maps too, \
+                 as the mlx5 backend's UAR doorbells, itself, through the host's mapping)"
                     .into(),
             );
         }

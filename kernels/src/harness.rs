@@ -9,7 +9,9 @@ use cudarc::driver::LaunchConfig;
 use ibgda::cq::CqMode;
 use ibgda::memory::{DeviceBuffer, DmaBuffer};
 use ibgda::order::{GpuThread, OrderingScope, ValidFor};
-use ibgda::queue::{DeviceQueueDescriptor, Executor, Gpu as GpuPlaced, QueuePair};
+use ibgda::queue::{
+    DeviceProducerState, DeviceQueueDescriptor, Executor, Gpu as GpuPlaced, QueuePair,
+};
 use ibgda::wqe::Rc;
 use ibgda::wqe::{
     Atomic, Compact, CompactAddressVector, Destination, Dump, FenceMode, Full, FullAddressVector,
@@ -132,10 +134,21 @@ pub struct SinkCapacity {
 /// `doorbells` doorbells of `batch` one-WQEBB WQEs on its queue (the batch's last control
 /// segment, signaled; the record; the doorbell) and the consumer's (freeing every CQE),
 /// each followed by one sink pass in `mode` ([`SINK_RETIRE`] or [`SINK_RETIRE_TIGHT`]).
-/// The queues must be fresh (nothing posted): their rings are overwritten.
+///
+/// The kernel writes each queue's ring, doorbell record, doorbell and CQ from slot 0 and
+/// leaves its producer state as it was, so:
+/// - the queues must be fresh, which is checked before anything runs: a queue whose
+///   producer state shows anything reserved, published, announced, retired or consumed
+///   (or a lock held) is [`GpuError::QueueNotFresh`] naming it (its WQEs would be
+///   overwritten, and the CQEs written for a ring it never issued);
+/// - the queues are consumed (dropped once the kernel has finished, or with the error):
+///   what the kernel leaves in their rings and CQs (NOPs and CQEs their producer state
+///   never counted) must never meet a later producer, which would take those CQEs as its
+///   own WQEs' completions. To keep a queue that may not be fresh, read its state first
+///   ([`Gpu::read_producer_state`]).
 pub fn sink_capacity<S>(
     gpu: &Gpu,
-    queues: &[&QueuePair<Rc, GpuPlaced, S>],
+    queues: Vec<QueuePair<Rc, GpuPlaced, S>>,
     mode: SinkMode,
     batch: u32,
     doorbells: u32,
@@ -152,6 +165,10 @@ where
     let descriptors: Vec<DeviceQueueDescriptor> =
         queues.iter().map(|q| *q.device_queue().raw()).collect();
     distinct_queues(&descriptors)?;
+    for q in &queues {
+        let device_queue = q.device_queue();
+        fresh_queue(device_queue.raw(), &gpu.read_producer_state(&device_queue)?)?;
+    }
     if let Some(d) = descriptors.iter().find(|d| batch > 1u32 << d.log_sq_wqebbs) {
         return Err(GpuError::Invalid(format!(
             "a batch of {batch} WQEBBs on a ring of {}",
@@ -165,7 +182,7 @@ where
     // capabilities are held until the launch is synchronized below.
     let _reach: Vec<QueueReach> = queues
         .iter()
-        .map(|q| unsafe { QueueReach::of(*q, &executor) })
+        .map(|q| unsafe { QueueReach::of(q, &executor) })
         .collect::<Result<_, _>>()?;
     let descs = descriptor_array(gpu, &descriptors)?;
     let state = gpu.device_buffer(32 * queues.len())?;
@@ -189,8 +206,9 @@ where
     // SAFETY: `ibgda_sink_capacity(const DeviceQueueDescriptor*, u32, SinkQueue*, u32,
     // u32, u32, u64*, SinkStats*)`: the arguments above in that order, each a live
     // allocation of the needed size (32 bytes of state and 8 of clock per queue); the
-    // descriptors come from the borrowed queue pairs; synchronized before anything here is
-    // released. The kernel ends by itself (every CQE is freed before the next doorbell).
+    // descriptors come from the queue pairs this call owns; synchronized before anything
+    // here (the queue pairs included) is released. The kernel ends by itself (every CQE is
+    // freed before the next doorbell).
     unsafe { gpu.launch_raw(false, "ibgda_sink_capacity", cfg, false, &args) }?;
     gpu.synchronize()?;
     let c = gpu.read_device(&clocks)?;
@@ -238,6 +256,21 @@ fn sink_shape(queues: usize, blocks: u32, threads: u32) -> Result<u32, GpuError>
         )));
     }
     Ok(n)
+}
+
+/// A fresh queue's producer state: nothing reserved, published, announced, retired or
+/// consumed, no lock held, no collapsed CQE seen (all zero, as the queue was made). Else
+/// [`GpuError::QueueNotFresh`] naming the queue `d` describes.
+fn fresh_queue(d: &DeviceQueueDescriptor, state: &DeviceProducerState) -> Result<(), GpuError> {
+    if *state == DeviceProducerState::default() {
+        Ok(())
+    } else {
+        Err(GpuError::QueueNotFresh {
+            qpn: d.qpn,
+            sq_ring: d.sq_ring,
+            state: Box::new(*state),
+        })
+    }
 }
 
 /// One sink thread per queue: the same queue pair twice would have two threads execute it.
@@ -627,6 +660,77 @@ mod tests {
         };
         assert_eq!(distinct_queues(&[q(0x1000), q(0x2000)]), Ok(()));
         assert!(distinct_queues(&[q(0x1000), q(0x2000), q(0x1000)]).is_err());
+    }
+
+    /// The freshness rule `sink_capacity` checks before it writes a queue's ring and CQ
+    /// from slot 0 (the read itself needs a GPU: `kernels/tests/gpu.rs`
+    /// `sink_capacity_refuses_a_queue_that_was_posted_to`).
+    #[test]
+    fn only_a_queue_nothing_touched_is_fresh() {
+        let d = DeviceQueueDescriptor {
+            sq_ring: 0x7000_0000,
+            qpn: 0x43,
+            ..Default::default()
+        };
+        assert_eq!(fresh_queue(&d, &DeviceProducerState::default()), Ok(()));
+        let touched = [
+            DeviceProducerState {
+                reserved: 1,
+                ..Default::default()
+            },
+            // Published and announced, never executed: what would be overwritten.
+            DeviceProducerState {
+                reserved: 4,
+                ready: 4,
+                posted: 4,
+                ..Default::default()
+            },
+            // Everything retired and consumed: the CQ holds CQEs of the queue's own.
+            DeviceProducerState {
+                reserved: 4,
+                ready: 4,
+                posted: 4,
+                retired: 4,
+                cq_consumer: 1,
+                ..Default::default()
+            },
+            // As recovery leaves a queue: counters at a multiple of 2^16.
+            DeviceProducerState {
+                reserved: 1 << 16,
+                ready: 1 << 16,
+                posted: 1 << 16,
+                retired: 1 << 16,
+                ..Default::default()
+            },
+            DeviceProducerState {
+                cq_consumer: 3,
+                ..Default::default()
+            },
+            DeviceProducerState {
+                doorbell_lock: 1,
+                ..Default::default()
+            },
+            DeviceProducerState {
+                collapsed_seen: 9,
+                ..Default::default()
+            },
+        ];
+        for state in touched {
+            let refused = fresh_queue(&d, &state);
+            assert_eq!(
+                refused,
+                Err(GpuError::QueueNotFresh {
+                    qpn: 0x43,
+                    sq_ring: 0x7000_0000,
+                    state: Box::new(state)
+                })
+            );
+            let message = refused.unwrap_err().to_string();
+            assert!(
+                message.contains("queue pair 0x43") && message.contains("0x70000000"),
+                "{message}"
+            );
+        }
     }
 
     #[test]

@@ -294,6 +294,65 @@ fn the_occasional_send_delivers_every_payload_and_waits_for_room() {
     occasional(&gpu, SystemFence, 200, 7);
 }
 
+/// `sink_capacity` writes a queue's ring and CQ from slot 0: given a queue with 4 published,
+/// announced and never executed WQEs (the occasional send, no NIC running, no wait) it
+/// refuses with `QueueNotFresh` naming the queue before anything runs (the queue pair,
+/// handed over, is dropped unexecuted); a fresh queue runs.
+#[test]
+#[ignore = "needs an NVIDIA GPU: run with --ignored on the GPU machine"]
+fn sink_capacity_refuses_a_queue_that_was_posted_to() {
+    use ibgda_kernels::harness::{sink_capacity, SINK_RETIRE};
+    let gpu = gpu();
+    let qp = gpu_queue_pair(&gpu, 0x43, 64, 16, 8, CqMode::Ring, GpuReleaseStore).expect("queue");
+    {
+        let q = qp.device_queue();
+        let descs = ibgda_kernels::harness::descriptor_array(&gpu, &[*q.raw()]).expect("descs");
+        let status = gpu.device_buffer(4).expect("status");
+        let args = [
+            KernelArg::U64(descs.addr()),
+            KernelArg::U32(4),
+            KernelArg::U32(0),
+            KernelArg::U64(0x7000_0000),
+            KernelArg::U32(0x99),
+            KernelArg::U64(status.addr()),
+        ];
+        // SAFETY: ibgda_occasional_send_GpuReleaseStore(const DeviceQueueDescriptor*, u32 n,
+        // u32 wait_every, u64 raddr, u32 rkey, int* status): one descriptor of a queue pair
+        // that, with the status word, lives until the stream is synchronized below; 4
+        // signaled sends fit the ring and the CQ, and no wait is asked for.
+        unsafe {
+            gpu.launch_raw(
+                false,
+                "ibgda_occasional_send_GpuReleaseStore",
+                cfg(1, 32),
+                false,
+                &args,
+            )
+        }
+        .expect("launch");
+        gpu.stream().synchronize().expect("sender");
+        let state = gpu.read_producer_state(&q).expect("state");
+        assert_eq!((state.reserved, state.posted, state.retired), (4, 4, 0));
+    }
+    let ring_address = qp.device_queue().raw().sq_ring;
+    let refused = sink_capacity(&gpu, vec![qp], SINK_RETIRE, 1, 1).expect_err("not fresh");
+    match refused {
+        GpuError::QueueNotFresh {
+            qpn,
+            sq_ring,
+            state,
+        } => {
+            assert_eq!((qpn, sq_ring), (0x43, ring_address));
+            assert_eq!((state.reserved, state.posted), (4, 4));
+        }
+        other => panic!("{other}"),
+    }
+    let fresh =
+        gpu_queue_pair(&gpu, 0x44, 64, 16, 8, CqMode::Ring, GpuReleaseStore).expect("queue");
+    let c = sink_capacity(&gpu, vec![fresh], SINK_RETIRE, 1, 8).expect("a fresh queue runs");
+    assert_eq!((c.stats.doorbells, c.stats.cqes), (8, 8), "{c:?}");
+}
+
 /// The exclusive issue path end to end against the sink, typed and raw, for one scope:
 /// every WQE completes without error, and both leave byte-identical rings.
 fn issue_end_to_end<S>(gpu: &Gpu, scope: S)

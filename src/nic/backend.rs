@@ -215,6 +215,15 @@ pub trait BackendObject: Send + Sync + fmt::Debug {}
 /// Every failure is a typed [`NicError`].
 /// Each handle type releases its resource when dropped; the control plane keeps parents
 /// alive as long as their children, so a backend sees teardown in the hardware's order.
+///
+/// A backend outside this crate cannot record an executor claim on the queues it
+/// registers ([`QueueMemoryRef`]'s claim is crate-private), so "one executor per queue in
+/// the process" (see [`crate::queue::Executor`]) is enforced only among the crate's own
+/// executors (its backends, the software NIC's fabrics, the CUDA software NIC, the
+/// doorbell sink): such a backend is not refused a queue another of them executes, nor
+/// are they refused one it executes, and keeping its NIC the queue's only executor is part
+/// of the `unsafe` command contracts below, under which it hands the NIC the memory it
+/// sees only as [`QueueMemoryRef::span`].
 pub trait Backend: Send + Sync + fmt::Debug + 'static {
     /// A protection domain.
     type Pd: ProtectionDomainId;

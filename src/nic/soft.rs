@@ -253,10 +253,16 @@ impl SoftNic {
         })
     }
 
-    /// A UAR page whose 8-byte doorbell is `doorbell` (which the device only reads): for a
-    /// device that lays out its own UAR pages (the emulated ConnectX's doorbell sits at
-    /// offset 0x800 of a 4 KiB page, as on a ConnectX).
-    pub fn register_uar(&self, doorbell: Arc<DmaBuffer>) -> Result<SoftUar, NicError> {
+    /// A UAR page whose 8-byte doorbell is `doorbell` (which the device only reads), handed
+    /// over: for a device that lays out its own UAR pages (the emulated ConnectX's doorbell
+    /// sits at offset 0x800 of a 4 KiB page, as on a ConnectX).
+    ///
+    /// The buffer may be a view of a page its caller keeps mapped for producers, as the
+    /// emulator keeps each UAR page for the programs it serves, which store their doorbells
+    /// through the page's address (rdma-core's `reg_addr`): a UAR page is shared by design
+    /// between whoever rings it and the NIC. What the caller cannot keep is this handle,
+    /// through which the device would be given memory to watch that someone else owns.
+    pub fn register_uar(&self, doorbell: DmaBuffer) -> Result<SoftUar, NicError> {
         if doorbell.len() != 8 {
             return Err(NicError::OutOfRange {
                 what: "UAR doorbell length (bytes)",
@@ -267,7 +273,12 @@ impl SoftNic {
         self.insert_uar(doorbell)
     }
 
-    fn insert_uar(&self, doorbell: Arc<DmaBuffer>) -> Result<SoftUar, NicError> {
+    /// The doorbell becomes shared, as a doorbell is: the device's table holds it (the NIC
+    /// watches it), the page's handle (which counts the queue pairs ringing it), and each
+    /// queue pair's memory the control plane makes over the page (its producer stores to
+    /// it); nothing else.
+    fn insert_uar(&self, doorbell: DmaBuffer) -> Result<SoftUar, NicError> {
+        let doorbell = Arc::new(doorbell);
         let mut tables = self.tables.lock();
         let page = next_id(&mut tables.next_uar)?;
         tables.uars.insert(page, doorbell.clone());
@@ -683,7 +694,7 @@ impl Backend for SoftNic {
             // GPU reaches (the test plays the producer).
             doorbell = unsafe { DmaBuffer::from_raw_mapped(ptr, 8, addr, Box::new(doorbell)) }?;
         }
-        self.insert_uar(Arc::new(doorbell))
+        self.insert_uar(doorbell)
     }
 
     fn create_srq(&self, pd: &SoftPd, max_wr: u32) -> Result<SoftSrq, NicError> {

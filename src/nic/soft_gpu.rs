@@ -39,9 +39,16 @@ use crate::wqe::{LKey, Qpn, RKey};
 
 /// Where a [`SoftGpuNic`] gets the device memory of its doorbells: 8 zeroed bytes of GPU
 /// memory per UAR page, which GPU producers store to and the GPU engine watches.
+///
+/// Each doorbell is handed over by value, so the allocator keeps no handle to it (one
+/// that could write doorbells no producer rang). The backend then shares it, and only as
+/// a doorbell is shared on hardware: between the UAR page it belongs to (and the device's
+/// table of pages, which the GPU engine's tables are built from) and the queue pair the
+/// control plane rings through that page (one dedicated page per queue pair); GPU
+/// producers store to it and the NIC reads it, which is what a doorbell is for.
 pub trait GpuDoorbellMemory: Send + Sync + fmt::Debug {
-    /// A fresh doorbell.
-    fn doorbell(&self) -> Result<Arc<DeviceBuffer>, NicError>;
+    /// A fresh doorbell, handed over.
+    fn doorbell(&self) -> Result<DeviceBuffer, NicError>;
 }
 
 /// A completion queue a command made over GPU memory.
@@ -478,7 +485,7 @@ impl Backend for SoftGpuNic {
     }
 
     fn alloc_uar(&self) -> Result<SoftGpuUar, NicError> {
-        let doorbell = self.doorbells.doorbell()?;
+        let doorbell = Arc::new(self.doorbells.doorbell()?);
         if doorbell.len() < 8 {
             return Err(NicError::OutOfRange {
                 what: "GPU doorbell bytes",

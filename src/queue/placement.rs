@@ -18,8 +18,8 @@ pub trait Placement: sealed::Sealed + Copy + fmt::Debug + Send + Sync + 'static 
     /// queue memory, so that nobody else keeps a handle to it).
     type Owned: Send + Sync + 'static;
     /// A buffer of queue memory in this placement, as the queue and its NIC capability
-    /// hold it.
-    type Buffer: QueueBuffer + From<Self::Owned>;
+    /// hold it (it lends the owned buffer, never a second handle, to recovery's access).
+    type Buffer: QueueBuffer + From<Self::Owned> + AsRef<Self::Owned>;
     /// Where this placement's producers ring the doorbell: memory a software NIC watches,
     /// or a store-only register of a NIC ([`HostDoorbell`], [`GpuDoorbell`]).
     type Doorbell: QueueBuffer;
@@ -166,7 +166,9 @@ impl QueueBuffer for HostDoorbell {
 }
 
 /// The 8-byte doorbell GPU threads ring: GPU memory a software NIC (the CUDA one) watches,
-/// or a NIC's register mapped into the GPU ([`DeviceRegister`], store-only).
+/// or a NIC's register mapped into the GPU ([`DeviceRegister`], store-only), which the
+/// host may have mapped too (a ConnectX UAR: the mlx5 backend allocated the page and maps
+/// it into the GPU from the host's mapping).
 #[derive(Clone, Debug)]
 pub struct GpuDoorbell {
     target: GpuDoorbellTarget,
@@ -175,7 +177,12 @@ pub struct GpuDoorbell {
 #[derive(Clone, Debug)]
 enum GpuDoorbellTarget {
     Memory(Arc<DeviceBuffer>),
-    Register(Arc<DeviceRegister>),
+    Register {
+        device: Arc<DeviceRegister>,
+        /// The same register as the host maps it, if the host does: what recovery rings
+        /// while no kernel holds the queue.
+        host: Option<Arc<RegisterPage>>,
+    },
 }
 
 impl GpuDoorbell {
@@ -185,15 +192,47 @@ impl GpuDoorbell {
             target: GpuDoorbellTarget::Memory(buffer),
         }
     }
-    /// A NIC's doorbell register mapped into the GPU.
+    /// A NIC's doorbell register mapped into the GPU. Recovery cannot ring it from the host
+    /// (only a GPU thread's store reaches it); the crate's mlx5 backend gives its GPU
+    /// doorbells the host's mapping of the same register as well.
     pub fn register(register: DeviceRegister) -> Self {
         Self {
-            target: GpuDoorbellTarget::Register(Arc::new(register)),
+            target: GpuDoorbellTarget::Register {
+                device: Arc::new(register),
+                host: None,
+            },
+        }
+    }
+    /// A NIC's doorbell register mapped into the GPU (`device`) and into this process
+    /// (`host`, the very same register: the page the GPU mapping was made from), so that
+    /// recovery can ring it from the host while no kernel holds the queue. Crate-private:
+    /// only a backend that mapped both knows they are one register.
+    #[cfg_attr(not(feature = "mlx5"), allow(dead_code))]
+    pub(crate) fn register_mapped(device: DeviceRegister, host: RegisterPage) -> Self {
+        Self {
+            target: GpuDoorbellTarget::Register {
+                device: Arc::new(device),
+                host: Some(Arc::new(host)),
+            },
         }
     }
     /// Whether it is a register (store-only) rather than memory.
     pub fn is_register(&self) -> bool {
-        matches!(self.target, GpuDoorbellTarget::Register(_))
+        matches!(self.target, GpuDoorbellTarget::Register { .. })
+    }
+    /// Whether it is a register the host has mapped too, which recovery rings from the
+    /// host.
+    pub fn is_host_mapped(&self) -> bool {
+        self.host_register().is_some()
+    }
+    /// The host's mapping of the register, if it is one the host has mapped.
+    pub(crate) fn host_register(&self) -> Option<&RegisterPage> {
+        match &self.target {
+            GpuDoorbellTarget::Register {
+                host: Some(page), ..
+            } => Some(page),
+            _ => None,
+        }
     }
 }
 
@@ -201,13 +240,13 @@ impl QueueBuffer for GpuDoorbell {
     fn len(&self) -> usize {
         match &self.target {
             GpuDoorbellTarget::Memory(buffer) => buffer.len(),
-            GpuDoorbellTarget::Register(register) => register.len(),
+            GpuDoorbellTarget::Register { device, .. } => device.len(),
         }
     }
     fn addr(&self) -> u64 {
         match &self.target {
             GpuDoorbellTarget::Memory(buffer) => buffer.addr(),
-            GpuDoorbellTarget::Register(register) => register.device_addr(),
+            GpuDoorbellTarget::Register { device, .. } => device.device_addr(),
         }
     }
     fn device_addr(&self) -> Option<u64> {

@@ -38,18 +38,32 @@
 //!
 //! A CQ that overran is in the error state and writes nothing more, so the drain of its
 //! queue pair times out ([`RecoveryError::Timeout`]); such a queue pair must be made again.
+//!
+//! Queue pairs GPU threads post to ([`QueuePair::recover_device`]) are recovered the same
+//! way, the host standing in for the stopped kernels through a [`DeviceQueueAccess`] (a
+//! copy engine for GPU memory). Their doorbell is rung from the host: memory a software
+//! NIC watches through the access; a ConnectX UAR register (the mlx5 backend's GPU
+//! doorbells) by recovery itself, through the host's own mapping of the same UAR page
+//! (`reg_addr` of `mlx5dv_devx_alloc_uar`, the mapping the GPU's was made from), as a
+//! host producer rings it ([`GpuDoorbell::is_host_mapped`]). A register only the GPU
+//! reaches ([`GpuDoorbell::register`]) cannot be rung from the host: recovery then fails
+//! with [`RecoveryError::DeviceMemory`] before any modify command. Queue pairs the CUDA
+//! software NIC executes (the kernels crate's `CudaFabric`) are not recoverable: its
+//! `DeviceNic` borrows them while it runs, so recovery (`&mut`) runs only once it is
+//! gone, when nothing flushes what was outstanding (the drain times out unless every WQE
+//! had retired), and an engine takes the queue pairs' state from the control plane only
+//! when it is built.
 
+use core::any::Any;
 use core::fmt;
 use std::time::{Duration, Instant};
 
-use std::sync::Arc;
-
 use super::memory::CQE_INIT_OP_OWN;
 use super::pair::{CompletionError, PollError, Polled, QueuePair};
-use super::placement::{Host, HostDoorbell, Placement};
+use super::placement::{GpuDoorbell, Host, HostDoorbell, Placement, QueueBuffer};
 use super::send::{PostError, Ticket};
 use crate::cq::{Completion, CqMode, ResponderCompletion, Syndrome, CQE_BYTES};
-use crate::memory::DmaBuffer;
+use crate::memory::{DmaBuffer, RegisterPage};
 use crate::nic::{NicError, RcEndpoint};
 use crate::order::{GpuThread, HostBarrier, OrderingScope, ValidFor};
 use crate::wqe::{
@@ -404,23 +418,34 @@ impl<Av: AvForm> QueuePair<Dc<Av>> {
 
 /// How recovery reaches, from the host, the memory of a queue pair that GPU threads post
 /// to: its send ring, doorbell record, CQ ring and record and producer state (the
-/// buffers the queue pair owns, handed to the methods by recovery itself), and its
-/// doorbell. [`HostMemory`] is the host's own access to queue memory in host memory (the
-/// `Host` placement); GPU memory needs a copy engine (`cuMemcpy`) and a one-thread kernel
-/// for the doorbell register, which the code that owns the CUDA context provides.
+/// buffers the queue pair owns, lent to the methods by recovery itself for the length of
+/// one call, as a plain borrow of the owned buffer: [`DmaBuffer`] and
+/// [`DeviceBuffer`](crate::memory::DeviceBuffer) are not `Clone`, so no second handle can
+/// be made from it), and its doorbell. [`HostMemory`] is the host's own access to queue
+/// memory in host memory (the `Host` placement); GPU memory needs a copy engine
+/// (`cuMemcpy`), which the code that owns the CUDA context provides.
+///
+/// A doorbell that is a NIC register the host also has mapped (a ConnectX UAR, whose page
+/// the backend allocated with `mlx5dv_devx_alloc_uar` and mapped into the GPU) is rung by
+/// recovery itself through that host mapping, as a host producer rings it, after the
+/// writes (which `write` makes visible to the NIC before it returns): `ring` is called
+/// only for other doorbells.
 ///
 /// # Safety
 ///
 /// `read` and `write` must move exactly the bytes asked for, at `offset` of the buffer
 /// given (its device address for GPU memory), and `ring` must store the 8-byte value to the
-/// doorbell given, as a producer of the placement does; none may touch anything else.
-/// Recovery trusts them as it trusts the memory itself: a wrong write is a WQE the NIC
-/// executes.
+/// doorbell given, as a producer of the placement does; none may touch anything else, and
+/// none may keep the buffer or doorbell it is lent, or any pointer or address derived from
+/// it, past the call (the queue pair owns them; a kept address is a write into queue
+/// memory behind its owner's back). Recovery trusts them as it trusts the memory itself:
+/// a wrong write is a WQE the NIC executes.
 pub unsafe trait DeviceQueueAccess<P: Placement> {
     /// Copies `dst.len()` bytes from `offset` of `buffer`.
-    fn read(&self, buffer: &P::Buffer, offset: usize, dst: &mut [u8]) -> Result<(), String>;
-    /// Copies `src` to `offset` of `buffer`, visible to the NIC when it returns.
-    fn write(&self, buffer: &P::Buffer, offset: usize, src: &[u8]) -> Result<(), String>;
+    fn read(&self, buffer: &P::Owned, offset: usize, dst: &mut [u8]) -> Result<(), String>;
+    /// Copies `src` to `offset` of `buffer`, visible to the NIC when it returns (a NIC
+    /// reading the memory, once the call returned, sees these bytes).
+    fn write(&self, buffer: &P::Owned, offset: usize, src: &[u8]) -> Result<(), String>;
     /// Stores `value` to the doorbell, after every earlier write.
     fn ring(&self, doorbell: &P::Doorbell, value: [u8; 8]) -> Result<(), String>;
 }
@@ -432,10 +457,10 @@ pub struct HostMemory;
 // SAFETY: exactly the bytes asked for, through the buffers' checked accessors; the doorbell
 // with the host producer's release store.
 unsafe impl DeviceQueueAccess<Host> for HostMemory {
-    fn read(&self, buffer: &Arc<DmaBuffer>, offset: usize, dst: &mut [u8]) -> Result<(), String> {
+    fn read(&self, buffer: &DmaBuffer, offset: usize, dst: &mut [u8]) -> Result<(), String> {
         buffer.read(offset, dst).map_err(|e| e.to_string())
     }
-    fn write(&self, buffer: &Arc<DmaBuffer>, offset: usize, src: &[u8]) -> Result<(), String> {
+    fn write(&self, buffer: &DmaBuffer, offset: usize, src: &[u8]) -> Result<(), String> {
         buffer.write(offset, src).map_err(|e| e.to_string())?;
         core::sync::atomic::fence(core::sync::atomic::Ordering::Release);
         Ok(())
@@ -446,6 +471,15 @@ unsafe impl DeviceQueueAccess<Host> for HostMemory {
         HostBarrier.flush_writes();
         Ok(())
     }
+}
+
+/// The host's mapping of a GPU queue's doorbell, if it is a NIC register the host maps
+/// too ([`GpuDoorbell::is_host_mapped`]). A host queue's doorbell is rung through its access
+/// ([`HostMemory`] stores to a register page as a host producer does).
+fn host_mapped_register<D: QueueBuffer>(doorbell: &D) -> Option<&RegisterPage> {
+    (doorbell as &dyn Any)
+        .downcast_ref::<GpuDoorbell>()
+        .and_then(GpuDoorbell::host_register)
 }
 
 /// The counters of a [`DeviceProducerState`](super::DeviceProducerState) as recovery reads
@@ -491,7 +525,8 @@ where
     /// for the next kernel (every counter skipped ahead to the next multiple of 2^16, the
     /// locks free, a collapsed CQ's last seen counter forgotten). Slots reserved but never
     /// published (a kernel that stopped in the middle of a post) are abandoned and counted
-    /// in [`Recovery::abandoned_wqebbs`].
+    /// in [`Recovery::abandoned_wqebbs`]. The doorbell is rung from the host (see the
+    /// [module documentation](self): a ConnectX UAR through the host's mapping of it).
     ///
     /// No kernel may post to the queue meanwhile, and the borrow proves it: kernels get
     /// the queue as a [`DeviceQueue`](super::DeviceQueue) borrowed from this queue pair,
@@ -517,7 +552,7 @@ where
         }
         let io = |e: String| RecoveryError::DeviceMemory(e);
         access
-            .write(self.sq.memory().dbrec_buffer(), 0, &[0; 8])
+            .write(self.sq.memory().dbrec_buffer().as_ref(), 0, &[0; 8])
             .map_err(io)?;
         let next = counters
             .ready
@@ -534,7 +569,11 @@ where
             let mut last = [0u8; 8];
             last[7] = CQE_INIT_OP_OWN;
             access
-                .write(self.cq.memory().ring_buffer(), CQE_BYTES - 8, &last)
+                .write(
+                    self.cq.memory().ring_buffer().as_ref(),
+                    CQE_BYTES - 8,
+                    &last,
+                )
                 .map_err(io)?;
         }
         self.write_counters(access, &counters)?;
@@ -545,9 +584,10 @@ where
         Ok(core::mem::take(&mut self.unreported))
     }
 
-    fn state_buffer(&self) -> Result<&P::Buffer, RecoveryError> {
+    fn state_buffer(&self) -> Result<&P::Owned, RecoveryError> {
         self.device_state
             .as_ref()
+            .map(AsRef::as_ref)
             .ok_or(RecoveryError::DeviceMemory("no producer state".into()))
     }
 
@@ -599,7 +639,7 @@ where
         let mut ctrl = [0u8; 12];
         access
             .read(
-                self.sq.memory().ring_buffer(),
+                self.sq.memory().ring_buffer().as_ref(),
                 slot * WQEBB_BYTES,
                 &mut ctrl,
             )
@@ -647,7 +687,11 @@ where
                 .map_err(PostError::from)?;
             let slot = (at & (capacity - 1)) as usize;
             access
-                .write(self.sq.memory().ring_buffer(), slot * WQEBB_BYTES, &block)
+                .write(
+                    self.sq.memory().ring_buffer().as_ref(),
+                    slot * WQEBB_BYTES,
+                    &block,
+                )
                 .map_err(RecoveryError::DeviceMemory)?;
             c.ready = at + 1;
             c.reserved = c.ready;
@@ -692,11 +736,22 @@ where
         record[4..].copy_from_slice(&((next_free & 0xffff) as u32).to_be_bytes());
         let io = RecoveryError::DeviceMemory;
         access
-            .write(self.sq.memory().dbrec_buffer(), 0, &record)
+            .write(self.sq.memory().dbrec_buffer().as_ref(), 0, &record)
             .map_err(io)?;
-        access
-            .ring(self.sq.memory().doorbell_buffer(), doorbell)
-            .map_err(io)
+        let doorbell_of_queue = self.sq.memory().doorbell_buffer();
+        match host_mapped_register(doorbell_of_queue) {
+            // A NIC register the host maps too (a ConnectX UAR): rung as a host producer
+            // rings it. The writes are visible to the NIC already (`write`'s contract); the
+            // flushes keep the store from sitting in a write-combining buffer.
+            Some(page) => {
+                HostBarrier.flush_writes();
+                page.store(0, doorbell)
+                    .map_err(|e| RecoveryError::DeviceMemory(e.to_string()))?;
+                HostBarrier.flush_writes();
+                Ok(())
+            }
+            None => access.ring(doorbell_of_queue, doorbell).map_err(io),
+        }
     }
 
     /// Consumes CQEs from where the kernels left the CQ until `done` holds and the CQ has
@@ -724,7 +779,7 @@ where
             };
             let mut bytes = [0u8; CQE_BYTES];
             access
-                .read(cq.ring_buffer(), slot * CQE_BYTES, &mut bytes)
+                .read(cq.ring_buffer().as_ref(), slot * CQE_BYTES, &mut bytes)
                 .map_err(io)?;
             let op_own = bytes[CQE_BYTES - 1];
             let counter = u16::from_be_bytes([bytes[60], bytes[61]]);
@@ -749,7 +804,7 @@ where
                 let ci = ((c.cq_consumer & 0xff_ffff) as u32).to_be_bytes();
                 access
                     .write(
-                        cq.dbrec_buffer(),
+                        cq.dbrec_buffer().as_ref(),
                         0,
                         &[ci[0], ci[1], ci[2], ci[3], 0, 0, 0, 0],
                     )
@@ -1077,38 +1132,54 @@ mod device_tests {
         }
     }
 
-    impl Setup {
-        /// Posts as a GPU thread does: the WQE at `reserved`, the counters, the record, the
-        /// doorbell. Returns the ticket (the end counter).
-        fn device_post<W: WqeSpec<Transport = Rc>>(&self, wqe: &Wqe<W>) -> Ticket {
-            let mut c = self.qp.read_counters(&HostMemory).unwrap();
-            let at = c.reserved;
-            let wqebbs = wqe.wqebbs();
-            let mut bytes = vec![0u8; wqebbs as usize * WQEBB_BYTES];
-            SendRing::new(&mut bytes, Default::default())
-                .unwrap()
-                .write(WqeIndex::from_counter(at), self.qp.device_qpn(), wqe)
-                .unwrap();
-            let slot = (at % 16) as usize;
-            HostMemory
+    /// Posts as a GPU thread does, through `access`: the WQE at `reserved` (its WQEBBs one
+    /// after another, wrapping), the counters, the record, the doorbell. Returns the ticket
+    /// (the end counter).
+    pub(super) fn device_post<T, P, S, W>(
+        qp: &QueuePair<T, P, S>,
+        access: &dyn DeviceQueueAccess<P>,
+        wqe: &Wqe<W>,
+    ) -> Ticket
+    where
+        T: TypedTransport,
+        P: Placement,
+        S: OrderingScope<Producer = GpuThread> + ValidFor<P>,
+        W: WqeSpec<Transport = T>,
+    {
+        let mut c = qp.read_counters(access).unwrap();
+        let at = c.reserved;
+        let wqebbs = wqe.wqebbs();
+        let mut bytes = vec![0u8; wqebbs as usize * WQEBB_BYTES];
+        SendRing::new(&mut bytes, Default::default())
+            .unwrap()
+            .write(WqeIndex::from_counter(at), qp.device_qpn(), wqe)
+            .unwrap();
+        let size = u64::from(qp.sq.size().wqebbs());
+        for (k, block) in bytes.chunks(WQEBB_BYTES).enumerate() {
+            let slot = ((at + k as u64) % size) as usize;
+            access
                 .write(
-                    self.qp.sq.memory().ring_buffer(),
+                    qp.sq.memory().ring_buffer().as_ref(),
                     slot * WQEBB_BYTES,
-                    &bytes,
+                    block,
                 )
                 .unwrap();
-            c.reserved = at + u64::from(wqebbs);
-            c.ready = c.reserved;
-            self.qp.write_counters(&HostMemory, &c).unwrap();
-            let mut doorbell = [0u8; 8];
-            doorbell.copy_from_slice(&bytes[..8]);
-            self.qp
-                .device_announce(&HostMemory, c.ready, doorbell)
-                .unwrap();
-            Ticket {
-                qpn: self.qp.device_qpn(),
-                end: c.ready,
-            }
+        }
+        c.reserved = at + u64::from(wqebbs);
+        c.ready = c.reserved;
+        qp.write_counters(access, &c).unwrap();
+        let mut doorbell = [0u8; 8];
+        doorbell.copy_from_slice(&bytes[..8]);
+        qp.device_announce(access, c.ready, doorbell).unwrap();
+        Ticket {
+            qpn: qp.device_qpn(),
+            end: c.ready,
+        }
+    }
+
+    impl Setup {
+        fn device_post<W: WqeSpec<Transport = Rc>>(&self, wqe: &Wqe<W>) -> Ticket {
+            device_post(&self.qp, &HostMemory, wqe)
         }
 
         fn write(&self, remote: RemoteAddress, byte: u8, signaled: bool) -> Ticket {
@@ -1214,5 +1285,555 @@ mod device_tests {
         assert!(recovery.unfinished.is_empty(), "{recovery:?}");
         let c = s.qp.read_counters(&HostMemory).unwrap();
         assert!(c.retired >= ran.end() && c.retired == 1 << 16);
+    }
+
+    /// A GPU-produced DC initiator in host memory, the test playing the GPU producer: a
+    /// WRITE that completed (its CQE left for recovery to consume), one the target refused
+    /// (remote access), an unsignaled and a signaled one after it; recovery returns the
+    /// refused one failed and the two after it flushed, leaves the producer state at WQE
+    /// index 0 of the next 2^16, and the DCI writes again.
+    #[test]
+    fn a_gpu_produced_dci_recovers_its_requests_and_its_producer_state() {
+        use crate::wqe::{Dc, DcTarget, Full};
+        let fabric = Fabric::new();
+        let device = Device::open(
+            SoftNic::open(&fabric, 1)
+                .unwrap()
+                .with_mapped_doorbells_for_tests(),
+        )
+        .unwrap();
+        let pd = device.alloc_pd().unwrap();
+        let buffer = Arc::new(DmaBuffer::zeroed(128, 64).unwrap());
+        let region = pd
+            .register(buffer.clone(), 0, 64, MemoryAccess::all())
+            .unwrap();
+        let read_only = pd
+            .register(
+                buffer.clone(),
+                64,
+                64,
+                MemoryAccess::LOCAL_WRITE | MemoryAccess::REMOTE_READ,
+            )
+            .unwrap();
+        let dct = pd.create_dct(0x1122_3344_5566_7788, 16).unwrap();
+        let target = dct.endpoint().full_target().unwrap();
+        let state =
+            ProducerStateMemory::from_buffer(mapped(DmaBuffer::zeroed(64, 64).unwrap())).unwrap();
+        let mut dci: QueuePair<Dc<Full>, Host, SystemReleaseStore> = pd
+            .create_dci_in::<Full, Host>(QueueSpec::new(RingSize::new(16).unwrap()), &Mapped)
+            .unwrap()
+            .activate_device(state, SystemReleaseStore)
+            .unwrap();
+        fn write(
+            dci: &QueuePair<Dc<Full>, Host, SystemReleaseStore>,
+            target: DcTarget<Full>,
+            remote: RemoteAddress,
+            byte: u8,
+            signaled: bool,
+        ) -> Ticket {
+            let payload = [byte; 8];
+            let w = RdmaWrite::new(target.at(remote)).inline(&payload);
+            let wqe = if signaled {
+                w.signaled().build()
+            } else {
+                w.build()
+            };
+            device_post(dci, &HostMemory, &wqe.unwrap())
+        }
+        let done = write(&dci, target, region.remote(0), 0x11, true);
+        fabric.run_until_idle();
+        let failed = write(&dci, target, read_only.remote(0), 0x22, true);
+        let flushed = [
+            write(&dci, target, region.remote(8), 0x33, false),
+            write(&dci, target, region.remote(16), 0x44, true),
+        ];
+        fabric.run_until_idle();
+        let recovery = dci
+            .recover_device(None, &HostMemory, Duration::from_secs(5), &mut || {
+                fabric.step();
+            })
+            .unwrap();
+        let found: Vec<_> = recovery
+            .unfinished
+            .iter()
+            .map(|u| (u.ticket, u.outcome.completion().syndrome))
+            .collect();
+        assert_eq!(
+            found,
+            vec![
+                (failed, Some(Syndrome::RemoteAccess)),
+                (flushed[0], Some(Syndrome::WorkRequestFlushed)),
+                (flushed[1], Some(Syndrome::WorkRequestFlushed)),
+            ]
+        );
+        assert!(!found.iter().any(|(t, _)| *t == done), "it completed");
+        assert_eq!(recovery.abandoned_wqebbs, 0);
+        let mut image = vec![0x11; 8];
+        image.extend([0; 120]);
+        assert_eq!(buffer.to_vec(), image, "only the completed WRITE landed");
+        let c = dci.read_counters(&HostMemory).unwrap();
+        assert_eq!(
+            (c.reserved, c.ready, c.retired),
+            (1 << 16, 1 << 16, 1 << 16)
+        );
+        assert_eq!(c.cq_consumer, 4);
+        assert_eq!(dci.sq.memory().dbrec_bytes(), [0; 8]);
+        // A DC WQE with the full address vector is two WQEBBs: its index is its first.
+        let again = write(&dci, target, region.remote(24), 0x55, true);
+        assert_eq!((again.end() - 2) as u16, 0);
+        fabric.run_until_idle();
+        assert_eq!(buffer.to_vec()[24..32], [0x55; 8]);
+    }
+}
+
+#[cfg(test)]
+mod gpu_placed_tests {
+    //! Recovery of a queue pair placed in GPU memory (`P = Gpu`, the path a CUDA context's
+    //! access takes), without a GPU: its "device memory" is host memory whose device
+    //! address is its host address, which the test's access reaches as a copy engine would
+    //! (through the words it was allocated as, never by address), on the GPU software NIC's
+    //! control plane ([`SoftGpuNic`], whose executor runs only host shadows of the queues).
+    //! The test plays the GPU producer and the NIC: it completes or fails what it was told
+    //! to, and once the control plane moved the queue pair to the error state it flushes
+    //! what the doorbell record announces, a CQE per WQE, as a NIC in error does.
+
+    use core::sync::atomic::{AtomicU64, Ordering};
+    use std::sync::{Arc, Mutex};
+
+    use super::device_tests::device_post;
+    use super::*;
+    use crate::memory::{DeviceBuffer, DeviceRegister};
+    use crate::nic::{
+        Device, GpuDoorbellMemory, NicError, QueueAllocator, QueueFill, QueueSpec, SoftGpuNic,
+    };
+    use crate::order::GpuReleaseStore;
+    use crate::queue::{
+        CompletionQueueMemory, Gpu, ProducerStateMemory, QpConfig, SendQueueMemory,
+    };
+    use crate::softnic::{completion, Fabric, QpState};
+    use crate::wqe::{Qpn, RKey, RdmaWrite, RemoteAddress, RingSize};
+
+    /// One stand-in allocation: its words, and the address its first word is at.
+    struct Piece {
+        base: u64,
+        words: Arc<[AtomicU64]>,
+    }
+
+    /// Host memory standing in for GPU memory: the allocator, the doorbell memory and the
+    /// access (reads and writes by device address, which is the host address).
+    #[derive(Default)]
+    struct StandIns {
+        pieces: Mutex<Vec<Piece>>,
+    }
+
+    impl core::fmt::Debug for StandIns {
+        fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+            f.write_str("StandIns")
+        }
+    }
+
+    impl StandIns {
+        fn buffer(&self, len: usize, align: usize, fill: QueueFill) -> DeviceBuffer {
+            let align = align.max(8);
+            let words: Arc<[AtomicU64]> = (0..(len + align) / 8 + 1)
+                .map(|_| AtomicU64::new(0))
+                .collect();
+            // Only the address is taken (never turned back into a pointer).
+            let base = words.as_ptr() as u64;
+            let addr = base.next_multiple_of(align as u64);
+            self.pieces.lock().unwrap().push(Piece {
+                base,
+                words: words.clone(),
+            });
+            if fill == QueueFill::InvalidCqes {
+                for entry in (0..len / CQE_BYTES).map(|i| i as u64 * CQE_BYTES as u64) {
+                    self.store(addr + entry + CQE_BYTES as u64 - 1, &[CQE_INIT_OP_OWN]);
+                }
+            }
+            // SAFETY: `[addr, addr + len)` lies inside `words` (rounded up to `align`
+            // within `align` spare bytes), which the buffer's owner keeps allocated. Nothing
+            // dereferences the address: the test reaches the memory through `words` only,
+            // as the GPU producer, the NIC and recovery's access (the parties the queue's
+            // memory belongs to).
+            unsafe { DeviceBuffer::from_raw(addr, len, Box::new(words)) }
+        }
+
+        /// The piece holding `[addr, addr + len)` and the byte offset of `addr` in it.
+        fn find(&self, addr: u64, len: usize) -> (Arc<[AtomicU64]>, usize) {
+            let pieces = self.pieces.lock().unwrap();
+            let p = pieces
+                .iter()
+                .find(|p| addr >= p.base && addr + len as u64 <= p.base + 8 * p.words.len() as u64)
+                .unwrap_or_else(|| panic!("{len} bytes at {addr:#x} are no stand-in's"));
+            (p.words.clone(), (addr - p.base) as usize)
+        }
+
+        fn load(&self, addr: u64, dst: &mut [u8]) {
+            let (words, at) = self.find(addr, dst.len());
+            for (k, b) in dst.iter_mut().enumerate() {
+                let i = at + k;
+                *b = words[i / 8].load(Ordering::Acquire).to_ne_bytes()[i % 8];
+            }
+        }
+
+        fn store(&self, addr: u64, src: &[u8]) {
+            let (words, at) = self.find(addr, src.len());
+            for (k, b) in src.iter().enumerate() {
+                let i = at + k;
+                let mut bytes = words[i / 8].load(Ordering::Acquire).to_ne_bytes();
+                bytes[i % 8] = *b;
+                words[i / 8].store(u64::from_ne_bytes(bytes), Ordering::Release);
+            }
+        }
+    }
+
+    impl QueueAllocator<Gpu> for StandIns {
+        fn allocate(
+            &self,
+            len: usize,
+            align: usize,
+            fill: QueueFill,
+        ) -> Result<DeviceBuffer, NicError> {
+            Ok(self.buffer(len, align, fill))
+        }
+    }
+
+    impl GpuDoorbellMemory for StandIns {
+        fn doorbell(&self) -> Result<DeviceBuffer, NicError> {
+            Ok(self.buffer(8, 8, QueueFill::Zero))
+        }
+    }
+
+    /// The doorbells the access rang (memory doorbells only).
+    #[derive(Default)]
+    struct Access {
+        memory: Arc<StandIns>,
+        rung: Mutex<Vec<(u64, [u8; 8])>>,
+    }
+
+    // SAFETY: exactly the bytes asked for, at `offset` of the buffer given (by its device
+    // address, which is the host address of stand-in memory), through the stand-ins' words;
+    // nothing is kept. A register doorbell is refused (as the CUDA access refuses one).
+    unsafe impl DeviceQueueAccess<Gpu> for Access {
+        fn read(&self, buffer: &DeviceBuffer, offset: usize, dst: &mut [u8]) -> Result<(), String> {
+            if offset + dst.len() > buffer.len() {
+                return Err(format!(
+                    "{} bytes at {offset} of {}",
+                    dst.len(),
+                    buffer.len()
+                ));
+            }
+            self.memory.load(buffer.addr() + offset as u64, dst);
+            Ok(())
+        }
+        fn write(&self, buffer: &DeviceBuffer, offset: usize, src: &[u8]) -> Result<(), String> {
+            if offset + src.len() > buffer.len() {
+                return Err(format!(
+                    "{} bytes at {offset} of {}",
+                    src.len(),
+                    buffer.len()
+                ));
+            }
+            self.memory.store(buffer.addr() + offset as u64, src);
+            Ok(())
+        }
+        fn ring(&self, doorbell: &GpuDoorbell, value: [u8; 8]) -> Result<(), String> {
+            if doorbell.is_register() {
+                return Err("a register doorbell: only a GPU thread rings it".into());
+            }
+            self.memory.store(doorbell.addr(), &value);
+            self.rung.lock().unwrap().push((doorbell.addr(), value));
+            Ok(())
+        }
+    }
+
+    /// The NIC the test plays, over the queue pair's memory by address (as a NIC has it
+    /// from CREATE_QP and CREATE_CQ): where it has got to in the ring, and its CQ producer.
+    struct Nic {
+        memory: Arc<StandIns>,
+        qpn: u32,
+        ring: u64,
+        wqebbs: u64,
+        dbrec: u64,
+        cq_ring: u64,
+        cq_entries: u64,
+        executed: u64,
+        cq_produced: u64,
+    }
+
+    impl Nic {
+        fn of(memory: &Arc<StandIns>, qp: &QueuePair<Rc, Gpu, GpuReleaseStore>) -> Self {
+            Self {
+                memory: memory.clone(),
+                qpn: qp.device_qpn().get(),
+                ring: qp.sq_memory().ring().addr,
+                wqebbs: u64::from(qp.sq_memory().size().wqebbs()),
+                dbrec: qp.sq_memory().dbrec().addr,
+                cq_ring: qp.cq_memory().ring().addr,
+                cq_entries: u64::from(qp.cq_memory().entries()),
+                executed: 0,
+                cq_produced: 0,
+            }
+        }
+
+        /// Writes `cqe` (its owner bit set) as the next CQE.
+        fn complete(&mut self, mut cqe: [u8; CQE_BYTES]) {
+            let owner = ((self.cq_produced / self.cq_entries) & 1) as u8;
+            cqe[CQE_BYTES - 1] = (cqe[CQE_BYTES - 1] & !1) | owner;
+            let slot = self.cq_produced % self.cq_entries;
+            self.memory
+                .store(self.cq_ring + slot * CQE_BYTES as u64, &cqe);
+            self.cq_produced += 1;
+        }
+
+        /// The WQE at the NIC's cursor: its index and WQEBBs.
+        fn next_wqe(&self) -> (u16, u64) {
+            let slot = self.executed % self.wqebbs;
+            let mut ctrl = [0u8; 8];
+            self.memory
+                .load(self.ring + slot * WQEBB_BYTES as u64, &mut ctrl);
+            let index = u16::from_be_bytes([ctrl[1], ctrl[2]]);
+            assert_eq!(index, self.executed as u16, "the WQE at the NIC's cursor");
+            (
+                index,
+                u64::from(wqebbs_for_ds(usize::from(ctrl[7] & 0x3f)).max(1)),
+            )
+        }
+
+        /// Runs one WQE: a successful CQE, or an error with `syndrome`.
+        fn run(&mut self, syndrome: Option<u8>) {
+            let (index, wqebbs) = self.next_wqe();
+            let cqe = match syndrome {
+                None => completion::requester_cqe(self.qpn, 0x08, index, 0),
+                Some(s) => completion::error_cqe(self.qpn, 0x08, index, s, 0),
+            };
+            self.complete(cqe);
+            self.executed += wqebbs;
+        }
+
+        /// In error: flushes every WQE up to the doorbell record, a CQE each.
+        fn flush(&mut self) {
+            let mut record = [0u8; 8];
+            self.memory.load(self.dbrec, &mut record);
+            let announced = u16::from_be_bytes([record[6], record[7]]);
+            while self.executed as u16 != announced {
+                let (index, wqebbs) = self.next_wqe();
+                self.complete(completion::error_cqe(self.qpn, 0x08, index, 0x05, 0));
+                self.executed += wqebbs;
+            }
+        }
+    }
+
+    /// A GPU thread's WRITE of 8 inline bytes (to memory the test's NIC never touches).
+    fn write(
+        qp: &QueuePair<Rc, Gpu, GpuReleaseStore>,
+        access: &Access,
+        byte: u8,
+        at: u64,
+        signaled: bool,
+    ) -> Ticket {
+        let payload = [byte; 8];
+        let w = RdmaWrite::new(RemoteAddress::new(0x7000_0000 + at, RKey(0x99))).inline(&payload);
+        let wqe = if signaled {
+            w.signaled().build()
+        } else {
+            w.build()
+        };
+        device_post(qp, access, &wqe.unwrap())
+    }
+
+    /// A GPU-placed RC queue pair the kernels left with a completed WRITE (its CQE not
+    /// consumed), a failed one, an unsignaled and a signaled one after it, an unsignaled
+    /// tail and 2 reserved, unpublished slots: recovery announces what was published with
+    /// a signaled NOP after the tail, rings the doorbell through the access, moves the queue
+    /// pair to error (the NIC flushes what the record announces), drains, resets and
+    /// reconnects it: the failed WRITE is returned with its syndrome, the three after it
+    /// flushed, the NOP's flush is its own, and the kernels' next WQE is index 0 with the
+    /// CQ consumed where the NIC got to.
+    #[test]
+    fn a_gpu_placed_queue_pair_recovers_through_a_device_access() {
+        let fabric = Fabric::new();
+        let memory = Arc::new(StandIns::default());
+        let access = Access {
+            memory: memory.clone(),
+            rung: Mutex::default(),
+        };
+        let device = Device::open(SoftGpuNic::open(&fabric, 1, memory.clone()).unwrap()).unwrap();
+        let pd = device.alloc_pd().unwrap();
+        let pending = pd
+            .create_rc_in(QueueSpec::new(RingSize::new(16).unwrap()), &*memory)
+            .unwrap();
+        let endpoint = pending.endpoint();
+        let state =
+            ProducerStateMemory::from_device(memory.buffer(64, 64, QueueFill::Zero)).unwrap();
+        let mut qp = pending
+            .connect_device(&endpoint, state, GpuReleaseStore)
+            .unwrap();
+        let qpn = qp.device_qpn();
+        let doorbell = qp.sq_memory().doorbell().addr;
+        let mut nic = Nic::of(&memory, &qp);
+        // The kernels post; the NIC completes the first WRITE and fails the second.
+        let done = write(&qp, &access, 0x11, 0, true);
+        let failed = write(&qp, &access, 0x22, 8, true);
+        nic.run(None);
+        nic.run(Some(0x13));
+        let flushed = [
+            write(&qp, &access, 0x33, 16, false),
+            write(&qp, &access, 0x44, 24, true),
+            write(&qp, &access, 0x55, 32, false),
+        ];
+        // A kernel that stopped after reserving 2 more slots.
+        let mut c = qp.read_counters(&access).unwrap();
+        c.reserved += 2;
+        qp.write_counters(&access, &c).unwrap();
+        access.rung.lock().unwrap().clear();
+
+        let recovery = qp
+            .recover_device(
+                Some(&endpoint),
+                &access,
+                Duration::from_secs(5),
+                &mut || {
+                    let status = fabric.qp_status(qpn).expect("the queue pair exists");
+                    if status.state == QpState::Error {
+                        nic.flush();
+                    }
+                },
+            )
+            .unwrap();
+        let found: Vec<_> = recovery
+            .unfinished
+            .iter()
+            .map(|u| (u.ticket, u.outcome.completion().syndrome))
+            .collect();
+        assert_eq!(
+            found,
+            vec![
+                (failed, Some(Syndrome::RemoteAccess)),
+                (flushed[0], Some(Syndrome::WorkRequestFlushed)),
+                (flushed[1], Some(Syndrome::WorkRequestFlushed)),
+                (flushed[2], Some(Syndrome::WorkRequestFlushed)),
+            ]
+        );
+        assert!(!found.iter().any(|(t, _)| *t == done), "it completed");
+        assert_eq!(recovery.abandoned_wqebbs, 2);
+        // The doorbell was rung once, through the access, for the NOP after the tail
+        // (WQE index 5: its control segment's first 8 bytes).
+        let rung = access.rung.lock().unwrap().clone();
+        assert_eq!(rung.len(), 1, "{rung:?}");
+        assert_eq!(rung[0].0, doorbell);
+        assert_eq!(&rung[0].1[1..3], &5u16.to_be_bytes(), "{rung:?}");
+        assert_eq!(&rung[0].1[4..7], &qpn.get().to_be_bytes()[1..], "{rung:?}");
+        // 2 + 3 WQEs and the NOP: 6 CQEs, all consumed.
+        assert_eq!(nic.cq_produced, 6);
+        let c = qp.read_counters(&access).unwrap();
+        assert_eq!(
+            (c.reserved, c.ready, c.retired, c.cq_consumer),
+            (1 << 16, 1 << 16, 1 << 16, 6)
+        );
+        let mut record = [0xffu8; 8];
+        access
+            .read(qp.sq.memory().dbrec_buffer().as_ref(), 0, &mut record)
+            .unwrap();
+        assert_eq!(record, [0; 8]);
+        assert_eq!(
+            fabric.qp_status(qpn).map(|s| s.state),
+            Some(QpState::ReadyToSend)
+        );
+        // The kernels start over at WQE index 0; the NIC does too (2RST).
+        let again = write(&qp, &access, 0x66, 40, true);
+        assert_eq!((again.end() - 1) as u16, 0);
+        let mut nic = Nic::of(&memory, &qp);
+        nic.cq_produced = 6;
+        nic.run(None);
+        let mut c = qp.read_counters(&access).unwrap();
+        let mut none = Recovery::default();
+        qp.device_poll_until(
+            &access,
+            &mut c,
+            &mut Deadline::new(Duration::from_secs(5)),
+            &mut none,
+            &mut || {},
+            |c| c.retired == again.end(),
+        )
+        .unwrap();
+        assert!(none.unfinished.is_empty(), "{none:?}");
+    }
+
+    /// A GPU doorbell that is a NIC register the host maps too (a ConnectX UAR) is rung by
+    /// recovery through the host's mapping, after the record, never through the access; a
+    /// register only the GPU reaches is left to the access, which refuses it (as the CUDA
+    /// access does), and recovery stops with the error.
+    #[test]
+    fn recovery_rings_a_host_mapped_register_doorbell_from_the_host() {
+        use crate::memory::RegisterPage;
+        use core::ptr::NonNull;
+
+        let memory = Arc::new(StandIns::default());
+        let access = Access {
+            memory: memory.clone(),
+            rung: Mutex::default(),
+        };
+        let size = RingSize::new(8).unwrap();
+        let pair = |doorbell: GpuDoorbell| {
+            let sq = SendQueueMemory::<Gpu>::from_parts(
+                size,
+                Arc::new(memory.buffer(size.bytes(), 4096, QueueFill::Zero)),
+                Arc::new(memory.buffer(8, 64, QueueFill::Zero)),
+                doorbell,
+            )
+            .unwrap();
+            let cq = CompletionQueueMemory::from_device(
+                8,
+                memory.buffer(8 * CQE_BYTES, 4096, QueueFill::InvalidCqes),
+                memory.buffer(8, 64, QueueFill::Zero),
+            )
+            .unwrap();
+            let state =
+                ProducerStateMemory::from_device(memory.buffer(64, 64, QueueFill::Zero)).unwrap();
+            QueuePair::<Rc, Gpu, GpuReleaseStore>::for_device(
+                Qpn::new(0x42).unwrap(),
+                sq,
+                cq,
+                state,
+                QpConfig::default(),
+                GpuReleaseStore,
+            )
+            .unwrap()
+        };
+        let register = || {
+            // SAFETY: an 8-aligned address never stored to (no kernel runs): only the
+            // descriptor names it.
+            unsafe { DeviceRegister::from_raw(0x7f00_0000_0800, 8, Box::new(())) }.unwrap()
+        };
+        // The host's mapping of the UAR register: a word this test keeps and reads.
+        let word = Arc::new(AtomicU64::new(0));
+        let ptr = NonNull::from(&*word).cast::<u8>();
+        // SAFETY: an 8-aligned, 8-byte word kept alive by the owner (a clone of its
+        // `Arc`); stores to it change only that word.
+        let page = unsafe { RegisterPage::from_raw(ptr, 8, Box::new(word.clone())) }.unwrap();
+        let mapped = pair(GpuDoorbell::register_mapped(register(), page));
+        assert!(mapped.sq.memory().doorbell_buffer().is_host_mapped());
+        assert_eq!(mapped.sq_memory().doorbell().addr, 0x7f00_0000_0800);
+        let value = [1, 2, 3, 4, 5, 6, 7, 8];
+        mapped.device_announce(&access, 3, value).unwrap();
+        assert_eq!(word.load(Ordering::Acquire).to_ne_bytes(), value);
+        assert!(
+            access.rung.lock().unwrap().is_empty(),
+            "not through the access"
+        );
+        let mut record = [0u8; 8];
+        access
+            .read(mapped.sq.memory().dbrec_buffer().as_ref(), 0, &mut record)
+            .unwrap();
+        assert_eq!(record, [0, 0, 0, 0, 0, 0, 0, 3]);
+
+        let gpu_only = pair(GpuDoorbell::register(register()));
+        assert!(!gpu_only.sq.memory().doorbell_buffer().is_host_mapped());
+        let refused = gpu_only.device_announce(&access, 3, value);
+        assert!(
+            matches!(&refused, Err(RecoveryError::DeviceMemory(m)) if m.contains("register")),
+            "{refused:?}"
+        );
     }
 }

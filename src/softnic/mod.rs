@@ -165,7 +165,7 @@
 //! [`DmaBuffer`]: crate::memory::DmaBuffer
 
 mod atomic;
-mod completion;
+pub(crate) mod completion;
 mod counters;
 mod engine;
 mod error;

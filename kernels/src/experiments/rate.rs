@@ -361,8 +361,7 @@ pub fn sink_capacity_row(
     // SAFETY: fresh benchmark queues on throw-away device memory, written and executed
     // only by the capacity kernel.
     let RateQueues { qps, .. } = rate_queues(gpu, &config, unsafe { GpuFence::new() })?;
-    let refs: Vec<_> = qps.iter().collect();
-    let c = sink_capacity(gpu, &refs, mode, config.batch, doorbells)?;
+    let c = sink_capacity(gpu, qps, mode, config.batch, doorbells)?;
     let expected = u64::from(doorbells) * u64::from(queues);
     if c.stats.doorbells != expected || c.stats.cqes != expected || c.stats.bad_wqes != 0 {
         return Err(GpuError::Invalid(format!(

@@ -294,12 +294,15 @@ impl UarPage for Mlx5Uar {
                     .to_owned(),
             })?;
         let (register, kind) = self.uar.gpu_doorbell(mapper)?;
+        // The host's mapping of the same register (the GPU's was made from its page), for
+        // recovery to ring while no kernel holds the queue.
+        let host = self.uar.host_register()?;
         let counter = match kind {
             DoorbellMapping::IoMemory => &self.mappings.io_memory,
             DoorbellMapping::HostMemory => &self.mappings.host_memory,
         };
         counter.fetch_add(1, Ordering::Relaxed);
-        let mapped = (GpuDoorbell::register(register), kind);
+        let mapped = (GpuDoorbell::register_mapped(register, host), kind);
         Ok(self.gpu_doorbell.get_or_init(|| mapped).0.clone())
     }
 }
