@@ -18,6 +18,22 @@ pub fn run_selected<T>(
     cases: &[T],
     name: impl Fn(&T) -> &str,
     required: Option<&str>,
+    run: impl FnMut(&T) -> CaseResult,
+) -> ExitCode {
+    run_selected_where(title, cases, name, required, |_| None, run)
+}
+
+/// [`run_selected`], where `elsewhere` names the cases that belong on another kind of
+/// host (a GPU machine, or one without a GPU) and why: those are reported ignored with
+/// that reason and not run, even when `required` is set (it demands what every host of
+/// the run has, such as the emulator, not another machine).
+#[allow(dead_code)] // not every binary including this module runs its cases through it
+pub fn run_selected_where<T>(
+    title: &str,
+    cases: &[T],
+    name: impl Fn(&T) -> &str,
+    required: Option<&str>,
+    elsewhere: impl Fn(&T) -> Option<String>,
     mut run: impl FnMut(&T) -> CaseResult,
 ) -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -37,6 +53,11 @@ pub fn run_selected<T>(
     let (mut passed, mut failed, mut ignored) = (0, 0, 0);
     for case in selected {
         let case_name = name(case);
+        if let Some(reason) = elsewhere(case) {
+            ignored += 1;
+            println!("test {case_name} ... ignored, {reason}");
+            continue;
+        }
         match (run(case), required) {
             (Ok(None), _) => {
                 passed += 1;
