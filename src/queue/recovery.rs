@@ -496,8 +496,9 @@ where
     /// Brings a queue pair GPU threads post to back to RTS (an RC queue pair connected to
     /// `remote`, the peer's `endpoint()`; a DCI with `None`), as the [module documentation](self) says, reaching its memory through
     /// `access`. Where the host stands in for the device: the WQEs the kernels published
-    /// and did not announce are announced, a signaled NOP follows an unsignaled tail, the
-    /// CQ is drained from where the kernels left it, and the producer state is rewritten
+    /// and did not announce are announced, the CQ is drained from where the kernels left
+    /// it (a signaled NOP after what is still out when the CQEs stop, as for host-placed
+    /// queues: an unsignaled tail, a lost completion), and the producer state is rewritten
     /// for the next kernel (every counter skipped ahead to the next multiple of 2^16, the
     /// locks free, a collapsed CQ's last seen counter forgotten). Slots reserved but never
     /// published (a kernel that stopped in the middle of a post) are abandoned and counted
@@ -1242,6 +1243,9 @@ mod device_tests {
         assert_eq!(recovery, Recovery::default());
         let c = s.qp.read_counters(&HostMemory).unwrap();
         assert!(c.retired >= lost.end() && c.retired == 1 << 16);
+        // One CQE consumed: the NOP's flush, which retired the request (not a skip of the
+        // counters past it).
+        assert_eq!(c.cq_consumer, 1);
         let again = s.write(s.region.remote(8), 0x78, true);
         assert_eq!(first_index(again), 0);
         s.fabric.run_until_idle();
