@@ -12,6 +12,8 @@
 #    no DMA-BUF), not a ConnectX's: the run shows that every step ends, bounded, with a row.
 # 3. The files the doctor parses, as this host has them ($OUT/facts.txt), to check the
 #    parsers' fixtures against a real host.
+# 4. The emulator test's cases for the GPU machine (doctor/tests/emulated.rs, `_on_a_gpu`):
+#    the GPU rows with the emulator's GPU faults configured ($OUT/gpu-faults.txt).
 # Writes everything under $OUT (or ./gpu-out).
 set -uo pipefail
 shopt -s nullglob
@@ -56,3 +58,8 @@ echo "== 3. the files the doctor reads"
     echo "--- id -u"; id -u
 } > "$out/facts.txt" 2>&1
 cat "$out/facts.txt"
+echo "== 4. the GPU rows' faults on the emulated ConnectX (doctor/tests/emulated.rs)"
+IBGDA_EMU_LIB_DIR="$emu" IBGDA_DOCTOR_BIN="$dir/ibgda-doctor" timeout 300 "$dir/emulated" _on_a_gpu \
+    > "$out/gpu-faults.txt" 2>&1
+echo "exit status: $?" >> "$out/gpu-faults.txt"
+cat "$out/gpu-faults.txt"

@@ -4,6 +4,9 @@
 //! - bring-up failures on demand: the mlx5 backend meets each failure users of NVSHMEM,
 //!   DeepEP and NCCL GIN report, and the case checks the typed error and the message the
 //!   backend promises;
+//! - the configured data-path faults (`fault.first_wqe`, `fault.transport_retry_exceeded_at`)
+//!   followed by a recovery of the queue pair (its list exactly, every ticket resolved) and
+//!   every operation after it, on the mlx5 backend;
 //! - the command log of a queue pair's life, decoded with `nic::prm`;
 //! - recovery of a GPU-placed queue pair (host memory standing in for the GPU's, the case
 //!   playing the GPU producer) whose doorbell is the UAR register: rung from the host;
@@ -45,11 +48,11 @@ use ibgda::nic::{Device, MemoryAccess, NicError, QueueAllocator, QueueFill, Queu
 use ibgda::order::GpuReleaseStore;
 use ibgda::queue::{
     DeviceQueueAccess, Gpu, Gpu as GpuPlaced, GpuDoorbell, PollError, ProducerStateMemory,
-    QueueBuffer, WaitError, CQE_INIT_OP_OWN,
+    QueueBuffer, Ticket, UnfinishedOutcome, WaitError, CQE_INIT_OP_OWN,
 };
 use ibgda::wqe::{
-    Compact, Qpn, Rc, RdmaWrite, RemoteAddress, RingSize, SendRing, Wqe, WqeIndex, WqeLimits,
-    WqeSpec,
+    Atomic, Compact, Qpn, Rc, RdmaRead, RdmaWrite, RemoteAddress, RingSize, SendRing, Wqe,
+    WqeIndex, WqeLimits, WqeSpec,
 };
 
 use emulator_path::{emulator_dir, library_path};
@@ -79,6 +82,12 @@ struct Case {
     name: &'static str,
     run: Run,
 }
+
+/// Every access right a region can have.
+const ALL: MemoryAccess = MemoryAccess::LOCAL_WRITE
+    .union(MemoryAccess::REMOTE_WRITE)
+    .union(MemoryAccess::REMOTE_READ)
+    .union(MemoryAccess::REMOTE_ATOMIC);
 
 const DEFAULT_DEVICE: &str = "[device mlx5_0]\n";
 
@@ -177,6 +186,16 @@ fn cases() -> Vec<Case> {
             "transport_retry_exceeded_arrives_later",
             "[device mlx5_0]\nfault.transport_retry_exceeded_at = 2\n",
             retry_exceeded_later,
+        ),
+        child_case(
+            "first_wqe_failure_then_recovery_then_every_operation",
+            "[device mlx5_0]\nfault.first_wqe = 0x68\n",
+            first_wqe_failure_then_recovery,
+        ),
+        child_case(
+            "transport_retry_exceeded_then_recovery_then_every_operation",
+            "[device mlx5_0]\nfault.transport_retry_exceeded_at = 2\n",
+            retry_exceeded_then_recovery,
         ),
         Case {
             name: "command_log_of_a_queue_pair_decodes",
@@ -911,25 +930,31 @@ fn empty_gid_table() -> Outcome {
     Ok(())
 }
 
-/// A connected RC loopback queue pair and a registered 64-byte buffer on device mlx5_0.
+/// A connected RC loopback queue pair and a registered buffer on device mlx5_0.
 struct Loopback {
     qp: ibgda::queue::QueuePair<ibgda::wqe::Rc>,
     region: ibgda::nic::MemoryRegion<Mlx5Backend>,
+    buffer: Arc<DmaBuffer>,
     _device: Device<Mlx5Backend>,
 }
 
+/// A loopback queue pair and 64 bytes the NIC may write.
 fn loopback() -> Result<Loopback, String> {
+    loopback_with(64, MemoryAccess::LOCAL_WRITE | MemoryAccess::REMOTE_WRITE)
+}
+
+fn loopback_with(len: usize, access: MemoryAccess) -> Result<Loopback, String> {
     let device = open("mlx5_0").map_err(fail)?;
     let pd = device.alloc_pd().map_err(fail)?;
-    let buffer = Arc::new(DmaBuffer::zeroed(64, 4096).map_err(fail)?);
-    let access = MemoryAccess::LOCAL_WRITE | MemoryAccess::REMOTE_WRITE;
-    let region = pd.register(buffer, 0, 64, access).map_err(fail)?;
+    let buffer = Arc::new(DmaBuffer::zeroed(len, 4096).map_err(fail)?);
+    let region = pd.register(buffer.clone(), 0, len, access).map_err(fail)?;
     let pending = pd.create_rc(spec()).map_err(fail)?;
     let endpoint = pending.endpoint();
     let qp = pending.connect(&endpoint).map_err(fail)?;
     Ok(Loopback {
         qp,
         region,
+        buffer,
         _device: device,
     })
 }
@@ -1307,6 +1332,252 @@ fn gpu_placed_recovery() -> Outcome {
         std::thread::sleep(Duration::from_millis(1));
     }
     Ok(())
+}
+
+/// An inline WRITE of eight `byte`s at `at` of the loopback's own region.
+fn loopback_write(l: &mut Loopback, at: u64, byte: u8, signaled: bool) -> Result<Ticket, String> {
+    let payload = [byte; 8];
+    let wqe = RdmaWrite::new(l.region.remote(at)).inline(&payload);
+    let wqe = if signaled { wqe.signaled() } else { wqe };
+    l.qp.post(&wqe.build().map_err(fail)?, &[]).map_err(fail)
+}
+
+/// The first WQE index of a one-WQEBB request.
+fn index_of(t: Ticket) -> u16 {
+    (t.end() - 1) as u16
+}
+
+/// Waits for `last` expecting the error CQE of the WQE at `index` with `syndrome` and
+/// `vendor` (the poll inside the wait reports it, once).
+fn expect_error_at(
+    l: &mut Loopback,
+    last: Ticket,
+    index: u16,
+    syndrome: Syndrome,
+    vendor: u8,
+) -> Outcome {
+    let e = expect_err(l.qp.wait(last, Duration::from_secs(10)), "the faulted WQE")?;
+    let WaitError::Poll(PollError::Completion(c)) = e else {
+        return Err(format!("expected an error completion, got {e:?}"));
+    };
+    if (c.wqe_index, c.syndrome, c.vendor_syndrome) != (index, Some(syndrome), vendor) {
+        return Err(format!(
+            "expected WQE {index}, {syndrome:?}, vendor {vendor:#04x}: {c:?}"
+        ));
+    }
+    Ok(())
+}
+
+/// Recovers the loopback queue pair (its own peer): the list is exactly `flushed`, each
+/// flushed (WR_FLUSH_ERR, vendor syndrome 0) with its ticket and WQE index; every ticket
+/// up to the last is resolved; the ring starts over at WQE index 0; then every operation
+/// works, memory checked byte for byte (the configured fault, spent, does not strike the
+/// new WQE of its number).
+fn recover_then_every_operation(l: &mut Loopback, flushed: &[Ticket]) -> Outcome {
+    let next = l.qp.endpoint().ok_or("the queue pair has no endpoint")?;
+    let recovery =
+        l.qp.recover(&next, Duration::from_secs(10))
+            .map_err(|e| format!("recovery: {e}"))?;
+    let listed: Vec<(Ticket, u16, Option<Syndrome>, u8, bool)> = recovery
+        .unfinished
+        .iter()
+        .map(|u| {
+            let e = u.outcome.completion();
+            let flushed = matches!(u.outcome, UnfinishedOutcome::Flushed(_));
+            (
+                u.ticket,
+                u.wqe_index,
+                e.syndrome,
+                e.vendor_syndrome,
+                flushed,
+            )
+        })
+        .collect();
+    let expected: Vec<_> = flushed
+        .iter()
+        .map(|t| {
+            (
+                *t,
+                index_of(*t),
+                Some(Syndrome::WorkRequestFlushed),
+                0,
+                true,
+            )
+        })
+        .collect();
+    if listed != expected {
+        return Err(format!("recovery listed {listed:?}, expected {expected:?}"));
+    }
+    if let Some(&last) = flushed.last() {
+        if !l.qp.sq().is_complete(last) {
+            return Err(format!("{last:?} unresolved after recovery"));
+        }
+    }
+    every_operation_on_loopback(l)
+}
+
+/// Inline and gathered WRITE, READ, fetch-add, compare-swap, masked fetch-add and masked
+/// compare-swap through the loopback queue pair: the region's first 128 bytes are the
+/// remote side, the rest the local side.
+fn every_operation_on_loopback(l: &mut Loopback) -> Outcome {
+    const LOCAL: usize = 128;
+    let b = l.buffer.clone();
+    let put = |at: usize, bytes: &[u8]| b.write(at, bytes).map_err(fail);
+    put(0, &[0; 256])?;
+    put(16, b"sixteen bytes!!!")?;
+    put(64, &100u64.to_be_bytes())?;
+    put(72, &7u64.to_be_bytes())?;
+    put(80, &0xffff_0001_7fff_0000u64.to_be_bytes())?;
+    put(96, &0x1234_5678u32.to_be_bytes())?;
+    put(LOCAL + 40, &0x0102_0304_0506_0708u64.to_be_bytes())?;
+    let r = &l.region;
+    let regs = [r.registered()];
+    let local = |at: usize| r.local((LOCAL + at) as u64);
+    let first =
+        l.qp.post(
+            &RdmaWrite::new(r.remote(0))
+                .inline(&[0xa5; 8])
+                .signaled()
+                .build()
+                .map_err(fail)?,
+            &[],
+        )
+        .map_err(fail)?;
+    if index_of(first) != 0 {
+        return Err(format!(
+            "the first WQE after recovery is at index {}",
+            index_of(first)
+        ));
+    }
+    let gathered = RdmaWrite::new(r.remote(8))
+        .sge(r.sge((LOCAL + 40) as u64, 8).map_err(fail)?)
+        .signaled()
+        .build()
+        .map_err(fail)?;
+    l.qp.post(&gathered, &regs).map_err(fail)?;
+    let read = RdmaRead::new(r.remote(16))
+        .sge(r.sge(LOCAL as u64, 16).map_err(fail)?)
+        .signaled()
+        .build()
+        .map_err(fail)?;
+    l.qp.post(&read, &regs).map_err(fail)?;
+    let atomics = [
+        Atomic::fetch_add(r.remote(64), local(64), 5),
+        Atomic::compare_swap(r.remote(72), local(72), 7, 9),
+        Atomic::masked_fetch_add_64(
+            r.remote(80),
+            local(80),
+            0x0001_0001_0001_0001,
+            0x8000_8000_8000_8000,
+        ),
+        Atomic::masked_compare_swap_32(
+            r.remote(96),
+            local(96),
+            0xabcd_0000,
+            0x0000_5678,
+            0xffff_0000,
+            0x0000_ffff,
+        ),
+    ];
+    let mut last = first;
+    for atomic in atomics {
+        let wqe = atomic.signaled().build().map_err(fail)?;
+        last = l.qp.post(&wqe, &regs).map_err(fail)?;
+    }
+    l.qp.wait(last, Duration::from_secs(10))
+        .map_err(|e| format!("the operations after recovery: {e}"))?;
+    let bytes = b.to_vec();
+    let u64_at = |at: usize| u64::from_be_bytes(bytes[at..at + 8].try_into().unwrap_or([0; 8]));
+    let checks: [(&str, Vec<u8>, Vec<u8>); 7] = [
+        ("inline WRITE", bytes[0..8].to_vec(), vec![0xa5; 8]),
+        (
+            "gathered WRITE",
+            bytes[8..16].to_vec(),
+            0x0102_0304_0506_0708u64.to_be_bytes().to_vec(),
+        ),
+        (
+            "READ",
+            bytes[LOCAL..LOCAL + 16].to_vec(),
+            b"sixteen bytes!!!".to_vec(),
+        ),
+        (
+            "fetch-add (old, new)",
+            [u64_at(LOCAL + 64), u64_at(64)]
+                .map(u64::to_be_bytes)
+                .concat(),
+            [100u64, 105].map(u64::to_be_bytes).concat(),
+        ),
+        (
+            "compare-swap (old, new)",
+            [u64_at(LOCAL + 72), u64_at(72)]
+                .map(u64::to_be_bytes)
+                .concat(),
+            [7u64, 9].map(u64::to_be_bytes).concat(),
+        ),
+        (
+            "masked fetch-add (old, new)",
+            [u64_at(LOCAL + 80), u64_at(80)]
+                .map(u64::to_be_bytes)
+                .concat(),
+            [0xffff_0001_7fff_0000u64, 0x0000_0002_8000_0001]
+                .map(u64::to_be_bytes)
+                .concat(),
+        ),
+        (
+            "masked compare-swap (old, new)",
+            [&bytes[LOCAL + 96..LOCAL + 100], &bytes[96..100]].concat(),
+            [0x1234_5678u32, 0xabcd_5678].map(u32::to_be_bytes).concat(),
+        ),
+    ];
+    for (what, found, expected) in checks {
+        if found != expected {
+            return Err(format!("{what}: {found:02x?}, expected {expected:02x?}"));
+        }
+    }
+    Ok(())
+}
+
+/// `fault.first_wqe = 0x68`: the first WQE fails (LOCAL_QP_OP, vendor syndrome 0x68),
+/// the two after it are flushed; recovery returns those two, and the queue pair then runs
+/// every operation.
+fn first_wqe_failure_then_recovery() -> Outcome {
+    let mut l = loopback_with(256, ALL)?;
+    let failed = loopback_write(&mut l, 0, 1, true)?;
+    let f1 = loopback_write(&mut l, 8, 2, false)?;
+    let f2 = loopback_write(&mut l, 16, 3, true)?;
+    expect_error_at(
+        &mut l,
+        f2,
+        index_of(failed),
+        Syndrome::LocalQpOperation,
+        0x68,
+    )?;
+    recover_then_every_operation(&mut l, &[f1, f2])
+}
+
+/// `fault.transport_retry_exceeded_at = 2`: two WRITEs land, the third fails with
+/// transport retry exceeded (vendor syndrome 0x81), the fourth is flushed; recovery
+/// returns the fourth, and the queue pair then runs every operation (seven WQEs: the
+/// new WQE of number 2 among them).
+fn retry_exceeded_then_recovery() -> Outcome {
+    let mut l = loopback_with(256, ALL)?;
+    let mut tickets = Vec::new();
+    for i in 0..4u8 {
+        tickets.push(loopback_write(&mut l, 8 * u64::from(i), i + 1, true)?);
+    }
+    expect_error_at(
+        &mut l,
+        tickets[3],
+        index_of(tickets[2]),
+        Syndrome::TransportRetryExceeded,
+        0x81,
+    )?;
+    let landed = l.buffer.to_vec()[..32].to_vec();
+    let expected = [[1u8; 8], [2; 8], [0; 8], [0; 8]].concat();
+    if landed != expected {
+        return Err(format!("memory {landed:02x?}, expected {expected:02x?}"));
+    }
+    recover_then_every_operation(&mut l, &tickets[3..])
 }
 
 /// The queue-pair life whose command log the parent decodes: open, an RC queue pair

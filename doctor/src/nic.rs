@@ -248,8 +248,20 @@ fn blocked(f: &NicFacts) -> Option<String> {
     match &f.libraries {
         Some(Err(_)) => Some("rdma-core's libraries did not load (see above)".into()),
         None => Some(interrupted(f, "loading the libraries")),
-        _ => None,
+        Some(Ok(missing)) => required(missing)
+            .first()
+            .map(|first| format!("{MLX5} lacks {first}, which the mlx5 backend needs (see above)")),
     }
+}
+
+/// The entry points of `missing` the mlx5 backend cannot do without (all but
+/// `mlx5dv_devx_umem_reg_ex`, needed only for DMA-BUF UMEM: the `dmabuf_api` row).
+fn required(missing: &[&'static str]) -> Vec<&'static str> {
+    missing
+        .iter()
+        .copied()
+        .filter(|s| *s != "mlx5dv_devx_umem_reg_ex")
+        .collect()
 }
 
 fn interrupted(f: &NicFacts, what: &str) -> String {
@@ -329,18 +341,17 @@ fn libraries_row(f: &NicFacts) -> Row {
         Some(Err(e)) => row
             .status(Status::Fail)
             .result(match e {
-                Mlx5Error::LibraryMissing { library, .. } => {
-                    format!("{library} could not be loaded")
+                Mlx5Error::LibraryMissing { library, reason } => {
+                    format!("{library} could not be loaded: {reason}")
                 }
+                Mlx5Error::LibraryMismatch { library, reason } => format!(
+                    "{library} is not from the rdma-core of the {IBVERBS} loaded before it: {reason}"
+                ),
                 _ => "the libraries could not be loaded".to_owned(),
             })
             .remedy(e.to_string()),
         Some(Ok(missing)) => {
-            let required: Vec<&str> = missing
-                .iter()
-                .copied()
-                .filter(|s| *s != "mlx5dv_devx_umem_reg_ex")
-                .collect();
+            let required = required(missing);
             match required.first() {
                 None => row.result(format!(
                     "{IBVERBS} and {MLX5} load with every entry point the mlx5 backend needs{emulated}"

@@ -4,20 +4,43 @@
 //! (where the remedy is the mlx5 backend's message, the message of the typed error built
 //! here as the backend builds it), and the exit status.
 //!
+//! The `libraries` and `dmabuf_api` rows fail on real loader setups, not on facts made up:
+//! the emulator built to export only what rdma-core 21, 33 or 34 exports
+//! (`IBGDA_EMU_RDMA_CORE=<release> scripts/build-emulated-nic`, next to the emulator in
+//! `<emu>/../rdma-core-<release>/lib`), and a loader path holding the emulator's
+//! `libibverbs.so.1` alone, so that `libmlx5.so.1` is the host's own (another rdma-core,
+//! which does not load over the emulator's private symbols) or absent; the loader's own
+//! message for that load is found by this binary in a process of its own and must be what
+//! the row reports.
+//!
+//! The GPU rows' faults (`fault.umem_reg_dmabuf`, `fault.reg_dmabuf_mr`,
+//! `fault.uar_gpu_mapping`) act only where a GPU context exists: each has a case for a host
+//! without a GPU (every GPU row skipped for want of one, the fault changing nothing else),
+//! and the two a GPU row reports have a case for the GPU machine (`..._on_a_gpu`), reported
+//! ignored on a host without a CUDA driver (even under `IBGDA_REQUIRE_EMU=1`, which demands
+//! the emulator, not a GPU). Their expectations are for the plain emulator build (as
+//! `<target>/emu/lib` is), whose UMEMs never reach GPU memory. The doctor never calls
+//! `ibv_reg_dmabuf_mr` (the `dmabuf_api` row looks the symbol up), so `fault.reg_dmabuf_mr`
+//! reaches no row on any host.
+//!
 //! The emulator is found at `<target>/emu/lib` (`scripts/build-emulated-nic` builds it) or
 //! `$IBGDA_EMU_LIB_DIR`. Without it every case is reported ignored, unless
-//! `IBGDA_REQUIRE_EMU=1` (CI), which fails them.
+//! `IBGDA_REQUIRE_EMU=1` (CI), which fails them. The doctor is cargo's build of it, or
+//! `$IBGDA_DOCTOR_BIN` (doctor/gpu-run.sh runs this binary's `_on_a_gpu` cases on the GPU
+//! machine that way).
 
 #[path = "../../tests/case_report/mod.rs"]
 mod case_report;
 #[path = "../../tests/emulator_path/mod.rs"]
 mod emulator_path;
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode, Stdio};
 use std::time::{Duration, Instant};
 
-use ibgda::nic::mlx5::{check_atomic_capabilities, Mlx5Error, EPERM};
+use ibgda::nic::mlx5::{
+    check_atomic_capabilities, Mlx5Error, CUDA_ERROR_NOT_PERMITTED, EPERM, IBVERBS, MLX5,
+};
 use ibgda::nic::prm::{opcode, CommandStatus, PrmError};
 use ibgda::nic::{AtomicEndianness, DeviceCaps, SOFT_NIC_CAPS};
 use serde_json::Value;
@@ -35,6 +58,8 @@ struct Expect {
     status: &'static str,
     /// Texts the result contains.
     result: Vec<String>,
+    /// Texts the result does not contain.
+    absent: Vec<String>,
     /// The remedy: exactly this text, or (with `~` first) containing the rest.
     remedy: Option<String>,
 }
@@ -44,6 +69,7 @@ fn row(id: &'static str, status: &'static str) -> Expect {
         id,
         status,
         result: Vec::new(),
+        absent: Vec::new(),
         remedy: None,
     }
 }
@@ -51,6 +77,10 @@ fn row(id: &'static str, status: &'static str) -> Expect {
 impl Expect {
     fn shows(mut self, text: impl Into<String>) -> Self {
         self.result.push(text.into());
+        self
+    }
+    fn hides(mut self, text: impl Into<String>) -> Self {
+        self.absent.push(text.into());
         self
     }
     fn remedy(mut self, text: impl Into<String>) -> Self {
@@ -63,6 +93,29 @@ impl Expect {
     }
 }
 
+/// The libraries on the loader path.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Libs {
+    /// The emulator as `scripts/build-emulated-nic` builds it (rdma-core 56.1's exports).
+    Emulator,
+    /// The emulator exporting only what this rdma-core release exports.
+    RdmaCore(u32),
+    /// The emulator's `libibverbs.so.1` alone: `libmlx5.so.1` is whatever else the loader
+    /// finds (the host's rdma-core, or nothing); the libraries row's expectation comes
+    /// from what the loader says of that load (`loader_says`).
+    IbverbsAlone,
+}
+
+/// The host a case belongs on.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Host {
+    Any,
+    /// No CUDA driver (the GPU rows are the host's otherwise).
+    WithoutGpu,
+    /// A CUDA driver and a GPU: the GPU machine.
+    WithGpu,
+}
+
 struct Case {
     name: &'static str,
     config: &'static str,
@@ -72,6 +125,8 @@ struct Case {
     rows: Vec<Expect>,
     /// A sysfs tree to run on (`--root`), built by this function in the given directory.
     tree: Option<fn(&Path) -> std::io::Result<()>>,
+    libs: Libs,
+    host: Host,
 }
 
 fn case(name: &'static str, config: &'static str, exit: i32, rows: Vec<Expect>) -> Case {
@@ -83,6 +138,8 @@ fn case(name: &'static str, config: &'static str, exit: i32, rows: Vec<Expect>) 
         exit,
         rows,
         tree: None,
+        libs: Libs::Emulator,
+        host: Host::Any,
     }
 }
 
@@ -415,8 +472,11 @@ fn cases() -> Vec<Case> {
             )
         },
     ];
+    cases.extend(library_cases());
+    cases.extend(gpu_fault_cases());
     cases.push(Case {
         tree: Some(sysfs_tree),
+        host: Host::WithoutGpu,
         ..case(
             "sysfs_of_a_roce_host_with_a_gpu_and_no_cuda",
             "[device mlx5_0]\nlink_layer = ethernet\ngids = fe80::e42:a1ff:fe00:1,::ffff:10.0.0.1\n",
@@ -435,6 +495,200 @@ fn cases() -> Vec<Case> {
                     "recommended pairing: 0000:19:00.0 -> mlx5_0 (PXB: below the same PCIe switch, 3 bridges)",
                 ),
                 row("doorbell_path", "ok").shows("host: no GPU"),
+            ],
+        )
+    });
+    cases
+}
+
+/// The rows after the libraries row when the libraries cannot be used.
+fn skipped_after_libraries(why: &str) -> Vec<Expect> {
+    let mut rows: Vec<Expect> = ["rdma_devices", "devx_context"]
+        .into_iter()
+        .map(|id| row(id, "skip").shows(format!("cannot run: {why}")))
+        .collect();
+    rows.extend(skipped_after_devices(why));
+    rows.push(row("doorbell_path", "skip").shows("none: no usable mlx5 device"));
+    rows
+}
+
+/// The `libraries` and `dmabuf_api` rows on older and mismatched rdma-core exports. Which
+/// release introduced which entry point is Debian's symbols files' word (rdma-core 44.0's
+/// debian/ibverbs-providers.symbols and libibverbs1.symbols):
+/// `mlx5dv_is_supported@MLX5_1.8 22`, `ibv_reg_dmabuf_mr@IBVERBS_1.12 34`,
+/// `mlx5dv_devx_umem_reg_ex@MLX5_1.19 35`.
+fn library_cases() -> Vec<Case> {
+    let no_umem_ex = Mlx5Error::Unsupported {
+        symbol: "mlx5dv_devx_umem_reg_ex",
+        library: MLX5,
+    }
+    .to_string();
+    vec![
+        Case {
+            libs: Libs::IbverbsAlone,
+            // The libraries row and its remedy come from what the loader says.
+            ..case("libibverbs_without_its_libmlx5", "[device mlx5_0]\n", 1, {
+                let mut rows =
+                    skipped_after_libraries("rdma-core's libraries did not load (see above)");
+                rows.push(
+                    row("dmabuf_api", "skip")
+                        .shows("cannot run: rdma-core's libraries did not load"),
+                );
+                rows
+            })
+        },
+        Case {
+            libs: Libs::RdmaCore(21),
+            ..case(
+                "rdma_core_21_lacks_an_entry_point",
+                "[device mlx5_0]\n",
+                1,
+                {
+                    let why = "libmlx5.so.1 lacks mlx5dv_is_supported, which the mlx5 backend needs (see above)";
+                    let mut rows = vec![
+                    row("libraries", "fail")
+                        .shows("libmlx5.so.1 lacks mlx5dv_is_supported")
+                        .remedy(
+                            Mlx5Error::Unsupported {
+                                symbol: "mlx5dv_is_supported",
+                                library: MLX5,
+                            }
+                            .to_string(),
+                        ),
+                    row("dmabuf_api", "warn")
+                        .shows(
+                            "libmlx5.so.1 has no mlx5dv_devx_umem_reg_ex; libibverbs.so.1 has no \
+                             ibv_reg_dmabuf_mr: GPU memory can reach the NIC only through the \
+                             peer-memory module",
+                        )
+                        .remedy(no_umem_ex.clone()),
+                ];
+                    rows.extend(skipped_after_libraries(why));
+                    rows
+                },
+            )
+        },
+        Case {
+            libs: Libs::RdmaCore(33),
+            ..case("rdma_core_33_has_no_dmabuf", "[device mlx5_0]\n", 0, {
+                vec![
+                    row("libraries", "ok").shows("is the emulated ConnectX"),
+                    row("rdma_devices", "ok").shows("checking mlx5_0"),
+                    row("umem", "ok"),
+                    row("port", "ok"),
+                    row("dmabuf_api", "warn")
+                        .shows(
+                            "libmlx5.so.1 has no mlx5dv_devx_umem_reg_ex; libibverbs.so.1 has no \
+                             ibv_reg_dmabuf_mr: GPU memory can reach the NIC only through the \
+                             peer-memory module",
+                        )
+                        .remedy(no_umem_ex.clone()),
+                ]
+            })
+        },
+        Case {
+            libs: Libs::RdmaCore(34),
+            ..case("rdma_core_34_has_no_dmabuf_umem", "[device mlx5_0]\n", 0, {
+                vec![
+                    row("libraries", "ok").shows("is the emulated ConnectX"),
+                    row("dmabuf_api", "warn")
+                        .shows(
+                            "libmlx5.so.1 has no mlx5dv_devx_umem_reg_ex: GPU memory can reach \
+                             the NIC only through the peer-memory module",
+                        )
+                        .hides("ibv_reg_dmabuf_mr")
+                        .remedy(no_umem_ex),
+                ]
+            })
+        },
+    ]
+}
+
+/// The GPU rows without a usable GPU: each skipped, the first saying why.
+fn gpu_rows_without_a_gpu() -> Vec<Expect> {
+    let mut rows = vec![row("gpu", "skip").shows(
+        "cannot run: no GPU (libcuda.so.1 does not load and /proc/driver/nvidia/gpus lists none)",
+    )];
+    for id in ["gpu_memory_dmabuf", "gpu_memory_peer", "uar_gpu_mapping"] {
+        rows.push(row(id, "skip").shows("cannot run: no usable GPU (see the GPU row)"));
+    }
+    rows
+}
+
+/// Each GPU-row fault of the emulator: what the doctor says of it without a GPU (nothing:
+/// no GPU row runs, and nothing else uses what the fault breaks), and on the GPU machine
+/// what the row that meets it says.
+fn gpu_fault_cases() -> Vec<Case> {
+    let unchanged = |rows: &mut Vec<Expect>| {
+        rows.extend([
+            row("umem", "ok").shows("host queue memory"),
+            // A symbol lookup: the fault configures a call, not an export.
+            row("dmabuf_api", "ok").shows("both present"),
+            row("doorbell_path", "ok").shows("host: no GPU"),
+        ]);
+    };
+    let mut cases = Vec::new();
+    for (name, config) in [
+        (
+            "dmabuf_umem_refused_without_a_gpu",
+            "[device mlx5_0]\nfault.umem_reg_dmabuf = EFAULT\n",
+        ),
+        (
+            "dmabuf_mr_refused_without_a_gpu",
+            "[device mlx5_0]\nfault.reg_dmabuf_mr = EFAULT\n",
+        ),
+        (
+            "uar_gpu_mapping_refused_without_a_gpu",
+            "[device mlx5_0]\nfault.uar_gpu_mapping = 800\n",
+        ),
+    ] {
+        let mut rows = gpu_rows_without_a_gpu();
+        unchanged(&mut rows);
+        cases.push(Case {
+            host: Host::WithoutGpu,
+            ..case(name, config, 0, rows)
+        });
+    }
+    // On the GPU machine. The plain emulator's UMEMs never reach GPU memory: the DMA-BUF
+    // registration fails with the configured errno (EFAULT, 14) where it would fail with
+    // EOPNOTSUPP, and the peer-memory path with EFAULT (14).
+    cases.push(Case {
+        host: Host::WithGpu,
+        ..case(
+            "dmabuf_umem_refused_on_a_gpu",
+            "[device mlx5_0]\nfault.umem_reg_dmabuf = EFAULT\n",
+            0,
+            vec![
+                row("gpu", "ok"),
+                row("gpu_memory_dmabuf", "warn")
+                    .shows("GPU queue memory cannot be registered on mlx5_0")
+                    .remedy_has("(code 14)) and the peer-memory path failed with EFAULT (14)"),
+                row("doorbell_path", "warn").shows("proxy"),
+            ],
+        )
+    });
+    cases.push(Case {
+        host: Host::WithGpu,
+        ..case(
+            "uar_gpu_mapping_refused_on_a_gpu",
+            "[device mlx5_0]\nfault.uar_gpu_mapping = 800\n",
+            0,
+            vec![
+                row("gpu", "ok"),
+                row("uar_gpu_mapping", "warn")
+                    .shows(format!(
+                        "the CUDA driver refused to map a UAR page of mlx5_0 (CUDA error \
+                         {CUDA_ERROR_NOT_PERMITTED}, not permitted)"
+                    ))
+                    .remedy(
+                        Mlx5Error::UarMappingRefused {
+                            cuda_error: CUDA_ERROR_NOT_PERMITTED,
+                            message: "the emulated ConnectX is configured to refuse this \
+                                      mapping (fault.uar_gpu_mapping)"
+                                .into(),
+                        }
+                        .to_string(),
+                    ),
             ],
         )
     });
@@ -505,9 +759,92 @@ fn sysfs_tree(root: &Path) -> std::io::Result<()> {
     Ok(())
 }
 
-/// Runs the doctor for `case`: its JSON report and exit status.
+/// Set in a child process of this binary: it loads `libibverbs.so.1` and then
+/// `libmlx5.so.1` as `dlopen` finds them (`LD_LIBRARY_PATH` set by the parent), as the
+/// mlx5 backend does, and prints what the loader said (`loader_says`).
+const LOADER_PROBE: &str = "IBGDA_DOCTOR_TEST_LOADER_PROBE";
+
+/// The child's side of [`LOADER_PROBE`]: `loaded`, or the library that failed and
+/// `dlerror`'s message, tab-separated.
+fn loader_probe() -> ExitCode {
+    for name in [c"libibverbs.so.1", c"libmlx5.so.1"] {
+        // SAFETY: loading rdma-core's libraries (or the emulator) runs initialisers that
+        // only register providers and read the environment; the handle is never closed.
+        let handle = unsafe { libc::dlopen(name.as_ptr(), libc::RTLD_LAZY | libc::RTLD_LOCAL) };
+        if handle.is_null() {
+            // SAFETY: dlerror's message after a failed dlopen, NUL-terminated, read before
+            // any other loader call.
+            let message = unsafe { std::ffi::CStr::from_ptr(libc::dlerror()) };
+            print!("{}\t{}", name.to_string_lossy(), message.to_string_lossy());
+            return ExitCode::SUCCESS;
+        }
+    }
+    print!("loaded");
+    ExitCode::SUCCESS
+}
+
+/// What the loader says of `libmlx5.so.1` loaded after `libibverbs.so.1` with `dir` first
+/// on the loader path, from a process of its own.
+fn loader_says(dir: &Path) -> Result<String, String> {
+    let exe = std::env::current_exe().map_err(|e| e.to_string())?;
+    let output = Command::new(exe)
+        .env(LOADER_PROBE, "1")
+        .env("LD_LIBRARY_PATH", library_path(dir))
+        .env("IBGDA_EMU_QUIET", "1")
+        .output()
+        .map_err(|e| e.to_string())?;
+    let text = String::from_utf8_lossy(&output.stdout).into_owned();
+    match text.split_once('\t') {
+        Some((library, message)) if library == MLX5 => Ok(message.to_owned()),
+        Some((library, message)) => Err(format!("{library} does not load: {message}")),
+        None => Err(format!(
+            "{MLX5} loads over the emulator's {IBVERBS} here ({text:?}): no failing setup"
+        )),
+    }
+}
+
+/// The libraries row for `libmlx5.so.1` failing to load with the loader's `message`: a
+/// library that does not fit the `libibverbs.so.1` before it (glibc: an undefined symbol,
+/// or a symbol version not found), or one that is absent.
+fn libraries_row_for(message: String) -> Expect {
+    if message.contains("undefined symbol") || message.contains("not found (required by") {
+        row("libraries", "fail")
+            .shows(format!(
+                "{MLX5} is not from the rdma-core of the {IBVERBS} loaded before it: {message}"
+            ))
+            .remedy(
+                Mlx5Error::LibraryMismatch {
+                    library: MLX5,
+                    reason: message,
+                }
+                .to_string(),
+            )
+    } else {
+        row("libraries", "fail")
+            .shows(format!("{MLX5} could not be loaded: {message}"))
+            .remedy(
+                Mlx5Error::LibraryMissing {
+                    library: MLX5,
+                    reason: message,
+                }
+                .to_string(),
+            )
+    }
+}
+
+/// The doctor binary: cargo's, or `$IBGDA_DOCTOR_BIN` (on the GPU machine, which has no
+/// cargo: doctor/gpu-run.sh carries both binaries there).
+fn doctor_bin() -> PathBuf {
+    std::env::var_os("IBGDA_DOCTOR_BIN").map_or_else(
+        || PathBuf::from(env!("CARGO_BIN_EXE_ibgda-doctor")),
+        PathBuf::from,
+    )
+}
+
+/// Runs the doctor for `case` with `dir` first on the loader path: its JSON report and
+/// exit status.
 fn run(case: &Case, dir: &Path, root: Option<&Path>) -> Result<(Value, i32, String), String> {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_ibgda-doctor"));
+    let mut command = Command::new(doctor_bin());
     command
         .arg("--json")
         .args(&case.args)
@@ -543,7 +880,7 @@ fn run(case: &Case, dir: &Path, root: Option<&Path>) -> Result<(Value, i32, Stri
     Ok((report, output.status.code().unwrap_or(-1), stderr))
 }
 
-fn check(case: &Case, report: &Value, exit: i32) -> Outcome {
+fn check(case: &Case, expected: &[Expect], report: &Value, exit: i32) -> Outcome {
     let rows = report["checks"]
         .as_array()
         .ok_or("the report has no checks")?;
@@ -552,16 +889,20 @@ fn check(case: &Case, report: &Value, exit: i32) -> Outcome {
             .find(|r| r["id"] == id)
             .ok_or_else(|| format!("no row {id}"))
     };
-    // Every run is on the emulator: the libraries row says so.
+    // Every run whose libraries load is on the emulator: the libraries row says so.
     let libraries = find("libraries")?;
-    if !libraries["result"]
-        .as_str()
-        .is_some_and(|r| r.contains("is the emulated ConnectX"))
+    let loads = !expected
+        .iter()
+        .any(|e| e.id == "libraries" && e.status == "fail");
+    if loads
+        && !libraries["result"]
+            .as_str()
+            .is_some_and(|r| r.contains("is the emulated ConnectX"))
     {
         return Err(format!("not on the emulated ConnectX: {libraries}"));
     }
     let mut problems = Vec::new();
-    for e in &case.rows {
+    for e in expected {
         let r = find(e.id)?;
         let text = |key: &str| r[key].as_str().unwrap_or_default().to_owned();
         if r["status"] != e.status {
@@ -574,6 +915,15 @@ fn check(case: &Case, report: &Value, exit: i32) -> Outcome {
             if !text("result").contains(needle.as_str()) {
                 problems.push(format!(
                     "{}: result lacks {needle:?}: {}",
+                    e.id,
+                    text("result")
+                ));
+            }
+        }
+        for needle in &e.absent {
+            if text("result").contains(needle.as_str()) {
+                problems.push(format!(
+                    "{}: result has {needle:?}: {}",
                     e.id,
                     text("result")
                 ));
@@ -614,25 +964,76 @@ fn check(case: &Case, report: &Value, exit: i32) -> Outcome {
     }
 }
 
+/// Where `case` runs: the emulator's directory, or the directory of the libraries the
+/// case puts on the loader path (made under `scratch`); the inner `Err` says why when
+/// those are not built.
+fn library_dir(
+    case: &Case,
+    emulator: &Path,
+    scratch: &Path,
+) -> Result<Result<PathBuf, String>, String> {
+    match case.libs {
+        Libs::Emulator => Ok(Ok(emulator.to_path_buf())),
+        Libs::RdmaCore(release) => {
+            let dir = emulator
+                .parent()
+                .unwrap_or(emulator)
+                .join(format!("rdma-core-{release}/lib"));
+            Ok(if dir.join("libibverbs.so.1").is_file() {
+                Ok(dir)
+            } else {
+                Err(format!(
+                    "the emulator with rdma-core {release}'s exports is not built at {} \
+                     (IBGDA_EMU_RDMA_CORE={release} scripts/build-emulated-nic)",
+                    dir.display()
+                ))
+            })
+        }
+        Libs::IbverbsAlone => {
+            let dir = scratch.join(format!("{}-libs", case.name));
+            let _ = std::fs::remove_dir_all(&dir);
+            std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
+            std::os::unix::fs::symlink(
+                emulator.join("libibverbs.so.1"),
+                dir.join("libibverbs.so.1"),
+            )
+            .map_err(|e| e.to_string())?;
+            Ok(Ok(dir))
+        }
+    }
+}
+
 /// Runs `case`: `Ok(None)` when it passed, `Ok(Some(why))` when it cannot run here.
-fn run_case(case: &Case, dir: &Path, scratch: &Path) -> Result<Option<String>, String> {
+fn run_case(case: &Case, emulator: &Path, scratch: &Path) -> Result<Option<String>, String> {
+    let dir = match library_dir(case, emulator, scratch)? {
+        Ok(dir) => dir,
+        Err(why) => return Ok(Some(why)),
+    };
+    let mut expected: Vec<Expect> = case
+        .rows
+        .iter()
+        .map(|e| Expect {
+            id: e.id,
+            status: e.status,
+            result: e.result.clone(),
+            absent: e.absent.clone(),
+            remedy: e.remedy.clone(),
+        })
+        .collect();
+    if case.libs == Libs::IbverbsAlone {
+        expected.push(libraries_row_for(loader_says(&dir)?));
+    }
     let root = match case.tree {
         None => None,
         Some(build) => {
-            if ibgda_kernels::gpu::driver_present() {
-                return Ok(Some(
-                    "a CUDA driver is present: the GPU rows would be this host's, not the tree's"
-                        .into(),
-                ));
-            }
             let root = scratch.join(case.name);
             let _ = std::fs::remove_dir_all(&root);
             build(&root).map_err(|e| format!("building the sysfs tree: {e}"))?;
             Some(root)
         }
     };
-    let result = run(case, dir, root.as_deref()).and_then(|(report, exit, stderr)| {
-        check(case, &report, exit).map_err(|e| format!("{e}\n--- stderr\n{stderr}"))
+    let result = run(case, &dir, root.as_deref()).and_then(|(report, exit, stderr)| {
+        check(case, &expected, &report, exit).map_err(|e| format!("{e}\n--- stderr\n{stderr}"))
     });
     if let Some(root) = root {
         let _ = std::fs::remove_dir_all(root);
@@ -640,16 +1041,36 @@ fn run_case(case: &Case, dir: &Path, scratch: &Path) -> Result<Option<String>, S
     result.map(|()| None)
 }
 
+/// Why `case` belongs on another host than this one, if it does.
+fn elsewhere(case: &Case, gpu: bool) -> Option<String> {
+    match (case.host, gpu) {
+        (Host::WithoutGpu, true) => Some(
+            "a CUDA driver is present: the GPU rows would be this host's (the `_on_a_gpu` \
+             cases check the faults there)"
+                .into(),
+        ),
+        (Host::WithGpu, false) => {
+            Some("needs a GPU (libcuda.so.1 does not load here): a case for the GPU machine".into())
+        }
+        _ => None,
+    }
+}
+
 fn main() -> ExitCode {
+    if std::env::var_os(LOADER_PROBE).is_some() {
+        return loader_probe();
+    }
     let dir = emulator_dir();
     let required = std::env::var("IBGDA_REQUIRE_EMU").is_ok_and(|v| v == "1");
+    let gpu = ibgda_kernels::gpu::driver_present();
     let scratch =
         std::env::temp_dir().join(format!("ibgda-doctor-emulated-{}", std::process::id()));
-    let code = case_report::run_selected(
+    let code = case_report::run_selected_where(
         "emulated: ibgda-doctor on the emulated ConnectX, healthy and with each bring-up fault",
         &cases(),
         |c| c.name,
         required.then_some("IBGDA_REQUIRE_EMU=1"),
+        |c| elsewhere(c, gpu),
         |case| match &dir {
             None => Ok(Some(
                 "the emulated ConnectX is not built (scripts/build-emulated-nic)".to_owned(),

@@ -246,6 +246,7 @@ where
             cq: CompletionQueue::new(cq, config.cq_mode),
             first_error: None,
             unreported: Default::default(),
+            recovery_nop: None,
             device_state: Some(state.into_buffer()),
             descriptor: DeviceQueueDescriptor::default(),
         };

@@ -201,6 +201,9 @@ pub struct QueuePair<
     /// What a recovery that did not finish (it timed out) already found, for the next
     /// one to return.
     pub(crate) unreported: super::recovery::Recovery,
+    /// The signaled NOP a recovery posted after the requests still out, while it is not
+    /// retired (see `recovery`): a later recovery posts no second one.
+    pub(crate) recovery_nop: Option<super::send::Ticket>,
     pub(crate) device_state: Option<P::Buffer>,
     /// What kernels get (for GPU-produced queues; zero otherwise).
     pub(crate) descriptor: super::device::DeviceQueueDescriptor,
@@ -220,6 +223,7 @@ impl<T: Transport> QueuePair<T> {
             cq: CompletionQueue::new(cq, config.cq_mode),
             first_error: None,
             unreported: Default::default(),
+            recovery_nop: None,
             device_state: None,
             descriptor: Default::default(),
         })

@@ -4,17 +4,17 @@
 //!
 //! [`QueuePair::recover`] (RC) and [`QueuePair::recover_dci`] (DC initiators) do, in order:
 //!
-//! 1. post a signaled NOP after an unsignaled tail (WQEs that ran unsignaled complete
-//!    without a CQE, and a NIC in error flushes only what it has not run, so the NOP's
-//!    completion or flush is what retires them), and ring the doorbell for everything
-//!    published, so the NIC knows every WQE;
+//! 1. ring the doorbell for everything published, so the NIC knows every WQE;
 //! 2. 2ERR_QP (from any state): the NIC completes every WQE it has not executed with a
 //!    flush error, signaled or not;
 //! 3. drain the CQ until every WQE is retired, with a deadline: the WQE an error or flush
 //!    CQE names becomes an [`Unfinished`] entry (its [`Ticket`] and the completion's
-//!    syndrome); the unsignaled WQEs before it that the CQE retires completed (they ran
-//!    before the error: a NIC in error flushes each WQE with a CQE of its own, as mlx5 does
-//!    and the software NIC models), as did those a successful CQE retires;
+//!    syndrome); the WQEs before it without a CQE of their own that the CQE retires
+//!    completed (they ran before the error: a NIC in error flushes each WQE with a CQE of
+//!    its own, as mlx5 does and the software NIC models), as did those a successful CQE
+//!    retires. When the CQEs stop with WQEs still out, those WQEs ran and no CQE of theirs
+//!    is coming (an unsignaled tail, or a completion the NIC lost): a signaled NOP posted
+//!    after them is flushed with a CQE of its own, which retires them as completed;
 //! 4. 2RST_QP: the NIC forgets the queue pair's progress, so its send counter restarts at
 //!    0, as rdma-core's mlx5 provider assumes when it zeroes its SQ indices and both words
 //!    of the doorbell record on a move to RESET; the host does the same (the record is
@@ -27,6 +27,12 @@
 //! CQE was polled before, or the drain retired it successfully), or its error CQE was
 //! returned by a poll before the recovery, or it is in the [`Recovery`] list. Tickets stay
 //! comparable across a recovery: the free-running counter only grows.
+//!
+//! A request whose completion the NIC lost (it executed; its CQE never came) cannot be
+//! told from one that ran unsignaled, and is what it is: completed, never in the list. It
+//! ran before the error, since a NIC in error gives every WQE it does not run a CQE of its
+//! own; its effects landed. (Waits for it before the recovery end at their deadline, as
+//! waits for any lost completion do.)
 //!
 //! A WQE in the list may have been executed before it was flushed (an atomic whose
 //! response the NIC dropped in the error state has changed remote memory): repost what is
@@ -252,24 +258,15 @@ impl<T: Transport> QueuePair<T> {
         }
         let mut deadline = Deadline::new(timeout);
         let mut found = Recovery::default();
-        // WQEs that ran unsignaled at the end of the ring complete without a CQE; a NIC in
-        // error only flushes what it has not run. A signaled NOP after them makes a CQE
-        // cover them either way (its completion, or its flush).
-        let signaled = self.signal_tail_for_recovery(&mut deadline, &mut found, progress);
-        let own_nop = match signaled {
-            Ok(nop) => nop,
-            Err(e) => {
-                self.unreported.append(found);
-                return Err(e);
-            }
-        };
+        // The NIC learns of everything published, then flushes what it has not run.
         self.sq.ring_doorbell();
         if let Some(objects) = &self.nic_objects {
-            objects.to_error()?;
+            if let Err(e) = objects.to_error() {
+                self.unreported.append(found);
+                return Err(e.into());
+            }
         }
         let drained = self.drain_flushed(&mut deadline, &mut found, progress);
-        // The NOP is the recovery's own, not a request of the caller's.
-        found.unfinished.retain(|u| Some(u.ticket) != own_nop);
         // What was found is kept even if the drain did not finish.
         self.unreported.append(found);
         drained?;
@@ -282,6 +279,7 @@ impl<T: Transport> QueuePair<T> {
         self.sq.restart().ok_or(RecoveryError::CountersExhausted)?;
         self.cq.restart();
         self.first_error = None;
+        self.recovery_nop = None;
         if let Some(objects) = &mut self.nic_objects {
             objects.reconnect(remote)?;
         }
@@ -290,36 +288,48 @@ impl<T: Transport> QueuePair<T> {
 
     /// Polls until every posted WQE is retired and the CQ is empty, listing in `found`
     /// what failed or was flushed (also when it stops with a timeout or an untrusted CQE).
+    /// The queue pair is in the error state: when the CQEs stop with WQEs still out (they
+    /// ran, and no CQE of theirs is coming: an unsignaled tail, or a completion the NIC
+    /// lost), a signaled NOP is posted after them, whose flush CQE retires them.
     fn drain_flushed(
         &mut self,
         deadline: &mut Deadline,
         found: &mut Recovery,
         progress: &mut dyn FnMut(),
     ) -> Result<(), RecoveryError> {
-        self.drain_until(deadline, found, progress, |qp| qp.sq.is_idle())
+        // Room comes: a ring always holds a signaled WQE within half its size, and the NIC
+        // flushes every WQE it has not run with a CQE of its own.
+        self.drain_until(deadline, found, progress, |qp| {
+            qp.sq.is_idle() || qp.sq.free_wqebbs() > 0
+        })?;
+        if self.sq.is_idle() {
+            return Ok(());
+        }
+        // One NOP per error: a recovery that timed out left its NOP last in the ring, and
+        // what was posted after it is flushed with CQEs of its own (the queue pair is
+        // still in error), so that NOP still covers everything.
+        let own_nop = match self.recovery_nop.filter(|t| !self.sq.is_complete(*t)) {
+            Some(nop) => nop,
+            None => {
+                let nop = self.sq.post_signaled_nop().map_err(RecoveryError::Post)?;
+                self.recovery_nop = Some(nop);
+                self.sq.ring_doorbell();
+                nop
+            }
+        };
+        let drained = self.drain_until(deadline, found, progress, |qp| qp.sq.is_idle());
+        // The NOP is the recovery's own, not a request of the caller's.
+        found.unfinished.retain(|u| u.ticket != own_nop);
+        drained
     }
 
-    /// Posts a signaled NOP after an unsignaled tail, polling for room first (the ring
-    /// always holds a signaled WQE within half its size, so room comes). Returns the NOP's
-    /// ticket, if it posted one.
-    fn signal_tail_for_recovery(
-        &mut self,
-        deadline: &mut Deadline,
-        found: &mut Recovery,
-        progress: &mut dyn FnMut(),
-    ) -> Result<Option<Ticket>, RecoveryError> {
-        if !self.sq.has_unsignaled_tail() {
-            return Ok(None);
-        }
-        self.sq.ring_doorbell();
-        self.drain_until(deadline, found, progress, |qp| {
-            qp.sq.free_wqebbs() > 0 || !qp.sq.has_unsignaled_tail()
-        })?;
-        if !self.sq.has_unsignaled_tail() {
-            return Ok(None);
-        }
-        // Room for one WQEBB; a NOP is one.
-        self.sq.signal_tail().map_err(RecoveryError::Post)
+    /// The caller's WQEBBs not yet retired (the recovery's own NOP left out).
+    fn outstanding_requests(&self) -> u64 {
+        let nop = self
+            .recovery_nop
+            .filter(|t| !self.sq.is_complete(*t))
+            .map_or(0, |_| 1);
+        self.sq.producer() - self.sq.retired() - nop
     }
 
     /// Polls (listing what failed or was flushed) until `done` holds and the CQ has
@@ -339,7 +349,7 @@ impl<T: Transport> QueuePair<T> {
                 Ok(None) if done(self) => return Ok(()),
                 Ok(None) => {
                     progress();
-                    deadline.idle(self.sq.producer() - self.sq.retired())?;
+                    deadline.idle(self.outstanding_requests())?;
                 }
                 Err(PollError::Completion(error)) => {
                     let after = self.sq.retired();
@@ -520,8 +530,9 @@ where
     /// Brings a queue pair GPU threads post to back to RTS (an RC queue pair connected to
     /// `remote`, the peer's `endpoint()`; a DCI with `None`), as the [module documentation](self) says, reaching its memory through
     /// `access`. Where the host stands in for the device: the WQEs the kernels published
-    /// and did not announce are announced, a signaled NOP follows an unsignaled tail, the
-    /// CQ is drained from where the kernels left it, and the producer state is rewritten
+    /// and did not announce are announced, the CQ is drained from where the kernels left
+    /// it (a signaled NOP after what is still out when the CQEs stop, as for host-placed
+    /// queues: an unsignaled tail, a lost completion), and the producer state is rewritten
     /// for the next kernel (every counter skipped ahead to the next multiple of 2^16, the
     /// locks free, a collapsed CQ's last seen counter forgotten). Slots reserved but never
     /// published (a kernel that stopped in the middle of a post) are abandoned and counted
@@ -578,6 +589,7 @@ where
         }
         self.write_counters(access, &counters)?;
         self.first_error = None;
+        self.recovery_nop = None;
         if let Some(objects) = &mut self.nic_objects {
             objects.reconnect(remote)?;
         }
@@ -647,8 +659,9 @@ where
         Ok(ctrl)
     }
 
-    /// Announces what the kernels published, signals an unsignaled tail, sends 2ERR_QP
-    /// and drains the CQ: the counters the queue ends with.
+    /// Announces what the kernels published, sends 2ERR_QP and drains the CQ, posting a
+    /// signaled NOP after WQEs that ran and will get no CQE (as the host path does): the
+    /// counters the queue ends with.
     fn device_drain(
         &mut self,
         access: &dyn DeviceQueueAccess<P>,
@@ -661,68 +674,75 @@ where
             found.abandoned_wqebbs += c.reserved - c.ready;
         }
         c.reserved = c.ready;
-        // Is the last published WQE unsignaled? Walk the WQEs still out from `retired`.
-        let mut last_signaled = true;
-        let mut at = c.retired;
-        while at < c.ready {
-            let ctrl = self.device_ctrl(access, at)?;
-            last_signaled = ctrl[11] & 0x08 != 0;
-            at += u64::from(wqebbs_for_ds(usize::from(ctrl[7] & 0x3f)).max(1));
-        }
-        let own_nop = if !last_signaled && c.ready > c.retired {
-            // Room for the NOP: the ring always has a signaled WQE within half its size,
-            // so polling makes room.
-            let capacity = u64::from(self.sq.size().wqebbs());
-            self.device_poll_until(access, &mut c, deadline, found, progress, |c| {
-                c.ready - c.retired < capacity
-            })?;
-            let at = c.ready;
-            let nop = Nop::<T>::new()
-                .signaled()
-                .build()
-                .map_err(PostError::from)?;
-            let mut block = [0u8; WQEBB_BYTES];
-            SendRing::new(&mut block, Default::default())
-                .and_then(|mut ring| ring.write(WqeIndex::from_counter(at), self.sq.qpn(), &nop))
-                .map_err(PostError::from)?;
-            let slot = (at & (capacity - 1)) as usize;
-            access
-                .write(
-                    self.sq.memory().ring_buffer().as_ref(),
-                    slot * WQEBB_BYTES,
-                    &block,
-                )
-                .map_err(RecoveryError::DeviceMemory)?;
-            c.ready = at + 1;
-            c.reserved = c.ready;
-            let mut doorbell = [0u8; 8];
-            doorbell.copy_from_slice(&block[..8]);
-            self.device_announce(access, c.ready, doorbell)?;
-            Some(Ticket {
-                qpn: self.sq.qpn(),
-                end: c.ready,
-            })
-        } else {
-            // Announce whatever the kernels published (a doorbell they did not ring).
-            let ctrl = [((c.ready & 0xffff) << 8) as u32, self.sq.qpn().get() << 8];
-            let mut doorbell = [0u8; 8];
-            doorbell[..4].copy_from_slice(&ctrl[0].to_be_bytes());
-            doorbell[4..].copy_from_slice(&ctrl[1].to_be_bytes());
-            self.device_announce(access, c.ready, doorbell)?;
-            None
-        };
+        // Announce whatever the kernels published (a doorbell they did not ring).
+        let ctrl = [((c.ready & 0xffff) << 8) as u32, self.sq.qpn().get() << 8];
+        let mut doorbell = [0u8; 8];
+        doorbell[..4].copy_from_slice(&ctrl[0].to_be_bytes());
+        doorbell[4..].copy_from_slice(&ctrl[1].to_be_bytes());
+        self.device_announce(access, c.ready, doorbell)?;
         self.write_counters(access, &c)?;
         if let Some(objects) = &self.nic_objects {
             objects.to_error()?;
         }
-        let drained = self.device_poll_until(access, &mut c, deadline, found, progress, |c| {
-            c.retired == c.ready
+        // Room comes: the ring always has a signaled WQE within half its size, and the NIC
+        // flushes every WQE it has not run with a CQE of its own.
+        let capacity = u64::from(self.sq.size().wqebbs());
+        let mut drained = self.device_poll_until(access, &mut c, deadline, found, progress, |c| {
+            c.retired == c.ready || c.ready - c.retired < capacity
         });
-        found.unfinished.retain(|u| Some(u.ticket) != own_nop);
+        if drained.is_ok() && c.retired < c.ready {
+            let own_nop = match self.recovery_nop.filter(|t| t.end > c.retired) {
+                Some(nop) => nop,
+                None => {
+                    let nop = self.device_nop(access, &mut c)?;
+                    self.recovery_nop = Some(nop);
+                    nop
+                }
+            };
+            drained = self.device_poll_until(access, &mut c, deadline, found, progress, |c| {
+                c.retired == c.ready
+            });
+            found.unfinished.retain(|u| u.ticket != own_nop);
+        }
         // The counters as far as the drain got, for the next kernel or recovery.
         self.write_counters(access, &c)?;
         drained?;
         Ok(c)
+    }
+
+    /// Writes a signaled NOP at `c.ready` and announces it: its ticket.
+    fn device_nop(
+        &self,
+        access: &dyn DeviceQueueAccess<P>,
+        c: &mut DeviceCounters,
+    ) -> Result<Ticket, RecoveryError> {
+        let capacity = u64::from(self.sq.size().wqebbs());
+        let at = c.ready;
+        let nop = Nop::<T>::new()
+            .signaled()
+            .build()
+            .map_err(PostError::from)?;
+        let mut block = [0u8; WQEBB_BYTES];
+        SendRing::new(&mut block, Default::default())
+            .and_then(|mut ring| ring.write(WqeIndex::from_counter(at), self.sq.qpn(), &nop))
+            .map_err(PostError::from)?;
+        let slot = (at & (capacity - 1)) as usize;
+        access
+            .write(
+                self.sq.memory().ring_buffer().as_ref(),
+                slot * WQEBB_BYTES,
+                &block,
+            )
+            .map_err(RecoveryError::DeviceMemory)?;
+        c.ready = at + 1;
+        c.reserved = c.ready;
+        let mut doorbell = [0u8; 8];
+        doorbell.copy_from_slice(&block[..8]);
+        self.device_announce(access, c.ready, doorbell)?;
+        Ok(Ticket {
+            qpn: self.sq.qpn(),
+            end: c.ready,
+        })
     }
 
     /// The doorbell record for everything before `next_free`, then the doorbell.
@@ -794,7 +814,12 @@ where
                     return Ok(());
                 }
                 progress();
-                deadline.idle(c.ready - c.retired)?;
+                // The caller's WQEBBs: the recovery's own NOP left out.
+                let nop = self
+                    .recovery_nop
+                    .filter(|t| t.end > c.retired)
+                    .map_or(0, |_| 1);
+                deadline.idle(c.ready - c.retired - nop)?;
                 continue;
             }
             c.cq_consumer += 1;
@@ -1275,6 +1300,30 @@ mod device_tests {
     }
 
     #[test]
+    fn a_completion_the_nic_lost_is_completed_by_recovery() {
+        let mut s = setup();
+        s.fabric
+            .drop_completion(s.qp.device_qpn().get(), 0)
+            .unwrap();
+        let lost = s.write(s.region.remote(0), 0x77, true);
+        s.fabric.run_until_idle();
+        // It ran, signaled, and its CQE never comes: recovery's NOP covers it, and it is
+        // not reported.
+        assert_eq!(s.buffer.to_vec()[..8], [0x77; 8]);
+        let recovery = s.recover();
+        assert_eq!(recovery, Recovery::default());
+        let c = s.qp.read_counters(&HostMemory).unwrap();
+        assert!(c.retired >= lost.end() && c.retired == 1 << 16);
+        // One CQE consumed: the NOP's flush, which retired the request (not a skip of the
+        // counters past it).
+        assert_eq!(c.cq_consumer, 1);
+        let again = s.write(s.region.remote(8), 0x78, true);
+        assert_eq!(first_index(again), 0);
+        s.fabric.run_until_idle();
+        assert_eq!(s.buffer.to_vec()[8..16], [0x78; 8]);
+    }
+
+    #[test]
     fn an_unsignaled_tail_the_kernels_left_is_covered_by_recovery() {
         let mut s = setup();
         let ran = s.write(s.region.remote(0), 0x66, false);
@@ -1717,13 +1766,18 @@ mod gpu_placed_tests {
         );
         assert!(!found.iter().any(|(t, _)| *t == done), "it completed");
         assert_eq!(recovery.abandoned_wqebbs, 2);
-        // The doorbell was rung once, through the access, for the NOP after the tail
-        // (WQE index 5: its control segment's first 8 bytes).
+        // The doorbell was rung twice, through the access: first to announce what the
+        // kernels published (producer index 5, no WQE of its own: DS 0), then for the NOP
+        // recovery posted at WQE index 5 once completions stopped (its control segment's
+        // first 8 bytes: DS 1).
         let rung = access.rung.lock().unwrap().clone();
-        assert_eq!(rung.len(), 1, "{rung:?}");
-        assert_eq!(rung[0].0, doorbell);
-        assert_eq!(&rung[0].1[1..3], &5u16.to_be_bytes(), "{rung:?}");
-        assert_eq!(&rung[0].1[4..7], &qpn.get().to_be_bytes()[1..], "{rung:?}");
+        assert_eq!(rung.len(), 2, "{rung:?}");
+        for (ring, ds) in rung.iter().zip([0u8, 1]) {
+            assert_eq!(ring.0, doorbell);
+            assert_eq!(&ring.1[1..3], &5u16.to_be_bytes(), "{rung:?}");
+            assert_eq!(&ring.1[4..7], &qpn.get().to_be_bytes()[1..], "{rung:?}");
+            assert_eq!(ring.1[7] & 0x3f, ds, "{rung:?}");
+        }
         // 2 + 3 WQEs and the NOP: 6 CQEs, all consumed.
         assert_eq!(nic.cq_produced, 6);
         let c = qp.read_counters(&access).unwrap();

@@ -607,6 +607,13 @@ impl<T: Transport> SendQueue<T, Host, HostBarrier> {
         self.post_one(&nop, None).map(Some)
     }
 
+    /// Posts a signaled NOP (one WQEBB) whatever came before it: recovery's, whose
+    /// completion or flush retires everything posted.
+    pub(crate) fn post_signaled_nop(&mut self) -> Result<Ticket, PostError> {
+        let nop = Nop::<T>::new().signaled().build()?;
+        self.post_one(&nop, None)
+    }
+
     /// Announces every published WQE to the NIC: the host barrier, the doorbell record
     /// (big-endian next free WQEBB), a write flush, the 8-byte doorbell, a write flush.
     /// Does nothing if nothing new was published.

@@ -405,6 +405,19 @@ fn execute_next(
     sq.consumer += u64::from(wqebbs.min(pending.into()));
     let seq = sq.executed;
     sq.executed += 1;
+    // An injection applies to the WQE of its sequence number and is spent with it, whatever
+    // happens to that WQE: the numbering restarts after 2RST_QP, the injection does not.
+    let injected = sq
+        .injected
+        .filter(|(at, _)| *at == seq)
+        .map(|(_, fault)| fault);
+    if injected.is_some() {
+        sq.injected = None;
+    }
+    let lose_completion = sq.dropped_completion == Some(seq);
+    if lose_completion {
+        sq.dropped_completion = None;
+    }
 
     if sq.state == QpState::Error {
         flush(sq, index, opcode, ctx);
@@ -412,7 +425,7 @@ fn execute_next(
     }
     let outcome = if sq.state != QpState::ReadyToSend {
         Err(Fault::NotReadyToSend { state: sq.state })
-    } else if let Some((_, fault)) = sq.injected.filter(|(at, _)| *at == seq) {
+    } else if let Some(fault) = injected {
         Err(fault)
     } else if wqebbs > u32::from(pending) {
         Err(Fault::Unpublished {
@@ -429,8 +442,7 @@ fn execute_next(
                 if wqe.flags.fence.waits_for_reads() {
                     settle(sq, ctx);
                 }
-                let signaled =
-                    wqe.flags.completion.is_signaled() && sq.dropped_completion != Some(seq);
+                let signaled = wqe.flags.completion.is_signaled() && !lose_completion;
                 perform(sq, wqe, ctx).map(|done| (done, signaled))
             }
         }

@@ -370,10 +370,11 @@ pub(crate) struct SendQueueState {
     pub(crate) armed_limit: Option<u16>,
     pub(crate) in_flight: VecDeque<InFlight>,
     pub(crate) waiting_cqes: VecDeque<WaitingCqe>,
-    /// A fault to raise on the WQE of this sequence number ([`Fabric::inject_fault`]).
+    /// A fault to raise on the WQE of this sequence number ([`Fabric::inject_fault`]);
+    /// cleared when that WQE is consumed.
     pub(crate) injected: Option<(u64, Fault)>,
     /// The WQE of this sequence number executes without its CQE
-    /// ([`Fabric::drop_completion`]).
+    /// ([`Fabric::drop_completion`]); cleared when that WQE is consumed.
     pub(crate) dropped_completion: Option<u64>,
 }
 

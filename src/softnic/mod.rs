@@ -112,7 +112,9 @@
 //!
 //! Apart from the faults below, a completion can be lost ([`Fabric::drop_completion`]):
 //! the WQE executes as usual and no CQE is written for it, which only a later CQE covers
-//! or the waiter's deadline ends (the NIC reports nothing).
+//! or the waiter's deadline ends (the NIC reports nothing). An injected fault and a lost
+//! completion each apply to one WQE and are spent with it (a queue pair reset by 2RST_QP
+//! numbers its WQEs from 0 again, but does not meet them again).
 //!
 //! Checks run in this order (local checks segment by segment); the first failing one
 //! decides the error CQE. Vendor syndromes are this NIC's own (the hardware's are not

@@ -304,6 +304,13 @@ impl Fabric {
     /// of queue pair `qpn` fail with an error CQE of `syndrome` and `vendor_syndrome`,
     /// whatever it holds, as if the NIC had rejected it; the queue then flushes as after
     /// any error. One injection per queue pair: a second replaces the first.
+    ///
+    /// The injection is spent once the WQE of that number is consumed, whether it failed
+    /// as injected or was flushed (its queue pair already in error): a fault happens once.
+    /// Sequence numbers count the WQEs consumed since the queue pair was made or last
+    /// reset (2RST_QP starts them over at 0), so an injection not yet reached when the
+    /// queue pair is reset applies to the WQE of that number after the reset, and a spent
+    /// one does not come back: recovery after an injected fault leaves a working queue pair.
     pub fn inject_fault(
         &self,
         qpn: u32,
@@ -329,7 +336,9 @@ impl Fabric {
     /// Makes the WQE of sequence number `wqe` of queue pair `qpn` execute (its effects
     /// land as usual) without writing its CQE, signaled or not: a completion the NIC
     /// loses, which only a later CQE covers or the waiter's deadline ends. One per queue
-    /// pair: a second replaces the first.
+    /// pair: a second replaces the first. Only a successful completion is lost (an error
+    /// or flush CQE is always written), and, like [`inject_fault`](Self::inject_fault),
+    /// the loss is spent once the WQE of that number is consumed.
     pub fn drop_completion(&self, qpn: u32, wqe: u64) -> Result<(), SoftNicError> {
         let mut state = self.shared.lock();
         let sq = state

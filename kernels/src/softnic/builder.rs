@@ -554,7 +554,8 @@ impl<'q> DeviceNicBuilder<'q> {
     /// Makes the WQE of sequence number `wqe` (0: the first the queue pair executes) of
     /// queue pair `qpn` fail with an error CQE of `syndrome` and `vendor_syndrome`,
     /// whatever it holds (the CPU NIC's `Fabric::inject_fault`); the queue pair then
-    /// flushes. One per queue pair: a second replaces the first.
+    /// flushes. One per queue pair: a second replaces the first. The engine's WQE counter
+    /// never starts over, so it applies once, as the CPU NIC's (spent with its WQE) does.
     pub fn inject_fault(
         &mut self,
         qpn: u32,

@@ -32,7 +32,9 @@ use zerocopy::FromBytes;
 impl From<Mlx5Error> for NicError {
     fn from(e: Mlx5Error) -> Self {
         match e {
-            Mlx5Error::NoDevice { .. } | Mlx5Error::LibraryMissing { .. } => Self::NoDevice {
+            Mlx5Error::NoDevice { .. }
+            | Mlx5Error::LibraryMissing { .. }
+            | Mlx5Error::LibraryMismatch { .. } => Self::NoDevice {
                 reason: e.to_string(),
             },
             Mlx5Error::Command { error, .. } => Self::Command(error),

@@ -3,7 +3,8 @@
 //! Verbs come from `rdma-mummy-sys`, whose shim `dlopen`s `libibverbs.so.1` when the
 //! program starts (a missing library makes every verb fail with `EOPNOTSUPP`, which cannot
 //! be told apart from a real `EOPNOTSUPP`). So the backend first loads both libraries
-//! itself, turning a missing one into [`Mlx5Error::LibraryMissing`], and looks up the
+//! itself, turning a missing one into [`Mlx5Error::LibraryMissing`] (one that does not fit
+//! the libraries loaded before it into [`Mlx5Error::LibraryMismatch`]), and looks up the
 //! mlx5dv/DEVX entry points `rdma-mummy-sys` does not bind in `libmlx5.so.1`; each missing
 //! one is [`Mlx5Error::Unsupported`] when (and only when) it is needed.
 
@@ -122,10 +123,25 @@ unsafe fn entry<F: Copy>(lib: &Library, symbol: &'static str) -> Entry<F> {
 fn open(library: &'static str) -> Result<Library, Mlx5Error> {
     // SAFETY: loading rdma-core's libraries runs their initialisers, which have no
     // preconditions (they only register providers and read the environment).
-    unsafe { Library::new(library) }.map_err(|e| Mlx5Error::LibraryMissing {
-        library,
-        reason: e.to_string(),
+    unsafe { Library::new(library) }.map_err(|e| {
+        let reason = loader_message(&e);
+        // glibc's words for a library found whose symbols the loaded ones cannot satisfy.
+        if reason.contains("undefined symbol") || reason.contains("not found (required by") {
+            Mlx5Error::LibraryMismatch { library, reason }
+        } else {
+            Mlx5Error::LibraryMissing { library, reason }
+        }
     })
+}
+
+/// What the loader said (`dlerror`): libloading's error displays only "dlopen failed" and
+/// keeps the loader's text as its source, which tells a library that is absent ("cannot
+/// open shared object file") from one that does not fit the libraries loaded before it
+/// ("undefined symbol: ..., version IBVERBS_PRIVATE_34").
+fn loader_message(e: &libloading::Error) -> String {
+    use std::error::Error as _;
+    e.source()
+        .map_or_else(|| e.to_string(), |source| source.to_string())
 }
 
 impl Libraries {

@@ -3,6 +3,8 @@
 
 use core::fmt;
 
+use super::dv::IBVERBS;
+
 use crate::cq::{ErrorCompletion, Syndrome};
 use crate::nic::gpu_access::{DmaBufExportError, IoMapError};
 use crate::nic::prm::{check_status, PrmError};
@@ -58,6 +60,16 @@ pub fn errno_name(errno: i32) -> &'static str {
 pub enum Mlx5Error {
     /// A shared library could not be loaded (`libibverbs.so.1`, `libmlx5.so.1`).
     LibraryMissing {
+        /// The library's file name.
+        library: &'static str,
+        /// The loader's message.
+        reason: String,
+    },
+    /// A shared library was found but does not load over the libraries loaded before it
+    /// (the loader reports an undefined symbol or a missing symbol version): a
+    /// `libmlx5.so.1` of one rdma-core installation with the `libibverbs.so.1` of
+    /// another, whose private symbols differ.
+    LibraryMismatch {
         /// The library's file name.
         library: &'static str,
         /// The loader's message.
@@ -261,7 +273,10 @@ impl Mlx5Error {
     /// Whether this is the "no device" error (no RDMA device at all, or not the one asked
     /// for): what a machine without a NIC reports, where hardware tests are skipped.
     pub fn is_no_device(&self) -> bool {
-        matches!(self, Self::NoDevice { .. } | Self::LibraryMissing { .. })
+        matches!(
+            self,
+            Self::NoDevice { .. } | Self::LibraryMissing { .. } | Self::LibraryMismatch { .. }
+        )
     }
 }
 
@@ -281,6 +296,14 @@ impl fmt::Display for Mlx5Error {
                 "{library} could not be loaded ({reason}): install rdma-core's user-space \
                  libraries (Debian/Ubuntu: `apt install libibverbs1 ibverbs-providers`; \
                  RHEL: `dnf install libibverbs`) or add their directory to LD_LIBRARY_PATH"
+            ),
+            Self::LibraryMismatch { library, reason } => write!(
+                f,
+                "{library} could not be loaded ({reason}): it is from another rdma-core \
+                 installation than the {IBVERBS} loaded before it (each provider needs the \
+                 private symbols of its own libibverbs); make both come from one: point \
+                 LD_LIBRARY_PATH at a directory holding both libraries of one rdma-core, or \
+                 at neither"
             ),
             Self::Unsupported { symbol, library } => write!(
                 f,

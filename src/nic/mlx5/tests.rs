@@ -16,7 +16,11 @@ fn a_missing_library_is_named() {
     match &err {
         Mlx5Error::LibraryMissing { library, reason } => {
             assert_eq!(*library, ABSENT);
-            assert!(!reason.is_empty());
+            // The loader's own message (dlerror), not libloading's "dlopen failed".
+            assert!(
+                reason.contains(ABSENT) && reason.contains("cannot open shared object file"),
+                "{reason}"
+            );
         }
         other => panic!("expected LibraryMissing, got {other:?}"),
     }
@@ -27,6 +31,37 @@ fn a_missing_library_is_named() {
         "{msg}"
     );
     assert!(err.is_no_device());
+}
+
+#[test]
+fn a_library_of_another_rdma_core_is_a_mismatch_not_a_missing_library() {
+    // The loader's message for rdma-core 44's libmlx5.so.1 over a libibverbs.so.1 that
+    // lacks its private symbols (the emulator's; ibgda-doctor's emulated test makes it).
+    let reason = "/lib/x86_64-linux-gnu/libmlx5.so.1: undefined symbol: \
+                  verbs_allow_disassociate_destroy, version IBVERBS_PRIVATE_34";
+    let err = Mlx5Error::LibraryMismatch {
+        library: MLX5,
+        reason: reason.into(),
+    };
+    let msg = err.to_string();
+    assert!(
+        msg.starts_with(&format!("{MLX5} could not be loaded ({reason})")),
+        "{msg}"
+    );
+    assert!(
+        msg.contains("another rdma-core installation than the libibverbs.so.1"),
+        "{msg}"
+    );
+    assert!(msg.contains("LD_LIBRARY_PATH"), "{msg}");
+    assert!(
+        !msg.contains("apt install"),
+        "installing does not help: {msg}"
+    );
+    assert!(err.is_no_device());
+    assert_eq!(
+        crate::nic::NicError::from(err),
+        crate::nic::NicError::NoDevice { reason: msg }
+    );
 }
 
 #[test]
