@@ -19,12 +19,13 @@ use core::marker::PhantomData;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
+use std::time::Duration;
 
 use crate::memory::DmaBuffer;
 use crate::order::{GpuThread, HostBarrier, OrderingScope, ValidFor};
 use crate::queue::{
-    DeviceQueueDescriptor, DoorbellPolicy, Host, HostDoorbell, PollError, Polled, PostError,
-    QueuePair, Registered, SendQueueMemory, Ticket, SEND_DBREC_OFFSET,
+    DeviceQueueDescriptor, DeviceQueueError, DoorbellPolicy, Host, HostDoorbell, PollError, Polled,
+    PostError, QueuePair, Registered, SendQueueMemory, Ticket, SEND_DBREC_OFFSET,
 };
 use crate::wqe::{Qpn, TypedTransport, Wqe, WqeSpec};
 
@@ -282,6 +283,19 @@ where
             raw: self.descriptor,
             _borrow: PhantomData,
         }
+    }
+
+    /// Bounds every device wait on this queue (as [`QueuePair::set_device_wait`] does
+    /// for a queue pair handed to GPU threads); holds for handles taken after this call.
+    pub fn set_device_wait(&mut self, wait: Duration) -> Result<(), DeviceQueueError> {
+        self.pair.set_device_wait(wait)?;
+        self.descriptor.wait_ns = self.pair.device_queue().raw().wait_ns;
+        Ok(())
+    }
+
+    /// The bound on this queue's device waits ([`AssistedGpuQueue::set_device_wait`]).
+    pub fn device_wait(&self) -> Duration {
+        Duration::from_nanos(self.descriptor.wait_ns)
     }
 
     /// The queue pair number.
