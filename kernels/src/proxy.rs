@@ -640,6 +640,11 @@ impl ProxyKernels {
     /// only the remote NIC dereferences), ringing each round's CPU-assisted doorbell,
     /// and waits for its last; returns each block's ns. A forwarder must serve the
     /// queues' slots and a NIC their rings.
+    ///
+    /// Each block is its queue's exclusive producer. The handles are unique (each borrows
+    /// its queue mutably and none is `Clone`), so the slice names every queue at most
+    /// once: the same queue twice does not compile
+    /// (`tests/compile_fail/assisted_post_takes_each_queue_once.rs`).
     pub fn assisted_post<S>(
         &self,
         gpu: &Gpu,
@@ -687,9 +692,9 @@ impl ProxyKernels {
         let mut b = gpu.stream().launch_builder(&f);
         b.arg(&dp).arg(&tp).arg(&rounds).arg(&batch).arg(&c).arg(&s);
         // SAFETY: the arguments are exactly `ibgda_assisted_post_<S>`'s parameters;
-        // `descs` holds one descriptor per queue, each from a live CPU-assisted
-        // queue (borrowed by `queues` for this call), and the buffers live until the
-        // synchronize below.
+        // `descs` holds one descriptor per queue, each from a live CPU-assisted queue
+        // borrowed mutably by its handle in `queues` for this call (one handle per queue,
+        // so one producer per ring), and the buffers live until the synchronize below.
         unsafe { b.launch(cfg) }?;
         gpu.synchronize()?;
         let longest = queues.iter().map(|q| q.raw().wait_ns).max().unwrap_or(0);

@@ -222,7 +222,7 @@ fn cpu_assisted_doorbell_end_to_end() {
     for n in &mut nics {
         n.queue.set_device_wait(WAIT).unwrap();
     }
-    let qs: Vec<_> = nics.iter().map(|n| n.queue.device_queue()).collect();
+    let qs: Vec<_> = nics.iter_mut().map(|n| n.queue.device_queue()).collect();
     let (rounds, batch) = (8u32, 4u32);
     let ns = k
         .assisted_post(&gpu, &qs, &targets, rounds, batch)

@@ -234,10 +234,26 @@ where
 
 /// The descriptor of a CPU-assisted queue as a kernel sees it: its `doorbell` field is
 /// the index slot. Only kernels instantiated for a CPU-assisted doorbell take it.
-#[derive(Clone, Copy)]
+///
+/// Those kernels post as the queue's one exclusive producer, so the handle is unique: it
+/// borrows its queue mutably ([`AssistedGpuQueue::device_queue`] takes `&mut self`) and
+/// is neither `Clone` nor `Copy`. A launcher given a slice of them therefore holds each
+/// queue once: the same queue twice, which would make two exclusive producers write one
+/// ring, does not compile.
+///
+/// ```compile_fail,E0499
+/// # use ibgda::order::SystemReleaseStore;
+/// # use ibgda::proxy::AssistedGpuQueue;
+/// # use ibgda::wqe::Rc;
+/// fn twice(q: &mut AssistedGpuQueue<Rc, SystemReleaseStore>) {
+///     let a = q.device_queue();
+///     let b = q.device_queue();
+///     let _both = [a, b];
+/// }
+/// ```
 pub struct AssistedDeviceQueue<'q, T, S> {
     raw: DeviceQueueDescriptor,
-    _borrow: PhantomData<(&'q (), T, S)>,
+    _borrow: PhantomData<(&'q mut (), T, S)>,
 }
 
 impl<T, S> AssistedDeviceQueue<'_, T, S> {
@@ -277,8 +293,10 @@ where
         Ok((Self { pair, descriptor }, target))
     }
 
-    /// The descriptor kernels of a CPU-assisted doorbell take, borrowed from this queue.
-    pub fn device_queue(&self) -> AssistedDeviceQueue<'_, T, S> {
+    /// The descriptor kernels of a CPU-assisted doorbell take, borrowed mutably from this
+    /// queue: while it lives, no other handle to the queue exists, so a kernel launched
+    /// with it is the queue's one producer.
+    pub fn device_queue(&mut self) -> AssistedDeviceQueue<'_, T, S> {
         AssistedDeviceQueue {
             raw: self.descriptor,
             _borrow: PhantomData,

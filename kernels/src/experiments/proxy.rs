@@ -995,18 +995,18 @@ impl ProxyGpu {
     /// own software NIC) posts rounds of `batch` WQEs; `forwarders` threads ring.
     pub fn assisted(&self, config: AssistedConfig) -> Result<AssistedResult, GpuError> {
         let wqes = config.check()?;
-        let (nics, targets) = assisted_world::build(
+        let (mut nics, targets) = assisted_world::build(
             &self.gpu,
             config.queues,
             config.ring_wqebbs,
             config.window_bytes,
         )?;
         let forwarders = spawn_forwarders(config.forwarders, targets)?;
-        let queues: Vec<_> = nics.iter().map(|n| n.queue.device_queue()).collect();
         let windows: Vec<(u64, u32)> = nics
             .iter()
             .map(|n| (n.region.addr(), n.region.rkey().0))
             .collect();
+        let queues: Vec<_> = nics.iter_mut().map(|n| n.queue.device_queue()).collect();
         let queue_ns = self.kernels.assisted_post(
             &self.gpu,
             &queues,
