@@ -117,11 +117,14 @@ if [[ $what == api ]]; then
     done
 fi
 if [[ $what == proxy ]]; then
-    timeout 60 .gpu/proxy-ptx-tests --nocapture > "$out/proxy-ptx-tests.log" 2>&1 || rc=1
+    # The push golden compares only under CI's pinned NVRTC (tests/ptx/proxy_push.golden),
+    # not the machine's: skipped here, run by scripts/test.
+    timeout 60 .gpu/proxy-ptx-tests --nocapture --skip a_push_that_finds_room_runs_the_ptx_it_ran_before_ring_deadlines \
+        > "$out/proxy-ptx-tests.log" 2>&1 || rc=1
     grep "test result" "$out/proxy-ptx-tests.log"
     timeout 180 .gpu/proxy-gpu-tests --ignored --test-threads=1 --nocapture 2>&1 \
-        | tee "$out/proxy-gpu-tests.log" | grep -E "^test |test result|enqueue|probe|assisted|GPU threads|panicked" || rc=1
-    grep -q "test result: ok. 5 passed" "$out/proxy-gpu-tests.log" || rc=1
+        | tee "$out/proxy-gpu-tests.log" | grep -E "^test |test result|enqueue|probe|assisted|GPU threads|deadline|panicked" || rc=1
+    grep -q "test result: ok. 6 passed" "$out/proxy-gpu-tests.log" || rc=1
     for test in tuned_gpu_producers_end_to_end cpu_assisted_doorbell_end_to_end; do
         IBGDA_SMALL=1 timeout 120 compute-sanitizer --tool memcheck --error-exitcode 9 \
             .gpu/proxy-gpu-tests --ignored --exact --test-threads=1 --nocapture $test \

@@ -111,7 +111,9 @@ __device__ __forceinline__ u64 globaltimer() {
  * pair by the host: QueuePair::set_device_wait) and then returns WAIT_DEADLINE. The
  * count starts at the wait's first failed check (the first expired() call, made only
  * inside a wait loop), so a wait that succeeds at once never reads the clock and the
- * posting path holds no clock read. An error CQE ends a wait with -(its syndrome). */
+ * posting path holds no clock read. An error CQE ends a wait with -(its syndrome). The
+ * proxy's waits on its descriptor ring (proxy.cuh) take the same Deadline with their
+ * ring's wait_ns. */
 constexpr int WAIT_DEADLINE = layout::STATUS_DEADLINE;
 struct Deadline {
     u64 t0 = 0; /* %globaltimer at the first expired() (0: not yet read) */
@@ -130,11 +132,12 @@ struct Deadline {
     }
 };
 
-/* A bound on the waits that are not on a queue pair (the proxy's descriptor ring, the
- * test and benchmark harnesses' completers): with IBGDA_SPIN_LIMIT_NS > 0 (a compile
+/* A bound on the test and benchmark harnesses' own waits (the sink's and the self-sink's
+ * completers, the CUDA software NIC's idle bound): with IBGDA_SPIN_LIMIT_NS > 0 (a compile
  * option) such a wait gives up after that many ns of %globaltimer and reports
  * SPIN_TIMEOUT; with 0 (the default) it is unbounded and the bound compiles to nothing.
- * No queue-pair wait uses it. */
+ * No wait of the library uses it: a queue pair's waits take its descriptor's wait_ns, the
+ * proxy's ring waits (proxy.cuh) their ring's. */
 #ifndef IBGDA_SPIN_LIMIT_NS
 #define IBGDA_SPIN_LIMIT_NS 0ull
 #endif

@@ -18,6 +18,13 @@
  *                    progress is re-read only when the cache says full), validity in the
  *                    descriptor, one 16-byte st.relaxed.sys.v2 store and no fence.
  *
+ * Every wait on a ring (room for a push, the worker's completion counter) is bounded at
+ * run time by the ring's wait_ns (set per ring by the host: DeviceRing::set_device_wait,
+ * carried in DeviceProxyRing) and then returns WAIT_DEADLINE (layout::STATUS_DEADLINE),
+ * as the waits on a queue pair are by their descriptor's. The clock is read only after a
+ * wait's first check has failed (Deadline, ibgda.cuh): a push that finds room reads no
+ * clock, and tests/proxy_ptx.rs compares its PTX with the PTX it had before the bound.
+ *
  * CPU-assisted doorbell: proxy::CpuAssisted<S> is an ordering-scope tag wrapping S. It
  * keeps S's CQ polling and publication, and replaces S's doorbell (record + MMIO store)
  * with one system-scope release store of the next free WQEBB's low 16 bits to the host
@@ -112,11 +119,12 @@ struct Ring {
 };
 
 /* Waits until the worker has completed `count` descriptors of the ring (host-resident
- * completion counter). Returns 0, or SPIN_TIMEOUT. */
+ * completion counter). Returns 0, or WAIT_DEADLINE once the ring's wait_ns have passed
+ * since the first check that failed. */
 __device__ __forceinline__ int wait_completed(const Ring& r, u64 count) {
-    Spin spin;
+    Deadline dl;
     while (::ibgda::ptx::ld_acquire_sys_b64(r.completed()) < count) {
-        if (spin.expired()) return SPIN_TIMEOUT;
+        if (dl.expired(r.d.wait_ns)) return WAIT_DEADLINE;
     }
     return 0;
 }
@@ -127,14 +135,15 @@ struct Baseline {
         Ring r;
         __device__ __forceinline__ static Producer load(const DeviceProxyRing& d) { return Producer{Ring{d}}; }
         __device__ __forceinline__ void store() const {}
-        /* Pushes `desc` (epoch bits zero); `index` gets its ring index. 0 or SPIN_TIMEOUT
-         * (a reserved slot is never given back: on timeout the ring is wedged). */
+        /* Pushes `desc` (epoch bits zero); `index` gets its ring index. 0, or WAIT_DEADLINE
+         * when the slot stayed taken for the ring's wait_ns (a reserved slot is never given
+         * back: after a deadline the ring is wedged). */
         __device__ __forceinline__ int push(Desc desc, u64& index) {
             index = atomicAdd((unsigned long long*)r.producer(), 1ull);
             const u64 n = r.slots();
-            Spin spin;
+            Deadline dl;
             while (index - ::ibgda::ptx::ld_acquire_sys_b64(r.consumed()) >= n) {
-                if (spin.expired()) return SPIN_TIMEOUT;
+                if (dl.expired(r.d.wait_ns)) return WAIT_DEADLINE;
             }
             const Desc e = with_epoch(desc, epoch_of_lap(index >> r.d.log_slots));
             u64* s = r.slot(index);
@@ -176,10 +185,12 @@ struct Tuned {
             head++;
             return true;
         }
+        /* Pushes `desc`, waiting for room: 0, or WAIT_DEADLINE when the ring stayed full
+         * for the ring's wait_ns (nothing pushed). */
         __device__ __forceinline__ int push(Desc desc, u64& index) {
-            Spin spin;
+            Deadline dl;
             while (!try_push(desc, index)) {
-                if (spin.expired()) return SPIN_TIMEOUT;
+                if (dl.expired(r.d.wait_ns)) return WAIT_DEADLINE;
             }
             return 0;
         }

@@ -283,11 +283,11 @@ impl CompileOptions {
         }
     }
 
-    /// Bounds the device waits that are not on a queue pair (`IBGDA_SPIN_LIMIT_NS`: the
-    /// proxy's descriptor ring, the test and benchmark harnesses' completers): such a wait
-    /// that lasts longer returns `SPIN_TIMEOUT` (-1024) instead of spinning on. Waits on a
-    /// queue pair take their bound at run time from its descriptor instead
-    /// (`QueuePair::set_device_wait`). A zero duration is refused (a wait could never
+    /// Bounds the test and benchmark harnesses' own device waits (`IBGDA_SPIN_LIMIT_NS`:
+    /// their completers, the CUDA software NIC's idle bound): such a wait that lasts longer
+    /// returns `SPIN_TIMEOUT` (-1024) instead of spinning on. The library's waits take
+    /// their bound at run time from their descriptor instead (a queue pair's:
+    /// `QueuePair::set_device_wait`; a proxy ring's: `DeviceRing::set_device_wait`). A zero duration is refused (a wait could never
     /// succeed).
     pub fn spin_limit(self, limit: Duration) -> Result<Self, GpuError> {
         let ns = u64::try_from(limit.as_nanos()).map_err(|_| {

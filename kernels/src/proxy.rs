@@ -8,9 +8,9 @@
 use core::fmt::Write as _;
 use core::marker::PhantomData;
 use core::mem::{align_of, offset_of, size_of};
-use std::sync::Arc;
-
 use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
 
 use cudarc::driver::{CudaFunction, DeviceRepr, LaunchConfig, PushKernelArg};
 use static_assertions::const_assert_eq;
@@ -22,8 +22,10 @@ use ibgda::proxy::{
     RequestDescriptor, RingGeometry, RingProducer, MAX_CAS_VALUE, MAX_LENGTH, MAX_OPERAND,
     MAX_PEERS,
 };
+use ibgda::queue::{DeviceQueueError, DEFAULT_DEVICE_WAIT};
 use ibgda::wqe::Rc;
 
+use crate::api::DeviceStatus;
 use crate::gpu::{descriptor_bytes, CompileOptions, Gpu, GpuError};
 use crate::nvrtc::{compile_source_with, Compiled};
 
@@ -67,19 +69,50 @@ pub struct DeviceProxyRing {
     pub log_slots: u32,
     /// The [`HandoffKind`].
     pub handoff: u32,
+    /// How long, in ns of the GPU's global timer, a device wait on this ring (for room to
+    /// push, for the worker's completion counter) spins before it gives up with the
+    /// deadline status (`DeviceStatus::Deadline`, -0x402); counted from the wait's first
+    /// failed check, and read only then ([`DeviceRing::set_device_wait`]; at least 1).
+    pub wait_ns: u64,
 }
 
-const_assert_eq!(size_of::<DeviceProxyRing>(), 32);
+const_assert_eq!(size_of::<DeviceProxyRing>(), 40);
 const_assert_eq!(offset_of!(DeviceProxyRing, slots), 0);
 const_assert_eq!(offset_of!(DeviceProxyRing, control), 8);
 const_assert_eq!(offset_of!(DeviceProxyRing, producer), 16);
 const_assert_eq!(offset_of!(DeviceProxyRing, log_slots), 24);
 const_assert_eq!(offset_of!(DeviceProxyRing, handoff), 28);
+const_assert_eq!(offset_of!(DeviceProxyRing, wait_ns), 32);
 
-// SAFETY: `DeviceProxyRing` is `#[repr(C)]`, 32 bytes of `u64`/`u32` fields with no
+// SAFETY: `DeviceProxyRing` is `#[repr(C)]`, 40 bytes of `u64`/`u32` fields with no
 // padding; the CUDA side takes the same layout from the generated header, whose
 // `static_assert`s pin its size and offsets. Passing it by value copies plain bytes.
 unsafe impl DeviceRepr for DeviceProxyRing {}
+
+impl DeviceProxyRing {
+    /// The bytes a kernel reads from an array of rings (native order, the layout the
+    /// generated header pins).
+    pub fn to_bytes(&self) -> [u8; size_of::<DeviceProxyRing>()] {
+        let mut b = [0u8; size_of::<DeviceProxyRing>()];
+        b[0..8].copy_from_slice(&self.slots.to_ne_bytes());
+        b[8..16].copy_from_slice(&self.control.to_ne_bytes());
+        b[16..24].copy_from_slice(&self.producer.to_ne_bytes());
+        b[24..28].copy_from_slice(&self.log_slots.to_ne_bytes());
+        b[28..32].copy_from_slice(&self.handoff.to_ne_bytes());
+        b[32..40].copy_from_slice(&self.wait_ns.to_ne_bytes());
+        b
+    }
+}
+
+/// A device wait bound as a ring's descriptor carries it: 1 ns to `u64::MAX` ns, checked
+/// as `QueuePair::set_device_wait` checks a queue pair's (a wait of 0 could never succeed
+/// once it spins).
+fn device_wait_ns(wait: Duration) -> Result<u64, GpuError> {
+    u64::try_from(wait.as_nanos())
+        .ok()
+        .filter(|&ns| ns > 0)
+        .ok_or(GpuError::Queue(DeviceQueueError::DeviceWait { wait }))
+}
 
 fn constant(out: &mut String, name: &str, value: u64) {
     if value > u64::from(u32::MAX) {
@@ -217,7 +250,8 @@ pub fn layout_header() -> String {
         out,
         "/* ibgda_kernels::proxy::DeviceProxyRing */\nstruct alignas({}) DeviceProxyRing {{\n    \
          unsigned long long slots;\n    unsigned long long control;\n    \
-         unsigned long long producer;\n    unsigned int log_slots;\n    unsigned int handoff;\n}};",
+         unsigned long long producer;\n    unsigned int log_slots;\n    unsigned int handoff;\n    \
+         unsigned long long wait_ns;\n}};",
         align_of::<DeviceProxyRing>()
     );
     let _ = writeln!(
@@ -231,6 +265,7 @@ pub fn layout_header() -> String {
         ("producer", offset_of!(DeviceProxyRing, producer)),
         ("log_slots", offset_of!(DeviceProxyRing, log_slots)),
         ("handoff", offset_of!(DeviceProxyRing, handoff)),
+        ("wait_ns", offset_of!(DeviceProxyRing, wait_ns)),
     ] {
         let _ = writeln!(
             out,
@@ -282,6 +317,7 @@ impl<H: Handoff> DeviceRing<H> {
             producer: state.addr(),
             log_slots: g.slots().trailing_zeros(),
             handoff: H::KIND as u32,
+            wait_ns: device_wait_ns(DEFAULT_DEVICE_WAIT)?,
         };
         Ok(Self {
             producer,
@@ -294,6 +330,25 @@ impl<H: Handoff> DeviceRing<H> {
     /// The descriptor kernels take.
     pub fn raw(&self) -> DeviceProxyRing {
         self.raw
+    }
+
+    /// Bounds every device wait on this ring (room to push, the worker's completion
+    /// counter): a wait that has spun this long returns the deadline status
+    /// (`DeviceStatus::Deadline`, -0x402; a launcher reports it as
+    /// [`GpuError::Timeout`] with `still_running: false`) instead of spinning on. Counted
+    /// from the wait's first failed check; a push that finds room never reads it.
+    /// Kernels get it with the descriptor ([`DeviceRing::raw`]), so it holds for
+    /// launches after this call. [`DEFAULT_DEVICE_WAIT`] (as for a queue pair) until set;
+    /// 1 ns to `u64::MAX` ns, else [`GpuError::Queue`] with
+    /// `DeviceQueueError::DeviceWait`.
+    pub fn set_device_wait(&mut self, wait: Duration) -> Result<(), GpuError> {
+        self.raw.wait_ns = device_wait_ns(wait)?;
+        Ok(())
+    }
+
+    /// The bound on this ring's device waits ([`DeviceRing::set_device_wait`]).
+    pub fn device_wait(&self) -> Duration {
+        Duration::from_nanos(self.raw.wait_ns)
     }
 
     /// The ring (its counters).
@@ -337,13 +392,33 @@ pub struct ProbeSamples {
     pub run_ns: u64,
 }
 
-fn status_of(gpu: &Gpu, status: &DeviceBuffer) -> Result<(), GpuError> {
+/// A kernel's status word: 0 is success; the deadline status (a device wait ran past its
+/// run-time bound, `limit`, and the kernel then finished) is [`GpuError::Timeout`] with
+/// `still_running: false`; any other code is reported with the [`DeviceStatus`] it names.
+fn status_of(
+    gpu: &Gpu,
+    status: &DeviceBuffer,
+    what: &str,
+    limit: Duration,
+) -> Result<(), GpuError> {
     let s = i32::from_le_bytes(gpu.read_device(status)?[..4].try_into().expect("4 bytes"));
-    if s == 0 {
-        Ok(())
-    } else {
-        Err(GpuError::Driver(format!("kernel reported status {s:#x}")))
+    match DeviceStatus::from_code(s) {
+        DeviceStatus::Ok => Ok(()),
+        DeviceStatus::Deadline => Err(GpuError::Timeout {
+            what: format!("a device wait on {what}"),
+            limit,
+            still_running: false,
+        }),
+        other => Err(GpuError::Driver(format!(
+            "kernel reported status {s:#x} ({other})"
+        ))),
     }
+}
+
+/// The longest device wait bound of `rings` (what a deadline status of a kernel on all
+/// of them ran past at most).
+fn longest_wait<'a>(waits: impl IntoIterator<Item = &'a DeviceProxyRing>) -> Duration {
+    Duration::from_nanos(waits.into_iter().map(|d| d.wait_ns).max().unwrap_or(0))
 }
 
 fn u64s(bytes: &[u8]) -> Vec<u64> {
@@ -417,7 +492,7 @@ impl ProxyKernels {
         // owned by `ring`) until the synchronize below.
         unsafe { b.launch(one_thread()) }?;
         gpu.synchronize()?;
-        status_of(gpu, &status)?;
+        status_of(gpu, &status, "a proxy ring", ring.device_wait())?;
         let c = u64s(&gpu.read_device(&clocks)?);
         Ok(EnqueueSamples {
             enqueue_ns: u64s(&gpu.read_device(&enqueue)?),
@@ -450,19 +525,8 @@ impl ProxyKernels {
                 rings.len()
             )));
         }
-        let descs: Vec<u8> = rings
-            .iter()
-            .flat_map(|r| {
-                let d = r.raw();
-                let mut b = Vec::with_capacity(32);
-                for w in [d.slots, d.control, d.producer] {
-                    b.extend_from_slice(&w.to_le_bytes());
-                }
-                b.extend_from_slice(&d.log_slots.to_le_bytes());
-                b.extend_from_slice(&d.handoff.to_le_bytes());
-                b
-            })
-            .collect();
+        let raws: Vec<DeviceProxyRing> = rings.iter().map(DeviceRing::raw).collect();
+        let descs: Vec<u8> = raws.iter().flat_map(DeviceProxyRing::to_bytes).collect();
         let descs = gpu.device_buffer_from(&descs)?;
         let mut clock_init = u64::MAX.to_le_bytes().to_vec();
         clock_init.extend_from_slice(&0u64.to_le_bytes());
@@ -492,11 +556,11 @@ impl ProxyKernels {
             .arg(&c)
             .arg(&s);
         // SAFETY: the arguments are exactly `ibgda_proxy_rate_<H>`'s parameters; `descs`
-        // holds one 32-byte DeviceProxyRing per ring (layout pinned above), the rings and
+        // holds one 40-byte DeviceProxyRing per ring (layout pinned above), the rings and
         // buffers live until the synchronize below.
         unsafe { b.launch(cfg) }?;
         gpu.synchronize()?;
-        status_of(gpu, &status)?;
+        status_of(gpu, &status, "a proxy ring", longest_wait(&raws))?;
         let c = u64s(&gpu.read_device(&clocks)?);
         Ok(c[1].saturating_sub(c[0]))
     }
@@ -519,19 +583,8 @@ impl ProxyKernels {
             ));
         }
         let probe_ring = probe.unwrap_or(&bulk[0]).raw();
-        let descs: Vec<u8> = bulk
-            .iter()
-            .flat_map(|r| {
-                let d = r.raw();
-                let mut b = Vec::with_capacity(32);
-                for w in [d.slots, d.control, d.producer] {
-                    b.extend_from_slice(&w.to_le_bytes());
-                }
-                b.extend_from_slice(&d.log_slots.to_le_bytes());
-                b.extend_from_slice(&d.handoff.to_le_bytes());
-                b
-            })
-            .collect();
+        let raws: Vec<DeviceProxyRing> = bulk.iter().map(DeviceRing::raw).collect();
+        let descs: Vec<u8> = raws.iter().flat_map(DeviceProxyRing::to_bytes).collect();
         let descs = gpu.device_buffer_from(&descs)?;
         let samples = gpu.device_buffer(8 * iters as usize)?;
         let done = gpu.device_buffer(8)?;
@@ -568,7 +621,12 @@ impl ProxyKernels {
         // buffer has the size the kernel uses and lives until the synchronize below.
         unsafe { b.launch(cfg) }?;
         gpu.synchronize()?;
-        status_of(gpu, &status)?;
+        status_of(
+            gpu,
+            &status,
+            "a proxy ring",
+            longest_wait(raws.iter().chain([&probe_ring])),
+        )?;
         let probe_ns = u64s(&gpu.read_device(&samples)?);
         Ok(ProbeSamples {
             run_ns: probe_ns.iter().sum(),
@@ -582,6 +640,11 @@ impl ProxyKernels {
     /// only the remote NIC dereferences), ringing each round's CPU-assisted doorbell,
     /// and waits for its last; returns each block's ns. A forwarder must serve the
     /// queues' slots and a NIC their rings.
+    ///
+    /// Each block is its queue's exclusive producer. The handles are unique (each borrows
+    /// its queue mutably and none is `Clone`), so the slice names every queue at most
+    /// once: the same queue twice does not compile
+    /// (`tests/compile_fail/assisted_post_takes_each_queue_once.rs`).
     pub fn assisted_post<S>(
         &self,
         gpu: &Gpu,
@@ -629,12 +692,18 @@ impl ProxyKernels {
         let mut b = gpu.stream().launch_builder(&f);
         b.arg(&dp).arg(&tp).arg(&rounds).arg(&batch).arg(&c).arg(&s);
         // SAFETY: the arguments are exactly `ibgda_assisted_post_<S>`'s parameters;
-        // `descs` holds one descriptor per queue, each from a live CPU-assisted
-        // queue (borrowed by `queues` for this call), and the buffers live until the
-        // synchronize below.
+        // `descs` holds one descriptor per queue, each from a live CPU-assisted queue
+        // borrowed mutably by its handle in `queues` for this call (one handle per queue,
+        // so one producer per ring), and the buffers live until the synchronize below.
         unsafe { b.launch(cfg) }?;
         gpu.synchronize()?;
-        status_of(gpu, &status)?;
+        let longest = queues.iter().map(|q| q.raw().wait_ns).max().unwrap_or(0);
+        status_of(
+            gpu,
+            &status,
+            "a CPU-assisted queue",
+            Duration::from_nanos(longest),
+        )?;
         Ok(u64s(&gpu.read_device(&clocks)?))
     }
 }
@@ -935,5 +1004,56 @@ pub mod assisted_world {
             });
         }
         Ok((nics, targets))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_rings_device_wait_is_one_ns_to_the_largest_u64_as_a_queue_pairs() {
+        assert_eq!(device_wait_ns(Duration::from_nanos(1)).ok(), Some(1));
+        assert_eq!(
+            device_wait_ns(Duration::from_nanos(u64::MAX)).ok(),
+            Some(u64::MAX)
+        );
+        assert_eq!(
+            device_wait_ns(DEFAULT_DEVICE_WAIT).ok(),
+            Some(60_000_000_000)
+        );
+        for wait in [Duration::ZERO, Duration::MAX] {
+            match device_wait_ns(wait) {
+                Err(GpuError::Queue(DeviceQueueError::DeviceWait { wait: w })) => {
+                    assert_eq!(w, wait)
+                }
+                other => panic!("{wait:?}: {other:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn a_ring_descriptor_is_the_bytes_the_header_pins() {
+        let d = DeviceProxyRing {
+            slots: 0x1111_2222_3333_4444,
+            control: 0x5555_6666_7777_8888,
+            producer: 0x9999_aaaa_bbbb_cccc,
+            log_slots: 6,
+            handoff: HandoffKind::Tuned as u32,
+            wait_ns: 200_000_000,
+        };
+        let b = d.to_bytes();
+        let word = |at: usize| u64::from_ne_bytes(b[at..at + 8].try_into().expect("8 bytes"));
+        let half = |at: usize| u32::from_ne_bytes(b[at..at + 4].try_into().expect("4 bytes"));
+        assert_eq!(word(offset_of!(DeviceProxyRing, slots)), d.slots);
+        assert_eq!(word(offset_of!(DeviceProxyRing, control)), d.control);
+        assert_eq!(word(offset_of!(DeviceProxyRing, producer)), d.producer);
+        assert_eq!(half(offset_of!(DeviceProxyRing, log_slots)), d.log_slots);
+        assert_eq!(half(offset_of!(DeviceProxyRing, handoff)), d.handoff);
+        assert_eq!(word(offset_of!(DeviceProxyRing, wait_ns)), d.wait_ns);
+        let h = layout_header();
+        assert!(h.contains("unsigned long long wait_ns;"));
+        assert!(h.contains("static_assert(sizeof(DeviceProxyRing) == 40"));
+        assert!(h.contains("static_assert(IBGDA_OFFSETOF(DeviceProxyRing, wait_ns) == 32"));
     }
 }

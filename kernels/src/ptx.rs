@@ -192,6 +192,220 @@ pub fn ordering_of(ptx: &str, kernel: &str) -> Option<Vec<String>> {
         .map(|k| k.instructions)
 }
 
+/// The lines of an entry's body (after its parameter list), trimmed, without blank lines,
+/// comments and `.loc` directives; `None` if `ptx` has no such entry or it is unterminated.
+pub fn entry_body(ptx: &str, name: &str) -> Option<Vec<String>> {
+    let start = ptx.find(&format!(".entry {name}("))?;
+    let params_end = start + ptx[start..].find(')')?;
+    let open = params_end + ptx[params_end..].find('{')?;
+    let mut depth = 0;
+    let mut end = None;
+    for (i, c) in ptx[open..].char_indices() {
+        match c {
+            '{' => depth += 1,
+            '}' => {
+                depth -= 1;
+                if depth == 0 {
+                    end = Some(open + i);
+                    break;
+                }
+            }
+            _ => {}
+        }
+    }
+    Some(
+        ptx[open + 1..end?]
+            .lines()
+            .map(str::trim)
+            .filter(|l| !l.is_empty() && !l.starts_with("//") && !l.starts_with(".loc"))
+            .map(str::to_string)
+            .collect(),
+    )
+}
+
+/// A PTX line with register numbers (`%rd12` -> `%rd`) and label numbers
+/// (`$L__BB3_7` -> `$L__BB`) left out: what stays when the compiler renumbers.
+pub fn without_numbers(line: &str) -> String {
+    let mut out = String::with_capacity(line.len());
+    let mut chars = line.chars().peekable();
+    while let Some(c) = chars.next() {
+        out.push(c);
+        if c != '%' && c != '$' {
+            continue;
+        }
+        while let Some(&n) = chars.peek() {
+            if n.is_ascii_alphabetic() || n == '_' {
+                out.push(n);
+                chars.next();
+            } else {
+                break;
+            }
+        }
+        while chars
+            .peek()
+            .is_some_and(|n| n.is_ascii_digit() || *n == '_')
+        {
+            chars.next();
+        }
+    }
+    out
+}
+
+/// One basic block of an entry: its label, its instructions, and how it ends.
+struct BasicBlock<'a> {
+    label: Option<&'a str>,
+    lines: Vec<&'a str>,
+}
+
+/// How a block's last instruction leaves it.
+enum Exit<'a> {
+    /// `ret` or `exit`: the path is complete.
+    Return,
+    /// `trap`: the path ends without completing.
+    Trap,
+    /// `bra` to a label, taken always or only when its predicate holds.
+    Branch { target: &'a str, conditional: bool },
+    /// Into the next block.
+    FallThrough,
+}
+
+fn exit_of(line: &str) -> Exit<'_> {
+    let mut tokens = line.split_whitespace();
+    let mut first = tokens.next().unwrap_or("");
+    let conditional = first.starts_with('@');
+    if conditional {
+        first = tokens.next().unwrap_or("");
+    }
+    let opcode = first.trim_end_matches(';');
+    if opcode == "ret" || opcode == "exit" {
+        Exit::Return
+    } else if opcode == "trap" {
+        Exit::Trap
+    } else if opcode == "bra" || opcode.starts_with("bra.") {
+        let target = tokens.next().unwrap_or("").trim_end_matches(';');
+        Exit::Branch {
+            target,
+            conditional,
+        }
+    } else {
+        Exit::FallThrough
+    }
+}
+
+/// The paths through an entry's body (its lines as [`entry_body`] gives them) from its
+/// first instruction to a `ret` or `exit` that visit no basic block twice and read no
+/// `%globaltimer`, each as its instructions in order (branches included, directives and
+/// braces left out). With waits that read the clock only once a check has failed (the
+/// device library's `Deadline`), these are what the kernel runs when every wait succeeds
+/// at its first check: its fast paths. `None` when the body has a branch this reader does
+/// not follow (an unknown label, `brx`) or more than `limit` such paths.
+pub fn clock_free_paths(body: &[String], limit: usize) -> Option<Vec<Vec<String>>> {
+    let mut blocks: Vec<BasicBlock<'_>> = vec![BasicBlock {
+        label: None,
+        lines: Vec::new(),
+    }];
+    for line in body {
+        let line = line.as_str();
+        if let Some(label) = line.strip_suffix(':').filter(|l| l.starts_with('$')) {
+            blocks.push(BasicBlock {
+                label: Some(label),
+                lines: Vec::new(),
+            });
+            continue;
+        }
+        if line.starts_with('.') || line == "{" || line == "}" {
+            continue;
+        }
+        if line.split_whitespace().any(|t| t.starts_with("brx")) {
+            return None;
+        }
+        let ends = !matches!(exit_of(line), Exit::FallThrough);
+        blocks.last_mut().expect("a block").lines.push(line);
+        if ends {
+            blocks.push(BasicBlock {
+                label: None,
+                lines: Vec::new(),
+            });
+        }
+    }
+    let index: std::collections::HashMap<&str, usize> = blocks
+        .iter()
+        .enumerate()
+        .filter_map(|(i, b)| b.label.map(|l| (l, i)))
+        .collect();
+    let mut successors = Vec::with_capacity(blocks.len());
+    for (i, b) in blocks.iter().enumerate() {
+        let next = (i + 1 < blocks.len()).then_some(i + 1);
+        let exit = b.lines.last().map_or(Exit::FallThrough, |l| exit_of(l));
+        successors.push(match exit {
+            Exit::Return => Some(Vec::new()),
+            Exit::Trap => None,
+            Exit::Branch {
+                target,
+                conditional,
+            } => {
+                let t = *index.get(target)?;
+                Some(if conditional {
+                    [Some(t), next].into_iter().flatten().collect()
+                } else {
+                    vec![t]
+                })
+            }
+            Exit::FallThrough => Some(next.into_iter().collect()),
+        });
+    }
+    struct Walk<'b, 'a> {
+        blocks: &'b [BasicBlock<'a>],
+        successors: &'b [Option<Vec<usize>>],
+        limit: usize,
+        paths: Vec<Vec<String>>,
+        overflow: bool,
+    }
+    fn walk(w: &mut Walk<'_, '_>, block: usize, on_path: &mut Vec<usize>) {
+        if w.overflow
+            || w.blocks[block]
+                .lines
+                .iter()
+                .any(|l| l.contains("%globaltimer"))
+        {
+            return;
+        }
+        on_path.push(block);
+        match &w.successors[block] {
+            None => {}
+            Some(next) if next.is_empty() => {
+                if w.paths.len() == w.limit {
+                    w.overflow = true;
+                } else {
+                    w.paths.push(
+                        on_path
+                            .iter()
+                            .flat_map(|&b| w.blocks[b].lines.iter().map(|l| l.to_string()))
+                            .collect(),
+                    );
+                }
+            }
+            Some(next) => {
+                for &n in next {
+                    if !on_path.contains(&n) {
+                        walk(w, n, on_path);
+                    }
+                }
+            }
+        }
+        on_path.pop();
+    }
+    let mut w = Walk {
+        blocks: &blocks,
+        successors: &successors,
+        limit,
+        paths: Vec::new(),
+        overflow: false,
+    };
+    walk(&mut w, 0, &mut Vec::new());
+    (!w.overflow).then_some(w.paths)
+}
+
 /// A documented device sequence split into its doorbell part (everything before the
 /// `cq:` label) and its completion part, labels dropped.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -266,6 +480,62 @@ mod tests {
         );
         assert!(!is_ordering("ld.global.nc.u32"));
         assert!(!is_ordering("st.global.v4.u32"));
+    }
+
+    #[test]
+    fn numbers_are_left_out_of_registers_and_labels_only() {
+        assert_eq!(
+            without_numbers("add.s64 %rd12, %rd3, 64; @%p1 bra $L__BB3_7;"),
+            "add.s64 %rd, %rd, 64; @%p bra $L__BB;"
+        );
+        assert_eq!(
+            without_numbers("ld.param.u64 %rd1, [k_param_0+40];"),
+            "ld.param.u64 %rd, [k_param_0+40];"
+        );
+    }
+
+    /// A loop whose first check may succeed, a wait that reads the clock, a trap and a
+    /// forward branch: the clock-free paths are the ones that skip the clock.
+    #[test]
+    fn clock_free_paths_are_the_simple_paths_that_read_no_clock() {
+        let ptx = "\
+.visible .entry k(\n\t.param .u64 k_param_0\n)\n{\n\t.reg .pred %p<4>;\n\
+\tld.param.u64 %rd1, [k_param_0];\n\
+\tsetp.eq.s32 %p1, %r1, 0;\n\
+\t@%p1 bra $L__BB0_2;\n\
+\ttrap;\n\
+$L__BB0_2:\n\
+\tld.acquire.sys.global.b64 %rd2, [%rd1];\n\
+\tsetp.lt.u64 %p2, %rd2, 8;\n\
+\t@%p2 bra $L__BB0_4;\n\
+\t// begin inline asm\n\
+\tmov.u64 %rd3, %globaltimer;\n\
+\t// end inline asm\n\
+\tbra.uni $L__BB0_2;\n\
+$L__BB0_4:\n\
+\tst.global.u64 [%rd1], %rd2;\n\
+\tret;\n\
+}\n";
+        let body = entry_body(ptx, "k").expect("entry k");
+        assert_eq!(body[0], ".reg .pred %p<4>;");
+        let paths = clock_free_paths(&body, 16).expect("paths");
+        assert_eq!(
+            paths,
+            [[
+                "ld.param.u64 %rd1, [k_param_0];",
+                "setp.eq.s32 %p1, %r1, 0;",
+                "@%p1 bra $L__BB0_2;",
+                "ld.acquire.sys.global.b64 %rd2, [%rd1];",
+                "setp.lt.u64 %p2, %rd2, 8;",
+                "@%p2 bra $L__BB0_4;",
+                "st.global.u64 [%rd1], %rd2;",
+                "ret;"
+            ]]
+        );
+        assert_eq!(clock_free_paths(&body, 0), None, "past the limit");
+        let unknown = ["@%p1 bra $L__nowhere;".to_string(), "ret;".to_string()];
+        assert_eq!(clock_free_paths(&unknown, 16), None);
+        assert_eq!(entry_body(ptx, "missing"), None);
     }
 
     #[test]

@@ -1,23 +1,33 @@
 //! The proxy and the CPU-assisted doorbell with GPU producers, on the software NIC (CPU
 //! engines execute what CPU workers and GPU threads post): every payload, counter and
 //! completion checked. Needs an NVIDIA GPU: run with `--ignored` on the GPU machine
-//! (`kernels/gpu-run.sh proxy`). Every device wait is bounded (a hang is an error).
+//! (`kernels/gpu-run.sh proxy`). Every device wait is bounded at run time (each ring's and
+//! each queue's device wait, [`WAIT`]): a hang is an error status, and a ring nobody serves
+//! ends its waits at that bound.
 
 use std::sync::atomic::Ordering;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use ibgda::proxy::{Baseline, Forwarder, Handoff, Tuned};
-use ibgda_kernels::gpu::{CompileOptions, Gpu};
+use ibgda::proxy::{Baseline, Forwarder, Handoff, ProxyRing, RingGeometry, RingProducer, Tuned};
+use ibgda_kernels::gpu::{CompileOptions, Gpu, GpuError};
 use ibgda_kernels::proxy::world::{World, WorldConfig};
 use ibgda_kernels::proxy::{assisted_world, DeviceRing, ProxyKernels};
 
+/// The device wait bound of every ring and queue these tests hand to the GPU.
+const WAIT: Duration = Duration::from_secs(10);
+
 fn gpu() -> (Gpu, ProxyKernels) {
-    let options = CompileOptions::new()
-        .spin_limit(Duration::from_secs(10))
-        .expect("a nonzero limit");
-    let gpu = Gpu::open_with(0, &options).unwrap_or_else(|e| panic!("no GPU: {e}"));
+    let gpu = Gpu::open_with(0, &CompileOptions::new()).unwrap_or_else(|e| panic!("no GPU: {e}"));
     let kernels = ProxyKernels::load(&gpu).unwrap_or_else(|e| panic!("{e}"));
     (gpu, kernels)
+}
+
+/// `producer`'s ring handed to GPU producers, its device waits bounded by `wait`.
+fn device_ring<H: Handoff>(gpu: &Gpu, producer: RingProducer<H>, wait: Duration) -> DeviceRing<H> {
+    let mut ring = DeviceRing::new(gpu, producer).unwrap_or_else(|e| panic!("{e}"));
+    ring.set_device_wait(wait).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(ring.device_wait(), wait);
+    ring
 }
 
 fn small() -> bool {
@@ -46,7 +56,7 @@ fn producers_end_to_end<H: Handoff>(threads_per_ring: u32) {
     let mut rings: Vec<_> = world
         .producers
         .drain(..)
-        .map(|p| DeviceRing::new(&gpu, p).unwrap())
+        .map(|p| device_ring(&gpu, p, WAIT))
         .collect();
     let threads = RINGS as u32 * threads_per_ring;
     let per_thread = if small() { 16 } else { WINDOW_SLOTS / threads };
@@ -114,7 +124,7 @@ fn enqueue_through<H: Handoff>(
         |b| gpu.mapped_host_buffer(b).map_err(|e| e.to_string()),
     )
     .unwrap();
-    let mut ring = DeviceRing::new(gpu, world.producers.pop().unwrap()).unwrap();
+    let mut ring = device_ring(gpu, world.producers.pop().unwrap(), WAIT);
     let s = k.enqueue(gpu, &mut ring, 10, iters, 64).unwrap();
     assert_eq!(ring.ring().completed(), u64::from(10 + iters));
     world.stop();
@@ -170,7 +180,7 @@ fn probe_on_private_and_shared_rings() {
         let mut rings: Vec<_> = world
             .producers
             .drain(..)
-            .map(|p| DeviceRing::new(&gpu, p).unwrap())
+            .map(|p| device_ring(&gpu, p, WAIT))
             .collect();
         let private = rings.pop().unwrap();
         let probe = if shared { None } else { Some(&private) };
@@ -200,16 +210,19 @@ fn probe_on_private_and_shared_rings() {
 fn cpu_assisted_doorbell_end_to_end() {
     let (gpu, k) = gpu();
     let queues = 4;
-    let (nics, targets) = assisted_world::build(&gpu, queues, 256, 512).unwrap();
+    let (mut nics, targets) = assisted_world::build(&gpu, queues, 256, 512).unwrap();
     let mut targets = targets.into_iter();
     let forwarders: Vec<_> = (0..queues.div_ceil(2))
         .map(|_| Forwarder::spawn(targets.by_ref().take(2).collect()).unwrap())
         .collect();
-    let qs: Vec<_> = nics.iter().map(|n| n.queue.device_queue()).collect();
     let targets: Vec<(u64, u32)> = nics
         .iter()
         .map(|n| (n.region.addr(), n.region.rkey().0))
         .collect();
+    for n in &mut nics {
+        n.queue.set_device_wait(WAIT).unwrap();
+    }
+    let qs: Vec<_> = nics.iter_mut().map(|n| n.queue.device_queue()).collect();
     let (rounds, batch) = (8u32, 4u32);
     let ns = k
         .assisted_post(&gpu, &qs, &targets, rounds, batch)
@@ -234,4 +247,80 @@ fn cpu_assisted_doorbell_end_to_end() {
             assert_eq!(v, expected, "queue {b} slot {slot}");
         }
     }
+}
+
+/// Checks that a launch ended with the deadline status of a `wait` bound: the typed
+/// timeout (the kernel finished: nothing is left running), after at least `wait` and well
+/// before a watchdog would have had to act.
+fn ended_at_the_deadline(what: &str, result: Result<(), GpuError>, took: Duration, wait: Duration) {
+    match result {
+        Err(GpuError::Timeout {
+            limit,
+            still_running: false,
+            ..
+        }) => assert_eq!(limit, wait, "{what}: the bound reported"),
+        other => panic!("{what}: {other:?}, the deadline status expected"),
+    }
+    assert!(
+        took >= wait,
+        "{what}: ended after {took:?}, before its bound {wait:?}"
+    );
+    assert!(
+        took < wait + Duration::from_secs(2),
+        "{what}: ended after {took:?}, long past its bound {wait:?}"
+    );
+    println!("{what}: deadline status after {took:?} (bound {wait:?})");
+}
+
+/// A ring nobody serves (its consumer end held, no worker): a GPU producer pushing into
+/// it once it is full, and one waiting for the completion of a request nobody takes, each
+/// get the deadline status at the ring's device wait bound; the kernel returns it, no
+/// watchdog needed, and nothing was consumed or completed.
+fn an_unserved_ring_ends_its_waits_at_its_deadline<H: Handoff>(gpu: &Gpu, k: &ProxyKernels) {
+    const SLOTS: u64 = 16;
+    let wait = Duration::from_millis(200);
+    let unserved = || {
+        let bytes = RingGeometry::new(SLOTS).unwrap().bytes();
+        let buffer = gpu.mapped_host_buffer(bytes).unwrap();
+        let (producer, consumer) = ProxyRing::in_buffer::<H>(buffer, SLOTS).unwrap();
+        (device_ring(gpu, producer, wait), consumer)
+    };
+
+    // Room: one thread pushes one request more than the ring holds.
+    let (mut full, _consumer) = unserved();
+    let t = Instant::now();
+    let pushed = k.rate(
+        gpu,
+        std::slice::from_mut(&mut full),
+        1,
+        SLOTS as u32 + 1,
+        64,
+    );
+    ended_at_the_deadline(
+        &format!("{} push into a full ring", H::NAME),
+        pushed.map(|_| ()),
+        t.elapsed(),
+        wait,
+    );
+    assert_eq!((full.ring().consumed(), full.ring().completed()), (0, 0));
+
+    // Completion: the push finds room; its completion never comes.
+    let (mut idle, _consumer) = unserved();
+    let t = Instant::now();
+    let waited = k.enqueue(gpu, &mut idle, 0, 1, 64);
+    ended_at_the_deadline(
+        &format!("{} wait for a completion nobody makes", H::NAME),
+        waited.map(|_| ()),
+        t.elapsed(),
+        wait,
+    );
+    assert_eq!((idle.ring().consumed(), idle.ring().completed()), (0, 0));
+}
+
+#[test]
+#[ignore = "needs an NVIDIA GPU: run with --ignored on the GPU machine"]
+fn an_unserved_ring_ends_each_device_wait_at_its_deadline() {
+    let (gpu, k) = gpu();
+    an_unserved_ring_ends_its_waits_at_its_deadline::<Tuned>(&gpu, &k);
+    an_unserved_ring_ends_its_waits_at_its_deadline::<Baseline>(&gpu, &k);
 }

@@ -19,12 +19,13 @@ use core::marker::PhantomData;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
+use std::time::Duration;
 
 use crate::memory::DmaBuffer;
 use crate::order::{GpuThread, HostBarrier, OrderingScope, ValidFor};
 use crate::queue::{
-    DeviceQueueDescriptor, DoorbellPolicy, Host, HostDoorbell, PollError, Polled, PostError,
-    QueuePair, Registered, SendQueueMemory, Ticket, SEND_DBREC_OFFSET,
+    DeviceQueueDescriptor, DeviceQueueError, DoorbellPolicy, Host, HostDoorbell, PollError, Polled,
+    PostError, QueuePair, Registered, SendQueueMemory, Ticket, SEND_DBREC_OFFSET,
 };
 use crate::wqe::{Qpn, TypedTransport, Wqe, WqeSpec};
 
@@ -233,10 +234,26 @@ where
 
 /// The descriptor of a CPU-assisted queue as a kernel sees it: its `doorbell` field is
 /// the index slot. Only kernels instantiated for a CPU-assisted doorbell take it.
-#[derive(Clone, Copy)]
+///
+/// Those kernels post as the queue's one exclusive producer, so the handle is unique: it
+/// borrows its queue mutably ([`AssistedGpuQueue::device_queue`] takes `&mut self`) and
+/// is neither `Clone` nor `Copy`. A launcher given a slice of them therefore holds each
+/// queue once: the same queue twice, which would make two exclusive producers write one
+/// ring, does not compile.
+///
+/// ```compile_fail,E0499
+/// # use ibgda::order::SystemReleaseStore;
+/// # use ibgda::proxy::AssistedGpuQueue;
+/// # use ibgda::wqe::Rc;
+/// fn twice(q: &mut AssistedGpuQueue<Rc, SystemReleaseStore>) {
+///     let a = q.device_queue();
+///     let b = q.device_queue();
+///     let _both = [a, b];
+/// }
+/// ```
 pub struct AssistedDeviceQueue<'q, T, S> {
     raw: DeviceQueueDescriptor,
-    _borrow: PhantomData<(&'q (), T, S)>,
+    _borrow: PhantomData<(&'q mut (), T, S)>,
 }
 
 impl<T, S> AssistedDeviceQueue<'_, T, S> {
@@ -276,12 +293,27 @@ where
         Ok((Self { pair, descriptor }, target))
     }
 
-    /// The descriptor kernels of a CPU-assisted doorbell take, borrowed from this queue.
-    pub fn device_queue(&self) -> AssistedDeviceQueue<'_, T, S> {
+    /// The descriptor kernels of a CPU-assisted doorbell take, borrowed mutably from this
+    /// queue: while it lives, no other handle to the queue exists, so a kernel launched
+    /// with it is the queue's one producer.
+    pub fn device_queue(&mut self) -> AssistedDeviceQueue<'_, T, S> {
         AssistedDeviceQueue {
             raw: self.descriptor,
             _borrow: PhantomData,
         }
+    }
+
+    /// Bounds every device wait on this queue (as [`QueuePair::set_device_wait`] does
+    /// for a queue pair handed to GPU threads); holds for handles taken after this call.
+    pub fn set_device_wait(&mut self, wait: Duration) -> Result<(), DeviceQueueError> {
+        self.pair.set_device_wait(wait)?;
+        self.descriptor.wait_ns = self.pair.device_queue().raw().wait_ns;
+        Ok(())
+    }
+
+    /// The bound on this queue's device waits ([`AssistedGpuQueue::set_device_wait`]).
+    pub fn device_wait(&self) -> Duration {
+        Duration::from_nanos(self.descriptor.wait_ns)
     }
 
     /// The queue pair number.

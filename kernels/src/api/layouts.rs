@@ -18,7 +18,7 @@ use static_assertions::const_assert_eq;
 /// | `-1 ..= -0xff` | 0 | an error CQE: `-code` is its syndrome |
 /// | `-0x100` | 1 | a CQE naming no WQE in flight (stray) |
 /// | `-0x201 ..` | 2 | a request refused before any WQE was built (window bounds, peer, alignment, length, counter) |
-/// | `-0x400 ..` | 4 | a wait that did not end in time (a queue pair's or the communicator's run-time deadline; the compile-time spin limit of the waits on no queue pair) |
+/// | `-0x400 ..` | 4 | a wait that did not end in time (a queue pair's, a proxy ring's or the communicator's run-time deadline; the compile-time spin limit of a harness's own waits) |
 ///
 /// Classes 3 and 5 to 0x7f are free (queue recovery will take its own).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -40,11 +40,12 @@ pub enum DeviceStatus {
     BadLength,
     /// A counter index the communicator does not have.
     BadCounter,
-    /// The compile-time spin limit (`CompileOptions::spin_limit`) of a wait on no queue
-    /// pair (the proxy's ring, a harness) ran out.
+    /// The compile-time spin limit (`CompileOptions::spin_limit`) of a test or benchmark
+    /// harness's own wait (its completer, the CUDA software NIC's idle bound) ran out.
     SpinTimeout,
     /// A wait's run-time deadline ran out: its queue pair's
-    /// (`DeviceQueueDescriptor::wait_ns`, `QueuePair::set_device_wait`) or the
+    /// (`DeviceQueueDescriptor::wait_ns`, `QueuePair::set_device_wait`), its proxy ring's
+    /// ([`crate::proxy::DeviceProxyRing::wait_ns`], `DeviceRing::set_device_wait`) or the
     /// communicator's ([`DeviceComm::wait_ns`], which its queue pairs' descriptors carry).
     Deadline,
     /// A code of no known meaning (from a newer device library).
@@ -116,7 +117,7 @@ impl fmt::Display for DeviceStatus {
             }
             Self::BadCounter => f.write_str("a counter the communicator does not have"),
             Self::SpinTimeout => {
-                f.write_str("a wait on no queue pair ran past the compile-time spin limit")
+                f.write_str("a harness's wait ran past the compile-time spin limit")
             }
             Self::Deadline => f.write_str("a wait ran past its run-time deadline"),
             Self::Unknown(c) => write!(f, "unknown device status {c:#x}"),

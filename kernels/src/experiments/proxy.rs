@@ -21,7 +21,8 @@ use serde::Serialize;
 
 use ibgda::memory::DmaBuffer;
 use ibgda::proxy::{
-    Baseline, ForwardTarget, Forwarder, Handoff, Pinning, RemoteRef, Request, Tuned, WorkerReport,
+    Baseline, ForwardTarget, Forwarder, Handoff, Pinning, RemoteRef, Request, RingProducer, Tuned,
+    WorkerReport,
 };
 
 use crate::gpu::{CompileOptions, Gpu, GpuError};
@@ -31,9 +32,10 @@ use crate::proxy::{assisted_world, DeviceRing, ProxyKernels};
 /// The host's bound on waiting for one request's completion.
 pub const COMPLETION_WAIT: Duration = Duration::from_secs(30);
 
-/// The bound on every device wait of the GPU producers (a stalled worker becomes an error
-/// status, not a hang): 20 s, since thousands of bulk threads may wait on a few workers.
-pub const PROXY_SPIN_LIMIT: Duration = Duration::from_secs(20);
+/// The bound on every device wait of the GPU producers on a proxy ring (each ring's
+/// [`DeviceRing::set_device_wait`]: a stalled worker becomes the deadline status, not a
+/// hang): 20 s, since thousands of bulk threads may wait on a few workers.
+pub const PROXY_DEVICE_WAIT: Duration = Duration::from_secs(20);
 
 /// The first core a world's workers are pinned to (worker `w` to core `PIN_FROM + w`;
 /// core 0 is left to the producers and the system).
@@ -854,7 +856,8 @@ pub mod cpu {
 // ------------------------------------------------------------------------------------
 // GPU producers.
 
-/// The proxy program loaded on GPU 0, every device wait bounded by [`PROXY_SPIN_LIMIT`].
+/// The proxy program loaded on GPU 0; every ring it hands to GPU producers bounds its
+/// device waits by [`PROXY_DEVICE_WAIT`].
 pub struct ProxyGpu {
     // Fields drop in order: the loaded kernels before the context they live in.
     kernels: ProxyKernels,
@@ -870,10 +873,20 @@ impl std::fmt::Debug for ProxyGpu {
 impl ProxyGpu {
     /// Opens GPU 0 and compiles and loads the proxy program.
     pub fn open() -> Result<Self, GpuError> {
-        let options = CompileOptions::new().spin_limit(PROXY_SPIN_LIMIT)?;
-        let gpu = Gpu::open_with(0, &options)?;
+        let gpu = Gpu::open_with(0, &CompileOptions::new())?;
         let kernels = ProxyKernels::load(&gpu)?;
         Ok(Self { kernels, gpu })
+    }
+
+    /// Hands `producer`'s ring to GPU producers, its device waits bounded by
+    /// [`PROXY_DEVICE_WAIT`].
+    fn device_ring<H: Handoff>(
+        &self,
+        producer: RingProducer<H>,
+    ) -> Result<DeviceRing<H>, GpuError> {
+        let mut ring = DeviceRing::new(&self.gpu, producer)?;
+        ring.set_device_wait(PROXY_DEVICE_WAIT)?;
+        Ok(ring)
     }
 
     /// Ring memory: pinned host memory mapped into the GPU.
@@ -890,7 +903,7 @@ impl ProxyGpu {
         config.check()?;
         let mut world = World::<H>::build(config.world(), self.ring_memory()).map_err(invalid)?;
         let producer = world.producers.pop().ok_or_else(|| invalid("no ring"))?;
-        let mut ring = DeviceRing::new(&self.gpu, producer)?;
+        let mut ring = self.device_ring(producer)?;
         let samples = self.kernels.enqueue(
             &self.gpu,
             &mut ring,
@@ -927,7 +940,7 @@ impl ProxyGpu {
         let mut rings: Vec<_> = world
             .producers
             .drain(..)
-            .map(|p| DeviceRing::new(&self.gpu, p))
+            .map(|p| self.device_ring(p))
             .collect::<Result<_, _>>()?;
         let ns = self.kernels.rate(
             &self.gpu,
@@ -953,7 +966,7 @@ impl ProxyGpu {
         let mut rings: Vec<_> = world
             .producers
             .drain(..)
-            .map(|p| DeviceRing::new(&self.gpu, p))
+            .map(|p| self.device_ring(p))
             .collect::<Result<_, _>>()?;
         let private = rings.pop().ok_or_else(|| invalid("no ring"))?;
         let probe = (!config.shared).then_some(&private);
@@ -982,18 +995,18 @@ impl ProxyGpu {
     /// own software NIC) posts rounds of `batch` WQEs; `forwarders` threads ring.
     pub fn assisted(&self, config: AssistedConfig) -> Result<AssistedResult, GpuError> {
         let wqes = config.check()?;
-        let (nics, targets) = assisted_world::build(
+        let (mut nics, targets) = assisted_world::build(
             &self.gpu,
             config.queues,
             config.ring_wqebbs,
             config.window_bytes,
         )?;
         let forwarders = spawn_forwarders(config.forwarders, targets)?;
-        let queues: Vec<_> = nics.iter().map(|n| n.queue.device_queue()).collect();
         let windows: Vec<(u64, u32)> = nics
             .iter()
             .map(|n| (n.region.addr(), n.region.rkey().0))
             .collect();
+        let queues: Vec<_> = nics.iter_mut().map(|n| n.queue.device_queue()).collect();
         let queue_ns = self.kernels.assisted_post(
             &self.gpu,
             &queues,

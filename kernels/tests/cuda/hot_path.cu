@@ -1,13 +1,18 @@
-/* hot_path.cu: the exclusive producer's posting path, for tests/hot_path_ptx.rs, which
- * compares its PTX with tests/ptx/hot_path.golden (recorded from the device library as it
- * was before its waits took run-time deadlines): a post that does not wait must compile
- * to the same instructions whatever the waits around it do. Per scope S:
+/* hot_path.cu: the posting paths, for tests/hot_path_ptx.rs, which compares their PTX with
+ * tests/ptx/hot_path.golden (the exclusive ones recorded from the device library as it was
+ * before its waits took run-time deadlines: a post that does not wait must compile to the
+ * same instructions whatever the waits around it do; the shared ones recorded later, to
+ * pin them). Per scope S:
  *   exclusive_post_S  one 8-byte inline RC WRITE and its doorbell, no wait (the whole
  *                     kernel is compared, registers included);
  *   issue_loop_S      the issue loop of the benchmark's Table 4 row: reserve, build,
  *                     commit and ring between two clock reads, then a wait for the
  *                     completion (what lies between the clock reads is compared, register
- *                     numbers left out). */
+ *                     numbers left out);
+ *   thread_post_S, grouped_post_S, warp_post_S
+ *                     the shared protocol's posts (per thread, per thread grouped, per
+ *                     warp), with their waits for room and for the publication frontier
+ *                     (the whole kernel is compared, registers included). */
 #include "ibgda.cuh"
 using namespace ibgda;
 
@@ -50,6 +55,37 @@ __device__ __forceinline__ void issue_loop(const DeviceQueueDescriptor& d, u32 i
     *status = err;
 }
 
+/* The shared protocol's posting paths, one 8-byte inline RC WRITE each: per thread, per
+ * thread with the lanes calling together grouped, per warp. Each reserves, waits for room
+ * only when short of it, builds, and waits for the publication frontier before handing it
+ * on (and ringing); the kernel stores the ticket and any error status. */
+template <class S>
+__device__ __forceinline__ void thread_post(const DeviceQueueDescriptor& d, u64 raddr, u32 rkey, u64 value, u32 batch,
+                                            u64* tickets, int* status) {
+    const Queue q{d};
+    int err = 0;
+    tickets[threadIdx.x] = post_write_inline8_thread<S>(q, raddr, rkey, value, batch, &err);
+    if (err < 0) *status = err;
+}
+
+template <class S>
+__device__ __forceinline__ void grouped_post(const DeviceQueueDescriptor& d, u64 raddr, u32 rkey, u64 value, u32 batch,
+                                             u64* tickets, int* status) {
+    const Queue q{d};
+    int err = 0;
+    tickets[threadIdx.x] = post_write_inline8_thread_grouped<S>(q, raddr, rkey, value, batch, &err);
+    if (err < 0) *status = err;
+}
+
+template <class S>
+__device__ __forceinline__ void warp_post(const DeviceQueueDescriptor& d, u64 raddr, u32 rkey, u64 value, u32 batch,
+                                          u64* tickets, int* status) {
+    const Queue q{d};
+    int err = 0;
+    tickets[threadIdx.x] = post_write_inline8_warp<S>(q, raddr, rkey, value, batch, &err);
+    if (err < 0) *status = err;
+}
+
 #define HOT_PATH(S)                                                                                                  \
     extern "C" __global__ void exclusive_post_##S(DeviceQueueDescriptor d, u64 raddr, u32 rkey, u64 value) {         \
         exclusive_post<scope::S>(d, raddr, rkey, value);                                                             \
@@ -65,3 +101,26 @@ HOT_PATH(GpuReleaseStore)
 HOT_PATH(ThreadFence)
 HOT_PATH(SystemReleaseStore)
 HOT_PATH(SystemFence)
+
+/* After every HOT_PATH instance: PTX numbers labels by the function's place in the module,
+ * so the kernels above keep the labels they were recorded with. */
+#define SHARED_PATH(S)                                                                                               \
+    extern "C" __global__ void thread_post_##S(DeviceQueueDescriptor d, u64 raddr, u32 rkey, u64 value, u32 batch,  \
+                                               u64* tickets, int* status) {                                         \
+        thread_post<scope::S>(d, raddr, rkey, value, batch, tickets, status);                                        \
+    }                                                                                                                \
+    extern "C" __global__ void grouped_post_##S(DeviceQueueDescriptor d, u64 raddr, u32 rkey, u64 value, u32 batch, \
+                                                u64* tickets, int* status) {                                        \
+        grouped_post<scope::S>(d, raddr, rkey, value, batch, tickets, status);                                       \
+    }                                                                                                                \
+    extern "C" __global__ void warp_post_##S(DeviceQueueDescriptor d, u64 raddr, u32 rkey, u64 value, u32 batch,    \
+                                             u64* tickets, int* status) {                                           \
+        warp_post<scope::S>(d, raddr, rkey, value, batch, tickets, status);                                          \
+    }
+SHARED_PATH(Unordered)
+SHARED_PATH(GpuFence)
+SHARED_PATH(GpuFencedDbrec)
+SHARED_PATH(GpuReleaseStore)
+SHARED_PATH(ThreadFence)
+SHARED_PATH(SystemReleaseStore)
+SHARED_PATH(SystemFence)
