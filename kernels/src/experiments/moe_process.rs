@@ -663,27 +663,32 @@ pub fn run_rank(
     say("queue pairs connected, windows exchanged");
     let record =
         rank_record(me, rank.device.backend(), &mut |b| ipc::export(gpu, b)).map_err(rank_error)?;
-    let records = exchange(bootstrap, &record).map_err(rank_error)?;
-    // From here peers may map this rank's buffers: whatever happens, this rank drops its
-    // NIC and mappings (at the end of `exchanged`), then waits for every rank to have
-    // done so before `rank` (its buffers) is dropped.
+    // From the exchange on, peers may map this rank's buffers (it may fail here and not
+    // on another rank): whatever happens, this rank drops its NIC and mappings (at the end
+    // of `exchanged`), tells the others at the collective where they check their setup,
+    // and waits for every rank to have dropped theirs before `rank` (its buffers) is
+    // dropped.
+    let records = exchange(bootstrap, &record);
     let mut report = RankReport {
         rank: me,
         gpu: gpu.context().ordinal(),
         ..RankReport::default()
     };
-    let outcome = exchanged(
-        gpu,
-        &p,
-        &layout,
-        bootstrap,
-        &rank,
-        &records,
-        &functions,
-        &inputs,
-        variants,
-        &mut report,
-    );
+    let outcome = match records {
+        Ok(records) => exchanged(
+            gpu,
+            &p,
+            &layout,
+            bootstrap,
+            &rank,
+            &records,
+            &functions,
+            &inputs,
+            variants,
+            &mut report,
+        ),
+        Err(e) => settle(bootstrap, Err::<(), _>(rank_error(e))),
+    };
     if let Err(e) = &outcome {
         say(&format!("failed: {e}"));
         report.error = Some(e.clone());
