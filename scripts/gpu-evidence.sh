@@ -15,9 +15,15 @@
 #                emulated ConnectX's GPU build: nic_suite_gpu and examples/control_plane_gpu
 #   moe.tgz      examples/put_signal, examples/moe (the dispatch/combine example, every
 #                byte checked), ibgda-bench moe (DeepEP's low-latency shape)
+#   moe-mp.tgz   examples/moe with a process per rank, 2 and 8 processes on this one GPU
+#                (CUDA IPC between the processes; every rank's bytes checked, rank 0's
+#                verdict and JSON)
 #   doctor.tgz   ibgda-doctor on this host as it is, then over the emulated ConnectX
 #   waits.tgz    the device waits' deadline tests (kernels/waits-gpu.sh), when built
 #   summary.txt  the GPU, its SM clock, each step's exit status and time
+#
+# IBGDA_EVIDENCE_ONLY="name ..." runs only the steps of those names (e.g. "moe-mp2 moe-mp8"
+# for the multi-process run alone), each archive packed with what ran.
 set -uo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
@@ -80,7 +86,9 @@ run() {
     if ! ldconfig -p | grep -q 'libnl-route-3.so.200'; then
         export LD_LIBRARY_PATH=$PWD/$ev/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
     fi
-    export CUDA_MODULE_LOADING=EAGER RUST_BACKTRACE=1
+    # NVLink multicast off in every process (the multi-process example sets it for its
+    # children too).
+    export CUDA_MODULE_LOADING=EAGER RUST_BACKTRACE=1 NCCL_NVLS_ENABLE=0 NVSHMEM_DISABLE_NVLS=1
     {
         date -u
         nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.gpu --format=csv
@@ -94,10 +102,14 @@ run() {
         done
         nvidia-smi --query-compute-apps=pid,used_memory --format=csv 2>&1
     }
+    selected() { # name: whether IBGDA_EVIDENCE_ONLY (step names) leaves it in
+        [[ -z ${IBGDA_EVIDENCE_ONLY:-} || " $IBGDA_EVIDENCE_ONLY " == *" $1 "* ]]
+    }
     step() { # name seconds command...: runs it in a process group of its own, logs to
         # $work/<name>.log; at its bound, what runs is recorded, then the group ends
         local name=$1 limit=$2 start=$SECONDS e pid left
         shift 2
+        selected "$name" || return 0
         left=$((deadline - SECONDS))
         if ((left < 10)); then
             echo "== $name: skipped ($left s left of the call's budget)" |
@@ -127,10 +139,14 @@ run() {
             tee -a "$work/$name.log" "$summary"
         nvidia-smi --query-gpu=clocks.sm --format=csv,noheader >> "$summary" 2>&1
     }
-    pack() { # archive.tgz files...: packs what a group of steps wrote into $OUT
-        local archive=$1
+    pack() { # archive.tgz files...: packs what a group of steps wrote into $OUT (those
+        # that exist: a step left out or skipped wrote nothing)
+        local archive=$1 f
+        local files=()
         shift
-        tar -C "$work" -czf "$out/$archive" "$@" 2>> "$summary"
+        for f in "$@"; do [[ -e $work/$f ]] && files+=("$f"); done
+        ((${#files[@]})) || return 0
+        tar -C "$work" -czf "$out/$archive" "${files[@]}" 2>> "$summary"
     }
 
     # Bounds from what each step does, in the H200 machine's times of 2026-12-02: opening
@@ -157,25 +173,45 @@ run() {
         LD_LIBRARY_PATH="$emu_cuda${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
         step control-plane-gpu 45 "$ev/control_plane_gpu"
     pack emu.tgz nic-suite-gpu.log control-plane-gpu.log \
-        $(cd "$work" && ls control-plane-gpu.commands 2>/dev/null)
+        control-plane-gpu.commands
 
     # put_signal: a Gpu open and its program (24 s on 2026-12-02); the MoE example and
     # benchmark: a Gpu open, moe.cu, the checked and timed iterations (the benchmark's
     # raw variant ended at its 10 s device deadline after 52 s).
     step put_signal 45 "$ev/put_signal"
     step moe-example 60 "$ev/moe"
-    mkdir -p "$work/moe"
+    selected moe && mkdir -p "$work/moe"
     step moe 70 "$ev/ibgda-bench" --no-progress --no-plots --out "$work/moe" moe --iterations 20
     pack moe.tgz put_signal.log moe-example.log moe.log moe
+
+    # The dispatch/combine with a process per rank, every process on this GPU (CUDA IPC
+    # between processes of one GPU; their contexts time-sliced): examples/moe as a parent
+    # of 2, then 8, processes of itself over a TCP bootstrap on loopback, NVLink multicast
+    # off in each. Each process opens the GPU with the CUDA software NIC's program alone
+    # (about 7 s of NVRTC) and compiles moe.cu for a small shape (16 tokens per rank,
+    # hidden 512, top-4 of 8 or 32 experts), one checked iteration per variant, 3 timed.
+    # The parent kills its children 5 s before the step's bound, so that its verdict is
+    # logged.
+    local mp_shape=(--tokens 16 --hidden 512 --topk 4 --blocks 2 --iterations 3 --warmup 1
+        --timeout-s 40)
+    step moe-mp2 60 "$ev/moe" --processes 2 --experts 8 --engines 2 "${mp_shape[@]}" \
+        --deadline-s 55 --out "$work/moe-mp2.json"
+    step moe-mp8 90 "$ev/moe" --processes 8 --experts 32 --engines 8 "${mp_shape[@]}" \
+        --deadline-s 85 --out "$work/moe-mp8.json"
+    pack moe-mp.tgz moe-mp2.log moe-mp8.log moe-mp2.json moe-mp8.json
 
     # ibgda-doctor (about 1 s each).
     emu=$(emulator_dir emu)
     step doctor 10 "$ev/ibgda-doctor"
-    timeout 10 "$ev/ibgda-doctor" --json > "$work/doctor.json" 2>> "$work/doctor.log"
+    if selected doctor; then
+        timeout 10 "$ev/ibgda-doctor" --json > "$work/doctor.json" 2>> "$work/doctor.log"
+    fi
     IBGDA_EMU_QUIET=1 LD_LIBRARY_PATH="$emu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
         step doctor-emulated 10 "$ev/ibgda-doctor"
-    IBGDA_EMU_QUIET=1 LD_LIBRARY_PATH="$emu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
-        timeout 10 "$ev/ibgda-doctor" --json > "$work/doctor-emulated.json" 2>> "$work/doctor-emulated.log"
+    if selected doctor-emulated; then
+        IBGDA_EMU_QUIET=1 LD_LIBRARY_PATH="$emu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
+            timeout 10 "$ev/ibgda-doctor" --json > "$work/doctor-emulated.json" 2>> "$work/doctor-emulated.log"
+    fi
     pack doctor.tgz doctor.log doctor.json doctor-emulated.log doctor-emulated.json
 
     # The device waits (32 s on 2026-12-02).

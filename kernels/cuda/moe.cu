@@ -1,10 +1,13 @@
 /* moe.cu: a DeepEP-style low-latency MoE dispatch and combine on the device API, and the
  * same kernels written directly on the builders (the benchmark's baseline).
  *
- * R ranks (moe_layout.h, generated from ibgda_kernels::experiments::moe) run in one launch
- * of R * MOE_BLOCKS blocks: block b belongs to rank b / MOE_BLOCKS, and reaches other
- * ranks' memory only through its own communicator's queue pairs and its own windows.
- * Per rank, windows (index rank * MOE_WINDOWS + w):
+ * R ranks (moe_layout.h, generated from ibgda_kernels::experiments::moe) run in launches
+ * of n * MOE_BLOCKS blocks, each for n of them: all R in one launch when the ranks are
+ * threads of one process, one per launch when each rank is a process of its own. Block b
+ * serves the rank of slot b / MOE_BLOCKS of the launch's tables (its communicator says
+ * which rank that is), and reaches other ranks' memory only through its own
+ * communicator's queue pairs and its own windows. Per slot, windows (index
+ * slot * MOE_WINDOWS + w):
  *   MOE_W_SEND     x (BF16 [T][H]), the FP8 staging ([T] messages), top-k experts and
  *                  weights, the combined output, the phase stamps (local use; the NIC reads
  *                  x and the staging as gather sources)
@@ -73,7 +76,8 @@ __device__ __forceinline__ float e4m3_to_f32(u8 q) {
 /* --- layout ----------------------------------------------------------------------- */
 
 struct Rank {
-    u32 rank;
+    u32 rank; /* the rank (its communicator's) */
+    u32 slot; /* its index in this launch's tables */
     const DeviceComm* comm;
     const DeviceWindow* w; /* MOE_WINDOWS windows */
     __device__ __forceinline__ u8* local(u32 win, u64 off) const { return (u8*)w[win].local_base + off; }
@@ -81,9 +85,10 @@ struct Rank {
 
 __device__ __forceinline__ Rank rank_of(const DeviceComm* comms, const DeviceWindow* windows) {
     Rank r;
-    r.rank = blockIdx.x / MOE_BLOCKS;
-    r.comm = comms + r.rank;
-    r.w = windows + (u64)r.rank * MOE_WINDOWS;
+    r.slot = blockIdx.x / MOE_BLOCKS;
+    r.comm = comms + r.slot;
+    r.rank = r.comm->rank;
+    r.w = windows + (u64)r.slot * MOE_WINDOWS;
     return r;
 }
 
@@ -130,8 +135,8 @@ template <class S> struct Typed {
 /* The builders, with the addresses and keys each peer's registration has (a table the
  * host filled from the same registrations), and the device library's shared protocol. */
 struct RawTables {
-    const u64* remote; /* [rank][peer][window] (base, rkey) */
-    const u64* local;  /* [rank][window] (base, lkey); then [rank] (scratch, lkey) */
+    const u64* remote; /* [slot][peer][window] (base, rkey) */
+    const u64* local;  /* [slot][window] (base, lkey), then the slot's (scratch, lkey) */
 };
 
 template <class S> struct Raw {
@@ -141,9 +146,12 @@ template <class S> struct Raw {
         return Queue{((const DeviceQueueDescriptor*)r.comm->queues)[peer]};
     }
     __device__ __forceinline__ const u64* remote(u32 peer, u32 w) const {
-        return t.remote + (((u64)r.rank * MOE_RANKS + peer) * MOE_WINDOWS + w) * 2;
+        return t.remote + (((u64)r.slot * MOE_RANKS + peer) * MOE_WINDOWS + w) * 2;
     }
-    __device__ __forceinline__ const u64* local(u32 w) const { return t.local + ((u64)r.rank * MOE_WINDOWS + w) * 2; }
+    /* Window w's (base, lkey), or with w = MOE_WINDOWS the scratch word's. */
+    __device__ __forceinline__ const u64* local(u32 w) const {
+        return t.local + ((u64)r.slot * (MOE_WINDOWS + 1) + w) * 2;
+    }
     /* One WQEBB per active lane, one reservation and publication by the first. */
     template <class Build> __device__ __forceinline__ int post_warp(const Queue& q, bool active, Build build) const {
         const u32 lane = threadIdx.x & 31u;
@@ -191,7 +199,7 @@ template <class S> struct Raw {
     }
     __device__ __forceinline__ int signal(u32 peer, u32 sig_w, u64 off, u64 add) const {
         const u64* rem = remote(peer, sig_w);
-        const u64* scratch = t.local + ((u64)MOE_RANKS * MOE_WINDOWS + r.rank) * 2;
+        const u64* scratch = local(MOE_WINDOWS);
         const Queue q = queue(peer);
         DeviceProducerState* st = q.state();
         const u64 start = atomicAdd((unsigned long long*)&st->reserved, 1ull);

@@ -9,9 +9,10 @@
  *
  * Every CUDA thread is a host thread (host_threads.h); the device library's memory
  * operations are C++ atomics (ptx_host.h). The NIC: one engine per connected pair of
- * queue pairs, as CudaFabric::device_nic builds them, stepped by engine threads from
- * before each launch until after it (stopped and restarted between steps, as the GPU run
- * stops its NIC to read and clear the buffers). */
+ * queue pairs, as CudaFabric::device_nic builds them (or, the ranks standing for
+ * processes, one per queue pair as a process's NIC has them), stepped by engine threads
+ * from before each launch until after it (stopped and restarted between steps, as the GPU
+ * run stops its NIC to read and clear the buffers). */
 #define IBGDA_HOST_THREADS 1
 #include "host_threads.h"
 
@@ -107,18 +108,22 @@ class Nic {
  * iteration i, over R = MOE_RANKS ranks whose inputs are x ([R][T][H] BF16), topk and
  * weights ([R][T][K]), window sizes `sizes` (MoeLayout::sizes), queue pairs of
  * 2^log_ring WQEBBs (and as many CQ entries), every device wait bounded by wait_ns, the
- * engines stepped by `nic_threads` threads. For each step: statuses[i] (the kernels'
+ * engines stepped by `nic_threads` threads, the ranks as threads of one process
+ * (`processes` 0: one launch of all ranks per phase, one engine per connected pair) or as
+ * a process each (1: a launch per rank, concurrently, over its own tables' slot 0, one
+ * engine per queue pair with its peer's receive side as a record). For each step: statuses[i] (the kernels'
  * status word: 0 or the first failure), out[i] ([R][T][H]: every rank's combined output)
  * and counts[i] ([R][LOCAL_EXPERTS * R]: the tokens each rank received per local expert
  * and source). Returns 0, or -1 when host memory ran out or an argument is out of range
  * (log_ring 6..15, sizes that do not hold the layout's offsets). */
 extern "C" int ibgda_moe_host_run(const unsigned short* x, const int* topk, const float* weights,
                                   const unsigned long long* sizes, const unsigned* variants, unsigned n_steps,
-                                  unsigned log_ring, unsigned long long wait_ns, unsigned nic_threads, int* statuses,
+                                  unsigned log_ring, unsigned long long wait_ns, unsigned nic_threads,
+                                  unsigned processes, int* statuses,
                                   unsigned short* out, unsigned* counts) {
     constexpr u32 R = MOE_RANKS, W = MOE_WINDOWS, T = MOE_TOKENS, H = MOE_HIDDEN, K = MOE_TOPK;
     constexpr u32 PAIRS = MOE_LOCAL_EXPERTS * MOE_RANKS;
-    if (log_ring < 6 || log_ring > 15) return -1;
+    if (log_ring < 6 || log_ring > 15 || processes > 1) return -1;
     if (sizes[MOE_W_SEND] < MOE_STAMPS_OFF + MOE_MAX_ITERS * MOE_STAMPS * 8 || sizes[MOE_W_SIGNAL] < MOE_COUNTS_OFF + PAIRS * 4 ||
         sizes[MOE_W_COMBINE] < (u64)T * K * H * 2 || sizes[MOE_W_RECV] < MOE_META_OFF + (u64)PAIRS * T * 8)
         return -1;
@@ -164,80 +169,93 @@ extern "C" int ibgda_moe_host_run(const unsigned short* x, const int* topk, cons
         }
     }
 
-    /* One engine per connected pair (a loopback is a pair of one), each with every node
-     * and region. */
-    std::vector<EngineTables> engines;
+    /* Threads of one process (`processes` 0): one engine per connected pair (a loopback
+     * is a pair of one), both queue pairs on it, as CudaFabric::device_nic builds them.
+     * A process per rank (`processes` 1): one engine per queue pair, which holds that
+     * queue pair alone and, for a peer's, the peer's receive side as a record without
+     * credits or CQ on the peer's node, as cudanic::process_nic_builder builds a
+     * process's NIC (connect_remote): no engine executes two ranks' queue pairs. Every
+     * engine has every node and region (host memory: a region's start is its base). */
+    std::vector<std::vector<u32>> groups; /* per engine: the queue pairs (r * R + p) */
     for (u32 a = 0; a < R; a++) {
-        for (u32 b = a; b < R; b++) engines.emplace_back();
-    }
-    {
-        size_t e = 0;
-        for (u32 a = 0; a < R; a++) {
-            for (u32 b = a; b < R; b++, e++) {
-                EngineTables& t = engines[e];
-                for (u32 r = 0; r < R; r++) {
-                    t.nodes.push_back(ibgda::NicNode{r + 1, 0});
-                    for (u32 w = 0; w <= W; w++) {
-                        ibgda::NicRegion g{};
-                        const bool s = w == W;
-                        g.start = g.base = (u64)(s ? scratch[r] : win[r][w]);
-                        g.len = s ? 64 : sizes[w];
-                        g.node = r;
-                        g.lkey = lkey(r, w);
-                        g.rkey = rkey(r, w);
-                        g.access = s ? ibgda::layout::NIC_ACCESS_LOCAL_WRITE
-                                     : (ibgda::layout::NIC_ACCESS_LOCAL_WRITE | ibgda::layout::NIC_ACCESS_REMOTE_WRITE |
-                                        ibgda::layout::NIC_ACCESS_REMOTE_ATOMIC);
-                        t.regions.push_back(g);
-                    }
-                }
-                const u32 ends[2][2] = {{a, b}, {b, a}};
-                for (u32 k = 0; k < (a == b ? 1u : 2u); k++) {
-                    const u32 r = ends[k][0], p = ends[k][1];
-                    const QueueMem& q = qm[r][p];
-                    ibgda::NicCq c{};
-                    c.ring = (u64)q.cq;
-                    c.dbrec = (u64)q.cq_dbrec;
-                    c.entries = wqebbs;
-                    c.log2_entries = log_ring;
-                    c.mode = ibgda::layout::NIC_CQ_RING;
-                    t.cqs.push_back(c);
-                    ibgda::NicQueue n{};
-                    n.ring = (u64)q.ring;
-                    n.dbrec = (u64)q.dbrec;
-                    n.doorbell = (u64)q.doorbell;
-                    n.max_message_bytes = max_message;
-                    n.qpn = q.qpn;
-                    n.node = r;
-                    n.transport = ibgda::layout::NIC_TRANSPORT_RC;
-                    n.log_wqebbs = log_ring;
-                    n.cq = (u32)t.cqs.size() - 1;
-                    n.peer = qpn_of(p, r);
-                    n.state = ibgda::layout::NIC_STATE_READY;
-                    n.watch = ibgda::layout::NIC_WATCH_POLL_RECORD;
-                    t.queues.push_back(n);
-                    ibgda::NicResponder s{};
-                    s.number = q.qpn;
-                    s.node = r;
-                    s.cq = ibgda::layout::NIC_NONE;
-                    t.responders.push_back(s);
-                }
-                t.scratch.assign(max_message, 0);
-                ibgda::NicEngine& g = t.engine;
-                g.nodes = (u64)t.nodes.data();
-                g.regions = (u64)t.regions.data();
-                g.cqs = (u64)t.cqs.data();
-                g.responders = (u64)t.responders.data();
-                g.queues = (u64)t.queues.data();
-                g.scratch = (u64)t.scratch.data();
-                g.scratch_len = max_message;
-                g.n_nodes = (u32)t.nodes.size();
-                g.n_regions = (u32)t.regions.size();
-                g.n_cqs = (u32)t.cqs.size();
-                g.n_responders = (u32)t.responders.size();
-                g.n_queues = (u32)t.queues.size();
+        for (u32 b = processes ? 0 : a; b < R; b++) {
+            if (processes || a == b) {
+                groups.push_back({a * R + b});
+            } else {
+                groups.push_back({a * R + b, b * R + a});
             }
         }
+    }
+    std::vector<EngineTables> engines(groups.size());
+    for (size_t e = 0; e < groups.size(); e++) {
+        EngineTables& t = engines[e];
+        for (u32 r = 0; r < R; r++) {
+            t.nodes.push_back(ibgda::NicNode{r + 1, 0});
+            for (u32 w = 0; w <= W; w++) {
+                ibgda::NicRegion g{};
+                const bool s = w == W;
+                g.start = g.base = (u64)(s ? scratch[r] : win[r][w]);
+                g.len = s ? 64 : sizes[w];
+                g.node = r;
+                g.lkey = lkey(r, w);
+                g.rkey = rkey(r, w);
+                g.access = s ? ibgda::layout::NIC_ACCESS_LOCAL_WRITE
+                             : (ibgda::layout::NIC_ACCESS_LOCAL_WRITE | ibgda::layout::NIC_ACCESS_REMOTE_WRITE |
+                                ibgda::layout::NIC_ACCESS_REMOTE_ATOMIC);
+                t.regions.push_back(g);
+            }
+        }
+        for (const u32 rp : groups[e]) {
+            const u32 r = rp / R, p = rp % R;
+            const QueueMem& q = qm[r][p];
+            ibgda::NicCq c{};
+            c.ring = (u64)q.cq;
+            c.dbrec = (u64)q.cq_dbrec;
+            c.entries = wqebbs;
+            c.log2_entries = log_ring;
+            c.mode = ibgda::layout::NIC_CQ_RING;
+            t.cqs.push_back(c);
+            ibgda::NicQueue n{};
+            n.ring = (u64)q.ring;
+            n.dbrec = (u64)q.dbrec;
+            n.doorbell = (u64)q.doorbell;
+            n.max_message_bytes = max_message;
+            n.qpn = q.qpn;
+            n.node = r;
+            n.transport = ibgda::layout::NIC_TRANSPORT_RC;
+            n.log_wqebbs = log_ring;
+            n.cq = (u32)t.cqs.size() - 1;
+            n.peer = qpn_of(p, r);
+            n.state = ibgda::layout::NIC_STATE_READY;
+            n.watch = ibgda::layout::NIC_WATCH_POLL_RECORD;
+            t.queues.push_back(n);
+            ibgda::NicResponder s{};
+            s.number = q.qpn;
+            s.node = r;
+            s.cq = ibgda::layout::NIC_NONE;
+            t.responders.push_back(s);
+            if (processes && p != r) {
+                ibgda::NicResponder peer{};
+                peer.number = qpn_of(p, r);
+                peer.node = p;
+                peer.cq = ibgda::layout::NIC_NONE;
+                t.responders.push_back(peer);
+            }
+        }
+        t.scratch.assign(max_message, 0);
+        ibgda::NicEngine& g = t.engine;
+        g.nodes = (u64)t.nodes.data();
+        g.regions = (u64)t.regions.data();
+        g.cqs = (u64)t.cqs.data();
+        g.responders = (u64)t.responders.data();
+        g.queues = (u64)t.queues.data();
+        g.scratch = (u64)t.scratch.data();
+        g.scratch_len = max_message;
+        g.n_nodes = (u32)t.nodes.size();
+        g.n_regions = (u32)t.regions.size();
+        g.n_cqs = (u32)t.cqs.size();
+        g.n_responders = (u32)t.responders.size();
+        g.n_queues = (u32)t.queues.size();
     }
 
     /* Descriptors, communicators, windows and the builders' tables, as run() makes them. */
@@ -301,14 +319,12 @@ extern "C" int ibgda_moe_host_run(const unsigned short* x, const int* topk, cons
             local.push_back((u64)win[r][w]);
             local.push_back(lkey(r, w));
         }
-    }
-    for (u32 r = 0; r < R; r++) {
         local.push_back((u64)scratch[r]);
         local.push_back(lkey(r, W));
     }
 
     Nic nic(engines, nic_threads);
-    const unsigned grid = R * MOE_BLOCKS, block = 64;
+    const unsigned block = 64;
     for (u32 i = 0; i < n_steps; i++) {
         for (u32 r = 0; r < R; r++) {
             std::memset(win[r][MOE_W_RECV], 0, sizes[MOE_W_RECV]);
@@ -316,26 +332,41 @@ extern "C" int ibgda_moe_host_run(const unsigned short* x, const int* topk, cons
             std::memset(win[r][MOE_W_SEND] + MOE_OUT_OFF, 0, (u64)T * H * 2);
         }
         int status = 0;
-        const ibgda::DeviceComm* cs = comms.data();
-        const ibgda::DeviceWindow* ws = windows.data();
-        const u64 *rem = remote.data(), *loc = local.data();
         const bool raw = variants[i] != 0;
+        /* The launches of `n` ranks from rank `first`: slot 0 of their tables is rank
+         * `first`'s. */
+        auto phases = [&](u32 first, u32 n) {
+            const ibgda::DeviceComm* cs = comms.data() + first;
+            const ibgda::DeviceWindow* ws = windows.data() + (u64)first * W;
+            const u64* rem = remote.data() + (u64)first * R * W * 2;
+            const u64* loc = local.data() + (u64)first * (W + 1) * 2;
+            const unsigned grid = n * MOE_BLOCKS;
+            if (MOE_FP8) ibgda_host::launch(grid, block, [&] { moe_quantize(cs, ws); });
+            ibgda_host::launch(grid, block, [&] {
+                if (raw) {
+                    moe_dispatch_raw(cs, ws, rem, loc, i, &status);
+                } else {
+                    moe_dispatch_typed(cs, ws, i, &status);
+                }
+            });
+            ibgda_host::launch(grid, block, [&] {
+                if (raw) {
+                    moe_combine_raw(cs, ws, rem, loc, i, &status);
+                } else {
+                    moe_combine_typed(cs, ws, i, &status);
+                }
+            });
+        };
         nic.start();
-        if (MOE_FP8) ibgda_host::launch(grid, block, [&] { moe_quantize(cs, ws); });
-        ibgda_host::launch(grid, block, [&] {
-            if (raw) {
-                moe_dispatch_raw(cs, ws, rem, loc, i, &status);
-            } else {
-                moe_dispatch_typed(cs, ws, i, &status);
-            }
-        });
-        ibgda_host::launch(grid, block, [&] {
-            if (raw) {
-                moe_combine_raw(cs, ws, rem, loc, i, &status);
-            } else {
-                moe_combine_typed(cs, ws, i, &status);
-            }
-        });
+        if (processes) {
+            /* Each rank's launches on their own, as its process makes them: no rank waits
+             * for another's launch to end (only for its signals). */
+            std::vector<std::thread> ranks;
+            for (u32 r = 0; r < R; r++) ranks.emplace_back([&, r] { phases(r, 1); });
+            for (auto& t : ranks) t.join();
+        } else {
+            phases(0, R);
+        }
         nic.stop();
         statuses[i] = status;
         for (u32 r = 0; r < R; r++) {

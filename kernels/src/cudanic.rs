@@ -21,13 +21,13 @@ use ibgda::nic::{Device, GpuDoorbellMemory, GpuObjects, GpuQueuePair, NicError, 
 use ibgda::order::{GpuThread, OrderingScope, ValidFor};
 use ibgda::queue::{Gpu as GpuPlaced, ProducerStateMemory, QueuePair};
 use ibgda::softnic::{Fabric, QpState};
-use ibgda::wqe::Rc;
+use ibgda::wqe::{Qpn, Rc};
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use crate::gpu::{Gpu, GpuError};
 use crate::nic::CudaNicAccess;
-use crate::softnic::builder::{DeviceNicBuilder, EngineId, QueueOptions};
+use crate::softnic::builder::{DeviceNicBuilder, DeviceNode, EngineId, QueueOptions};
 use crate::softnic::device::DeviceNic;
 
 /// Doorbells in device memory of one GPU.
@@ -58,6 +58,19 @@ impl CudaFabric {
             memory: CudaNicAccess::new(gpu.clone()),
             gpu,
             fabric: Fabric::new(),
+        }
+    }
+
+    /// A fabric on `gpu` whose queue numbers start at `first`
+    /// ([`Fabric::with_first_queue_number`]): a process that owns one rank gives each rank
+    /// its own range
+    /// ([`rank_queue_numbers`](crate::multiprocess::rank_queue_numbers)), so that a
+    /// peer's queue pair number names one queue pair in this process's NIC tables.
+    pub fn with_first_queue_number(gpu: Arc<Gpu>, first: Qpn) -> Self {
+        Self {
+            memory: CudaNicAccess::new(gpu.clone()),
+            gpu,
+            fabric: Fabric::with_first_queue_number(first),
         }
     }
 
@@ -223,8 +236,8 @@ where
 type Commanded<'q, S> = (usize, GpuQueuePair, &'q QueuePair<Rc, GpuPlaced, S>);
 
 /// Each queue pair as its command made it: the device (node) it is on, over exactly its
-/// memory, in RTS, its peer among them.
-fn commanded<'a, 'q, S>(
+/// memory, in RTS, given once.
+fn made_by_commands<'a, 'q, S>(
     snapshots: &[GpuObjects],
     queues: &'a [&'q QueuePair<Rc, GpuPlaced, S>],
 ) -> Result<Vec<Commanded<'q, S>>, GpuError>
@@ -265,6 +278,18 @@ where
         }
         found.push((node, object, *qp));
     }
+    Ok(found)
+}
+
+/// As [`made_by_commands`], every queue pair's peer among them too.
+fn commanded<'q, S>(
+    snapshots: &[GpuObjects],
+    queues: &[&'q QueuePair<Rc, GpuPlaced, S>],
+) -> Result<Vec<Commanded<'q, S>>, GpuError>
+where
+    S: OrderingScope<Producer = GpuThread> + ValidFor<GpuPlaced>,
+{
+    let found = made_by_commands(snapshots, queues)?;
     for (_, o, _) in &found {
         let peer = o
             .peer
@@ -281,4 +306,178 @@ where
 
 fn invalid(what: String) -> GpuError {
     GpuError::Invalid(what)
+}
+
+/// The CUDA software NIC of a process that owns one rank of a job whose other ranks are
+/// processes of their own (see [`crate::multiprocess`]), before any GPU memory is
+/// allocated: `device`'s node, registrations (under its control-plane keys) and the given
+/// queue pairs, each checked as [`nic_builder`] checks them; every rank of `remotes` a node
+/// with its registrations over this process's mappings of them
+/// ([`DeviceNicBuilder::remote_region`]). A queue pair whose peer is one of `queues` (a
+/// queue pair connected to itself, or to another of this device) is a local pair, as in
+/// [`nic_builder`]; any other is connected to its peer on the rank whose LID its INIT2RTR
+/// named ([`DeviceNicBuilder::connect_remote`]), which must list that queue pair, in RTS,
+/// connected back to it at this device's LID. The initiator's NIC writes the peer's memory
+/// directly: each process's NIC executes its own queue pairs and nothing else. Connected
+/// pairs and remotely connected queue pairs are spread over `engines` engines.
+pub fn process_nic_builder<'q, S>(
+    device: &SoftGpuNic,
+    queues: &[&'q QueuePair<Rc, GpuPlaced, S>],
+    remotes: &[crate::multiprocess::RemoteRank],
+    engines: usize,
+    max_message_bytes: u64,
+) -> Result<DeviceNicBuilder<'q>, GpuError>
+where
+    S: OrderingScope<Producer = GpuThread> + ValidFor<GpuPlaced>,
+{
+    if engines == 0 {
+        return Err(invalid("no engine".into()));
+    }
+    let objects = device.gpu_objects();
+    let mut nic = DeviceNicBuilder::new();
+    let node = nic.node(objects.lid)?;
+    for r in &objects.regions {
+        let offset = usize::try_from(r.addr - r.buffer.addr())
+            .map_err(|_| invalid(format!("region {:#x}", r.addr)))?;
+        nic.region_with_keys(
+            node,
+            &r.buffer,
+            offset,
+            r.len as usize,
+            r.access,
+            (r.lkey, r.rkey),
+        )?;
+    }
+    let mut remote_nodes = Vec::with_capacity(remotes.len());
+    for remote in remotes {
+        if remote.lid == objects.lid {
+            return Err(invalid(format!(
+                "rank {} has this device's LID {:#06x}",
+                remote.rank, remote.lid
+            )));
+        }
+        let n = nic.node(remote.lid)?;
+        for r in &remote.regions {
+            let rec = &r.record;
+            let access = ibgda::softnic::Access::from_bits(rec.access).ok_or_else(|| {
+                invalid(format!(
+                    "rank {}: region {:#x} has access bits {:#x}",
+                    remote.rank, rec.addr, rec.access
+                ))
+            })?;
+            let (offset, len) = (usize::try_from(rec.offset), usize::try_from(rec.len));
+            let (Ok(offset), Ok(len)) = (offset, len) else {
+                return Err(invalid(format!(
+                    "rank {}: region of {} bytes at offset {:#x}",
+                    remote.rank, rec.len, rec.offset
+                )));
+            };
+            nic.remote_region(
+                n,
+                &r.buffer,
+                offset,
+                len,
+                access,
+                rec.addr,
+                (ibgda::wqe::LKey(rec.lkey), ibgda::wqe::RKey(rec.rkey)),
+            )?;
+        }
+        remote_nodes.push(n);
+    }
+    let found = made_by_commands(std::slice::from_ref(&objects), queues)?;
+    // Local pairs (both queue pairs here) and remote peers, each on one engine.
+    enum Peer {
+        Local(u32),
+        Remote { qpn: u32, node: DeviceNode },
+    }
+    let mut work: Vec<(u32, Peer)> = Vec::new();
+    let mut placed: HashSet<u32> = HashSet::new();
+    for (_, o, _) in &found {
+        if placed.contains(&o.qpn) {
+            continue;
+        }
+        let peer = o
+            .peer
+            .ok_or_else(|| invalid(format!("queue pair {:#x} is not connected", o.qpn)))?;
+        let local = found.iter().any(|(_, p, _)| p.qpn == peer)
+            && o.peer_lid.is_none_or(|l| l == objects.lid);
+        if local {
+            placed.insert(o.qpn);
+            placed.insert(peer);
+            work.push((o.qpn, Peer::Local(peer)));
+            continue;
+        }
+        let lid = o.peer_lid.ok_or_else(|| {
+            invalid(format!(
+                "queue pair {:#x}'s peer {peer:#x} was named by no LID",
+                o.qpn
+            ))
+        })?;
+        let (k, remote) = remotes
+            .iter()
+            .enumerate()
+            .find(|(_, r)| r.lid == lid)
+            .ok_or_else(|| {
+                invalid(format!(
+                    "queue pair {:#x}'s peer {peer:#x} at LID {lid:#06x} is on no rank given",
+                    o.qpn
+                ))
+            })?;
+        let theirs = remote
+            .queue_pairs
+            .iter()
+            .find(|q| q.qpn == peer)
+            .ok_or_else(|| {
+                invalid(format!(
+                    "queue pair {:#x}'s peer {peer:#x} is not among rank {}'s queue pairs",
+                    o.qpn, remote.rank
+                ))
+            })?;
+        if theirs.peer != Some(o.qpn) || theirs.peer_lid != Some(objects.lid) || !theirs.ready {
+            return Err(invalid(format!(
+                "rank {}'s queue pair {peer:#x} is not connected back to queue pair {:#x} at \
+                 LID {:#06x} in RTS (its peer {:?} at LID {:?}, ready {})",
+                remote.rank, o.qpn, objects.lid, theirs.peer, theirs.peer_lid, theirs.ready
+            )));
+        }
+        placed.insert(o.qpn);
+        work.push((
+            o.qpn,
+            Peer::Remote {
+                qpn: peer,
+                node: remote_nodes[k],
+            },
+        ));
+    }
+    let mut engine_of: HashMap<u32, EngineId> = HashMap::new();
+    let mut made: Vec<EngineId> = Vec::new();
+    for (k, (qpn, peer)) in work.iter().enumerate() {
+        let engine = if k < engines {
+            let e = nic.engine();
+            made.push(e);
+            e
+        } else {
+            made[k % engines]
+        };
+        engine_of.insert(*qpn, engine);
+        if let Peer::Local(p) = peer {
+            engine_of.insert(*p, engine);
+        }
+    }
+    let options = QueueOptions {
+        max_message_bytes,
+        ..QueueOptions::default()
+    };
+    let mut slots = HashMap::new();
+    for (_, o, qp) in &found {
+        let slot = nic.rc(engine_of[&o.qpn], node, qp, options)?;
+        slots.insert(o.qpn, slot);
+    }
+    for (qpn, peer) in work {
+        match peer {
+            Peer::Local(p) => nic.connect(slots[&qpn], slots[&p])?,
+            Peer::Remote { qpn: p, node } => nic.connect_remote(slots[&qpn], p, node)?,
+        }
+    }
+    Ok(nic)
 }

@@ -365,6 +365,26 @@ pub(crate) fn load_every_kernel(
     Ok(out)
 }
 
+/// How many GPUs the driver sees (after checking that it is present).
+pub fn device_count() -> Result<usize, GpuError> {
+    if !driver_present() {
+        return Err(GpuError::DriverMissing);
+    }
+    result::init()?;
+    let n = result::device::get_count()?;
+    Ok(usize::try_from(n).unwrap_or(0))
+}
+
+/// The driver's handle of GPU `ordinal` (refused past the GPUs present).
+pub(crate) fn device(ordinal: usize) -> Result<cu::CUdevice, GpuError> {
+    let count = device_count()?;
+    let o = i32::try_from(ordinal)
+        .ok()
+        .filter(|&o| (o as usize) < count)
+        .ok_or_else(|| GpuError::Driver(format!("no GPU {ordinal} ({count} present)")))?;
+    Ok(result::device::get(o)?)
+}
+
 /// A GPU with the crate's programs compiled and loaded, every kernel fully loaded.
 pub struct Gpu {
     ctx: Arc<CudaContext>,

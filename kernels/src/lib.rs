@@ -40,7 +40,9 @@ pub mod experiments;
 pub mod gpu;
 #[cfg(feature = "test-support")]
 pub mod harness;
+pub mod ipc;
 pub mod layout;
+pub mod multiprocess;
 pub mod nic;
 pub mod nvrtc;
 pub mod proxy;

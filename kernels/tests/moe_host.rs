@@ -6,7 +6,8 @@
 //! stopped and restarted between steps), each step checked against the CPU reference.
 //! On the H200 (2026-12-02) the builders' variant, run second, ended at its 10 s device
 //! wait; here both complete, also with rings small enough that every step wraps them and
-//! polls completions for room.
+//! polls completions for room, and with each rank run as a process of its own runs it (a
+//! launch per rank, an engine per queue pair).
 //!
 //! Regenerate the host shape's layout header with
 //! `IBGDA_BLESS=1 cargo test -p ibgda-kernels --features test-support --test moe_host`.
@@ -18,7 +19,7 @@ use std::time::Duration;
 use ibgda::memory::DmaBuffer;
 use ibgda::nic::{Device, MemoryAccess, SoftNic, Window};
 use ibgda::softnic::Fabric;
-use ibgda_kernels::experiments::moe::host::{self, Variant};
+use ibgda_kernels::experiments::moe::host::{self, Ranks, Variant};
 use ibgda_kernels::experiments::moe::{raw_tables, reference, MoeRank, WINDOWS};
 
 #[test]
@@ -41,11 +42,23 @@ fn the_committed_host_layout_header_is_the_host_shapes() {
 /// Runs `variants` on rings of 2^`log_ring` WQEBBs and checks every step against the
 /// reference: status 0, every rank's received counts and combined output.
 fn run_and_check(variants: &[Variant], log_ring: u32) {
+    run_and_check_ranks(variants, log_ring, Ranks::Threads);
+}
+
+/// As `run_and_check`, the ranks as `ranks` says.
+fn run_and_check_ranks(variants: &[Variant], log_ring: u32, ranks: Ranks) {
     let p = host::params();
     p.check().expect("the host shape is valid");
     let inputs = reference::inputs(&p);
-    let steps = host::run(&inputs, variants, log_ring, Duration::from_secs(60), 2)
-        .unwrap_or_else(|e| panic!("{e}"));
+    let steps = host::run_ranks(
+        &inputs,
+        variants,
+        log_ring,
+        Duration::from_secs(60),
+        2,
+        ranks,
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(steps.len(), variants.len());
     for (i, (step, v)) in steps.iter().zip(variants).enumerate() {
         assert_eq!(
@@ -87,6 +100,19 @@ fn both_variants_complete_on_rings_they_wrap() {
     run_and_check(
         &[Variant::Raw, Variant::Typed, Variant::Raw, Variant::Typed],
         6,
+    );
+}
+
+#[test]
+fn both_variants_complete_with_each_rank_as_a_process_would_run_it() {
+    // A launch per rank over slot 0 of its own tables (the communicator says the rank),
+    // the ranks' launches concurrent, and one engine per queue pair whose peer's receive
+    // side is a record without credits or CQ: what a process per rank runs on the GPU
+    // (`experiments::moe_process`), here with every byte in one address space.
+    run_and_check_ranks(
+        &[Variant::Typed, Variant::Raw, Variant::Typed, Variant::Raw],
+        6,
+        Ranks::Processes,
     );
 }
 
@@ -150,13 +176,13 @@ fn the_builders_tables_name_what_the_window_tables_name() {
                 );
             }
             let d = window.device_window(0);
-            let at = (r * WINDOWS + w) * 2;
+            let at = (r * (WINDOWS + 1) + w) * 2;
             assert_eq!(
                 (local[at], local[at + 1]),
                 (d.local_base, u64::from(d.lkey))
             );
         }
-        let at = (ranks_n * WINDOWS + r) * 2;
+        let at = (r * (WINDOWS + 1) + WINDOWS) * 2;
         let scratch = &rank.regions[WINDOWS];
         assert_eq!(
             (local[at], local[at + 1]),

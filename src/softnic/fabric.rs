@@ -514,6 +514,29 @@ impl Fabric {
         Self::default()
     }
 
+    /// An empty fabric whose queue numbers (queue pairs and DC targets) start at `first`
+    /// (or at the first number any fabric hands out, 0x100, if `first` is below it): for a
+    /// process that owns one rank of a job whose other ranks are fabrics of other
+    /// processes, so that the numbers of different ranks never meet (each rank its own
+    /// range).
+    ///
+    /// ```
+    /// use ibgda::softnic::Fabric;
+    /// use ibgda::wqe::Qpn;
+    /// let fabric = Fabric::with_first_queue_number(Qpn::new(0x1_0100).unwrap());
+    /// assert_eq!(fabric.next_queue_number(), 0x1_0100);
+    /// ```
+    pub fn with_first_queue_number(first: Qpn) -> Self {
+        let fabric = Self::default();
+        fabric.shared.lock().next_queue_number = first.get();
+        fabric
+    }
+
+    /// The number the next queue pair or DC target made on this fabric gets.
+    pub fn next_queue_number(&self) -> u32 {
+        self.shared.lock().next_queue_number.max(FIRST_QUEUE_NUMBER)
+    }
+
     /// Adds a node with LID `lid` (DC address vectors reach it by that LID).
     pub fn add_node(&self, lid: u16) -> Result<NodeId, SoftNicError> {
         let mut state = self.shared.lock();

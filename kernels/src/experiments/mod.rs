@@ -39,6 +39,7 @@ pub mod completion;
 pub mod dormant;
 pub mod issue;
 pub mod moe;
+pub mod moe_process;
 pub mod nic_rate;
 pub mod peers;
 pub mod proxy;

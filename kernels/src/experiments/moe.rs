@@ -55,11 +55,18 @@ pub const STAMPS: usize = 6;
 
 /// The windows of a rank, in the order of the device array.
 pub const WINDOWS: usize = 5;
-const W_SEND: usize = 0;
-const W_RECV: usize = 1;
-const W_COMBINE: usize = 2;
-const W_SIGNAL: usize = 3;
-const W_EXPERT: usize = 4;
+/// The send window: x, the FP8 staging, top-k experts and weights, the combined output,
+/// the phase stamps.
+pub const W_SEND: usize = 0;
+/// The receive window: dispatch slots, then their meta words.
+pub const W_RECV: usize = 1;
+/// The combine window: the expert outputs sent back.
+pub const W_COMBINE: usize = 2;
+/// The signal window: counts, the combine count, local bookkeeping; its buffer has the
+/// 64-byte scratch word after the window.
+pub const W_SIGNAL: usize = 3;
+/// The expert window (FP8: the dequantized expert outputs).
+pub const W_EXPERT: usize = 4;
 
 /// What runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -530,27 +537,29 @@ pub fn setup_rank<B: Backend>(
     })
 }
 
-/// The builders' tables `cuda/moe.cu`'s raw kernels read: `remote`, per rank, per peer,
-/// per window, the peer's (base, rkey); `local`, per rank, per window, its own (base,
-/// lkey), then per rank its scratch word's (address, lkey). They name what the device
-/// API's window tables name (every rank has `WINDOWS` windows of `ranks.len()` peers and
-/// its scratch registration after their registrations).
-pub fn raw_tables<B: Backend>(ranks: &[MoeRank<B>]) -> Result<(Vec<u64>, Vec<u64>), String> {
+/// The builders' tables `cuda/moe.cu`'s raw kernels read, for `ranks` in launch order
+/// (slots): `remote`, per slot, per peer, per window, the peer's (base, rkey); `local`,
+/// per slot, per window, its own (base, lkey), then its scratch word's (address, lkey).
+/// They name what the device API's window tables name (every rank has `WINDOWS` windows
+/// of `peers` peers and its scratch registration after their registrations).
+pub fn raw_rows<B: Backend>(
+    ranks: &[&MoeRank<B>],
+    peers: usize,
+) -> Result<(Vec<u64>, Vec<u64>), String> {
     let mut remote = Vec::new();
     let mut local = Vec::new();
     for (r, rank) in ranks.iter().enumerate() {
         if rank.windows.len() != WINDOWS
             || rank.regions.len() <= WINDOWS
-            || rank.windows.iter().any(|w| w.n_peers() != ranks.len())
+            || rank.windows.iter().any(|w| w.n_peers() != peers)
         {
             return Err(format!(
-                "rank {r}: {} windows, {} registrations, for {} ranks",
+                "slot {r}: {} windows, {} registrations, for {peers} ranks",
                 rank.windows.len(),
                 rank.regions.len(),
-                ranks.len()
             ));
         }
-        for peer in 0..ranks.len() {
+        for peer in 0..peers {
             for w in &rank.windows {
                 let e = w.peers()[peer];
                 remote.extend_from_slice(&[e.addr, u64::from(e.rkey.0)]);
@@ -560,12 +569,16 @@ pub fn raw_tables<B: Backend>(ranks: &[MoeRank<B>]) -> Result<(Vec<u64>, Vec<u64
             let l = w.local_side();
             local.extend_from_slice(&[l.addr, u64::from(l.lkey.0)]);
         }
-    }
-    for rank in ranks {
         let s = &rank.regions[WINDOWS];
         local.extend_from_slice(&[s.addr(), u64::from(s.lkey().0)]);
     }
     Ok((remote, local))
+}
+
+/// [`raw_rows`] of every rank of one launch, ranks in rank order.
+pub fn raw_tables<B: Backend>(ranks: &[MoeRank<B>]) -> Result<(Vec<u64>, Vec<u64>), String> {
+    let all: Vec<&MoeRank<B>> = ranks.iter().collect();
+    raw_rows(&all, ranks.len())
 }
 
 /// One phase's latency over the iterations (µs), from the kernel's events and from its
@@ -626,7 +639,7 @@ impl MoeResult {
     }
 }
 
-fn bytes_of<T: Copy>(v: &[T]) -> Vec<u8> {
+pub(crate) fn bytes_of<T: Copy>(v: &[T]) -> Vec<u8> {
     // SAFETY: plain `#[repr(C)]` records or numbers without padding: initialised bytes.
     unsafe { core::slice::from_raw_parts(v.as_ptr().cast::<u8>(), core::mem::size_of_val(v)) }
         .to_vec()
@@ -993,7 +1006,7 @@ pub fn run(gpu: Arc<Gpu>, p: MoeParams) -> Result<MoeResult, GpuError> {
 /// idle past the compile-time spin limit, or a livelock) and every queue pair in error
 /// (why, the syndromes, the failing WQE's index), each engine's WQEs executed, failed and
 /// flushed beside it. Empty when no engine stopped and no queue pair is in error.
-fn nic_report(nic: &DeviceNic<'_>) -> Result<String, GpuError> {
+pub(crate) fn nic_report(nic: &DeviceNic<'_>) -> Result<String, GpuError> {
     let mut o = String::new();
     for (i, (e, t)) in nic.read()?.iter().enumerate() {
         let failed: Vec<String> = t
@@ -1036,10 +1049,35 @@ fn check(
     inputs: &[reference::Inputs],
 ) -> Result<bool, GpuError> {
     let mut ok = true;
-    let t = p.tokens;
     for (r, rank) in ranks.iter().enumerate() {
-        let recv = gpu.read_device(&rank.buffers[W_RECV])?;
-        let signal = gpu.read_device(&rank.buffers[W_SIGNAL])?;
+        ok &= check_rank(gpu, p, layout, r, &rank.buffers, inputs)?;
+    }
+    Ok(ok)
+}
+
+/// Whether rank `r`'s receive slots, counts, meta words and combined output (in its
+/// window `buffers`) are the CPU reference's, `inputs` every rank's.
+pub(crate) fn check_rank(
+    gpu: &Gpu,
+    p: &MoeParams,
+    layout: &MoeLayout,
+    r: usize,
+    buffers: &[Arc<DeviceBuffer>],
+    inputs: &[reference::Inputs],
+) -> Result<bool, GpuError> {
+    if buffers.len() != WINDOWS || inputs.len() != p.ranks || r >= p.ranks {
+        return Err(invalid(format!(
+            "rank {r}: {} window buffers, inputs of {} ranks, for {} ranks",
+            buffers.len(),
+            inputs.len(),
+            p.ranks
+        )));
+    }
+    let mut ok = true;
+    let t = p.tokens;
+    {
+        let recv = gpu.read_device(&buffers[W_RECV])?;
+        let signal = gpu.read_device(&buffers[W_SIGNAL])?;
         for e_local in 0..p.local_experts() {
             for src in 0..p.ranks {
                 let want = reference::received(p, inputs, r, e_local, src);
@@ -1074,7 +1112,7 @@ fn check(
                 }
             }
         }
-        let send = gpu.read_device(&rank.buffers[W_SEND])?;
+        let send = gpu.read_device(&buffers[W_SEND])?;
         let out: Vec<u16> = send[layout.out..layout.out + t * p.hidden * 2]
             .chunks(2)
             .map(|c| u16::from_ne_bytes([c[0], c[1]]))
@@ -1164,22 +1202,55 @@ pub mod host {
             log_ring: u32,
             wait_ns: u64,
             nic_threads: u32,
+            processes: u32,
             statuses: *mut i32,
             out: *mut u16,
             counts: *mut u32,
         ) -> i32;
     }
 
+    /// How the ranks run on the host.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    pub enum Ranks {
+        /// As threads of one process on the GPU: one launch of every rank's blocks per
+        /// phase, one engine per connected pair of queue pairs (`moe::run`).
+        Threads,
+        /// As processes of their own (`moe_process`): a launch per rank over slot 0 of
+        /// its own tables, the ranks' launches concurrent (no rank waits for another's to
+        /// end), one engine per queue pair whose peer's receive side is a record of it
+        /// (`DeviceNicBuilder::connect_remote`), as each process's NIC has them.
+        Processes,
+    }
+
     /// Runs one step per entry of `variants` (step `i` as iteration `i`), on queue pairs
     /// of 2^`log_ring` WQEBBs (6..=15), every device wait bounded by `wait`, the engines
-    /// stepped by `nic_threads` threads. `inputs` are [`reference::inputs`] of
-    /// [`params`].
+    /// stepped by `nic_threads` threads, the ranks as threads of one process.
+    /// `inputs` are [`reference::inputs`] of [`params`].
     pub fn run(
         inputs: &[reference::Inputs],
         variants: &[Variant],
         log_ring: u32,
         wait: Duration,
         nic_threads: u32,
+    ) -> Result<Vec<Step>, GpuError> {
+        run_ranks(
+            inputs,
+            variants,
+            log_ring,
+            wait,
+            nic_threads,
+            Ranks::Threads,
+        )
+    }
+
+    /// As [`run`], the ranks run as `ranks` says.
+    pub fn run_ranks(
+        inputs: &[reference::Inputs],
+        variants: &[Variant],
+        log_ring: u32,
+        wait: Duration,
+        nic_threads: u32,
+        ranks: Ranks,
     ) -> Result<Vec<Step>, GpuError> {
         let p = params();
         let (t, h, k) = (p.tokens, p.hidden, p.topk);
@@ -1231,6 +1302,7 @@ pub mod host {
                 &mut statuses,
                 &mut out,
                 &mut counts,
+                ranks,
             );
             Err(GpuError::Invalid(
                 "the host build of the MoE kernels was left out (IBGDA_SKIP_HOST_ENGINE=1)".into(),
@@ -1254,6 +1326,7 @@ pub mod host {
                     log_ring,
                     wait_ns,
                     nic_threads,
+                    u32::from(ranks == Ranks::Processes),
                     statuses.as_mut_ptr(),
                     out.as_mut_ptr(),
                     counts.as_mut_ptr(),

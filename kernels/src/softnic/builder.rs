@@ -261,6 +261,29 @@ impl<'q> DeviceNicBuilder<'q> {
         self.add_region(node, buffer, offset, len, access, Some(keys))
     }
 
+    /// Adds a region another process registered (a peer rank's registration, made by
+    /// that process's control plane under `keys`) on `node` (that peer's node): WQEs name
+    /// its first byte `start`, the peer's address of it; this NIC moves its bytes through
+    /// `buffer` from `offset`, the peer's memory as this process reaches it (an IPC import,
+    /// [`crate::ipc::Imports`]), and keeps a reference to the buffer. `start` is never
+    /// dereferenced: it is only what WQE addresses are translated from, so it must be
+    /// congruent to the buffer's byte mod 8 (an atomic's word is one word in both views)
+    /// and `start + len` may not overflow. Otherwise checked as
+    /// [`region_with_keys`](Self::region_with_keys).
+    #[allow(clippy::too_many_arguments)]
+    pub fn remote_region(
+        &mut self,
+        node: DeviceNode,
+        buffer: &Arc<DeviceBuffer>,
+        offset: usize,
+        len: usize,
+        access: Access,
+        start: u64,
+        keys: (LKey, RKey),
+    ) -> Result<DeviceRegionKeys, GpuError> {
+        self.add_region_at(node, buffer, offset, len, access, Some(keys), Some(start))
+    }
+
     fn add_region(
         &mut self,
         node: DeviceNode,
@@ -269,6 +292,20 @@ impl<'q> DeviceNicBuilder<'q> {
         len: usize,
         access: Access,
         keys: Option<(LKey, RKey)>,
+    ) -> Result<DeviceRegionKeys, GpuError> {
+        self.add_region_at(node, buffer, offset, len, access, keys, None)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn add_region_at(
+        &mut self,
+        node: DeviceNode,
+        buffer: &Arc<DeviceBuffer>,
+        offset: usize,
+        len: usize,
+        access: Access,
+        keys: Option<(LKey, RKey)>,
+        start: Option<u64>,
     ) -> Result<DeviceRegionKeys, GpuError> {
         self.check_node(node)?;
         let in_bounds = len > 0 && offset.checked_add(len).is_some_and(|e| e <= buffer.len());
@@ -286,6 +323,17 @@ impl<'q> DeviceNicBuilder<'q> {
             )));
         }
         let addr = buffer.addr() + offset as u64;
+        let start = start.unwrap_or(addr);
+        if start.checked_add(len as u64).is_none() {
+            return Err(invalid(format!(
+                "region of {len} bytes named at {start:#x}: past the end of the address space"
+            )));
+        }
+        if start.wrapping_sub(addr) % 8 != 0 {
+            return Err(invalid(format!(
+                "region named at {start:#x} over bytes at {addr:#x}: not congruent mod 8"
+            )));
+        }
         self.check_not_queue_memory(addr, len as u64)?;
         let (lkey, rkey) = match keys {
             Some((l, r)) => {
@@ -301,7 +349,7 @@ impl<'q> DeviceNicBuilder<'q> {
             None => self.next_keys(),
         };
         self.regions.push(NicRegion {
-            start: addr,
+            start,
             base: addr,
             len: len as u64,
             node: node.0,
@@ -313,7 +361,7 @@ impl<'q> DeviceNicBuilder<'q> {
             self.data.push(buffer.clone());
         }
         Ok(DeviceRegionKeys {
-            addr,
+            addr: start,
             len: len as u64,
             lkey: LKey(lkey),
             rkey: RKey(rkey),
@@ -505,6 +553,68 @@ impl<'q> DeviceNicBuilder<'q> {
                 q.state = state::READY;
             }
         }
+        Ok(())
+    }
+
+    /// Connects the RC queue pair of `slot` to queue pair `remote` of another process, on
+    /// `node` (that process's rank's node, whose regions were added with
+    /// [`remote_region`](Self::remote_region)): the queue executes WQEs to it, writing the
+    /// peer's memory directly, as an initiating NIC whose responder is reached over a wire.
+    /// The peer's receive side is a record of this NIC (its number and node) with no
+    /// receive credits and no CQ: a WRITE_WITH_IMM to it fails with "receiver not ready"
+    /// (receives are not modelled across processes), and an error of the peer's queue
+    /// pair, which its own process's NIC records, does not reach this NIC's record. The
+    /// queue must be unconnected, `remote` a 24-bit number no queue or responder of this NIC
+    /// has, and `node` not the queue's own node.
+    pub fn connect_remote(
+        &mut self,
+        slot: DeviceQueueSlot,
+        remote: u32,
+        node: DeviceNode,
+    ) -> Result<(), GpuError> {
+        self.check_node(node)?;
+        if remote == 0 || remote > 0xff_ffff {
+            return Err(invalid(format!(
+                "remote queue pair number {remote:#x}: not a 24-bit number (at most 0xffffff)"
+            )));
+        }
+        if self.engines.iter().any(|e| {
+            e.queues.iter().any(|q| q.qpn == remote)
+                || e.responders.iter().any(|r| r.number == remote)
+        }) {
+            return Err(invalid(format!(
+                "remote queue pair number {remote:#x} is already on the NIC"
+            )));
+        }
+        let parts = self.engine_mut(EngineId(slot.engine))?;
+        let q = parts
+            .queues
+            .iter_mut()
+            .find(|q| q.qpn == slot.qpn)
+            .ok_or_else(|| invalid(format!("no queue {:#x}", slot.qpn)))?;
+        if q.transport != transport::RC {
+            return Err(invalid(format!("queue {:#x} is not RC", slot.qpn)));
+        }
+        if q.peer != NIC_NONE {
+            return Err(invalid(format!(
+                "queue {:#x} is already connected",
+                slot.qpn
+            )));
+        }
+        if q.node == node.0 {
+            return Err(invalid(format!(
+                "queue {:#x}: its remote peer {remote:#x} is on its own node {}",
+                slot.qpn, node.0
+            )));
+        }
+        q.peer = remote;
+        q.state = state::READY;
+        parts.responders.push(NicResponder {
+            number: remote,
+            node: node.0,
+            cq: NIC_NONE,
+            ..Default::default()
+        });
         Ok(())
     }
 
