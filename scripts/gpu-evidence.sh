@@ -10,7 +10,8 @@
 # a call cut short still returns what ran). Every binary says its steps with the seconds
 # since it started; a step still running at its bound gets its processes' threads, their
 # states and kernel wait channels recorded in its log before it is ended:
-#   api.tgz      the device API's GPU tests (api_gpu, --ignored --nocapture)
+#   api.tgz      the device API's GPU tests (api_gpu, --ignored --nocapture), and the proxy
+#                test that a ring with a second producer is not handed to the GPU
 #   emu.tgz      GPU-placed queues through the control plane on the mlx5 backend over the
 #                emulated ConnectX's GPU build: nic_suite_gpu and examples/control_plane_gpu
 #   moe.tgz      examples/put_signal, examples/moe (the dispatch/combine example, every
@@ -41,6 +42,7 @@ build() {
     rm -rf "$ev" && mkdir -p "$ev/lib" "$ev/emu" "$ev/emu-cuda"
     cp "$(executable -p ibgda-kernels --test api_gpu)" "$ev/api-gpu-tests"
     cp "$(executable -p ibgda-kernels --features mlx5 --test nic_suite_gpu)" "$ev/nic-suite-gpu"
+    cp "$(executable -p ibgda-kernels --test proxy_gpu)" "$ev/proxy-gpu-tests"
     if [[ -f kernels/tests/waits_gpu.rs ]]; then
         cp "$(executable -p ibgda-kernels --test waits_gpu)" "$ev/waits-gpu-tests"
     fi
@@ -157,7 +159,10 @@ run() {
     # The device API's GPU tests: one GPU open, 7 scopes compiled once each, then the
     # tests (about 60 s).
     step api 130 "$ev/api-gpu-tests" --ignored --test-threads=1 --nocapture
-    pack api.tgz api.log
+    # A baseline ring whose producer has a clone is not handed to GPU producers.
+    step proxy-owner 40 "$ev/proxy-gpu-tests" --ignored --test-threads=1 --nocapture \
+        a_ring_with_another_producer_is_not_handed_to_the_gpu
+    pack api.tgz api.log proxy-owner.log
 
     # GPU-placed queues over the emulated ConnectX's GPU build: each case a process that
     # opens a Gpu (about 20 s; none for the thousand queue pairs) and the emulator's NIC
@@ -179,9 +184,16 @@ run() {
     # benchmark: a Gpu open, moe.cu, the checked and timed iterations (the benchmark's
     # raw variant ended at its 10 s device deadline after 52 s).
     step put_signal 45 "$ev/put_signal"
-    step moe-example 60 "$ev/moe"
+    # The example checks the builders' variant first, the benchmark the device API's: a
+    # variant that fails in both orders is its own fault, one that fails only second is
+    # the restarted NIC's.
+    # A full-shape step moves every rank's tokens through the software NIC: the example
+    # runs 1 + 3 iterations of each variant, the benchmark 5 + 10 of each, BF16 and FP8
+    # (2026-12-03: both variants checked in both orders, then the default 5 + 50 and
+    # 5 + 20 ran past 60 and 70 s).
+    IBGDA_MOE_RAW_FIRST=1 step moe-example 90 "$ev/moe" --iterations 3 --warmup 1
     selected moe && mkdir -p "$work/moe"
-    step moe 70 "$ev/ibgda-bench" --no-progress --no-plots --out "$work/moe" moe --iterations 20
+    step moe 250 "$ev/ibgda-bench" --no-progress --no-plots --out "$work/moe" moe --iterations 10
     pack moe.tgz put_signal.log moe-example.log moe.log moe
 
     # The dispatch/combine with a process per rank, every process on this GPU (CUDA IPC

@@ -175,8 +175,12 @@ run() {
     echo "NVSHMEM: ${home:-not found} (${libs[*]:-no libnvshmem_host})" | tee -a "$summary"
     echo "nvcc: ${nvcc:-not found}" | tee -a "$summary"
     if [[ -n $nvcc && -n $home ]]; then
+        # nvcc takes no shared library as an input file, and the wheel ships only the
+        # versioned name: a link of the usual name in a directory of our own, for -l.
+        mkdir -p "$work/link"
+        ln -sf "$home/lib/libnvshmem_host.so.3" "$work/link/libnvshmem_host.so"
         step compile 180 "$nvcc" -O1 -o "$work/nvshmem_init" "$ev/nvshmem_init.cpp" \
-            -I"$home/include" "$home/lib/libnvshmem_host.so.3" -Xlinker -rpath="$home/lib"
+            -I"$home/include" -L"$work/link" -lnvshmem_host -Xlinker -rpath="$home/lib"
     else
         echo "== compile: skipped (no nvcc or no NVSHMEM)" | tee -a "$summary"
     fi

@@ -116,6 +116,11 @@ fn cases() -> Vec<Case> {
             devx_context_refused,
         ),
         child_case(
+            "whitelisted_queries_on_a_verbs_context_even_without_devx",
+            "[device mlx5_0]\nfault.open_devx = EPERM\n",
+            whitelisted_general_commands,
+        ),
+        child_case(
             "uar_allocation_refused_in_an_unprivileged_container",
             "[device mlx5_0]\nfault.alloc_uar = EPERM\n",
             uar_allocation_refused,
@@ -340,6 +345,85 @@ fn devx_context_refused() -> Outcome {
         &e.to_string(),
         "the kernel refused a DEVX context on `mlx5_0` (EPERM (1))",
     )
+}
+
+/// A context opened with `ibv_open_device` (no DEVX; here DEVX is refused outright, as in
+/// an unprivileged container) may still send the kernel's whitelisted general commands:
+/// NVSHMEM's IBGDA transport reads QUERY_HCA_CAP that way when it enumerates devices.
+/// Any other general command on it is refused.
+fn whitelisted_general_commands() -> Outcome {
+    use rdma_mummy_sys as sys;
+
+    type GeneralCmd = unsafe extern "C" fn(
+        *mut sys::ibv_context,
+        *const libc::c_void,
+        usize,
+        *mut libc::c_void,
+        usize,
+    ) -> libc::c_int;
+    // SAFETY: the emulated library (loaded by this process); the type is
+    // `mlx5dv_devx_general_cmd`'s prototype.
+    let lib = unsafe { libloading::Library::new("libmlx5.so.1") }.map_err(fail)?;
+    // SAFETY: as above.
+    let general_cmd: GeneralCmd =
+        *unsafe { lib.get::<GeneralCmd>(b"mlx5dv_devx_general_cmd\0") }.map_err(fail)?;
+    // QUERY_HCA_CAP (opcode 0x100) of the general capabilities, current values
+    // (op_mod 1), and QUERY_ADAPTER (0x101), which the kernel does not whitelist.
+    let mut query_cap = [0u8; 16];
+    query_cap[..2].copy_from_slice(&0x100u16.to_be_bytes());
+    query_cap[6..8].copy_from_slice(&1u16.to_be_bytes());
+    let mut query_adapter = [0u8; 16];
+    query_adapter[..2].copy_from_slice(&0x101u16.to_be_bytes());
+    let mut out = vec![0u8; 0x1010];
+    // SAFETY (every call below): rdma-core's documented contracts; the buffers are live
+    // and of the lengths given.
+    unsafe {
+        let mut n = 0;
+        let list = sys::ibv_get_device_list(&mut n);
+        if list.is_null() || n != 1 {
+            return Err(format!("ibv_get_device_list: {n} devices"));
+        }
+        let ctx = sys::ibv_open_device(*list);
+        sys::ibv_free_device_list(list);
+        if ctx.is_null() {
+            return Err("ibv_open_device failed".into());
+        }
+        let cap = general_cmd(
+            ctx,
+            query_cap.as_ptr().cast(),
+            query_cap.len(),
+            out.as_mut_ptr().cast(),
+            out.len(),
+        );
+        let mut adapter_out = [0xffu8; 16];
+        let adapter = general_cmd(
+            ctx,
+            query_adapter.as_ptr().cast(),
+            query_adapter.len(),
+            adapter_out.as_mut_ptr().cast(),
+            adapter_out.len(),
+        );
+        sys::ibv_close_device(ctx);
+        if cap != 0 || out[0] != 0 {
+            return Err(format!(
+                "QUERY_HCA_CAP on a verbs context: returned {cap}, status {:#x}",
+                out[0]
+            ));
+        }
+        // The general capabilities' first words are not all zero on a ConnectX.
+        if out[16..0x1010].iter().all(|&b| b == 0) {
+            return Err("QUERY_HCA_CAP answered with no capabilities".into());
+        }
+        // mlx5dv_devx_general_cmd returns the errno itself.
+        if adapter != libc::EOPNOTSUPP {
+            return Err(format!(
+                "QUERY_ADAPTER on a context without DEVX returned {adapter}, expected \
+                 EOPNOTSUPP ({})",
+                libc::EOPNOTSUPP
+            ));
+        }
+        Ok(())
+    }
 }
 
 fn uar_allocation_refused() -> Outcome {

@@ -201,6 +201,29 @@ fn devx_context(emulator: &Emulator, ctx: *mut ibv_context) -> Outcome<usize> {
     Ok(device)
 }
 
+/// Opcodes the kernel's mlx5 driver lets any context send as general commands
+/// (`devx_is_whitelist_cmd` in drivers/infiniband/hw/mlx5/devx.c): QUERY_HCA_CAP,
+/// QUERY_HCA_VPORT_CONTEXT and QUERY_ESW_VPORT_CONTEXT. A context opened without DEVX
+/// sends them under the device's own DEVX uid, which the driver makes at probe time
+/// without the caller's CAP_NET_RAW (so an unprivileged container may send them too).
+const WHITELISTED_GENERAL_COMMANDS: [u16; 3] = [0x100, 0x762, 0x752];
+
+/// The context `ctx` for a general command: a DEVX context, or any context of the device
+/// for the kernel's whitelisted queries (how NVSHMEM reads capabilities from a context
+/// it opened with `ibv_open_device`).
+fn general_command_context(
+    emulator: &Emulator,
+    ctx: *mut ibv_context,
+    input: &[u8],
+) -> Outcome<usize> {
+    if WHITELISTED_GENERAL_COMMANDS.contains(&opcode_of(input)) {
+        let objects = emulator.objects();
+        let (device, _) = context_of(&objects, ctx)?;
+        return Ok(device);
+    }
+    devx_context(emulator, ctx)
+}
+
 /// Writes a failed command's status and syndrome into its output header (the PRM's
 /// `mbox_out`: status in byte 0, syndrome in bytes 4..8).
 fn write_failure(output: &mut [u8], status: CommandStatus, syndrome: u32) {
@@ -299,9 +322,9 @@ pub unsafe extern "C" fn mlx5dv_devx_general_cmd(
     outlen: usize,
 ) -> c_int {
     entry::status("mlx5dv_devx_general_cmd", |emulator| {
-        let device = devx_context(emulator, context)?;
         // SAFETY: the caller's buffers of the given lengths (the function's contract).
         let (input, output) = unsafe { (input(in_, inlen)?, output(out, outlen)?) };
+        let device = general_command_context(emulator, context, input)?;
         let nic = &emulator.devices[device].nic;
         command(
             emulator,

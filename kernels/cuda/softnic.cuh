@@ -97,8 +97,29 @@ IBGDA_HD inline u64 cas64(void* p, u64 expected, u64 desired) {
 #endif
 }
 
+/* A 64-bit word that may alias any object (the host compilers' type-based alias analysis
+ * must not reorder it around the byte accesses of the same memory). */
+#if defined(__CUDA_ARCH__)
+typedef u64 AnyWord;
+#else
+typedef u64 __attribute__((__may_alias__)) AnyWord;
+#endif
+
+/* Copies n bytes (the ranges never overlap: every copy goes through the engine's private
+ * copy or scratch). Where both ends are 8-byte aligned, by words, eight loads issued before
+ * their stores so that one thread's copy is not one memory latency per byte (a 14 KiB
+ * gathered WRITE took about 8 ms byte by byte on an H200 engine). */
 IBGDA_HD inline void copy_bytes(u8* dst, const u8* src, u64 n) {
-    for (u64 i = 0; i < n; i++) dst[i] = src[i];
+    u64 i = 0;
+    if ((((u64)dst | (u64)src) & 7u) == 0) {
+        for (; n - i >= 64; i += 64) {
+            AnyWord w[8];
+            for (u32 k = 0; k < 8; k++) w[k] = ((const AnyWord*)(src + i))[k];
+            for (u32 k = 0; k < 8; k++) ((AnyWord*)(dst + i))[k] = w[k];
+        }
+        for (; n - i >= 8; i += 8) *(AnyWord*)(dst + i) = *(const AnyWord*)(src + i);
+    }
+    for (; i < n; i++) dst[i] = src[i];
 }
 
 IBGDA_HD inline u32 be16(const u8* p) { return (u32)p[0] << 8 | p[1]; }

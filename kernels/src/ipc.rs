@@ -148,7 +148,16 @@ fn allocation_of(addr: u64) -> Result<(u64, usize), GpuError> {
 /// as [`Gpu::device_buffer`] allocates): the IPC handle of its allocation, its offset
 /// there and its length. Memory the driver cannot export (another context's, a VMM or
 /// pinned allocation) is a driver error.
-pub fn export(gpu: &Gpu, buffer: &DeviceBuffer) -> Result<IpcExport, GpuError> {
+///
+/// # Safety
+///
+/// An importer reaches the buffer's bytes as data (reads, writes, a NIC's transfers), which
+/// nothing here can see. Until every process that may import the export has closed its
+/// import, the caller keeps `buffer` out of every owner that relies on being its only
+/// writer: it is not, and does not become, queue memory (a send ring, a CQ, doorbell
+/// records, producer state), a proxy ring or an index slot. A data region (a registration
+/// with remote rights, whose sharing is the point) is what may be exported.
+pub unsafe fn export(gpu: &Gpu, buffer: &DeviceBuffer) -> Result<IpcExport, GpuError> {
     gpu.context().bind_to_thread()?;
     let (base, size) = allocation_of(buffer.addr())?;
     let offset = buffer.addr() - base;
@@ -240,7 +249,8 @@ impl Imports {
     ///
     /// # Safety
     ///
-    /// `export` comes from [`export`] in another process, and that process keeps the
+    /// `export` comes from [`export`] in another process under its contract (the buffer
+    /// is data memory, never a unique owner's), and that process keeps the
     /// allocation allocated (does not free it nor exit) until every buffer this returns
     /// over it, and every clone, NIC and kernel holding or reaching one, has been dropped
     /// or has ended in this process: the driver's mapping does not keep the exporter's

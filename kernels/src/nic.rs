@@ -130,12 +130,21 @@ impl QueueAllocator<GpuPlaced> for CudaNicAccess {
                 max: isize::MAX as u64,
             });
         }
-        let align = align.max(GPU_QUEUE_ALIGN);
-        let total = len.checked_add(align).ok_or(NicError::OutOfRange {
-            what: "GPU queue memory length",
-            value: len as u64,
-            max: (isize::MAX as usize - align) as u64,
-        })?;
+        let align = align
+            .max(GPU_QUEUE_ALIGN)
+            .max(ibgda::memory::host_page_size().unwrap_or(0));
+        // The length padded to the alignment (a multiple of the host page) as well: a
+        // DMA-BUF export covers whole host pages, so the buffer's last page must lie in
+        // the allocation too (an 8-byte doorbell record at the end of a `len + align`
+        // allocation that the driver did not align would leave it).
+        let total = len
+            .checked_next_multiple_of(align)
+            .and_then(|padded| padded.checked_add(align))
+            .ok_or(NicError::OutOfRange {
+                what: "GPU queue memory length",
+                value: len as u64,
+                max: (isize::MAX as usize - 2 * align) as u64,
+            })?;
         let raw = self.gpu.device_buffer(total).map_err(gpu_error)?;
         let start = raw
             .addr()
@@ -162,7 +171,7 @@ impl QueueAllocator<GpuPlaced> for CudaNicAccess {
         .result()
         .map_err(|e| gpu_error(e.into()))?;
         // SAFETY: `start .. start + len` lies inside `raw` (`start - raw.addr() < align` and
-        // `raw` has `len + align` bytes), which the new buffer owns.
+        // `raw` has at least `len + align` bytes), which the new buffer owns.
         let buffer = unsafe { DeviceBuffer::from_raw(start, len, Box::new(raw)) };
         if fill == QueueFill::InvalidCqes {
             let mut cqes = vec![0u8; len];

@@ -297,8 +297,18 @@ impl<H: Handoff> core::fmt::Debug for DeviceRing<H> {
 
 impl<H: Handoff> DeviceRing<H> {
     /// Hands the ring of `producer` (in host memory mapped into the GPU) to GPU
-    /// producers; the producer state goes to fresh device memory.
+    /// producers; the producer state goes to fresh device memory. The producer must be
+    /// the ring's only one (no clone of a baseline producer alive): GPU producers reserve
+    /// slots on a counter of their own, so a host producer beside them would take the
+    /// same slots.
     pub fn new(gpu: &Gpu, producer: RingProducer<H>) -> Result<Self, GpuError> {
+        if !producer.is_sole_producer() {
+            return Err(GpuError::Invalid(
+                "the ring has another producer handle: GPU producers reserve slots on a \
+                 counter of their own, so the ring must be handed over by its only producer"
+                    .into(),
+            ));
+        }
         let ring = producer.ring().clone();
         let base = ring.span().device_addr.ok_or_else(|| {
             GpuError::Invalid("the ring's memory is not mapped into the GPU".into())

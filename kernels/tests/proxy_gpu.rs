@@ -324,3 +324,32 @@ fn an_unserved_ring_ends_each_device_wait_at_its_deadline() {
     an_unserved_ring_ends_its_waits_at_its_deadline::<Tuned>(&gpu, &k);
     an_unserved_ring_ends_its_waits_at_its_deadline::<Baseline>(&gpu, &k);
 }
+
+/// A baseline ring whose producer has a live clone is refused: the GPU's producers reserve
+/// slots on a counter of their own, so the clone would take the slots they take. Once the
+/// clone is gone the same producer is no longer refused for that.
+#[test]
+#[ignore = "needs an NVIDIA GPU: run with --ignored on the GPU machine"]
+fn a_ring_with_another_producer_is_not_handed_to_the_gpu() {
+    let (gpu, _k) = gpu();
+    let (producer, _consumer) =
+        ProxyRing::allocate::<Baseline>(64).unwrap_or_else(|e| panic!("{e}"));
+    let clone = producer.clone();
+    let refused = DeviceRing::new(&gpu, producer)
+        .map(|_| ())
+        .expect_err("a ring with two producers");
+    assert!(
+        refused.to_string().contains("another producer handle"),
+        "{refused}"
+    );
+    // The clone is now the only producer: not refused for that (this ring is in host
+    // memory the GPU cannot reach, which is then the reason).
+    assert!(clone.is_sole_producer());
+    let reason = DeviceRing::new(&gpu, clone)
+        .map(|_| ())
+        .expect_err("an unmapped ring");
+    assert!(
+        !reason.to_string().contains("another producer handle"),
+        "{reason}"
+    );
+}

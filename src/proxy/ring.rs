@@ -29,7 +29,7 @@
 
 use core::fmt;
 use core::marker::PhantomData;
-use core::sync::atomic::{AtomicU64, Ordering};
+use core::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use super::descriptor::{words_valid, DescriptorError, Epoch, Request, RequestDescriptor};
@@ -334,6 +334,9 @@ impl ConsumerState {
 pub struct RingMemory {
     buffer: DmaBuffer,
     geometry: RingGeometry,
+    /// Live [`RingProducer`] handles (a baseline ring's producers are `Clone`): a ring
+    /// handed to GPU producers, whose reservation counter is their own, must have no other.
+    producers: AtomicUsize,
 }
 
 impl RingMemory {
@@ -437,7 +440,11 @@ impl ProxyRing {
         {
             return Err(RingError::NotZeroed { word });
         }
-        let ring = Arc::new(RingMemory { buffer, geometry });
+        let ring = Arc::new(RingMemory {
+            buffer,
+            geometry,
+            producers: AtomicUsize::new(1),
+        });
         Ok((
             RingProducer {
                 ring: ring.clone(),
@@ -480,6 +487,30 @@ impl<H: Handoff> RingProducer<H> {
     /// The ring.
     pub fn ring(&self) -> &Arc<RingMemory> {
         &self.ring
+    }
+
+    /// Whether this is the ring's only producer handle (no clone of a baseline producer
+    /// is alive). A producer that is handed on by value while this holds stays the only
+    /// one: a clone can be made only from a live handle.
+    ///
+    /// ```
+    /// use ibgda::proxy::{Baseline, ProxyRing};
+    /// let (producer, _consumer) = ProxyRing::allocate::<Baseline>(64)?;
+    /// assert!(producer.is_sole_producer());
+    /// let second = producer.clone();
+    /// assert!(!producer.is_sole_producer());
+    /// drop(second);
+    /// assert!(producer.is_sole_producer());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn is_sole_producer(&self) -> bool {
+        self.ring.producers.load(Ordering::Acquire) == 1
+    }
+}
+
+impl<H: Handoff> Drop for RingProducer<H> {
+    fn drop(&mut self) {
+        self.ring.producers.fetch_sub(1, Ordering::AcqRel);
     }
 }
 
@@ -529,6 +560,7 @@ impl RingProducer<Baseline> {
 /// Baseline rings take any number of producers.
 impl Clone for RingProducer<Baseline> {
     fn clone(&self) -> Self {
+        self.ring.producers.fetch_add(1, Ordering::AcqRel);
         Self {
             ring: self.ring.clone(),
             tuned: TunedState::default(),

@@ -836,9 +836,16 @@ pub fn run(gpu: Arc<Gpu>, p: MoeParams) -> Result<MoeResult, GpuError> {
     // One NIC for the whole run (its engines keep each queue's consumer counter):
     // stopped only to read and clear buffers, which must not happen while it runs.
     let mut nic = fabric.device_nic(&gpu, &devices, &all, p.engines, max_message)?;
-    // A checked iteration of each variant (buffers cleared before each).
+    // A checked iteration of each variant (buffers cleared before each), the device API's
+    // first unless IBGDA_MOE_RAW_FIRST=1 (which tells a variant's own failure from one of
+    // the second step on a restarted NIC).
     let mut checked = [false; 2];
-    for v in 0..2 {
+    let order = if std::env::var_os("IBGDA_MOE_RAW_FIRST").is_some_and(|v| v == "1") {
+        [1, 0]
+    } else {
+        [0, 1]
+    };
+    for v in order {
         for rank in &ranks {
             for w in [W_RECV, W_COMBINE] {
                 gpu.write_device(&rank.buffers[w], 0, &vec![0u8; layout.sizes[w]])?;
@@ -891,13 +898,28 @@ pub fn run(gpu: Arc<Gpu>, p: MoeParams) -> Result<MoeResult, GpuError> {
     let mut samples: [Vec<[u64; 3]>; 2] = [Vec::new(), Vec::new()];
     let first = iteration.get();
     let mut outcome = Ok(());
-    for n in 0..p.warmup + p.iterations {
+    let total = p.warmup + p.iterations;
+    for n in 0..total {
+        let mut took = [0u64; 2];
         for (v, s) in samples.iter_mut().enumerate() {
             match step(v) {
-                Ok(t) if n >= p.warmup => s.push(t),
-                Ok(_) => {}
+                Ok(t) => {
+                    took[v] = t.iter().sum();
+                    if n >= p.warmup {
+                        s.push(t);
+                    }
+                }
                 Err(e) => outcome = Err(e),
             }
+        }
+        // Where a long run is (a step moves every rank's tokens through the software NIC).
+        if outcome.is_ok() && (n < 2 || (n + 1) % 10 == 0 || n + 1 == total) {
+            progress(&format!(
+                "MoE: iteration {}/{total}: typed {:.1} ms, raw {:.1} ms",
+                n + 1,
+                took[0] as f64 / 1e6,
+                took[1] as f64 / 1e6
+            ));
         }
         if outcome.is_err() {
             break;

@@ -661,8 +661,14 @@ pub fn run_rank(
     )
     .map_err(team)?;
     say("queue pairs connected, windows exchanged");
-    let record =
-        rank_record(me, rank.device.backend(), &mut |b| ipc::export(gpu, b)).map_err(rank_error)?;
+    let record = rank_record(me, rank.device.backend(), &mut |b| {
+        // SAFETY: `rank_record` exports only the buffers of registrations with remote
+        // rights: this rank's window buffers, data regions held in `rank.buffers` and by
+        // the registrations until after the teardown barrier, never moved into queue
+        // memory (the queue pairs' memory comes from `fabric.queue_memory()`).
+        unsafe { ipc::export(gpu, b) }
+    })
+    .map_err(rank_error)?;
     // From the exchange on, peers may map this rank's buffers (it may fail here and not
     // on another rank): whatever happens, this rank drops its NIC and mappings (at the end
     // of `exchanged`), tells the others at the collective where they check their setup,
