@@ -84,16 +84,18 @@ pub unsafe extern "C" fn mlx5dv_open_device(
         if flags & !MLX5DV_CONTEXT_FLAGS_DEVX != 0 {
             return Err(Failure::new(libc::EOPNOTSUPP, format!("flags {flags:#x}")));
         }
-        let devx = flags & MLX5DV_CONTEXT_FLAGS_DEVX != 0;
-        if devx {
-            if let Some(errno) = config.faults.open_devx {
-                return Err(Failure::new(
-                    errno,
-                    "configured to refuse DEVX (fault.open_devx)",
-                ));
-            }
+        if flags & MLX5DV_CONTEXT_FLAGS_DEVX == 0 {
+            // As ibv_open_device: DEVX when the kernel grants it, none otherwise.
+            let devx = crate::verbs::devx_by_default(emulator, index);
+            return Ok(open_context(emulator, index, devx));
         }
-        Ok(open_context(emulator, index, devx))
+        if let Some(errno) = config.faults.open_devx {
+            return Err(Failure::new(
+                errno,
+                "configured to refuse DEVX (fault.open_devx)",
+            ));
+        }
+        Ok(open_context(emulator, index, true))
     })
 }
 

@@ -205,11 +205,25 @@ pub(crate) fn open_context(emulator: &Emulator, index: usize, devx: bool) -> *mu
     ctx
 }
 
+/// Whether a context opened without asking for DEVX gets it anyway: rdma-core's mlx5
+/// provider asks the kernel for a DEVX context on every open and, when the kernel refuses
+/// (no CAP_NET_RAW: an unprivileged container, here `fault.open_devx`), opens one without
+/// (providers/mlx5/mlx5.c, `mlx5_alloc_context`, rdma-core 56.1). NVSHMEM's IBGDA
+/// transport relies on it: it registers UMEMs on a context from `ibv_open_device`.
+pub(crate) fn devx_by_default(emulator: &Emulator, index: usize) -> bool {
+    let config = &emulator.devices[index].config;
+    config.mlx5 && config.faults.open_devx.is_none()
+}
+
 #[no_mangle]
 pub unsafe extern "C" fn ibv_open_device(device: *mut ibv_device) -> *mut ibv_context {
     entry::pointer("ibv_open_device", |emulator| {
         let index = device_index(emulator, device)?;
-        Ok(open_context(emulator, index, false))
+        Ok(open_context(
+            emulator,
+            index,
+            devx_by_default(emulator, index),
+        ))
     })
 }
 

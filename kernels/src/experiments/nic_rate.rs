@@ -193,7 +193,9 @@ fn prefilled_queue_pair(
     let config = QpConfig {
         send: SendQueueConfig {
             limits: WqeLimits::default(),
-            max_unsignaled_wqebbs: Some(WQES_PER_QUEUE),
+            // The producer's bound (at most half the ring); the ring is pre-built here,
+            // its WQEs unsignaled but the last, and no producer posts to it.
+            max_unsignaled_wqebbs: Some(WQES_PER_QUEUE / 2),
             doorbell: DoorbellPolicy::Explicit,
         },
         cq_mode: CqMode::Ring,
@@ -308,7 +310,9 @@ fn check_effects(
     for i in 0..queues {
         let at = cell(i) as usize;
         let p = pattern(i);
-        let word = |b: &[u8]| u64::from_le_bytes(b[at..at + 8].try_into().expect("8 bytes"));
+        // Atomic operands and fetched values are big-endian in memory (IB-spec atomics,
+        // as the software NICs model them).
+        let word = |b: &[u8]| u64::from_be_bytes(b[at..at + 8].try_into().expect("8 bytes"));
         let ok = match op {
             NicOp::WriteInline8 => r[at..at + 8] == p[..8],
             NicOp::Write64 => r[at..at + p.len()] == p[..],
