@@ -367,14 +367,16 @@ fn whitelisted_general_commands() -> Outcome {
     // SAFETY: as above.
     let general_cmd: GeneralCmd =
         *unsafe { lib.get::<GeneralCmd>(b"mlx5dv_devx_general_cmd\0") }.map_err(fail)?;
-    // QUERY_HCA_CAP (opcode 0x100) of the general capabilities, current values
-    // (op_mod 1), and QUERY_ADAPTER (0x101), which the kernel does not whitelist.
-    let mut query_cap = [0u8; 16];
-    query_cap[..2].copy_from_slice(&0x100u16.to_be_bytes());
-    query_cap[6..8].copy_from_slice(&1u16.to_be_bytes());
+    use ibgda::nic::prm::{CapabilityType, Command as _, QueryHcaCap, QueryHcaCapOutput};
+    // QUERY_HCA_CAP of the general capabilities (current values), as the control plane
+    // encodes it, and QUERY_ADAPTER (0x101), which the kernel does not whitelist.
+    let query_cap = QueryHcaCap::current(CapabilityType::General)
+        .encode()
+        .map_err(fail)?;
     let mut query_adapter = [0u8; 16];
     query_adapter[..2].copy_from_slice(&0x101u16.to_be_bytes());
-    let mut out = vec![0u8; 0x1010];
+    let mut out = vec![0u8; QueryHcaCapOutput::OUTPUT_BYTES];
+    let mut adapter_out = [0xffu8; 16];
     // SAFETY (every call below): rdma-core's documented contracts; the buffers are live
     // and of the lengths given.
     unsafe {
@@ -388,21 +390,17 @@ fn whitelisted_general_commands() -> Outcome {
         if ctx.is_null() {
             return Err("ibv_open_device failed".into());
         }
-        let cap = general_cmd(
-            ctx,
-            query_cap.as_ptr().cast(),
-            query_cap.len(),
-            out.as_mut_ptr().cast(),
-            out.len(),
-        );
-        let mut adapter_out = [0xffu8; 16];
-        let adapter = general_cmd(
-            ctx,
-            query_adapter.as_ptr().cast(),
-            query_adapter.len(),
-            adapter_out.as_mut_ptr().cast(),
-            adapter_out.len(),
-        );
+        let send = |input: &[u8], output: &mut [u8]| {
+            general_cmd(
+                ctx,
+                input.as_ptr().cast(),
+                input.len(),
+                output.as_mut_ptr().cast(),
+                output.len(),
+            )
+        };
+        let cap = send(&query_cap, &mut out);
+        let adapter = send(&query_adapter, &mut adapter_out);
         sys::ibv_close_device(ctx);
         if cap != 0 || out[0] != 0 {
             return Err(format!(
@@ -411,7 +409,7 @@ fn whitelisted_general_commands() -> Outcome {
             ));
         }
         // The general capabilities' first words are not all zero on a ConnectX.
-        if out[16..0x1010].iter().all(|&b| b == 0) {
+        if out[16..].iter().all(|&b| b == 0) {
             return Err("QUERY_HCA_CAP answered with no capabilities".into());
         }
         // mlx5dv_devx_general_cmd returns the errno itself.

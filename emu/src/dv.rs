@@ -208,7 +208,8 @@ fn devx_context(emulator: &Emulator, ctx: *mut ibv_context) -> Outcome<usize> {
 /// QUERY_HCA_VPORT_CONTEXT and QUERY_ESW_VPORT_CONTEXT. A context opened without DEVX
 /// sends them under the device's own DEVX uid, which the driver makes at probe time
 /// without the caller's CAP_NET_RAW (so an unprivileged container may send them too).
-const WHITELISTED_GENERAL_COMMANDS: [u16; 3] = [0x100, 0x762, 0x752];
+const WHITELISTED_GENERAL_COMMANDS: [u16; 3] =
+    [ibgda::nic::prm::opcode::QUERY_HCA_CAP, 0x762, 0x752];
 
 /// The context `ctx` for a general command: a DEVX context, or any context of the device
 /// for the kernel's whitelisted queries (how NVSHMEM reads capabilities from a context
