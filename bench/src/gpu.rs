@@ -262,7 +262,11 @@ pub struct DormantRow {
     pub wait: bool,
     /// Kernel time per repetition (ns).
     pub ns: Percentiles,
-    /// Loss against the plain kernel (fraction).
+    /// Block 0's SM clock per repetition (MHz), in run order: the clock each time was
+    /// taken at.
+    #[serde(default)]
+    pub sm_mhz: Vec<f64>,
+    /// Loss against the plain kernel at the median repetition (fraction).
     pub loss: f64,
 }
 
@@ -819,6 +823,7 @@ pub fn run(
                     messages: p.messages,
                     wait: p.wait,
                     ns: summary(&p.ns)?,
+                    sm_mhz: p.sm_mhz.clone(),
                     loss: p.loss,
                 })
             })

@@ -664,6 +664,7 @@ pub(crate) mod tests {
                     messages: 4,
                     wait: true,
                     ns: p,
+                    sm_mhz: vec![1980.0],
                     loss: 0.019,
                 }],
                 sm_clock_mhz: 1980.0,

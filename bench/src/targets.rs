@@ -648,6 +648,7 @@ mod tests {
                 p50: 100.0,
                 ..Percentiles::default()
             },
+            sm_mhz: Vec::new(),
             loss,
         };
         g.dormant = vec![row("Inlined", 0.004), row("Call", 0.03)];
