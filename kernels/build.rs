@@ -237,6 +237,8 @@ fn build_raw_host() {
         .std("c++17")
         .file("cuda/raw_host.cpp")
         .include("cuda")
+        // The writer's `#pragma unroll` is for nvcc and NVRTC.
+        .flag_if_supported("-Wno-unknown-pragmas")
         .warnings(true)
         .extra_warnings(true)
         .warnings_into_errors(true)

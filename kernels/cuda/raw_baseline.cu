@@ -63,21 +63,30 @@ __device__ __forceinline__ void raw_shape_wqe(unsigned char* ring, u32 cap, u64 
     } else if (s.shape == 0) {
         const u32* words = (const u32*)payload;
         const u32 whole = s.len / 4;
-        for (u32 o = 0; o < s.inline_octs; o++, k++) {
-            u32 v[4];
-            for (u32 j = 0; j < 4; j++) {
-                const int w = (int)(4 * o + j) - 1;
-                u32 x = 0u;
-                if (w < 0) {
-                    x = RAW_BSWAP32(0x80000000u | s.len);
-                } else if ((u32)w < whole) {
-                    x = words[w];
-                } else if ((u32)w == whole) {
-                    for (u32 b = 0; b < (s.len & 3u); b++) x |= (u32)payload[4 * whole + b] << (8 * b);
+        /* Four octowords per batch, the batch's loads before its stores (a store between
+         * two loads would keep them in order: one load round trip per octoword). */
+        for (u32 o0 = 0; o0 < s.inline_octs; o0 += 4) {
+            u32 v[4][4];
+#pragma unroll
+            for (u32 q = 0; q < 4; q++) {
+#pragma unroll
+                for (u32 j = 0; j < 4; j++) {
+                    const int w = (int)(4 * (o0 + q) + j) - 1;
+                    u32 x = 0u;
+                    if (w < 0) {
+                        x = RAW_BSWAP32(0x80000000u | s.len);
+                    } else if ((u32)w < whole) {
+                        x = words[w];
+                    } else if ((u32)w == whole) {
+                        for (u32 b = 0; b < (s.len & 3u); b++) x |= (u32)payload[4 * whole + b] << (8 * b);
+                    }
+                    v[q][j] = x;
                 }
-                v[j] = x;
             }
-            *raw_oct(ring, cap, next, k) = make_uint4(v[0], v[1], v[2], v[3]);
+#pragma unroll
+            for (u32 q = 0; q < 4; q++) {
+                if (o0 + q < s.inline_octs) *raw_oct(ring, cap, next, k + o0 + q) = make_uint4(v[q][0], v[q][1], v[q][2], v[q][3]);
+            }
         }
     } else {
         *raw_oct(ring, cap, next, k) = make_uint4(RAW_BSWAP32(0x80000008u), (u32)value, (u32)(value >> 32), 0u);
