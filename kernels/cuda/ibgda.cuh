@@ -376,9 +376,15 @@ struct Target {
     const Oct* av;
 };
 
+/* Every address-vector load before the first of its stores: a store between two loads
+ * keeps them in order (the compiler cannot tell the vector from the ring), and the full
+ * vector's three octowords then cost three load round trips. */
 template <class T> __device__ __forceinline__ void put_target(const WqeSlots& s, const Target& t) {
+    Oct av[T::AV_DS > 0 ? T::AV_DS : 1];
 #pragma unroll
-    for (u32 i = 0; i < T::AV_DS; i++) s.put(1 + i, t.av[i]);
+    for (u32 i = 0; i < T::AV_DS; i++) av[i] = t.av[i];
+#pragma unroll
+    for (u32 i = 0; i < T::AV_DS; i++) s.put(1 + i, av[i]);
 }
 
 /* --- the shapes of the Rust builders. Each returns its DS. ------------------------- */

@@ -54,7 +54,18 @@ __device__ __forceinline__ void raw_shape_wqe(unsigned char* ring, u32 cap, u64 
     *raw_oct(ring, cap, next, 0) = make_uint4(RAW_BSWAP32((((u32)next & 0xffffu) << 8) | 0x08u),
                                               RAW_BSWAP32((qpn << 8) | s.ds), 0x08u << 24, 0u);
     u32 k = 1;
-    for (u32 a = 0; a < s.avn; a++, k++) *raw_oct(ring, cap, next, k) = av[a];
+    /* The address vector (at most 3 octowords) loaded before any of it is stored: a store
+     * between two loads keeps them in order, one round trip each. */
+    uint4 vec[3] = {};
+#pragma unroll
+    for (u32 a = 0; a < 3; a++) {
+        if (a < s.avn) vec[a] = av[a];
+    }
+#pragma unroll
+    for (u32 a = 0; a < 3; a++) {
+        if (a < s.avn) *raw_oct(ring, cap, next, k + a) = vec[a];
+    }
+    k += s.avn;
     *raw_oct(ring, cap, next, k) = make_uint4(RAW_BSWAP32((u32)(raddr >> 32)), RAW_BSWAP32((u32)raddr), RAW_BSWAP32(rkey), 0u);
     k++;
     if (s.shape == 1) {
