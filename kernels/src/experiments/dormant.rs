@@ -23,7 +23,8 @@ use ibgda::cq::CqMode;
 use ibgda::order::GpuFence;
 
 use super::{
-    bench_options, launch, launch_config, sm_mhz, wait_stream, word32, word64, HOST_WAIT_LIMIT,
+    bench_options, launch, launch_config, sm_mhz, wait_stream, word32, word64, Summary,
+    HOST_WAIT_LIMIT,
 };
 use crate::gpu::{CompileOptions, Gpu, GpuError, KernelArg};
 use crate::harness::{descriptor_array, gpu_queue_pair, Sink, SINK_RETIRE_TIGHT};
@@ -422,17 +423,10 @@ fn build_index(build: Build) -> usize {
         .expect("every build is in Build::ALL")
 }
 
-/// The median of `ns` (the lower middle of an even count), 0 when empty.
-fn median(ns: &[u64]) -> u64 {
-    let mut v = ns.to_vec();
-    v.sort_unstable();
-    v.get(v.len().saturating_sub(1) / 2).copied().unwrap_or(0)
-}
-
 /// Each point's loss against the plain build of its caller at the same launch, both at
 /// their median repetition.
 fn set_losses(points: &mut [DormantPoint]) {
-    let typical = |p: &DormantPoint| median(&p.ns);
+    let typical = |p: &DormantPoint| Summary::of(&p.ns).p50;
     let plains: Vec<(Caller, u32, u64)> = points
         .iter()
         .filter(|p| p.build == Build::Plain)
@@ -522,14 +516,6 @@ mod tests {
                 x.loss
             );
         }
-    }
-
-    #[test]
-    fn the_median_is_the_middle_repetition() {
-        assert_eq!(median(&[]), 0);
-        assert_eq!(median(&[7]), 7);
-        assert_eq!(median(&[9, 1, 5]), 5);
-        assert_eq!(median(&[4, 1, 3, 2]), 2);
     }
 
     #[test]
