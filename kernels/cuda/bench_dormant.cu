@@ -1,8 +1,10 @@
 /* bench_dormant.cu: what carrying communication code costs a kernel (section 4.3.2,
  * Figure 9). Two callers with the same launch shape and useful work:
- *   ibgda_dormant_fma     compute: 8 live floats per thread, 8 FMAs per iteration;
- *   ibgda_dormant_stream  streaming: 16 live floats per thread, a float4 x 4 read of a
- *                         power-of-two buffer per iteration (grid-strided, wrapping).
+ *   ibgda_dormant_fma     compute: 8 live floats per thread, 8 FMAs per iteration, the
+ *                         coefficients a and b given at launch;
+ *   ibgda_dormant_stream  streaming: 16 live floats per thread, a float4 x 4 read per
+ *                         iteration from the block's own power-of-two part of the buffer
+ *                         (block-strided, wrapping within the part).
  * The work is cut into msgs + 1 segments; between two segments thread 0 of the block
  * sends one 8-byte inline RC WRITE on its block's queue (qs[blockIdx.x], the device
  * library's warp-entered occasional send, scope GpuFence) and, when `wait` is set, waits
@@ -64,8 +66,17 @@ __device__ __forceinline__ void dormant_end(u64* clocks, u64 t0, long long c0, i
  * iters * n below 2^32 (32-bit arithmetic: no 64-bit division subroutine in the caller). */
 __device__ __forceinline__ u32 segment_bound(u32 iters, u32 s, u32 n) { return iters * s / n; }
 
-extern "C" __global__ void ibgda_dormant_fma(float* out, u32 iters, u32 msgs, u32 wait, const DeviceQueueDescriptor* qs,
-                                             u64* clocks, int* status) {
+/* The loop is issue-bound (8 warps per scheduler, one FMA per cycle), so one instruction
+ * more or less per pass moves a build by about 1.5 %: the loop must be the same in all
+ * three builds for the difference to be the send's. Measured on the H200 (2026-12-03,
+ * SM 1,980 MHz, 0 messages, inlined / call against plain): coefficients as literals,
+ * ptxas re-materialized one inside the loop with an ALU MOV (stall 2) in the plain build
+ * and an IMAD.MOV (stall 1) in the others: -1.4 / -1.6 %; coefficients from the launch,
+ * unrolled 8 times, a VIADD in place of the plain build's IADD3 in the builds with the
+ * send: +4.0 / +3.4 %; unrolled 10 times the three loops carry the same IADD3, ISETP and
+ * branch around their 80 FMAs (cuobjdump of the NVRTC 13.0 cubins). */
+extern "C" __global__ void ibgda_dormant_fma(float* out, float a, float b, u32 iters, u32 msgs, u32 wait,
+                                             const DeviceQueueDescriptor* qs, u64* clocks, int* status) {
     u64 t0;
     long long c0;
     dormant_begin(clocks, t0, c0);
@@ -73,16 +84,14 @@ extern "C" __global__ void ibgda_dormant_fma(float* out, u32 iters, u32 msgs, u3
     float v[8];
 #pragma unroll
     for (u32 k = 0; k < 8; k++) v[k] = 1.0f + (float)((tid + k) & 7u) * 0.125f;
-    const float a = 0.99991f, b = 0.00013f;
     int err = 0;
     const u32 segments = msgs + 1;
     for (u32 s = 0; s < segments; s++) {
         const u32 hi = segment_bound(iters, s + 1, segments);
-        /* Unrolled 8 times: 64 FMAs per branch. At the compiler's own 4, the plain build
-         * ran 3 % slower than the builds with the send compiled in (2026-12-03, every
-         * repetition), with the same loop body at another address: the loop's own
-         * overhead, not the send, was being measured. */
-#pragma unroll 8
+        /* Unrolled 10 times: 80 FMAs per branch, the same loop in every build (above).
+         * At the compiler's own 4, the plain build ran 3 % slower than the builds with the
+         * send compiled in: the loop's own overhead, not the send, was being measured. */
+#pragma unroll 10
         for (u32 i = segment_bound(iters, s, segments); i < hi; i++) {
 #pragma unroll
             for (u32 k = 0; k < 8; k++) v[k] = fmaf(v[k], a, b);
@@ -101,14 +110,19 @@ extern "C" __global__ void ibgda_dormant_fma(float* out, u32 iters, u32 msgs, u3
     dormant_end(clocks, t0, c0, err, status);
 }
 
-/* `mask`: the buffer's float4 count - 1 (a power of two minus one). */
+/* `in` holds gridDim.x parts of `mask` + 1 float4 each (a power of two); block b reads
+ * only part b. Each block's reads stay its own: when the whole grid strode over one
+ * buffer, a block that fell behind re-read what the leaders had just brought into L2, so
+ * the time of a launch moved with how far its blocks drifted apart (1,706 to 1,966 us for
+ * one point, 2026-12-03). Parts of 256 KiB from 528 blocks (132 MiB) outgrow L2 before a
+ * block wraps. */
 extern "C" __global__ void ibgda_dormant_stream(const float4* in, u32 mask, float* out, u32 iters, u32 msgs, u32 wait,
                                                 const DeviceQueueDescriptor* qs, u64* clocks, int* status) {
     u64 t0;
     long long c0;
     dormant_begin(clocks, t0, c0);
     const u32 tid = blockIdx.x * blockDim.x + threadIdx.x;
-    const u32 threads = gridDim.x * blockDim.x;
+    const float4* part = in + (size_t)blockIdx.x * ((size_t)mask + 1u);
     float acc[16];
 #pragma unroll
     for (u32 k = 0; k < 16; k++) acc[k] = 0.0f;
@@ -118,10 +132,10 @@ extern "C" __global__ void ibgda_dormant_stream(const float4* in, u32 mask, floa
     for (u32 s = 0; s < segments; s++) {
         const u32 hi = segment_bound(iters, s + 1, segments);
         for (u32 i = segment_bound(iters, s, segments); i < hi; i++) {
-            const u32 base = (i * 4u * threads + tid) & mask;
+            const u32 base = i * 4u * blockDim.x + threadIdx.x;
 #pragma unroll
             for (u32 j = 0; j < 4; j++) {
-                const float4 x = in[(base + j * threads) & mask];
+                const float4 x = part[(base + j * blockDim.x) & mask];
                 acc[4 * j + 0] = fmaf(x.x, c, acc[4 * j + 0]);
                 acc[4 * j + 1] = fmaf(x.y, c, acc[4 * j + 1]);
                 acc[4 * j + 2] = fmaf(x.z, c, acc[4 * j + 2]);

@@ -38,69 +38,98 @@ __device__ __forceinline__ RawShape raw_shape(u32 shape, u32 len) {
     return s;
 }
 
-/* Octoword k of the WQE at WQEBB counter `next` of a ring of `cap` WQEBBs: each octoword
- * is addressed through its own WQEBB (a WQE may wrap). A function, so that `k` is read
- * once per octoword (a macro naming it twice, called with `k++`, once put the inline
- * segment over the control segment). */
-__device__ __forceinline__ uint4* raw_oct(unsigned char* ring, u32 cap, u64 next, u32 k) {
-    return (uint4*)(ring + (((next + (k >> 2)) & (cap - 1)) << 6) + ((k & 3u) << 4));
+/* Octoword k of the WQE at WQEBB `start` (the counter's low 32 bits) of a ring of
+ * `mask` + 1 WQEBBs: each octoword is addressed through its own WQEBB (a WQE may wrap).
+ * A function, so that `k` is read once per octoword (a macro naming it twice, called with
+ * `k++`, once put the inline segment over the control segment). Each writer below names
+ * its octowords with literal numbers. */
+__device__ __forceinline__ uint4* raw_oct(unsigned char* ring, u32 mask, u32 start, u32 k) {
+    return (uint4*)(ring + ((u64)((start + (k >> 2)) & mask) << 6) + ((k & 3u) << 4));
 }
 
-/* Writes one WQE of shape `s` at WQEBB counter `next` (signaled, CQ_UPDATE only), the
- * 8 inline bytes of the DC shapes being `value`. */
+/* ctrl: opmod 0 | idx | RDMA_WRITE (8); qpn | ds; sig 0, stream 0, CQ_UPDATE; imm 0 */
+__device__ __forceinline__ uint4 raw_ctrl_write(u32 start, u32 qpn, u32 ds) {
+    return make_uint4(RAW_BSWAP32(((start & 0xffffu) << 8) | 0x08u), RAW_BSWAP32((qpn << 8) | ds), 0x08u << 24, 0u);
+}
+
+/* raddr: big-endian address, rkey, 0 */
+__device__ __forceinline__ uint4 raw_raddr(u64 raddr, u32 rkey) {
+    return make_uint4(RAW_BSWAP32((u32)(raddr >> 32)), RAW_BSWAP32((u32)raddr), RAW_BSWAP32(rkey), 0u);
+}
+
+/* Shape 0: RC WRITE of `len` inline bytes (1..256) from a 4-byte aligned `payload` in
+ * `octs` octowords (raw_shape's): ctrl, raddr, then header 0x80000000 | len, the payload
+ * and zero padding from octoword 2. */
+__device__ __forceinline__ void raw_rc_write_inline(unsigned char* ring, u32 mask, u32 start, u32 qpn, u32 len, u32 octs,
+                                                    u64 raddr, u32 rkey, const unsigned char* payload) {
+    *raw_oct(ring, mask, start, 0) = raw_ctrl_write(start, qpn, 2u + octs);
+    *raw_oct(ring, mask, start, 1) = raw_raddr(raddr, rkey);
+    const u32* words = (const u32*)payload;
+    const u32 whole = len / 4;
+    /* Four octowords per batch, the batch's loads before its stores (a store between two
+     * loads would keep them in order: one load round trip per octoword). */
+    for (u32 o0 = 0; o0 < octs; o0 += 4) {
+        u32 v[4][4];
+#pragma unroll
+        for (u32 q = 0; q < 4; q++) {
+#pragma unroll
+            for (u32 j = 0; j < 4; j++) {
+                const int w = (int)(4 * (o0 + q) + j) - 1;
+                u32 x = 0u;
+                if (w < 0) {
+                    x = RAW_BSWAP32(0x80000000u | len);
+                } else if ((u32)w < whole) {
+                    x = words[w];
+                } else if ((u32)w == whole) {
+                    for (u32 b = 0; b < (len & 3u); b++) x |= (u32)payload[4 * whole + b] << (8 * b);
+                }
+                v[q][j] = x;
+            }
+        }
+#pragma unroll
+        for (u32 q = 0; q < 4; q++) {
+            if (o0 + q < octs) *raw_oct(ring, mask, start, 2u + o0 + q) = make_uint4(v[q][0], v[q][1], v[q][2], v[q][3]);
+        }
+    }
+}
+
+/* Shape 1: RC WRITE of `len` bytes from one gather entry: ctrl, raddr, data segment. */
+__device__ __forceinline__ void raw_rc_write_sge(unsigned char* ring, u32 mask, u32 start, u32 qpn, u32 len, u64 raddr,
+                                                 u32 rkey, u64 laddr, u32 lkey) {
+    *raw_oct(ring, mask, start, 0) = raw_ctrl_write(start, qpn, 3u);
+    *raw_oct(ring, mask, start, 1) = raw_raddr(raddr, rkey);
+    *raw_oct(ring, mask, start, 2) =
+        make_uint4(RAW_BSWAP32(len), RAW_BSWAP32(lkey), RAW_BSWAP32((u32)(laddr >> 32)), RAW_BSWAP32((u32)laddr));
+}
+
+/* Shapes 2 and 3: DC WRITE of 8 inline bytes `value` behind an address vector of AVN
+ * octowords (1 compact, 3 full), loaded whole before any of it is stored. */
+template <u32 AVN>
+__device__ __forceinline__ void raw_dc_write_inline8(unsigned char* ring, u32 mask, u32 start, u32 qpn, u64 raddr,
+                                                     u32 rkey, const uint4* av, u64 value) {
+    uint4 vec[AVN];
+#pragma unroll
+    for (u32 a = 0; a < AVN; a++) vec[a] = av[a];
+    *raw_oct(ring, mask, start, 0) = raw_ctrl_write(start, qpn, 3u + AVN);
+#pragma unroll
+    for (u32 a = 0; a < AVN; a++) *raw_oct(ring, mask, start, 1u + a) = vec[a];
+    *raw_oct(ring, mask, start, 1u + AVN) = raw_raddr(raddr, rkey);
+    *raw_oct(ring, mask, start, 2u + AVN) = make_uint4(RAW_BSWAP32(0x80000008u), (u32)value, (u32)(value >> 32), 0u);
+}
+
+/* Writes one WQE of shape `s` at WQEBB counter `next` of a ring of `cap` WQEBBs (signaled,
+ * CQ_UPDATE only), the 8 inline bytes of the DC shapes being `value`: one writer per
+ * shape, as a hand-written library has. */
 __device__ __forceinline__ void raw_shape_wqe(unsigned char* ring, u32 cap, u64 next, u32 qpn, const RawShape& s, u64 raddr,
                                               u32 rkey, u64 laddr, u32 lkey, const unsigned char* payload, const uint4* av,
                                               u64 value) {
-    *raw_oct(ring, cap, next, 0) = make_uint4(RAW_BSWAP32((((u32)next & 0xffffu) << 8) | 0x08u),
-                                              RAW_BSWAP32((qpn << 8) | s.ds), 0x08u << 24, 0u);
-    u32 k = 1;
-    /* The address vector (at most 3 octowords) loaded before any of it is stored: a store
-     * between two loads keeps them in order, one round trip each. */
-    uint4 vec[3] = {};
-#pragma unroll
-    for (u32 a = 0; a < 3; a++) {
-        if (a < s.avn) vec[a] = av[a];
-    }
-#pragma unroll
-    for (u32 a = 0; a < 3; a++) {
-        if (a < s.avn) *raw_oct(ring, cap, next, k + a) = vec[a];
-    }
-    k += s.avn;
-    *raw_oct(ring, cap, next, k) = make_uint4(RAW_BSWAP32((u32)(raddr >> 32)), RAW_BSWAP32((u32)raddr), RAW_BSWAP32(rkey), 0u);
-    k++;
-    if (s.shape == 1) {
-        *raw_oct(ring, cap, next, k) =
-            make_uint4(RAW_BSWAP32(s.len), RAW_BSWAP32(lkey), RAW_BSWAP32((u32)(laddr >> 32)), RAW_BSWAP32((u32)laddr));
-    } else if (s.shape == 0) {
-        const u32* words = (const u32*)payload;
-        const u32 whole = s.len / 4;
-        /* Four octowords per batch, the batch's loads before its stores (a store between
-         * two loads would keep them in order: one load round trip per octoword). */
-        for (u32 o0 = 0; o0 < s.inline_octs; o0 += 4) {
-            u32 v[4][4];
-#pragma unroll
-            for (u32 q = 0; q < 4; q++) {
-#pragma unroll
-                for (u32 j = 0; j < 4; j++) {
-                    const int w = (int)(4 * (o0 + q) + j) - 1;
-                    u32 x = 0u;
-                    if (w < 0) {
-                        x = RAW_BSWAP32(0x80000000u | s.len);
-                    } else if ((u32)w < whole) {
-                        x = words[w];
-                    } else if ((u32)w == whole) {
-                        for (u32 b = 0; b < (s.len & 3u); b++) x |= (u32)payload[4 * whole + b] << (8 * b);
-                    }
-                    v[q][j] = x;
-                }
-            }
-#pragma unroll
-            for (u32 q = 0; q < 4; q++) {
-                if (o0 + q < s.inline_octs) *raw_oct(ring, cap, next, k + o0 + q) = make_uint4(v[q][0], v[q][1], v[q][2], v[q][3]);
-            }
-        }
-    } else {
-        *raw_oct(ring, cap, next, k) = make_uint4(RAW_BSWAP32(0x80000008u), (u32)value, (u32)(value >> 32), 0u);
+    const u32 mask = cap - 1u;
+    const u32 start = (u32)next;
+    switch (s.shape) {
+    case 0: raw_rc_write_inline(ring, mask, start, qpn, s.len, s.inline_octs, raddr, rkey, payload); break;
+    case 1: raw_rc_write_sge(ring, mask, start, qpn, s.len, raddr, rkey, laddr, lkey); break;
+    case 2: raw_dc_write_inline8<1>(ring, mask, start, qpn, raddr, rkey, av, value); break;
+    default: raw_dc_write_inline8<3>(ring, mask, start, qpn, raddr, rkey, av, value); break;
     }
 }
 

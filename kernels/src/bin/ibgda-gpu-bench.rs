@@ -10,7 +10,9 @@
 //! need the control plane's queue creation); `ibgda-gpu-bench --one-warp` (only the one-warp,
 //! one-QP cooperative rate, in one launch, for a profiler); `ibgda-gpu-bench --one-warp-rows`
 //! (that rate five times each against the sink with a reused ring, a ring never reused, and
-//! in one launch); `ibgda-gpu-bench --peers
+//! in one launch); `ibgda-gpu-bench --shapes [ITERATIONS]` (only the single-operation
+//! shapes, typed beside raw); `ibgda-gpu-bench --dormant [REPETITIONS]` (only the dormant cost, every
+//! point's median, spread and loss); `ibgda-gpu-bench --peers
 //! [OUT_DIR]` (DOCA GPUNetIO's issue loop compiled from the pinned wheel's headers, beside
 //! ibgda typed and raw, on the same queue memory and sink; `peers.json`; a separate run,
 //! since the peer's waits are unbounded). Exits 2 with a typed error when no GPU is usable
@@ -105,6 +107,63 @@ fn one_warp_rows(gpu: &Gpu, program: &BenchProgram) -> Result<String, GpuError> 
     for _ in 0..5 {
         out.push_str(&one_warp(gpu, program)?);
         out.push('\n');
+    }
+    Ok(out)
+}
+
+/// The dormant-cost experiment alone (`--dormant [REPETITIONS]`): every point's median,
+/// fastest and slowest repetition, its loss against the plain build (at the medians) and
+/// the SM clock's range, in seconds of GPU time (for A/B runs of the callers).
+fn dormant_only(gpu: &Gpu, repetitions: u32) -> Result<String, GpuError> {
+    let work = dormant::Work {
+        repetitions,
+        ..dormant::Work::default()
+    };
+    let points = dormant::run(gpu, work)?;
+    let mut out = String::new();
+    for d in &points {
+        let s = Summary::of(&d.ns);
+        let mhz = |f: fn(f64, f64) -> f64| d.sm_mhz.iter().copied().reduce(f).unwrap_or(0.0);
+        writeln!(
+            out,
+            "{:<10} {:<8} {:>2} regs {:>4} blocks {:>2} msgs {:<5} p50 {:>8.1} us  min {:>8.1}  max {:>8.1}  loss {:>+6.2} %  {:.0}-{:.0} MHz",
+            format!("{:?}", d.caller),
+            format!("{:?}", d.build),
+            d.registers,
+            d.blocks,
+            d.messages,
+            if d.wait { "wait" } else { "" },
+            s.p50 as f64 / 1e3,
+            s.min as f64 / 1e3,
+            s.max as f64 / 1e3,
+            100.0 * d.loss,
+            mhz(f64::min),
+            mhz(f64::max),
+        )
+        .expect("writing to a String");
+    }
+    Ok(out)
+}
+
+/// The single-operation shapes alone (`--shapes [ITERATIONS]`): typed and raw issue p50
+/// (ns and cycles) and typed over raw in cycles, per shape (for A/B runs of the writers).
+fn shapes_only(gpu: &Gpu, iters: u32) -> Result<String, GpuError> {
+    let mut out = String::new();
+    for shape in issue::shapes() {
+        let r = issue::run_shape(gpu, shape, iters)?;
+        let (tn, tc, _) = r.typed.summaries();
+        let (rn, rc, _) = r.raw.summaries();
+        writeln!(
+            out,
+            "{:<36} typed {:>6} ns {:>6} cycles  raw {:>6} ns {:>6} cycles  typed/raw {:.3}",
+            shape.label(),
+            tn.p50,
+            tc.p50,
+            rn.p50,
+            rc.p50,
+            r.typed_over_raw()
+        )
+        .expect("writing to a String");
     }
     Ok(out)
 }
@@ -491,6 +550,48 @@ fn main() {
             Ok(t) => println!("{t}"),
             Err(e) => {
                 eprintln!("ibgda-gpu-bench --peers: {e}");
+                std::process::exit(2);
+            }
+        }
+        return;
+    }
+    if arg.as_deref() == Some("--shapes") {
+        let iters = match args.get(1).map(|r| r.parse::<u32>()) {
+            None => 5_000,
+            Some(Ok(r)) => r,
+            Some(Err(e)) => {
+                eprintln!("ibgda-gpu-bench --shapes: iterations {:?}: {e}", args[1]);
+                std::process::exit(2);
+            }
+        };
+        match bench_options()
+            .and_then(|o| Gpu::open_with(0, &o))
+            .and_then(|gpu| shapes_only(&gpu, iters))
+        {
+            Ok(t) => print!("{t}"),
+            Err(e) => {
+                eprintln!("ibgda-gpu-bench --shapes: {e}");
+                std::process::exit(2);
+            }
+        }
+        return;
+    }
+    if arg.as_deref() == Some("--dormant") {
+        let repetitions = match args.get(1).map(|r| r.parse::<u32>()) {
+            None => dormant::Work::default().repetitions,
+            Some(Ok(r)) => r,
+            Some(Err(e)) => {
+                eprintln!("ibgda-gpu-bench --dormant: repetitions {:?}: {e}", args[1]);
+                std::process::exit(2);
+            }
+        };
+        match bench_options()
+            .and_then(|o| Gpu::open_with(0, &o))
+            .and_then(|gpu| dormant_only(&gpu, repetitions))
+        {
+            Ok(t) => print!("{t}"),
+            Err(e) => {
+                eprintln!("ibgda-gpu-bench --dormant: {e}");
                 std::process::exit(2);
             }
         }

@@ -1,15 +1,17 @@
 //! What the enclosing kernel pays (section 4.3.2, Figure 9). Two callers of the same
 //! launch shape (the paper's 528 blocks of 256 threads, four per SM on 132 SMs) and the
 //! same useful work: a compute caller (8 live floats, FMAs) and a streaming caller (16
-//! live floats, a 256 MiB buffer read round and round), each compiled three ways
+//! live floats, each block reading its own 256 KiB part of a buffer round and round, 132
+//! MiB in all), each compiled three ways
 //! (`cuda/bench_dormant.cu`): without any communication code, with the device library's
 //! send inlined, and with the send behind a call. Each block sends 0, 1, 4 or 16 8-byte
 //! inline WRITEs on its own queue from thread 0 between segments of its work, with or
 //! without waiting for each completion; the other warps compute throughout. The send is
 //! the device library's warp-entered occasional send (`warp_send_write_inline8`: every
 //! branch on a warp vote, the queue's counters in memory, the CQ poll out of line), which
-//! ptxas (NVRTC 13.0, sm_90) compiles into the compute caller at 29 -> 32 registers and
-//! into the streaming caller at 44 -> 44 (`Exclusive<S>` inlined there: 30 -> 56, 44 -> 64).
+//! ptxas (NVRTC 13.0, sm_90) compiles into the compute caller at 31 -> 32 registers and
+//! into the streaming caller at 43 -> 44 (behind a call 40 and 54; `Exclusive<S>` inlined
+//! into the earlier callers: 30 -> 56, 44 -> 64).
 //! The streaming caller also runs plain, inlined and behind a call at eight blocks per SM
 //! ([`WIDE_BLOCKS_PER_SM`], 0 messages), the launch where the paper's mini-gda loses 27 %.
 //!
@@ -38,6 +40,12 @@ pub const THREADS: u32 = 256;
 pub const MESSAGES: [u32; 4] = [0, 1, 4, 16];
 /// Blocks per SM of the streaming caller's wide launch (the paper's "eight blocks per SM").
 pub const WIDE_BLOCKS_PER_SM: u32 = 8;
+/// The streaming caller's part of the buffer per block, in float4 (256 KiB; a power of two).
+pub const STREAM_PART: u32 = 1 << 14;
+/// The compute caller's coefficients (`v = v * a + b`), given at launch.
+pub const FMA_A: f32 = 0.99991;
+/// See [`FMA_A`].
+pub const FMA_B: f32 = 0.00013;
 
 /// How the communication code is compiled into the caller.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -289,9 +297,9 @@ pub fn run(gpu: &Gpu, work: Work) -> Result<Vec<DormantPoint>, GpuError> {
         .collect::<Result<Vec<_>, _>>()?;
     let descs: Vec<_> = qps.iter().map(|q| *q.device_queue().raw()).collect();
     let arr = descriptor_array(gpu, &descs)?;
-    // 2^24 float4 = 256 MiB, beyond the 50 MiB L2.
-    let stream_len: u32 = 1 << 24;
-    let input = gpu.device_buffer(16 * stream_len as usize)?;
+    // One part of STREAM_PART float4 per block of the widest launch: 528 blocks stream
+    // 132 MiB, beyond the H200's L2, before any block wraps within its own part.
+    let input = gpu.device_buffer(16 * STREAM_PART as usize * max_blocks as usize)?;
     let output = gpu.device_buffer(4 * (max_blocks * THREADS) as usize)?;
     let pts = points();
     let runs = pts.len() * work.repetitions as usize;
@@ -314,7 +322,10 @@ pub fn run(gpu: &Gpu, work: Work) -> Result<Vec<DormantPoint>, GpuError> {
             Ok((get(Caller::Compute)?, get(Caller::Streaming)?))
         })
         .collect::<Result<Vec<_>, GpuError>>()?;
-    let refs: Vec<_> = qps.iter().collect();
+    // The sink watches the queues of the launches that send (the paper's 528 blocks):
+    // the wide launch's points send nothing, and a shorter pass answers each waiting
+    // send sooner.
+    let refs: Vec<_> = qps.iter().take(BLOCKS as usize).collect();
     // The tight sink (as in the 2026-12-01 runs): no L1 invalidation on idle passes of
     // the four SMs it shares with the callers.
     let sink = Sink::start(gpu, &refs, SINK_RETIRE_TIGHT, 0, 4, 128)?;
@@ -335,11 +346,15 @@ pub fn run(gpu: &Gpu, work: Work) -> Result<Vec<DormantPoint>, GpuError> {
                 Caller::Compute => {
                     let mut args = vec![
                         KernelArg::U64(output.addr()),
+                        // A float parameter is its four bytes.
+                        KernelArg::U32(FMA_A.to_bits()),
+                        KernelArg::U32(FMA_B.to_bits()),
                         KernelArg::U32(work.fma_iters),
                     ];
                     args.extend_from_slice(&common);
-                    // SAFETY: ibgda_dormant_fma(float* out, u32 iters, u32 msgs, u32 wait,
-                    // const DeviceQueueDescriptor* qs, u64* clocks, int* status): `output`
+                    // SAFETY: ibgda_dormant_fma(float* out, float a, float b, u32 iters, u32
+                    // msgs, u32 wait, const DeviceQueueDescriptor* qs, u64* clocks, int*
+                    // status): `output`
                     // holds one float per thread of the launch, `arr` one descriptor per
                     // block (queue pairs alive to the end of this function), the clock
                     // words and status lie in this run's slot of `clocks`; the sink's stop
@@ -349,15 +364,16 @@ pub fn run(gpu: &Gpu, work: Work) -> Result<Vec<DormantPoint>, GpuError> {
                 Caller::Streaming => {
                     let mut args = vec![
                         KernelArg::U64(input.addr()),
-                        KernelArg::U32(stream_len - 1),
+                        KernelArg::U32(STREAM_PART - 1),
                         KernelArg::U64(output.addr()),
                         KernelArg::U32(work.stream_iters),
                     ];
                     args.extend_from_slice(&common);
                     // SAFETY: ibgda_dormant_stream(const float4* in, u32 mask, float* out,
                     // u32 iters, u32 msgs, u32 wait, const DeviceQueueDescriptor* qs, u64*
-                    // clocks, int* status): `input` holds stream_len float4 (every index is
-                    // masked with stream_len - 1), the rest as for the compute caller.
+                    // clocks, int* status): `input` holds STREAM_PART float4 for each block
+                    // of the widest launch (block b reads only its part, every index masked
+                    // with STREAM_PART - 1), the rest as for the compute caller.
                     unsafe { launch(gpu, stream, launch_config(blocks, THREADS), &args) }
                 }
             };
