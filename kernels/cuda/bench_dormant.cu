@@ -73,8 +73,11 @@ __device__ __forceinline__ u32 segment_bound(u32 iters, u32 s, u32 n) { return i
  * ptxas re-materialized one inside the loop with an ALU MOV (stall 2) in the plain build
  * and an IMAD.MOV (stall 1) in the others: -1.4 / -1.6 %; coefficients from the launch,
  * unrolled 8 times, a VIADD in place of the plain build's IADD3 in the builds with the
- * send: +4.0 / +3.4 %; unrolled 10 times the three loops carry the same IADD3, ISETP and
- * branch around their 80 FMAs (cuobjdump of the NVRTC 13.0 cubins). */
+ * send: +4.0 / +3.4 %. Unrolled further, the loop control is the same in the three
+ * builds, and what is left is ptxas's register banks and operand reuse around it: +1.1 /
+ * +1.1 % at 10 (one FMA of the builds with the send lost its operand reuse), +3.1 / +2.6 %
+ * at 12, +0.8 / +0.8 % at 14 (two runs each, the same on both). 14 it is: 112 FMAs per
+ * pass, so one lost cycle costs under 1 %. */
 extern "C" __global__ void ibgda_dormant_fma(float* out, float a, float b, u32 iters, u32 msgs, u32 wait,
                                              const DeviceQueueDescriptor* qs, u64* clocks, int* status) {
     u64 t0;
@@ -88,10 +91,10 @@ extern "C" __global__ void ibgda_dormant_fma(float* out, float a, float b, u32 i
     const u32 segments = msgs + 1;
     for (u32 s = 0; s < segments; s++) {
         const u32 hi = segment_bound(iters, s + 1, segments);
-        /* Unrolled 10 times: 80 FMAs per branch, the same loop in every build (above).
-         * At the compiler's own 4, the plain build ran 3 % slower than the builds with the
-         * send compiled in: the loop's own overhead, not the send, was being measured. */
-#pragma unroll 10
+        /* Unrolled 14 times: 112 FMAs per branch (above). At the compiler's own 4, the
+         * plain build ran 3 % slower than the builds with the send compiled in: the loop's
+         * own overhead, not the send, was being measured. */
+#pragma unroll 14
         for (u32 i = segment_bound(iters, s, segments); i < hi; i++) {
 #pragma unroll
             for (u32 k = 0; k < 8; k++) v[k] = fmaf(v[k], a, b);

@@ -783,7 +783,7 @@ template <class S> struct Exclusive {
  * streaming caller) posts now and then on a queue it owns, as the exclusive producer,
  * with the queue's counters left in its producer state in memory between posts. Built
  * so that the code costs the enclosing kernel next to nothing where it does not run
- * (ptxas, sm_90: the compute caller of the dormant-cost experiment 31 -> 32 registers,
+ * (ptxas, sm_90: the compute caller of the dormant-cost experiment 29 -> 32 registers,
  * the streaming caller 43 -> 44, where Exclusive<S> inlined cost 56 and 64):
  *  - the whole warp enters and every branch inside is on a warp vote, so the caller's
  *    code stays convergent: a branch into the send taken by one thread makes the

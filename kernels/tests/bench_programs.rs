@@ -4,10 +4,10 @@
 //! - the plain callers and both builds with the send neither spill nor use a stack frame;
 //! - the send inlined (compiled in, dormant) adds at most [`MAX_EXTRA_REGISTERS`]
 //!   registers to either caller and leaves its blocks per SM at 256 threads unchanged
-//!   (measured with NVRTC 13.0: compute 31 -> 32, 8 blocks per SM; streaming 43 -> 44, 5):
+//!   (measured with NVRTC 13.0: compute 29 -> 32, 8 blocks per SM; streaming 43 -> 44, 5):
 //!   the device library's warp-entered occasional send branches only on warp votes, keeps
 //!   the queue's counters in memory and its CQ poll out of line;
-//! - behind a call the send adds at most [`MAX_EXTRA_REGISTERS_CALL`] (compute 31 -> 40,
+//! - behind a call the send adds at most [`MAX_EXTRA_REGISTERS_CALL`] (compute 29 -> 40,
 //!   streaming 43 -> 54): the callee's registers cannot be shared with the caller's values
 //!   live across the call, and both callers still hold the paper's launch (528 blocks of
 //!   256 threads) in one wave: at least 4 blocks per SM.

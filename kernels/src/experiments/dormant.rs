@@ -9,7 +9,7 @@
 //! without waiting for each completion; the other warps compute throughout. The send is
 //! the device library's warp-entered occasional send (`warp_send_write_inline8`: every
 //! branch on a warp vote, the queue's counters in memory, the CQ poll out of line), which
-//! ptxas (NVRTC 13.0, sm_90) compiles into the compute caller at 31 -> 32 registers and
+//! ptxas (NVRTC 13.0, sm_90) compiles into the compute caller at 29 -> 32 registers and
 //! into the streaming caller at 43 -> 44 (behind a call 40 and 54; `Exclusive<S>` inlined
 //! into the earlier callers: 30 -> 56, 44 -> 64).
 //! The streaming caller also runs plain, inlined and behind a call at eight blocks per SM
