@@ -113,7 +113,7 @@ fn one_warp_rows(gpu: &Gpu, program: &BenchProgram) -> Result<String, GpuError> 
 
 /// The dormant-cost experiment alone (`--dormant [REPETITIONS]`): every point's median,
 /// fastest and slowest repetition, its loss against the plain build (at the medians) and
-/// the SM clock's range, in seconds of GPU time (for A/B runs of the callers).
+/// the SM clock's range, times in microseconds (for A/B runs of the callers).
 fn dormant_only(gpu: &Gpu, repetitions: u32) -> Result<String, GpuError> {
     let work = dormant::Work {
         repetitions,
@@ -166,6 +166,35 @@ fn shapes_only(gpu: &Gpu, iters: u32) -> Result<String, GpuError> {
         .expect("writing to a String");
     }
     Ok(out)
+}
+
+/// Runs one experiment alone (`FLAG [COUNT]`, COUNT `default` when not given) on GPU 0
+/// with the run's options and prints its table; exits 2 on a COUNT that is not a number or
+/// on the experiment's error.
+fn run_alone(
+    flag: &str,
+    count_name: &str,
+    count: Option<&String>,
+    default: u32,
+    experiment: fn(&Gpu, u32) -> Result<String, GpuError>,
+) {
+    let count = match count {
+        None => default,
+        Some(c) => c.parse::<u32>().unwrap_or_else(|e| {
+            eprintln!("ibgda-gpu-bench {flag}: {count_name} {c:?}: {e}");
+            std::process::exit(2);
+        }),
+    };
+    match bench_options()
+        .and_then(|o| Gpu::open_with(0, &o))
+        .and_then(|gpu| experiment(&gpu, count))
+    {
+        Ok(t) => print!("{t}"),
+        Err(e) => {
+            eprintln!("ibgda-gpu-bench {flag}: {e}");
+            std::process::exit(2);
+        }
+    }
 }
 
 /// Keeps an experiment's result, or records its error and goes on (a timed-out wait is a
@@ -555,45 +584,12 @@ fn main() {
         }
         return;
     }
-    if arg.as_deref() == Some("--shapes") {
-        let iters = match args.get(1).map(|r| r.parse::<u32>()) {
-            None => 5_000,
-            Some(Ok(r)) => r,
-            Some(Err(e)) => {
-                eprintln!("ibgda-gpu-bench --shapes: iterations {:?}: {e}", args[1]);
-                std::process::exit(2);
-            }
-        };
-        match bench_options()
-            .and_then(|o| Gpu::open_with(0, &o))
-            .and_then(|gpu| shapes_only(&gpu, iters))
-        {
-            Ok(t) => print!("{t}"),
-            Err(e) => {
-                eprintln!("ibgda-gpu-bench --shapes: {e}");
-                std::process::exit(2);
-            }
-        }
-        return;
-    }
-    if arg.as_deref() == Some("--dormant") {
-        let repetitions = match args.get(1).map(|r| r.parse::<u32>()) {
-            None => dormant::Work::default().repetitions,
-            Some(Ok(r)) => r,
-            Some(Err(e)) => {
-                eprintln!("ibgda-gpu-bench --dormant: repetitions {:?}: {e}", args[1]);
-                std::process::exit(2);
-            }
-        };
-        match bench_options()
-            .and_then(|o| Gpu::open_with(0, &o))
-            .and_then(|gpu| dormant_only(&gpu, repetitions))
-        {
-            Ok(t) => print!("{t}"),
-            Err(e) => {
-                eprintln!("ibgda-gpu-bench --dormant: {e}");
-                std::process::exit(2);
-            }
+    if let Some(flag @ ("--shapes" | "--dormant")) = arg.as_deref() {
+        if flag == "--shapes" {
+            run_alone(flag, "iterations", args.get(1), 5_000, shapes_only);
+        } else {
+            let repetitions = dormant::Work::default().repetitions;
+            run_alone(flag, "repetitions", args.get(1), repetitions, dormant_only);
         }
         return;
     }
