@@ -21,6 +21,7 @@ constexpr u32 RATE_THREAD = 1;    /* every thread posts through the per-thread s
 constexpr u32 RATE_WARP = 2;      /* every warp posts 32 WQEs per round, cooperatively */
 constexpr u32 RATE_WARP_AHEAD = 3; /* as RATE_WARP, each round's reservation made one round ahead */
 constexpr u32 RATE_THREAD_GROUPED = 4; /* as RATE_THREAD, the lanes calling together grouped */
+constexpr u32 RATE_WARP_EXCLUSIVE = 5; /* warp w owns queue w (WarpExclusive), 32 WQEs per round */
 /* In the shared modes, global warp w posts to queue (w / share) % nq: `share` warps per
  * queue, in launch order (so a block of 8 warps with share 8 is one queue per block, and
  * share 1 gives every warp its own queue wherever the warps are placed). */
@@ -29,7 +30,9 @@ constexpr int RATE_BAD_MODE = -0x300;
 
 /* clocks: [0] first start ns (atomicMin; the host sets it to all ones), [1] last end ns
  * (atomicMax), [2] clock64 cycles and [3] %globaltimer ns of block 0's thread 0 over its run.
- * In warp mode `rounds` counts rounds of 32 WQEs per warp; in the others WQEs per thread. */
+ * In the warp modes `rounds` counts rounds of 32 WQEs per warp; in the others WQEs per
+ * thread. In warp-exclusive mode warp w owns queue w (the host launches as many warps as
+ * queues) and rings when a round crosses a multiple of `batch`. */
 template <class S>
 __device__ __forceinline__ void bench_rate(const DeviceQueueDescriptor* qs, u32 nq, u32 mode, u32 share, u32 rounds,
                                            u32 batch, u64 raddr, u32 rkey, u64* clocks, int* status) {
@@ -94,6 +97,18 @@ __device__ __forceinline__ void bench_rate(const DeviceQueueDescriptor* qs, u32 
         if ((threadIdx.x & 31u) == 0) {
             const int w = wait_ticket<S>(q, ticket, batch);
             if (w < 0) err = w;
+        }
+    } else if (mode == RATE_WARP_EXCLUSIVE) {
+        if (warp < nq) {
+            WarpExclusive<S> w = WarpExclusive<S>::load(qs[warp]);
+            u64 ticket = w.e.next;
+            for (u32 k = 0; k < rounds && err == 0; k++) {
+                const bool last = k + 1 == rounds;
+                const bool ring_now = last || crosses_multiple(w.e.next, w.e.next + 32u, batch);
+                ticket = w.post_write_inline8(raddr + 8ull * tid, rkey, ((u64)tid << 32) | k, last, ring_now, &err);
+            }
+            if (err == 0) err = w.wait(ticket);
+            w.store();
         }
     } else {
         err = RATE_BAD_MODE;

@@ -779,6 +779,98 @@ template <class S> struct Exclusive {
 };
 
 /* -------------------------------------------------------------------------------------
+ * The warp-exclusive producer: one warp owns the queue pair (the exclusive producer's
+ * model with a warp as the owner, as when every warp of a kernel has a QP of its own).
+ * Every lane holds the same copy of the counters; each call is made by all 32 lanes
+ * together with the same arguments except the lane's own WQE, so every branch below is
+ * warp-uniform. A round is 32 WQEs, one per lane, built in lockstep; lane 0 alone polls
+ * and rings, after a __syncwarp (which orders the other lanes' WQE stores before lane 0's
+ * doorbell sequence, whose scope fence is cumulative). Against the shared protocol's warp
+ * post it drops the reservation atomic, the frontier's acquire and the release store of
+ * `ready`: the doorbell path is the WQE stores, the record and the doorbell with the
+ * scope's ordering, as for one thread. The launch contract is Exclusive<S>'s, for the warp:
+ * nothing else posts on the queue between load() and store().
+ * ----------------------------------------------------------------------------------- */
+template <class S> struct WarpExclusive {
+    Exclusive<S> e;
+
+    /* Every lane loads the same counters (one broadcast load per word). */
+    __device__ __forceinline__ static WarpExclusive load(const DeviceQueueDescriptor& d) {
+        return WarpExclusive{Exclusive<S>::load(d)};
+    }
+    /* Lane 0 writes the counters back. */
+    __device__ __forceinline__ void store() const {
+        if ((threadIdx.x & 31u) == 0) e.store();
+    }
+    /* Gives every lane lane 0's counters after lane 0 polled alone. */
+    __device__ __forceinline__ void share_polled() {
+        e.retired = __shfl_sync(0xffffffffu, e.retired, 0);
+        e.consumer = __shfl_sync(0xffffffffu, e.consumer, 0);
+        e.collapsed_seen = __shfl_sync(0xffffffffu, e.collapsed_seen, 0);
+    }
+    /* Until the ring has room for `wqebbs` more: lane 0 polls, the warp learns what it
+     * retired. Returns 0, or the first error (error completion, WAIT_DEADLINE), to every
+     * lane. */
+    __device__ __forceinline__ int make_room(u32 wqebbs) {
+        if (wqebbs <= e.free_wqebbs()) return 0;
+        int status = 0;
+        if ((threadIdx.x & 31u) == 0) {
+            Deadline dl = Deadline::from_now();
+            while (wqebbs > e.free_wqebbs()) {
+                const Polled p = e.poll();
+                if (p.status < 0) {
+                    status = p.status;
+                    break;
+                }
+                if (dl.expired(e.q.d.wait_ns)) {
+                    status = WAIT_DEADLINE;
+                    break;
+                }
+            }
+        }
+        share_polled();
+        return __shfl_sync(0xffffffffu, status, 0);
+    }
+    /* One round: every lane's 8-byte inline RC WRITE (`signal_last`: the round's last WQE
+     * signaled whatever the interval says, for a wait on the round's ticket), one WQEBB
+     * each, then the doorbell when `ring_now`. Returns the round's ticket (end counter) or,
+     * when the ring never made room, the error (negative) in `status`. */
+    __device__ __forceinline__ u64 post_write_inline8(u64 raddr, u32 rkey, u64 value, bool signal_last, bool ring_now,
+                                                      int* status) {
+        constexpr u32 W = wqebbs_for_ds(layout::DS_RC_WRITE_SGE);
+        static_assert(W == 1, "one WQEBB per lane");
+        const int r = make_room(32u * W);
+        if (r < 0) {
+            *status = r;
+            return e.next;
+        }
+        const u32 lane = threadIdx.x & 31u;
+        const u64 mine = e.next + lane * W;
+        const bool signaled = e.q.must_signal(mine, W) || (signal_last && lane == 31u);
+        build_write_inline8<transport::Rc>(e.q.slots(mine), ctrl(e.q.d.qpn, signaled ? layout::FM_CE_SE_CQ_UPDATE : 0u),
+                                           Target{nullptr}, raddr, rkey, value);
+        const u64 ticket = e.commit(32u * W);
+        if (ring_now) ring();
+        return ticket;
+    }
+    /* The doorbell record and doorbell for everything posted, by lane 0 after every lane's
+     * stores. */
+    __device__ __forceinline__ void ring() const {
+        __syncwarp();
+        if ((threadIdx.x & 31u) == 0) e.ring();
+        __syncwarp();
+    }
+    /* Lane 0 polls until every WQEBB before `ticket` is complete; every lane returns its
+     * status and learns the counters. */
+    __device__ __forceinline__ int wait(u64 ticket) {
+        int status = 0;
+        if ((threadIdx.x & 31u) == 0) status = e.wait(ticket);
+        share_polled();
+        return __shfl_sync(0xffffffffu, status, 0);
+    }
+};
+
+/* -------------------------------------------------------------------------------------
  * The occasional sender: a warp of a kernel that does other work (a compute or a
  * streaming caller) posts now and then on a queue it owns, as the exclusive producer,
  * with the queue's counters left in its producer state in memory between posts. Built

@@ -198,12 +198,16 @@ __device__ __forceinline__ u32 issue_shape_wqebbs(u32 shape, u32 len) {
     }
 }
 
-template <class S>
-__device__ __forceinline__ void issue_shape(const DeviceQueueDescriptor& d, u32 shape, u32 len, u32 warmup, u32 iters,
-                                            u64 raddr, u32 rkey, u64 laddr, u32 lkey, const u8* payload, const Oct* av,
-                                            u64* issue_ns, u64* issue_cycles, u64* total_ns, u64* clocks, int* status) {
+/* One shape's loop: the shape is a template argument, as it is at a user's call site
+ * (one operation per site), so nothing of the other shapes is decided inside the timed
+ * section; the hand-written baseline (raw_baseline.cu) is specialized the same way. */
+template <class S, u32 SHAPE>
+__device__ __forceinline__ void issue_shape_loop(const DeviceQueueDescriptor& d, u32 len, u32 warmup, u32 iters,
+                                                 u64 raddr, u32 rkey, u64 laddr, u32 lkey, const u8* payload,
+                                                 const Oct* av, u64* issue_ns, u64* issue_cycles, u64* total_ns,
+                                                 u64* clocks, int* status) {
     Exclusive<S> e = Exclusive<S>::load(d);
-    const u32 w = issue_shape_wqebbs(shape, len);
+    const u32 w = issue_shape_wqebbs(SHAPE, len);
     int err = 0;
     u64 g_start = 0, c_start = 0;
     for (u32 i = 0; i < warmup + iters; i++) {
@@ -220,11 +224,14 @@ __device__ __forceinline__ void issue_shape(const DeviceQueueDescriptor& d, u32 
         }
         const Ctrl c = ctrl(d.qpn, layout::FM_CE_SE_CQ_UPDATE);
         const u64 value = 0x0123456789abcdefull ^ i;
-        switch (shape) {
-        case ISSUE_SHAPE_INLINE: build_write_inline<transport::Rc>(s, c, Target{nullptr}, raddr, rkey, payload, len, false); break;
-        case ISSUE_SHAPE_POINTER: build_write<transport::Rc>(s, c, Target{nullptr}, raddr, rkey, laddr, len, lkey, false); break;
-        case ISSUE_SHAPE_DC_COMPACT: build_write_inline8<transport::DcCompact>(s, c, Target{av}, raddr, rkey, value); break;
-        default: build_write_inline8<transport::DcFull>(s, c, Target{av}, raddr, rkey, value); break;
+        if constexpr (SHAPE == ISSUE_SHAPE_INLINE) {
+            build_write_inline<transport::Rc>(s, c, Target{nullptr}, raddr, rkey, payload, len, false);
+        } else if constexpr (SHAPE == ISSUE_SHAPE_POINTER) {
+            build_write<transport::Rc>(s, c, Target{nullptr}, raddr, rkey, laddr, len, lkey, false);
+        } else if constexpr (SHAPE == ISSUE_SHAPE_DC_COMPACT) {
+            build_write_inline8<transport::DcCompact>(s, c, Target{av}, raddr, rkey, value);
+        } else {
+            build_write_inline8<transport::DcFull>(s, c, Target{av}, raddr, rkey, value);
         }
         const u64 ticket = e.commit(w);
         e.ring();
@@ -252,8 +259,14 @@ extern "C" __global__ void ibgda_issue_shape_GpuFence(DeviceQueueDescriptor d, u
                                                       u64 raddr, u32 rkey, u64 laddr, u32 lkey, const u8* payload,
                                                       const Oct* av, u64* issue_ns, u64* issue_cycles, u64* total_ns,
                                                       u64* clocks, int* status) {
-    issue_shape<scope::GpuFence>(d, shape, len, warmup, iters, raddr, rkey, laddr, lkey, payload, av, issue_ns,
-                                 issue_cycles, total_ns, clocks, status);
+#define IBGDA_ISSUE_SHAPE_ARGS d, len, warmup, iters, raddr, rkey, laddr, lkey, payload, av, issue_ns, issue_cycles, total_ns, clocks, status
+    switch (shape) {
+    case ISSUE_SHAPE_INLINE: issue_shape_loop<scope::GpuFence, ISSUE_SHAPE_INLINE>(IBGDA_ISSUE_SHAPE_ARGS); break;
+    case ISSUE_SHAPE_POINTER: issue_shape_loop<scope::GpuFence, ISSUE_SHAPE_POINTER>(IBGDA_ISSUE_SHAPE_ARGS); break;
+    case ISSUE_SHAPE_DC_COMPACT: issue_shape_loop<scope::GpuFence, ISSUE_SHAPE_DC_COMPACT>(IBGDA_ISSUE_SHAPE_ARGS); break;
+    default: issue_shape_loop<scope::GpuFence, ISSUE_SHAPE_DC_FULL>(IBGDA_ISSUE_SHAPE_ARGS); break;
+    }
+#undef IBGDA_ISSUE_SHAPE_ARGS
 }
 
 /* Every thread posts `per_thread` inline writes (payload: thread id << 32 | sequence) to

@@ -279,16 +279,19 @@ RAW_KERNEL(ThreadFence, 4)
 RAW_KERNEL(SystemReleaseStore, 5)
 RAW_KERNEL(SystemFence, 6)
 
-/* The shapes of Table 3 and Figure 3 (raw_shape_wqe), GpuFence's ordering, every WQE
- * signaled and waited for. */
-extern "C" __global__ void ibgda_raw_issue_shape_GpuFence(ibgda::DeviceQueueDescriptor d, u32 shape, u32 len, u32 warmup,
-                                                          u32 iters, u64 raddr, u32 rkey, u64 laddr, u32 lkey,
-                                                          const unsigned char* payload, const uint4* av, u64* issue_ns,
-                                                          u64* issue_cycles, u64* total_ns, u64* clocks, int* status) {
+/* One shape's loop (raw_shape_wqe with the shape fixed at compile time, as at a call
+ * site that posts one operation), GpuFence's ordering, every WQE signaled and waited
+ * for; the typed kernel (kernels.cu's issue_shape_loop) is specialized the same way. */
+template <u32 SHAPE>
+__device__ __forceinline__ void raw_issue_shape_loop(const ibgda::DeviceQueueDescriptor& d, u32 len, u32 warmup, u32 iters,
+                                                     u64 raddr, u32 rkey, u64 laddr, u32 lkey,
+                                                     const unsigned char* payload, const uint4* av, u64* issue_ns,
+                                                     u64* issue_cycles, u64* total_ns, u64* clocks, int* status) {
     u64* st = (u64*)d.state;
     u64 next = st[0], retired = st[3], consumer = st[4];
     const u32 cap = 1u << d.log_sq_wqebbs;
-    const RawShape s = raw_shape(shape, len);
+    RawShape s = raw_shape(SHAPE, len);
+    s.shape = SHAPE;
     const u32 wqebbs = s.wqebbs;
     int err = 0;
     u64 g_start = 0, c_start = 0;
@@ -329,6 +332,20 @@ extern "C" __global__ void ibgda_raw_issue_shape_GpuFence(ibgda::DeviceQueueDesc
     st[3] = retired;
     st[4] = consumer;
     *status = err;
+}
+
+extern "C" __global__ void ibgda_raw_issue_shape_GpuFence(ibgda::DeviceQueueDescriptor d, u32 shape, u32 len, u32 warmup,
+                                                          u32 iters, u64 raddr, u32 rkey, u64 laddr, u32 lkey,
+                                                          const unsigned char* payload, const uint4* av, u64* issue_ns,
+                                                          u64* issue_cycles, u64* total_ns, u64* clocks, int* status) {
+#define RAW_ISSUE_SHAPE_ARGS d, len, warmup, iters, raddr, rkey, laddr, lkey, payload, av, issue_ns, issue_cycles, total_ns, clocks, status
+    switch (shape) {
+    case 0: raw_issue_shape_loop<0>(RAW_ISSUE_SHAPE_ARGS); break;
+    case 1: raw_issue_shape_loop<1>(RAW_ISSUE_SHAPE_ARGS); break;
+    case 2: raw_issue_shape_loop<2>(RAW_ISSUE_SHAPE_ARGS); break;
+    default: raw_issue_shape_loop<3>(RAW_ISSUE_SHAPE_ARGS); break;
+    }
+#undef RAW_ISSUE_SHAPE_ARGS
 }
 
 #endif /* IBGDA_RAW_HOST_BUILD */

@@ -1319,6 +1319,42 @@ fn dropped_persistent_kernels_stop() {
     println!("dropped sink and CUDA NIC stopped and were waited for");
 }
 
+/// The warp-exclusive producer (one warp owns each queue, lane 0 rings for the warp):
+/// with the sink checking every WQE's control segment (index, QPN, DS) as it consumes it,
+/// every WQE of 1, 64 and 128 warp-owned queues arrives, in order, under a safe scope (no
+/// stale WQE; every lane's payload sequence complete and in order) and under `GpuFence`
+/// (stale fetches counted, none lost), the rings wrapping (4,096 WQEBBs, 2,000 rounds of
+/// 32 per warp).
+#[test]
+#[ignore = "needs an NVIDIA GPU: run with --ignored on the GPU machine"]
+fn warp_exclusive_queues_deliver_every_wqe_in_order() {
+    use ibgda_kernels::experiments::rate::{config, run_checked, Publication};
+    use ibgda_kernels::experiments::{bench_options, BenchProgram};
+    let gpu = Gpu::open_with(0, &bench_options().expect("options")).expect("GPU");
+    let program = BenchProgram::load(&gpu).expect("bench program");
+    let gpu_fence = gpu_fence();
+    for (blocks, threads, queues) in [(1, 32, 1), (64, 32, 64), (64, 64, 128)] {
+        let c = config(
+            Publication::WarpExclusive,
+            blocks,
+            threads,
+            queues,
+            1,
+            32,
+            2_000,
+        );
+        let safe = run_checked(&gpu, &program, GpuFencedDbrec, c).expect("GpuFencedDbrec");
+        assert_eq!(safe.stale_wqes, 0);
+        assert!(safe.sink_wqebbs >= safe.wqes);
+        let fenced = run_checked(&gpu, &program, gpu_fence, c).expect("GpuFence");
+        assert!(fenced.sink_wqebbs >= fenced.wqes);
+        println!(
+            "warp-exclusive {queues} queues: {} WQEs checked each; {:.0} M WQE/s (GpuFencedDbrec), {:.0} (GpuFence, {} stale), checking sink, SM {:.0} MHz",
+            safe.wqes, safe.mwqe_per_s, fenced.mwqe_per_s, fenced.stale_wqes, fenced.sm_mhz
+        );
+    }
+}
+
 /// Every safe GPU scope orders the WQE stores before the doorbell record: the sink, which
 /// follows the record as an mlx5 NIC may and checks every WQE's control segment as it
 /// consumes it, never fetches a stale WQE. At least `IBGDA_SOAK_WQES` (default 10^9; 4 x

@@ -12,7 +12,8 @@
 //! (that rate five times each against the sink with a reused ring, a ring never reused, and
 //! in one launch); `ibgda-gpu-bench --shapes [ITERATIONS]` (only the single-operation
 //! shapes, typed beside raw); `ibgda-gpu-bench --dormant [REPETITIONS]` (only the dormant cost, every
-//! point's median, spread and loss); `ibgda-gpu-bench --peers
+//! point's median, spread and loss); `ibgda-gpu-bench --rates PATTERN [REPETITIONS]` (only the
+//! Table 5 rows whose label contains PATTERN); `ibgda-gpu-bench --peers
 //! [OUT_DIR]` (DOCA GPUNetIO's issue loop compiled from the pinned wheel's headers, beside
 //! ibgda typed and raw, on the same queue memory and sink; `peers.json`; a separate run,
 //! since the peer's waits are unbounded). Exits 2 with a typed error when no GPU is usable
@@ -168,6 +169,36 @@ fn shapes_only(gpu: &Gpu, iters: u32) -> Result<String, GpuError> {
     Ok(out)
 }
 
+/// Rate rows alone (`--rates PATTERN [REPETITIONS]`): every Table 5 row whose label
+/// contains PATTERN, each run REPETITIONS times in turn against the sink as the full run
+/// has it (for A/B runs of the posting paths).
+fn rates_only(gpu: &Gpu, pattern: &str, repetitions: u32) -> Result<String, GpuError> {
+    let program = BenchProgram::load(gpu)?;
+    let rows: Vec<_> = rate::table5(1)
+        .into_iter()
+        .filter(|(label, _)| label.contains(pattern))
+        .collect();
+    if rows.is_empty() {
+        return Err(GpuError::Invalid(format!(
+            "--rates {pattern:?}: no Table 5 row's label contains it"
+        )));
+    }
+    let mut out = String::new();
+    for _ in 0..repetitions {
+        for (label, c) in &rows {
+            // SAFETY: the benchmark's throw-away queues; the sink counts stale WQEs.
+            let r = rate::run(gpu, &program, unsafe { GpuFence::new() }, *c)?;
+            writeln!(
+                out,
+                "{label:<76} {:>9.2} M WQE/s  {:>8} doorbells seen  {:>4} stale  SM {:.0} MHz",
+                r.mwqe_per_s, r.sink_doorbells, r.stale_wqes, r.sm_mhz
+            )
+            .expect("writing to a String");
+        }
+    }
+    Ok(out)
+}
+
 /// Runs one experiment alone (`FLAG [COUNT]`, COUNT `default` when not given) on GPU 0
 /// with the run's options and prints its table; exits 2 on a COUNT that is not a number or
 /// on the experiment's error.
@@ -176,7 +207,7 @@ fn run_alone(
     count_name: &str,
     count: Option<&String>,
     default: u32,
-    experiment: fn(&Gpu, u32) -> Result<String, GpuError>,
+    experiment: impl FnOnce(&Gpu, u32) -> Result<String, GpuError>,
 ) {
     let count = match count {
         None => default,
@@ -591,6 +622,15 @@ fn main() {
             let repetitions = dormant::Work::default().repetitions;
             run_alone(flag, "repetitions", args.get(1), repetitions, dormant_only);
         }
+        return;
+    }
+    if arg.as_deref() == Some("--rates") {
+        let Some(pattern) = args.get(1).cloned() else {
+            eprintln!("ibgda-gpu-bench --rates: needs a PATTERN (part of a rate row's label)");
+            std::process::exit(2);
+        };
+        let experiment = move |gpu: &Gpu, reps: u32| rates_only(gpu, &pattern, reps);
+        run_alone("--rates", "repetitions", args.get(2), 1, experiment);
         return;
     }
     if let Some(flag @ ("--one-warp" | "--one-warp-rows")) = arg.as_deref() {

@@ -42,6 +42,10 @@ pub enum Publication {
     /// (`post_write_inline8_warp_ahead`: the atomic's round trip under the previous
     /// round's stores and doorbell).
     PerWarpAhead,
+    /// One warp owns a queue (`WarpExclusive`): warp w posts to queue w, 32 WQEs per
+    /// round built in lockstep, lane 0 ringing; no shared counter (the exclusive producer
+    /// with a warp as the owner).
+    WarpExclusive,
 }
 
 impl Publication {
@@ -52,11 +56,12 @@ impl Publication {
             Self::PerWarp => 2,
             Self::PerWarpAhead => 3,
             Self::PerThreadGrouped => 4,
+            Self::WarpExclusive => 5,
         }
     }
 
     fn shared(self) -> bool {
-        !matches!(self, Self::Exclusive)
+        !matches!(self, Self::Exclusive | Self::WarpExclusive)
     }
 }
 
@@ -72,11 +77,13 @@ pub struct RateConfig {
     /// Queue pairs.
     pub queues: u32,
     /// Shared modes: warps per queue, in launch order (warp w posts to queue (w / share) %
-    /// queues). Exclusive: ignored (threads x blocks must equal queues).
+    /// queues). Exclusive: ignored (threads x blocks must equal queues). WarpExclusive: 1
+    /// (warps must equal queues).
     pub share: u32,
     /// WQEBBs per doorbell (shared modes: a doorbell when a publication crosses a multiple).
     pub batch: u32,
-    /// WQEs per thread (Exclusive, PerThread) or rounds of 32 WQEs per warp (PerWarp).
+    /// WQEs per thread (Exclusive, PerThread) or rounds of 32 WQEs per warp (the warp
+    /// modes).
     pub rounds: u32,
     /// Send-ring size of each queue, WQEBBs (a power of two, 64..=32768).
     pub ring_wqebbs: u32,
@@ -90,7 +97,8 @@ impl RateConfig {
             Publication::PerThread
             | Publication::PerThreadGrouped
             | Publication::PerWarp
-            | Publication::PerWarpAhead => {
+            | Publication::PerWarpAhead
+            | Publication::WarpExclusive => {
                 u64::from(self.blocks) * u64::from(self.threads) * u64::from(self.rounds)
             }
         }
@@ -123,6 +131,20 @@ impl RateConfig {
                 "{threads} threads for {} exclusive queues",
                 self.queues
             )),
+            Publication::WarpExclusive if self.threads % 32 != 0 => bad(format!(
+                "{} threads per block, not whole warps",
+                self.threads
+            )),
+            Publication::WarpExclusive
+                if self.share != 1 || threads / 32 != u64::from(self.queues) =>
+            {
+                bad(format!(
+                    "{} warps sharing {} queues {} to a queue: a warp-exclusive queue has one warp",
+                    threads / 32,
+                    self.queues,
+                    self.share
+                ))
+            }
             p if p.shared() && self.threads % 32 != 0 => bad(format!(
                 "{} threads per block, not whole warps",
                 self.threads
@@ -216,7 +238,9 @@ where
 }
 
 /// Runs one configuration with the sink checking every WQE's control segment (index, QPN,
-/// DS) as it consumes it, instead of one per doorbell: what the stale-WQE soak runs.
+/// DS) as it consumes it, instead of one per doorbell, and, under a scope that orders the
+/// WQE bytes before the doorbell record, every thread's payload sequence (complete and in
+/// order): what the stale-WQE soak runs.
 pub fn run_checked<S>(
     gpu: &Gpu,
     program: &BenchProgram,
@@ -246,7 +270,21 @@ where
     let f = program.function(&format!("ibgda_bench_rate_{}", S::NAME))?;
     let RateQueues { qps, arr, out } = rate_queues(gpu, &config, scope)?;
     let refs: Vec<_> = qps.iter().collect();
-    let sink = Sink::start(gpu, &refs, sink_mode, 0, config.queues, 1)?;
+    // The checking sink under a scope that orders the WQE bytes before the record also
+    // checks every producer's payload sequence (thread id << 32 | its WQE number): each
+    // must arrive complete and in order. Under the others a WQE fetched early may show
+    // its previous lap's payload beside a current control segment, and one such fetch
+    // puts the producer's sequence out of step for good, so only the control segments
+    // are checked there.
+    let check_payloads = sink_mode == SINK_CHECK && !tolerates_stale_wqes::<S>();
+    let producers = if check_payloads {
+        config.blocks.checked_mul(config.threads).ok_or_else(|| {
+            GpuError::Invalid(format!("rate {config:?}: blocks x threads overflows"))
+        })?
+    } else {
+        0
+    };
+    let sink = Sink::start(gpu, &refs, sink_mode, producers, config.queues, 1)?;
     let args = [
         KernelArg::U64(arr.addr()),
         KernelArg::U32(config.queues),
@@ -275,8 +313,19 @@ where
             return Err(e.clone());
         }
     }
-    let (stats, _) = sink.stop()?;
+    let (stats, expect) = sink.stop()?;
     synced?;
+    if check_payloads {
+        // Every thread of every mode posts `rounds` WQEs, numbered from 0.
+        let behind = expect.iter().filter(|&&n| n != config.rounds).count();
+        if stats.bad_payloads != 0 || behind != 0 {
+            return Err(GpuError::Invalid(format!(
+                "rate {} {config:?}: {} payloads out of sequence, {behind} of {producers} producers' sequences incomplete (sink {stats:?})",
+                S::NAME,
+                stats.bad_payloads
+            )));
+        }
+    }
     let o = gpu.read_device(&out)?;
     let status = word32(&o, 32)?;
     let stale_wqes = if tolerates_stale_wqes::<S>() {
@@ -677,6 +726,20 @@ pub fn table5(scale: u32) -> Vec<(&'static str, RateConfig)> {
         "128 warps, 128 QPs, 64 SMs x 2 warps, per-warp, batch 32, reserve ahead",
         config(A, 64, 64, 128, 1, 32, 10_000 * s),
     ));
+    // One warp owns each queue: no shared counter between the warp's rounds.
+    use Publication::WarpExclusive as WX;
+    v.push((
+        "32 threads, 1 QP, per-warp, batch 32, warp-exclusive",
+        config(WX, 1, 32, 1, 1, 32, 20_000 * s),
+    ));
+    v.push((
+        "64 warps, 64 QPs, 64 SMs, per-warp, batch 32, warp-exclusive",
+        config(WX, 64, 32, 64, 1, 32, 20_000 * s),
+    ));
+    v.push((
+        "128 warps, 128 QPs, 64 SMs x 2 warps, per-warp, batch 32, warp-exclusive",
+        config(WX, 64, 64, 128, 1, 32, 10_000 * s),
+    ));
     for b in [1u32, 2, 4, 8, 32, 64] {
         v.push((
             "batch sweep: 1 thread, 1 QP",
@@ -755,6 +818,18 @@ mod tests {
             (
                 config(Publication::Exclusive, 2, 1, 1, 1, 1, 10),
                 "2 threads for 1 exclusive queues",
+            ),
+            (
+                config(Publication::WarpExclusive, 2, 32, 1, 1, 32, 10),
+                "2 warps sharing 1 queues 1 to a queue",
+            ),
+            (
+                config(Publication::WarpExclusive, 1, 64, 2, 2, 32, 10),
+                "2 warps sharing 2 queues 2 to a queue",
+            ),
+            (
+                config(Publication::WarpExclusive, 1, 48, 1, 1, 32, 10),
+                "48 threads per block, not whole warps",
             ),
         ];
         for (c, want) in cases {
