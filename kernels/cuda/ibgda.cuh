@@ -436,48 +436,69 @@ __device__ __forceinline__ u32 build_write_inline8(const WqeSlots& s, const Ctrl
  * 16 B (108 ns on the H200, 2026-12-03); a batch costs one per 64 B. */
 constexpr u32 INLINE_BATCH_OCTOWORDS = 4;
 
-/* RDMA WRITE (WRITE_IMM when `with_imm`) of an inline payload of `len` bytes read from
- * `payload` (any alignment; it must not overlap the WQE's own slots), zero-padded to the
- * octoword. A 4-byte aligned payload is read a word at a time (the WQE's byte 4 + i is
- * payload byte i, so WQE word 1 + j is payload word j), only its last partial word byte
- * by byte: never a byte past `len`. */
+/* The control, address-vector and remote-address segments of an inline WRITE (WRITE_IMM
+ * when `with_imm`) of `len` bytes; returns its DS. */
 template <class T>
-__device__ __forceinline__ u32 build_write_inline(const WqeSlots& s, const Ctrl& c, const Target& t, u64 raddr,
-                                                  u32 rkey, const u8* payload, u32 len, bool with_imm) {
-    const u32 n = inline_octowords(len);
-    const u32 ds = 1 + T::AV_DS + 1 + n;
+__device__ __forceinline__ u32 write_inline_head(const WqeSlots& s, const Ctrl& c, const Target& t, u64 raddr, u32 rkey,
+                                                 u32 len, bool with_imm) {
+    const u32 ds = 1 + T::AV_DS + 1 + inline_octowords(len);
     s.put(0, ctrl_segment(0, s.start, with_imm ? layout::OPCODE_RDMA_WRITE_IMM : layout::OPCODE_RDMA_WRITE, ds, c));
     put_target<T>(s, t);
     s.put(1 + T::AV_DS, raddr_segment(raddr, rkey));
+    return ds;
+}
+
+/* RDMA WRITE (WRITE_IMM when `with_imm`) of an inline payload of `len` bytes read from
+ * `words` (4-byte aligned by its type; it must not overlap the WQE's own slots),
+ * zero-padded to the octoword: read a word at a time (the WQE's byte 4 + i is payload
+ * byte i, so WQE word 1 + j is payload word j), only its last partial word byte by byte,
+ * never a byte past `len`. */
+template <class T>
+__device__ __forceinline__ u32 build_write_inline_words(const WqeSlots& s, const Ctrl& c, const Target& t, u64 raddr,
+                                                        u32 rkey, const u32* words, u32 len, bool with_imm) {
+    const u32 ds = write_inline_head<T>(s, c, t, raddr, rkey, len, with_imm);
     static_assert(layout::INLINE_HEADER_BYTES == 4, "one header word");
-    if (((u64)payload & 3u) == 0) {
-        const u32* words = (const u32*)payload;
-        const u32 whole = len / 4;
-        for (u32 k0 = 0; k0 < n; k0 += INLINE_BATCH_OCTOWORDS) {
-            Oct o[INLINE_BATCH_OCTOWORDS];
+    const u32 n = inline_octowords(len);
+    const u8* bytes = (const u8*)words;
+    const u32 whole = len / 4;
+    for (u32 k0 = 0; k0 < n; k0 += INLINE_BATCH_OCTOWORDS) {
+        Oct o[INLINE_BATCH_OCTOWORDS];
 #pragma unroll
-            for (u32 q = 0; q < INLINE_BATCH_OCTOWORDS; q++) {
+        for (u32 q = 0; q < INLINE_BATCH_OCTOWORDS; q++) {
 #pragma unroll
-                for (u32 j = 0; j < 4; j++) {
-                    const int w = (int)(4 * (k0 + q) + j) - 1;
-                    u32 v = 0u;
-                    if (w < 0) {
-                        v = bswap32(len | layout::INLINE_SEGMENT_FLAG);
-                    } else if ((u32)w < whole) {
-                        v = words[w];
-                    } else if ((u32)w == whole) {
-                        for (u32 b = 0; b < (len & 3u); b++) v |= (u32)payload[4 * whole + b] << (8 * b);
-                    }
-                    o[q].w[j] = v;
+            for (u32 j = 0; j < 4; j++) {
+                const int w = (int)(4 * (k0 + q) + j) - 1;
+                u32 v = 0u;
+                if (w < 0) {
+                    v = bswap32(len | layout::INLINE_SEGMENT_FLAG);
+                } else if ((u32)w < whole) {
+                    v = words[w];
+                } else if ((u32)w == whole) {
+                    for (u32 b = 0; b < (len & 3u); b++) v |= (u32)bytes[4 * whole + b] << (8 * b);
                 }
-            }
-#pragma unroll
-            for (u32 q = 0; q < INLINE_BATCH_OCTOWORDS; q++) {
-                if (k0 + q < n) s.put(2 + T::AV_DS + k0 + q, o[q]);
+                o[q].w[j] = v;
             }
         }
-        return ds;
+#pragma unroll
+        for (u32 q = 0; q < INLINE_BATCH_OCTOWORDS; q++) {
+            if (k0 + q < n) s.put(2 + T::AV_DS + k0 + q, o[q]);
+        }
     }
+    return ds;
+}
+
+/* RDMA WRITE (WRITE_IMM when `with_imm`) of an inline payload of `len` bytes read from
+ * `payload` (any alignment; it must not overlap the WQE's own slots), zero-padded to the
+ * octoword. A 4-byte aligned payload goes through build_write_inline_words (a caller
+ * whose payload is aligned by its type calls that directly, with no alignment test);
+ * any other is read byte by byte, never a byte past `len`. */
+template <class T>
+__device__ __forceinline__ u32 build_write_inline(const WqeSlots& s, const Ctrl& c, const Target& t, u64 raddr,
+                                                  u32 rkey, const u8* payload, u32 len, bool with_imm) {
+    if (((u64)payload & 3u) == 0)
+        return build_write_inline_words<T>(s, c, t, raddr, rkey, (const u32*)payload, len, with_imm);
+    const u32 ds = write_inline_head<T>(s, c, t, raddr, rkey, len, with_imm);
+    const u32 n = inline_octowords(len);
     for (u32 k = 0; k < n; k++) {
         Oct o = oct_zero();
         for (u32 j = 0; j < 16; j++) {

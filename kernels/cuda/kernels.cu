@@ -183,7 +183,7 @@ __device__ __forceinline__ void post_batch(const DeviceQueueDescriptor& d, u32 r
 
 /* Table 3 and Figure 3's shapes of one operation, issued as issue_bench does (one thread,
  * exclusive producer, every WQE signaled and waited for): */
-constexpr u32 ISSUE_SHAPE_INLINE = 0;     /* RC WRITE of `len` inline bytes (1..256) read from `payload` */
+constexpr u32 ISSUE_SHAPE_INLINE = 0;     /* RC WRITE of `len` inline bytes (1..256) read from `payload` (4-byte aligned) */
 constexpr u32 ISSUE_SHAPE_POINTER = 1;    /* RC WRITE of `len` bytes from one gather entry (laddr, lkey) */
 constexpr u32 ISSUE_SHAPE_DC_COMPACT = 2; /* DC WRITE of 8 inline bytes, compact address vector `av` */
 constexpr u32 ISSUE_SHAPE_DC_FULL = 3;    /* DC WRITE of 8 inline bytes, full address vector `av` */
@@ -203,7 +203,7 @@ __device__ __forceinline__ u32 issue_shape_wqebbs(u32 shape, u32 len) {
  * section; the hand-written baseline (raw_baseline.cu) is specialized the same way. */
 template <class S, u32 SHAPE>
 __device__ __forceinline__ void issue_shape_loop(const DeviceQueueDescriptor& d, u32 len, u32 warmup, u32 iters,
-                                                 u64 raddr, u32 rkey, u64 laddr, u32 lkey, const u8* payload,
+                                                 u64 raddr, u32 rkey, u64 laddr, u32 lkey, const u32* payload,
                                                  const Oct* av, u64* issue_ns, u64* issue_cycles, u64* total_ns,
                                                  u64* clocks, int* status) {
     Exclusive<S> e = Exclusive<S>::load(d);
@@ -225,7 +225,7 @@ __device__ __forceinline__ void issue_shape_loop(const DeviceQueueDescriptor& d,
         const Ctrl c = ctrl(d.qpn, layout::FM_CE_SE_CQ_UPDATE);
         const u64 value = 0x0123456789abcdefull ^ i;
         if constexpr (SHAPE == ISSUE_SHAPE_INLINE) {
-            build_write_inline<transport::Rc>(s, c, Target{nullptr}, raddr, rkey, payload, len, false);
+            build_write_inline_words<transport::Rc>(s, c, Target{nullptr}, raddr, rkey, payload, len, false);
         } else if constexpr (SHAPE == ISSUE_SHAPE_POINTER) {
             build_write<transport::Rc>(s, c, Target{nullptr}, raddr, rkey, laddr, len, lkey, false);
         } else if constexpr (SHAPE == ISSUE_SHAPE_DC_COMPACT) {
@@ -256,7 +256,7 @@ __device__ __forceinline__ void issue_shape_loop(const DeviceQueueDescriptor& d,
 }
 
 extern "C" __global__ void ibgda_issue_shape_GpuFence(DeviceQueueDescriptor d, u32 shape, u32 len, u32 warmup, u32 iters,
-                                                      u64 raddr, u32 rkey, u64 laddr, u32 lkey, const u8* payload,
+                                                      u64 raddr, u32 rkey, u64 laddr, u32 lkey, const u32* payload,
                                                       const Oct* av, u64* issue_ns, u64* issue_cycles, u64* total_ns,
                                                       u64* clocks, int* status) {
 #define IBGDA_ISSUE_SHAPE_ARGS d, len, warmup, iters, raddr, rkey, laddr, lkey, payload, av, issue_ns, issue_cycles, total_ns, clocks, status

@@ -416,9 +416,10 @@ fn one_shape(
         "ibgda_issue_shape_GpuFence"
     };
     // SAFETY: (DeviceQueueDescriptor, u32 shape, u32 len, u32 warmup, u32 iters, u64
-    // raddr, u32 rkey, u64 laddr, u32 lkey, const u8* payload, av, u64*, u64*, u64*,
-    // u64*, int*): the arguments above; the payload buffer holds the 256 bytes the longest
-    // inline shape reads, `av` the 48 bytes of the full address vector, the outputs lie in
+    // raddr, u32 rkey, u64 laddr, u32 lkey, const u32* payload, av, u64*, u64*, u64*,
+    // u64*, int*): the arguments above; the payload buffer (a device allocation, so 4-byte
+    // aligned, as both kernels read it by words) holds the 256 bytes the longest inline
+    // shape reads, `av` the 48 bytes of the full address vector, the outputs lie in
     // `out`, all alive past the sink's stop; the sink never dereferences laddr or raddr.
     let launched = unsafe { gpu.launch_raw(raw, name, launch_config(1, 1), false, &args) };
     let synced = launched.and_then(|()| wait_stream(gpu, name, HOST_WAIT_LIMIT));
