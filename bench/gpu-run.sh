@@ -20,7 +20,7 @@
 #                                 software NIC) into $OUT/bench-moe (results.json,
 #                                 moe-raw.json, moe.png/svg).
 #   bash bench/gpu-run.sh one     the GPU path's run in ONE device call (under 5 minutes:
-#                                 at most 70 + 210 s): three GPU tests of the sink's checking
+#                                 at most 120 + 210 s): three GPU tests of the sink's checking
 #                                 mode (.gpu/gpu-tests: shared and per-warp publication with
 #                                 every payload sequence checked; producers and sink in one
 #                                 launch; warp-exclusive queues), then `ibgda-bench gpu`
@@ -75,7 +75,7 @@ if [[ $what == one ]]; then
     work=$(mktemp -d)
     mv "${OUT:-gpu-out}/bench/nvidia-smi.txt" "$out/" && rmdir "${OUT:-gpu-out}/bench"
     if [[ -x .gpu/gpu-tests ]]; then
-        timeout 70 .gpu/gpu-tests --ignored --test-threads 1 --exact \
+        timeout 120 .gpu/gpu-tests --ignored --test-threads 1 --exact \
             cooperative_and_per_thread_publication_deliver_every_payload \
             producers_and_sink_in_one_launch \
             warp_exclusive_queues_deliver_every_wqe_in_order 2>&1 | tee "$out/gpu-tests.log"
