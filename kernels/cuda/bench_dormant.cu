@@ -29,6 +29,20 @@ using namespace ibgda;
 #define IBGDA_DORMANT_SEND __forceinline__
 #endif
 
+/* The call build may cap a caller's registers (launch bounds): the host passes the inlined
+ * build's count where ptxas fits the call build under it with no stack and no spills
+ * (experiments::dormant::compile_build). */
+#if IBGDA_DORMANT_COMM == 2 && defined(IBGDA_DORMANT_FMA_MAXNREG)
+#define IBGDA_DORMANT_FMA_BOUND __maxnreg__(IBGDA_DORMANT_FMA_MAXNREG)
+#else
+#define IBGDA_DORMANT_FMA_BOUND
+#endif
+#if IBGDA_DORMANT_COMM == 2 && defined(IBGDA_DORMANT_STREAM_MAXNREG)
+#define IBGDA_DORMANT_STREAM_BOUND __maxnreg__(IBGDA_DORMANT_STREAM_MAXNREG)
+#else
+#define IBGDA_DORMANT_STREAM_BOUND
+#endif
+
 #if IBGDA_DORMANT_COMM != 0
 /* One signaled 8-byte inline WRITE on the block's queue from thread 0; with `wait`, until
  * it completes. Called by every thread of the block together (the device library's
@@ -78,7 +92,7 @@ __device__ __forceinline__ u32 segment_bound(u32 iters, u32 s, u32 n) { return i
  * +1.1 % at 10 (one FMA of the builds with the send lost its operand reuse), +3.1 / +2.6 %
  * at 12, +0.8 / +0.8 % at 14 (two runs each, the same on both). 14 it is: 112 FMAs per
  * pass, so one lost cycle costs under 1 %. */
-extern "C" __global__ void ibgda_dormant_fma(float* out, float a, float b, u32 iters, u32 msgs, u32 wait,
+extern "C" __global__ void IBGDA_DORMANT_FMA_BOUND ibgda_dormant_fma(float* out, float a, float b, u32 iters, u32 msgs, u32 wait,
                                              const DeviceQueueDescriptor* qs, u64* clocks, int* status) {
     u64 t0;
     long long c0;
@@ -119,7 +133,7 @@ extern "C" __global__ void ibgda_dormant_fma(float* out, float a, float b, u32 i
  * the time of a launch moved with how far its blocks drifted apart (1,706 to 1,966 us for
  * one point, 2026-12-03). Parts of 256 KiB from 528 blocks (132 MiB) outgrow L2 before a
  * block wraps. */
-extern "C" __global__ void ibgda_dormant_stream(const float4* in, u32 mask, float* out, u32 iters, u32 msgs, u32 wait,
+extern "C" __global__ void IBGDA_DORMANT_STREAM_BOUND ibgda_dormant_stream(const float4* in, u32 mask, float* out, u32 iters, u32 msgs, u32 wait,
                                                 const DeviceQueueDescriptor* qs, u64* clocks, int* status) {
     u64 t0;
     long long c0;

@@ -147,11 +147,20 @@ fn dormant_only(gpu: &Gpu, repetitions: u32) -> Result<String, GpuError> {
 }
 
 /// The single-operation shapes alone (`--shapes [ITERATIONS]`): typed and raw issue p50
-/// (ns and cycles) and typed over raw in cycles, per shape (for A/B runs of the writers).
+/// (ns and cycles) and typed over raw in cycles, per shape (for A/B runs of the writers),
+/// each shape twice: typed first, as the full run has it, then raw first.
 fn shapes_only(gpu: &Gpu, iters: u32) -> Result<String, GpuError> {
     let mut out = String::new();
-    for shape in issue::shapes() {
-        let r = issue::run_shape(gpu, shape, iters)?;
+    for (shape, raw_first) in issue::shapes()
+        .into_iter()
+        .flat_map(|s| [(s, false), (s, true)])
+    {
+        let r = issue::run_shape_ordered(gpu, shape, iters, raw_first)?;
+        out.push_str(if raw_first {
+            "raw first   "
+        } else {
+            "typed first "
+        });
         let (tn, tc, _) = r.typed.summaries();
         let (rn, rc, _) = r.raw.summaries();
         writeln!(

@@ -463,8 +463,24 @@ fn one_shape(
 /// One shape typed then raw; both must leave byte-identical rings (the same WQEs at the
 /// same indices: both post `WARMUP + iters` WQEs of the shape from a fresh queue).
 pub fn run_shape(gpu: &Gpu, shape: IssueShape, iters: u32) -> Result<ShapeResult, GpuError> {
-    let (typed, typed_ring) = one_shape(gpu, shape, false, iters)?;
-    let (raw, raw_ring) = one_shape(gpu, shape, true, iters)?;
+    run_shape_ordered(gpu, shape, iters, false)
+}
+
+/// [`run_shape`], raw first when `raw_first` (each run allocates its own queue, so the
+/// order is also which run gets which fresh allocation: the A/B of order and placement).
+pub fn run_shape_ordered(
+    gpu: &Gpu,
+    shape: IssueShape,
+    iters: u32,
+    raw_first: bool,
+) -> Result<ShapeResult, GpuError> {
+    let ((typed, typed_ring), (raw, raw_ring)) = if raw_first {
+        let r = one_shape(gpu, shape, true, iters)?;
+        (one_shape(gpu, shape, false, iters)?, r)
+    } else {
+        let t = one_shape(gpu, shape, false, iters)?;
+        (t, one_shape(gpu, shape, true, iters)?)
+    };
     if let Some(at) = typed_ring.iter().zip(&raw_ring).position(|(a, b)| a != b) {
         return Err(GpuError::Invalid(format!(
             "issue shape {shape:?}: typed and raw rings differ at byte {at} (typed {:#04x}, raw {:#04x})",
