@@ -31,7 +31,7 @@ using namespace ibgda;
 
 /* The call build may cap a caller's registers (launch bounds): the host passes the inlined
  * build's count where ptxas fits the call build under it with no stack and no spills
- * (experiments::dormant::compile_build). */
+ * (experiments::dormant::compile_call). */
 #if IBGDA_DORMANT_COMM == 2 && defined(IBGDA_DORMANT_FMA_MAXNREG)
 #define IBGDA_DORMANT_FMA_BOUND __maxnreg__(IBGDA_DORMANT_FMA_MAXNREG)
 #else

@@ -829,28 +829,13 @@ template <class S> struct WarpExclusive {
         e.consumer = __shfl_sync(0xffffffffu, e.consumer, 0);
         e.collapsed_seen = __shfl_sync(0xffffffffu, e.collapsed_seen, 0);
     }
-    /* Until the ring has room for `wqebbs` more: lane 0 polls, the warp learns what it
-     * retired. Returns 0, or the first error (error completion, WAIT_DEADLINE), to every
-     * lane. */
+    /* Until the ring has room for `wqebbs` more (everything before next + wqebbs -
+     * capacity retired; no underflow, as the ring is short of room): lane 0 waits, the
+     * warp learns what it retired. Returns 0, or the first error (error completion,
+     * WAIT_DEADLINE), to every lane. */
     __device__ __forceinline__ int make_room(u32 wqebbs) {
         if (wqebbs <= e.free_wqebbs()) return 0;
-        int status = 0;
-        if ((threadIdx.x & 31u) == 0) {
-            Deadline dl = Deadline::from_now();
-            while (wqebbs > e.free_wqebbs()) {
-                const Polled p = e.poll();
-                if (p.status < 0) {
-                    status = p.status;
-                    break;
-                }
-                if (dl.expired(e.q.d.wait_ns)) {
-                    status = WAIT_DEADLINE;
-                    break;
-                }
-            }
-        }
-        share_polled();
-        return __shfl_sync(0xffffffffu, status, 0);
+        return wait(e.next + wqebbs - e.q.capacity());
     }
     /* One round: every lane's 8-byte inline RC WRITE (`signal_last`: the round's last WQE
      * signaled whatever the interval says, for a wait on the round's ticket), one WQEBB

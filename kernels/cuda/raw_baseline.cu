@@ -290,8 +290,7 @@ __device__ __forceinline__ void raw_issue_shape_loop(const ibgda::DeviceQueueDes
     u64* st = (u64*)d.state;
     u64 next = st[0], retired = st[3], consumer = st[4];
     const u32 cap = 1u << d.log_sq_wqebbs;
-    RawShape s = raw_shape(SHAPE, len);
-    s.shape = SHAPE;
+    const RawShape s = raw_shape(SHAPE, len);
     const u32 wqebbs = s.wqebbs;
     int err = 0;
     u64 g_start = 0, c_start = 0;

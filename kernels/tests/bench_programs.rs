@@ -11,7 +11,7 @@
 //!   build's, the same blocks per SM (NVRTC 13.0: compute 32, streaming 44). Uncapped, the
 //!   callee gets only registers that nothing live across the call holds (compute 40,
 //!   streaming 54); the call build is compiled with each caller capped at the inlined
-//!   build's count (`__maxnreg__`, `experiments::dormant::compile_build`), and the cap
+//!   build's count (`__maxnreg__`, `experiments::dormant::compile_call`), and the cap
 //!   must cost no stack and no spill (checked above for every build).
 //!
 //! The paper's mini-gda went from 29 to 32 registers.

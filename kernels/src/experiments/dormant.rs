@@ -170,17 +170,12 @@ fn compile_with(
     compile_source_with(p.name(), p.source(), options, &[], &extra)
 }
 
-/// Compiles one build with `options`. The call build is compiled with each caller's
-/// kernel capped at the inlined build's registers (launch bounds, `__maxnreg__`) where
-/// ptxas fits it there with no stack and no spills, and uncapped where it does not (a
-/// callee behind a call gets only registers that nothing live across the call holds, so
-/// uncapped it takes more than inlined: NVRTC 13.0, sm_90, streaming 54 against 44,
-/// compute 40 against 32; capped, streaming fits in 44 with no stack, compute spills).
-pub fn compile_build(build: Build, options: &CompileOptions) -> Result<Compiled, GpuError> {
-    if build != Build::Call {
-        return compile_with(build, options, &[]);
-    }
-    let inlined = compile_with(Build::Inlined, options, &[])?;
+/// Compiles the call build with each caller's kernel capped at the inlined build's
+/// registers (launch bounds, `__maxnreg__`) where ptxas fits it there with no stack and no
+/// spills, and uncapped where it does not. A callee behind a call gets only registers that
+/// nothing live across the call holds, so uncapped it takes more than inlined (NVRTC 13.0,
+/// sm_90: compute 40 against 32, streaming 54 against 44); capped, both fit with no stack.
+fn compile_call(options: &CompileOptions, inlined: &Compiled) -> Result<Compiled, GpuError> {
     let mut caps = Vec::new();
     for caller in Caller::ALL {
         caps.push((
@@ -204,6 +199,16 @@ pub fn compile_build(build: Build, options: &CompileOptions) -> Result<Compiled,
     }
 }
 
+/// Compiles the three builds with `options`, one per [`Build::ALL`] in its order; the call
+/// build capped at the inlined build's registers where that costs no stack or spill
+/// (`compile_call`).
+pub fn compile_builds(options: &CompileOptions) -> Result<Vec<Compiled>, GpuError> {
+    let plain = compile_with(Build::Plain, options, &[])?;
+    let inlined = compile_with(Build::Inlined, options, &[])?;
+    let call = compile_call(options, &inlined)?;
+    Ok(vec![plain, inlined, call])
+}
+
 /// Compiles the three builds (NVRTC only, no GPU) and returns both callers' reports.
 pub fn registers() -> Result<Vec<DormantRegisters>, GpuError> {
     registers_with(&CompileOptions::new())
@@ -212,8 +217,7 @@ pub fn registers() -> Result<Vec<DormantRegisters>, GpuError> {
 /// As [`registers`], compiled with `options` (the run's: [`bench_options`]).
 pub fn registers_with(options: &CompileOptions) -> Result<Vec<DormantRegisters>, GpuError> {
     let mut out = Vec::new();
-    for build in Build::ALL {
-        let c = compile_build(build, options)?;
+    for (build, c) in Build::ALL.into_iter().zip(compile_builds(options)?) {
         for caller in Caller::ALL {
             out.push(report(&c.log, caller, build)?);
         }
@@ -323,10 +327,7 @@ pub fn points() -> Vec<PointSpec> {
 pub fn run(gpu: &Gpu, work: Work) -> Result<Vec<DormantPoint>, GpuError> {
     work.check()?;
     let options = bench_options()?;
-    let compiled = Build::ALL
-        .iter()
-        .map(|&b| compile_build(b, &options))
-        .collect::<Result<Vec<_>, GpuError>>()?;
+    let compiled = compile_builds(&options)?;
     let modules = compiled
         .iter()
         .map(|c| gpu.load_compiled(c))
