@@ -19,11 +19,11 @@
 #                                 device API against builders, BF16 and FP8, over the CUDA
 #                                 software NIC) into $OUT/bench-moe (results.json,
 #                                 moe-raw.json, moe.png/svg).
-#   bash bench/gpu-run.sh one     the GPU path's run in ONE device call (under 5 minutes:
-#                                 at most 120 + 210 s): three GPU tests of the sink's checking
+#   bash bench/gpu-run.sh one     the GPU path's run in ONE device call (under 7 minutes:
+#                                 at most 180 + 210 s): four GPU tests of the sink's checking
 #                                 mode (.gpu/gpu-tests: shared and per-warp publication with
 #                                 every payload sequence checked; producers and sink in one
-#                                 launch; warp-exclusive queues), then `ibgda-bench gpu`
+#                                 launch; warp-exclusive and block-exclusive queues), then `ibgda-bench gpu`
 #                                 (no plots): six files straight in $OUT (nvidia-smi.txt,
 #                                 gpu-tests.log, ibgda-bench.log, targets.txt with
 #                                 "reached"/"missed" for every target of the GPU path,
@@ -75,10 +75,11 @@ if [[ $what == one ]]; then
     work=$(mktemp -d)
     mv "${OUT:-gpu-out}/bench/nvidia-smi.txt" "$out/" && rmdir "${OUT:-gpu-out}/bench"
     if [[ -x .gpu/gpu-tests ]]; then
-        timeout 120 .gpu/gpu-tests --ignored --test-threads 1 --exact \
+        timeout 180 .gpu/gpu-tests --ignored --test-threads 1 --exact \
             cooperative_and_per_thread_publication_deliver_every_payload \
             producers_and_sink_in_one_launch \
-            warp_exclusive_queues_deliver_every_wqe_in_order 2>&1 | tee "$out/gpu-tests.log"
+            warp_exclusive_queues_deliver_every_wqe_in_order \
+            block_exclusive_queues_deliver_every_wqe_in_order 2>&1 | tee "$out/gpu-tests.log"
         e=${PIPESTATUS[0]}; [[ $e == 0 ]] || rc=1
         echo "== gpu tests: exit $e (124: timed out)"
     else

@@ -42,7 +42,7 @@ pub fn fig3_inline_issue_us(bytes: u32) -> f64 {
     TABLE3_MINI_GDA_INLINE.0 + FIG3_INLINE_US_PER_16B * (f64::from(bytes.max(8)) - 8.0) / 16.0
 }
 
-/// The paper's SM clock during its latency runs (MHz)./// The paper's SM clock during its latency runs (MHz).
+/// The paper's SM clock during its latency runs (MHz).
 pub const SM_CLOCK_MHZ: f64 = 1970.0;
 
 /// Table 5 (and Table 13) rows on P-IB, keyed by the start of the label of the matching

@@ -22,6 +22,7 @@ constexpr u32 RATE_WARP = 2;      /* every warp posts 32 WQEs per round, coopera
 constexpr u32 RATE_WARP_AHEAD = 3; /* as RATE_WARP, each round's reservation made one round ahead */
 constexpr u32 RATE_THREAD_GROUPED = 4; /* as RATE_THREAD, the lanes calling together grouped */
 constexpr u32 RATE_WARP_EXCLUSIVE = 5; /* warp w owns queue w (WarpExclusive), 32 WQEs per round */
+constexpr u32 RATE_BLOCK_EXCLUSIVE = 6; /* block b owns queue b (BlockExclusive), 32 WQEs per warp round */
 /* In the shared modes, global warp w posts to queue (w / share) % nq: `share` warps per
  * queue, in launch order (so a block of 8 warps with share 8 is one queue per block, and
  * share 1 gives every warp its own queue wherever the warps are placed). */
@@ -32,7 +33,8 @@ constexpr int RATE_BAD_MODE = -0x300;
  * (atomicMax), [2] clock64 cycles and [3] %globaltimer ns of block 0's thread 0 over its run.
  * In the warp modes `rounds` counts rounds of 32 WQEs per warp; in the others WQEs per
  * thread. In warp-exclusive mode warp w owns queue w (the host launches as many warps as
- * queues) and rings when a round crosses a multiple of `batch`. */
+ * queues) and rings when a round crosses a multiple of `batch`; in block-exclusive mode block
+ * b owns queue b (the host launches as many blocks as queues), its warps sharing it. */
 template <class S>
 __device__ __forceinline__ void bench_rate(const DeviceQueueDescriptor* qs, u32 nq, u32 mode, u32 share, u32 rounds,
                                            u32 batch, u64 raddr, u32 rkey, u64* clocks, int* status) {
@@ -109,6 +111,19 @@ __device__ __forceinline__ void bench_rate(const DeviceQueueDescriptor* qs, u32 
             }
             if (err == 0) err = w.wait(ticket);
             w.store();
+        }
+    } else if (mode == RATE_BLOCK_EXCLUSIVE) {
+        /* Block-uniform: every thread of an owning block loads and stores. */
+        __shared__ BlockQueueCounters counters;
+        if (blockIdx.x < nq) {
+            BlockExclusive<S> b = BlockExclusive<S>::load(qs[blockIdx.x], &counters);
+            u64 ticket = 0;
+            for (u32 k = 0; k < rounds && err == 0; k++) {
+                ticket = b.post_write_inline8_warp(raddr + 8ull * tid, rkey, ((u64)tid << 32) | k, k + 1 == rounds, batch,
+                                                   &err);
+            }
+            if (err == 0) err = b.wait(ticket);
+            b.store();
         }
     } else {
         err = RATE_BAD_MODE;

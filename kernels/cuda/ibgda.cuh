@@ -876,6 +876,231 @@ template <class S> struct WarpExclusive {
     }
 };
 
+#if defined(__CUDACC__) || defined(__CUDACC_RTC__)
+/* -------------------------------------------------------------------------------------
+ * The block-exclusive producer: one block owns the queue pair (NVSHMEM's QP-per-CTA
+ * mapping), and its warps share it through counters in the block's shared memory. The
+ * shared protocol's steps, with every shared word in shared memory and every hand-off at
+ * CTA scope: a warp reserves 32 WQEBBs with a shared-memory atomic, its lanes build their
+ * WQEs, and lane 0 publishes in reservation order (waits until the frontier `ready`
+ * equals its start, rings if its WQEs cross a multiple of the batch or nobody reserved
+ * after them, then moves `ready` on with a CTA-scope release). The doorbell path keeps
+ * the scope's full sequence (its fence orders this warp's WQE stores, and those of every
+ * earlier publisher acquired through the frontier, before the record and the doorbell:
+ * the hand-off is a release/acquire pair within the CTA, and causality order carries
+ * through it to the scope's fence). Doorbells are rung in counter order for the same
+ * reason as in the shared protocol: each ringer's doorbell precedes the next ringer's in
+ * causality order, so in coherence order. What the block saves is the hand-off: a
+ * shared-memory store and load instead of a GPU-scope release and an L2 round trip.
+ * The CQ is polled by one warp at a time (a shared-memory lock).
+ * Launch contract (Exclusive<S>'s, for the block): nothing outside the block posts on the
+ * queue between load() and store(); every thread of the block calls load() and store()
+ * (they synchronize the block). A reservation whose room or frontier wait ended in an
+ * error is never published: the queue stops there (later warps' frontier waits end at
+ * their deadline), and store() keeps only what was published.
+ * Device builds only: the host builds (host_shim.h, IBGDA_HOST_THREADS) have no shared
+ * memory.
+ * ----------------------------------------------------------------------------------- */
+struct BlockQueueCounters {
+    u64 reserved; /* next WQEBB to hand out */
+    u64 ready;    /* every WQEBB before it is published */
+    u64 retired;  /* every WQEBB before it is complete */
+    u64 consumer; /* CQEs consumed */
+    u32 collapsed_seen;
+    u32 poll_lock; /* 0 free, 1 held */
+};
+
+/* CTA-scope operations on shared memory (inline PTX, each one known instruction). */
+namespace cta {
+__device__ __forceinline__ u32 saddr(const void* p) { return (u32)__cvta_generic_to_shared(p); }
+__device__ __forceinline__ u64 ld_acquire_b64(const u64* p) {
+    u64 v;
+    asm volatile("ld.acquire.cta.shared::cta.b64 %0, [%1];" : "=l"(v) : "r"(saddr(p)) : "memory");
+    return v;
+}
+__device__ __forceinline__ u64 ld_relaxed_b64(const u64* p) {
+    u64 v;
+    asm volatile("ld.relaxed.cta.shared::cta.b64 %0, [%1];" : "=l"(v) : "r"(saddr(p)) : "memory");
+    return v;
+}
+__device__ __forceinline__ void st_release_b64(u64* p, u64 v) {
+    asm volatile("st.release.cta.shared::cta.b64 [%0], %1;" ::"r"(saddr(p)), "l"(v) : "memory");
+}
+__device__ __forceinline__ void st_relaxed_b64(u64* p, u64 v) {
+    asm volatile("st.relaxed.cta.shared::cta.b64 [%0], %1;" ::"r"(saddr(p)), "l"(v) : "memory");
+}
+__device__ __forceinline__ void st_relaxed_b32(u32* p, u32 v) {
+    asm volatile("st.relaxed.cta.shared::cta.b32 [%0], %1;" ::"r"(saddr(p)), "r"(v) : "memory");
+}
+__device__ __forceinline__ u32 ld_relaxed_b32(const u32* p) {
+    u32 v;
+    asm volatile("ld.relaxed.cta.shared::cta.b32 %0, [%1];" : "=r"(v) : "r"(saddr(p)) : "memory");
+    return v;
+}
+__device__ __forceinline__ void st_release_b32(u32* p, u32 v) {
+    asm volatile("st.release.cta.shared::cta.b32 [%0], %1;" ::"r"(saddr(p)), "r"(v) : "memory");
+}
+__device__ __forceinline__ u64 fetch_add_b64(u64* p, u64 v) {
+    u64 old;
+    asm volatile("atom.relaxed.cta.shared::cta.add.u64 %0, [%1], %2;" : "=l"(old) : "r"(saddr(p)), "l"(v) : "memory");
+    return old;
+}
+__device__ __forceinline__ bool try_lock(u32* p) {
+    u32 old;
+    asm volatile("atom.acquire.cta.shared::cta.cas.b32 %0, [%1], %2, %3;"
+                 : "=r"(old)
+                 : "r"(saddr(p)), "r"(0u), "r"(1u)
+                 : "memory");
+    return old == 0u;
+}
+} // namespace cta
+
+template <class S> struct BlockExclusive {
+    Queue q;               /* each thread's copy of the descriptor */
+    BlockQueueCounters* c; /* the block's counters, in shared memory */
+
+    /* Every thread of the block, with the same descriptor and the same shared counters:
+     * thread 0 loads the queue's counters into them (as Exclusive<S>::load does), then
+     * the block synchronizes. */
+    __device__ __forceinline__ static BlockExclusive load(const DeviceQueueDescriptor& d, BlockQueueCounters* counters) {
+        check_scope<S>(d);
+        BlockExclusive b{Queue{d}, counters};
+        if (threadIdx.x == 0) {
+            const DeviceProducerState* st = b.q.state();
+            counters->reserved = st->reserved;
+            counters->ready = st->reserved;
+            counters->retired = st->retired;
+            counters->consumer = st->cq_consumer;
+            counters->collapsed_seen = st->collapsed_seen;
+            counters->poll_lock = 0;
+        }
+        __syncthreads();
+        return b;
+    }
+    /* Every thread of the block: after the block synchronizes, thread 0 writes back what
+     * was published (an unpublished reservation was never rung: its slots are free). */
+    __device__ __forceinline__ void store() const {
+        __syncthreads();
+        if (threadIdx.x == 0) {
+            DeviceProducerState* st = q.state();
+            st->reserved = c->ready;
+            st->ready = c->ready;
+            st->posted = c->ready;
+            st->retired = c->retired;
+            st->cq_consumer = c->consumer;
+            st->collapsed_seen = c->collapsed_seen;
+        }
+    }
+    /* The publication frontier (relaxed for Unordered, which orders nothing). */
+    __device__ __forceinline__ u64 frontier() const {
+        if constexpr (S::KIND == layout::SCOPE_UNORDERED) {
+            return cta::ld_relaxed_b64(&c->ready);
+        } else {
+            return cta::ld_acquire_b64(&c->ready);
+        }
+    }
+    /* One poll of the CQ by whichever warp holds the poll lock (others return at once):
+     * Exclusive<S>::poll on the block's counters, WQEs up to the frontier announced.
+     * Returns what it retired to (or, without the lock, the counter as loaded). Out of
+     * line, the queue by value (a reference would put the caller's copy on its stack). */
+    __device__ __noinline__ static Polled poll(const Queue q, BlockQueueCounters* c) {
+        if (!cta::try_lock(&c->poll_lock)) return Polled{0, cta::ld_acquire_b64(&c->retired)};
+        Exclusive<S> e;
+        e.q = q;
+        e.next = cta::ld_acquire_b64(&c->ready);
+        e.retired = cta::ld_relaxed_b64(&c->retired);
+        e.consumer = cta::ld_relaxed_b64(&c->consumer);
+        e.collapsed_seen = cta::ld_relaxed_b32(&c->collapsed_seen);
+        const Polled p = e.poll();
+        cta::st_relaxed_b64(&c->consumer, e.consumer);
+        cta::st_relaxed_b32(&c->collapsed_seen, e.collapsed_seen);
+        /* Whoever reads the new count next reuses the slots it frees: a release. */
+        cta::st_release_b64(&c->retired, e.retired);
+        cta::st_release_b32(&c->poll_lock, 0u);
+        return Polled{p.status, e.retired};
+    }
+    /* Lane 0: polls until every WQEBB before `ticket` is complete (0), or the first
+     * error (error completion, WAIT_DEADLINE). */
+    __device__ __forceinline__ int wait_lane(u64 ticket) {
+        u64 retired = cta::ld_acquire_b64(&c->retired);
+        if (retired >= ticket) return 0;
+        Deadline dl = Deadline::from_now();
+        while (retired < ticket) {
+            const Polled p = poll(q, c);
+            if (p.status < 0) return p.status;
+            retired = p.retired_to;
+            if (retired < ticket && dl.expired(q.d.wait_ns)) return WAIT_DEADLINE;
+        }
+        return 0;
+    }
+    /* Lane 0: publishes [start, end) after every earlier reservation, ringing when the
+     * WQEs cross a multiple of `batch` or nobody reserved after them. */
+    __device__ __forceinline__ int publish_lane(u64 start, u64 end, u32 batch) {
+        if (frontier() != start) {
+            Deadline dl = Deadline::from_now();
+            while (frontier() != start) {
+                if (dl.expired(q.d.wait_ns)) return WAIT_DEADLINE;
+            }
+        }
+        /* This lane holds the frontier until it moves `ready` on. */
+        if (end / batch > start / batch || cta::ld_relaxed_b64(&c->reserved) == end) {
+            q.template ring<S>(end);
+        }
+        /* The next publisher's doorbell (and the WQEs it announces) follow this one's. */
+        if constexpr (S::KIND == layout::SCOPE_UNORDERED) {
+            cta::st_relaxed_b64(&c->ready, end);
+        } else {
+            cta::st_release_b64(&c->ready, end);
+        }
+        return 0;
+    }
+    /* One round by the 32 lanes of a warp together: each lane's 8-byte inline RC WRITE in
+     * its own WQEBB (`signal_last`: the round's last WQE signaled whatever the interval
+     * says, for a wait on the round's ticket), published in reservation order. Returns
+     * the round's ticket (end counter); an error (negative) goes to `status` of every
+     * lane, and the round is then not published. */
+    __device__ __forceinline__ u64 post_write_inline8_warp(u64 raddr, u32 rkey, u64 value, bool signal_last, u32 batch,
+                                                           int* status) {
+        constexpr u32 W = wqebbs_for_ds(layout::DS_RC_WRITE_SGE);
+        static_assert(W == 1, "one WQEBB per lane");
+        const u32 lane = threadIdx.x & 31u;
+        u64 start = 0;
+        int err = 0;
+        if (lane == 0) {
+            start = cta::fetch_add_b64(&c->reserved, 32ull * W);
+            if (cta::ld_acquire_b64(&c->retired) + q.capacity() < start + 32ull * W) {
+                err = wait_lane(start + 32ull * W - q.capacity());
+            }
+        }
+        start = __shfl_sync(0xffffffffu, start, 0);
+        err = __shfl_sync(0xffffffffu, err, 0);
+        const u64 end = start + 32ull * W;
+        if (err < 0) {
+            *status = err;
+            return end;
+        }
+        const u64 mine = start + lane * W;
+        const bool signaled = q.must_signal(mine, W) || (signal_last && lane == 31u);
+        build_write_inline8<transport::Rc>(q.slots(mine), ctrl(q.d.qpn, signaled ? layout::FM_CE_SE_CQ_UPDATE : 0u),
+                                           Target{nullptr}, raddr, rkey, value);
+        /* The lanes' WQE stores before lane 0's publication (its scope fence, or the
+         * frontier's release, is cumulative over them). */
+        __syncwarp();
+        if (lane == 0) err = publish_lane(start, end, batch);
+        err = __shfl_sync(0xffffffffu, err, 0);
+        if (err < 0) *status = err;
+        return end;
+    }
+    /* By the 32 lanes of a warp together: lane 0 polls until every WQEBB before `ticket`
+     * is complete; every lane returns its status. */
+    __device__ __forceinline__ int wait(u64 ticket) {
+        int status = 0;
+        if ((threadIdx.x & 31u) == 0) status = wait_lane(ticket);
+        return __shfl_sync(0xffffffffu, status, 0);
+    }
+};
+#endif
+
 /* -------------------------------------------------------------------------------------
  * The occasional sender: a warp of a kernel that does other work (a compute or a
  * streaming caller) posts now and then on a queue it owns, as the exclusive producer,

@@ -1355,6 +1355,47 @@ fn warp_exclusive_queues_deliver_every_wqe_in_order() {
     }
 }
 
+/// The block-exclusive producer (one block owns each queue, its warps sharing it through
+/// shared-memory counters, lane 0 of each warp publishing in reservation order): with the
+/// sink checking every WQE's control segment as it consumes it, every WQE of 1 queue (8
+/// warps), 16 queues (8 warps each) and 4 queues (16 warps each) arrives, in order, under
+/// a safe scope (no stale WQE; every lane's payload sequence complete and in order) and
+/// under `GpuFence` (stale fetches counted, none lost), the rings wrapping.
+#[test]
+#[ignore = "needs an NVIDIA GPU: run with --ignored on the GPU machine"]
+fn block_exclusive_queues_deliver_every_wqe_in_order() {
+    use ibgda_kernels::experiments::rate::{config, run_checked, Publication};
+    use ibgda_kernels::experiments::{bench_options, BenchProgram};
+    let gpu = Gpu::open_with(0, &bench_options().expect("options")).expect("GPU");
+    let program = BenchProgram::load(&gpu).expect("bench program");
+    let gpu_fence = gpu_fence();
+    for (blocks, threads, rounds) in [(1, 256, 1_000), (16, 256, 500), (4, 512, 400)] {
+        let c = config(
+            Publication::BlockExclusive,
+            blocks,
+            threads,
+            blocks,
+            threads / 32,
+            32,
+            rounds,
+        );
+        let safe = run_checked(&gpu, &program, GpuFencedDbrec, c).expect("GpuFencedDbrec");
+        assert_eq!(safe.stale_wqes, 0);
+        assert!(safe.sink_wqebbs >= safe.wqes);
+        let fenced = run_checked(&gpu, &program, gpu_fence, c).expect("GpuFence");
+        assert!(fenced.sink_wqebbs >= fenced.wqes);
+        println!(
+            "block-exclusive {blocks} queues x {} warps: {} WQEs checked each; {:.0} M WQE/s (GpuFencedDbrec), {:.0} (GpuFence, {} stale), checking sink, SM {:.0} MHz",
+            threads / 32,
+            safe.wqes,
+            safe.mwqe_per_s,
+            fenced.mwqe_per_s,
+            fenced.stale_wqes,
+            fenced.sm_mhz
+        );
+    }
+}
+
 /// Every safe GPU scope orders the WQE stores before the doorbell record: the sink, which
 /// follows the record as an mlx5 NIC may and checks every WQE's control segment as it
 /// consumes it, never fetches a stale WQE. At least `IBGDA_SOAK_WQES` (default 10^9; 4 x

@@ -46,6 +46,11 @@ pub enum Publication {
     /// round built in lockstep, lane 0 ringing; no shared counter (the exclusive producer
     /// with a warp as the owner).
     WarpExclusive,
+    /// One block owns a queue (`BlockExclusive`): block b posts to queue b, its warps
+    /// sharing it through counters in the block's shared memory (a shared-memory atomic
+    /// per round of 32 WQEs, the publication frontier handed on at CTA scope, lane 0 of
+    /// each warp ringing in reservation order).
+    BlockExclusive,
 }
 
 impl Publication {
@@ -57,11 +62,15 @@ impl Publication {
             Self::PerWarpAhead => 3,
             Self::PerThreadGrouped => 4,
             Self::WarpExclusive => 5,
+            Self::BlockExclusive => 6,
         }
     }
 
     fn shared(self) -> bool {
-        !matches!(self, Self::Exclusive | Self::WarpExclusive)
+        !matches!(
+            self,
+            Self::Exclusive | Self::WarpExclusive | Self::BlockExclusive
+        )
     }
 }
 
@@ -78,7 +87,8 @@ pub struct RateConfig {
     pub queues: u32,
     /// Shared modes: warps per queue, in launch order (warp w posts to queue (w / share) %
     /// queues). Exclusive: ignored (threads x blocks must equal queues). WarpExclusive: 1
-    /// (warps must equal queues).
+    /// (warps must equal queues). BlockExclusive: the warps of a block (blocks must equal
+    /// queues).
     pub share: u32,
     /// WQEBBs per doorbell (shared modes: a doorbell when a publication crosses a multiple).
     pub batch: u32,
@@ -98,7 +108,8 @@ impl RateConfig {
             | Publication::PerThreadGrouped
             | Publication::PerWarp
             | Publication::PerWarpAhead
-            | Publication::WarpExclusive => {
+            | Publication::WarpExclusive
+            | Publication::BlockExclusive => {
                 u64::from(self.blocks) * u64::from(self.threads) * u64::from(self.rounds)
             }
         }
@@ -143,6 +154,21 @@ impl RateConfig {
                     threads / 32,
                     self.queues,
                     self.share
+                ))
+            }
+            Publication::BlockExclusive if self.threads % 32 != 0 => bad(format!(
+                "{} threads per block, not whole warps",
+                self.threads
+            )),
+            Publication::BlockExclusive
+                if self.blocks != self.queues || self.share != self.threads / 32 =>
+            {
+                bad(format!(
+                    "{} blocks sharing {} queues {} warps to a queue: a block-exclusive queue has one block ({} warps)",
+                    self.blocks,
+                    self.queues,
+                    self.share,
+                    self.threads / 32
                 ))
             }
             p if p.shared() && self.threads % 32 != 0 => bad(format!(
@@ -740,6 +766,16 @@ pub fn table5(scale: u32) -> Vec<(&'static str, RateConfig)> {
         "128 warps, 128 QPs, 64 SMs x 2 warps, per-warp, batch 32, warp-exclusive",
         config(WX, 64, 64, 128, 1, 32, 10_000 * s),
     ));
+    // One block owns each queue: its warps share it through shared memory.
+    use Publication::BlockExclusive as BX;
+    v.push((
+        "256 threads, 1 QP, per-warp, batch 32, block-exclusive",
+        config(BX, 1, 256, 1, 8, 32, 4_000 * s),
+    ));
+    v.push((
+        "4096 threads, 16 QPs, 16 SMs, per-warp, batch 32, block-exclusive",
+        config(BX, 16, 256, 16, 8, 32, 2_000 * s),
+    ));
     for b in [1u32, 2, 4, 8, 32, 64] {
         v.push((
             "batch sweep: 1 thread, 1 QP",
@@ -830,6 +866,18 @@ mod tests {
             (
                 config(Publication::WarpExclusive, 1, 48, 1, 1, 32, 10),
                 "48 threads per block, not whole warps",
+            ),
+            (
+                config(Publication::BlockExclusive, 2, 256, 1, 8, 32, 10),
+                "2 blocks sharing 1 queues 8 warps to a queue",
+            ),
+            (
+                config(Publication::BlockExclusive, 1, 256, 1, 1, 32, 10),
+                "1 blocks sharing 1 queues 1 warps to a queue",
+            ),
+            (
+                config(Publication::BlockExclusive, 1, 80, 1, 2, 32, 10),
+                "80 threads per block, not whole warps",
             ),
         ];
         for (c, want) in cases {
