@@ -188,10 +188,11 @@ constexpr u32 ISSUE_SHAPE_POINTER = 1;    /* RC WRITE of `len` bytes from one ga
 constexpr u32 ISSUE_SHAPE_DC_COMPACT = 2; /* DC WRITE of 8 inline bytes, compact address vector `av` */
 constexpr u32 ISSUE_SHAPE_DC_FULL = 3;    /* DC WRITE of 8 inline bytes, full address vector `av` */
 
-/* The WQEBBs of one WQE of `shape`. */
-__device__ __forceinline__ u32 issue_shape_wqebbs(u32 shape, u32 len) {
+/* The WQEBBs of one WQE of `shape`, the inline shape's from its octoword count `octs`
+ * (inline_octowords(len), the count the builder's payload loop runs to). */
+__device__ __forceinline__ u32 issue_shape_wqebbs(u32 shape, u32 octs) {
     switch (shape) {
-    case ISSUE_SHAPE_INLINE: return wqebbs_for_ds(1 + 1 + inline_octowords(len));
+    case ISSUE_SHAPE_INLINE: return wqebbs_for_ds(1 + 1 + octs);
     case ISSUE_SHAPE_POINTER: return wqebbs_for_ds(layout::DS_RC_WRITE_SGE);
     case ISSUE_SHAPE_DC_COMPACT: return wqebbs_for_ds(1 + transport::DcCompact::AV_DS + 2);
     default: return wqebbs_for_ds(1 + transport::DcFull::AV_DS + 2);
@@ -207,7 +208,15 @@ __device__ __forceinline__ void issue_shape_loop(const DeviceQueueDescriptor& d,
                                                  const Oct* av, u64* issue_ns, u64* issue_cycles, u64* total_ns,
                                                  u64* clocks, int* status) {
     Exclusive<S> e = Exclusive<S>::load(d);
-    const u32 w = issue_shape_wqebbs(SHAPE, len);
+    /* From the octoword count, as the raw baseline (raw_shape) derives it: that value is
+     * the payload loop's bound, live in a register, and ptxas recomputes w from it after
+     * the loop in two instructions (n * 16 + 95 >> 6). Computed from `len` alone (the
+     * count having no other use there), the compiler folded it to
+     * ((len + 51) & ~15) + 63 >> 6 under a select on len == 0, and ptxas recomputed that
+     * from the kernel parameter after the payload loop: a constant load and five dependent
+     * instructions ahead of next += w, the doorbell record and the fence (typed/raw 1.034
+     * at 8 B, a constant ~38 cycles at every inline length). Same value either way. */
+    const u32 w = issue_shape_wqebbs(SHAPE, inline_octowords(len));
     int err = 0;
     u64 g_start = 0, c_start = 0;
     for (u32 i = 0; i < warmup + iters; i++) {
