@@ -872,6 +872,9 @@ template <class S> struct WarpExclusive {
         int status = 0;
         if ((threadIdx.x & 31u) == 0) status = e.wait(ticket);
         share_polled();
+        /* Lane 0's CQE acquire before every lane's later stores into the slots it retired
+         * (a shuffle orders no memory; the warp barrier does). */
+        __syncwarp();
         return __shfl_sync(0xffffffffu, status, 0);
     }
 };
@@ -1079,6 +1082,10 @@ template <class S> struct BlockExclusive {
             *status = err;
             return end;
         }
+        /* Lane 0's acquire of the retired count (the slots' last WQEs read by the NIC)
+         * before every lane's stores into them: a shuffle orders no memory, the warp
+         * barrier does. */
+        __syncwarp();
         const u64 mine = start + lane * W;
         const bool signaled = q.must_signal(mine, W) || (signal_last && lane == 31u);
         build_write_inline8<transport::Rc>(q.slots(mine), ctrl(q.d.qpn, signaled ? layout::FM_CE_SE_CQ_UPDATE : 0u),
@@ -1500,6 +1507,9 @@ __device__ __forceinline__ u64 post_write_inline8_thread_grouped(const Queue& q,
         }
     }
     base = __shfl_sync(group, base, leader);
+    /* The leader's acquire of `retired` before the group's stores into the slots (the
+     * warp barrier orders memory among the group; the shuffle does not). */
+    __syncwarp(group);
     const u64 start = base + (u64)rank * W;
     const u32 flags = q.must_signal(start, W) ? layout::FM_CE_SE_CQ_UPDATE : 0u;
     build_write_inline8<transport::Rc>(q.slots(start), ctrl(q.d.qpn, flags), Target{nullptr}, raddr, rkey, value);
@@ -1554,6 +1564,9 @@ __device__ __forceinline__ u64 warp_build_publish(const Queue& q, u64 start, u64
     static_assert(W == 1, "one WQEBB per lane");
     const u32 lane = threadIdx.x & 31u;
     start = __shfl_sync(0xffffffffu, start, 0);
+    /* Lane 0's acquire of `retired` (its room check) before every lane's stores into the
+     * slots: a shuffle orders no memory, the warp barrier does. */
+    __syncwarp();
     const u64 mine = start + lane * W;
     const u32 flags = q.must_signal(mine, W) ? layout::FM_CE_SE_CQ_UPDATE : 0u;
     build_write_inline8<transport::Rc>(q.slots(mine), ctrl(q.d.qpn, flags), Target{nullptr}, raddr, rkey, value);

@@ -506,6 +506,9 @@ __device__ IBGDA_API_POST int post_warp(const DeviceComm& c, u32 peer, const Pla
     }
     start = __shfl_sync(0xffffffffu, start, leader);
     room = __shfl_sync(0xffffffffu, room, leader);
+    /* The leader's acquire of `retired` before every lane's stores into the slots: a
+     * shuffle orders no memory, the warp barrier does. */
+    __syncwarp();
     if (total != 0 && room == 0 && mine != 0) build(q, start + before, p);
     __syncwarp();
     int published = 0;

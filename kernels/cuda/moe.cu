@@ -171,6 +171,9 @@ template <class S> struct Raw {
         start = __shfl_sync(0xffffffffu, start, leader);
         s = __shfl_sync(0xffffffffu, s, leader);
         if (s != 0) return s;
+        /* The leader's acquire of `retired` before every lane's stores into the slots (a
+         * shuffle orders no memory; the warp barrier does). */
+        __syncwarp();
         if (active) {
             const u64 at = start + idx;
             build(q.slots(at), ctrl(q.d.qpn, q.must_signal(at, 1) ? layout::FM_CE_SE_CQ_UPDATE : 0u));
