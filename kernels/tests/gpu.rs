@@ -1319,74 +1319,28 @@ fn dropped_persistent_kernels_stop() {
     println!("dropped sink and CUDA NIC stopped and were waited for");
 }
 
-/// The warp-exclusive producer (one warp owns each queue, lane 0 rings for the warp):
-/// with the sink checking every WQE's control segment (index, QPN, DS) as it consumes it,
-/// every WQE of 1, 64 and 128 warp-owned queues arrives, in order, under a safe scope (no
-/// stale WQE; every lane's payload sequence complete and in order) and under `GpuFence`
-/// (stale fetches counted, none lost), the rings wrapping (4,096 WQEBBs, 2,000 rounds of
-/// 32 per warp).
-#[test]
-#[ignore = "needs an NVIDIA GPU: run with --ignored on the GPU machine"]
-fn warp_exclusive_queues_deliver_every_wqe_in_order() {
-    use ibgda_kernels::experiments::rate::{config, run_checked, Publication};
+/// Runs each configuration with the checking sink under a safe scope (no stale WQE; every
+/// lane's payload sequence complete and in order) and under `GpuFence` (stale fetches
+/// counted, none lost), and prints `what` with the figures.
+fn exclusive_queues_deliver_every_wqe(
+    what: &str,
+    configs: &[ibgda_kernels::experiments::rate::RateConfig],
+) {
+    use ibgda_kernels::experiments::rate::run_checked;
     use ibgda_kernels::experiments::{bench_options, BenchProgram};
     let gpu = Gpu::open_with(0, &bench_options().expect("options")).expect("GPU");
     let program = BenchProgram::load(&gpu).expect("bench program");
     let gpu_fence = gpu_fence();
-    for (blocks, threads, queues) in [(1, 32, 1), (64, 32, 64), (64, 64, 128)] {
-        let c = config(
-            Publication::WarpExclusive,
-            blocks,
-            threads,
-            queues,
-            1,
-            32,
-            2_000,
-        );
+    for &c in configs {
         let safe = run_checked(&gpu, &program, GpuFencedDbrec, c).expect("GpuFencedDbrec");
         assert_eq!(safe.stale_wqes, 0);
         assert!(safe.sink_wqebbs >= safe.wqes);
         let fenced = run_checked(&gpu, &program, gpu_fence, c).expect("GpuFence");
         assert!(fenced.sink_wqebbs >= fenced.wqes);
         println!(
-            "warp-exclusive {queues} queues: {} WQEs checked each; {:.0} M WQE/s (GpuFencedDbrec), {:.0} (GpuFence, {} stale), checking sink, SM {:.0} MHz",
-            safe.wqes, safe.mwqe_per_s, fenced.mwqe_per_s, fenced.stale_wqes, fenced.sm_mhz
-        );
-    }
-}
-
-/// The block-exclusive producer (one block owns each queue, its warps sharing it through
-/// shared-memory counters, lane 0 of each warp publishing in reservation order): with the
-/// sink checking every WQE's control segment as it consumes it, every WQE of 1 queue (8
-/// warps), 16 queues (8 warps each) and 4 queues (16 warps each) arrives, in order, under
-/// a safe scope (no stale WQE; every lane's payload sequence complete and in order) and
-/// under `GpuFence` (stale fetches counted, none lost), the rings wrapping.
-#[test]
-#[ignore = "needs an NVIDIA GPU: run with --ignored on the GPU machine"]
-fn block_exclusive_queues_deliver_every_wqe_in_order() {
-    use ibgda_kernels::experiments::rate::{config, run_checked, Publication};
-    use ibgda_kernels::experiments::{bench_options, BenchProgram};
-    let gpu = Gpu::open_with(0, &bench_options().expect("options")).expect("GPU");
-    let program = BenchProgram::load(&gpu).expect("bench program");
-    let gpu_fence = gpu_fence();
-    for (blocks, threads, rounds) in [(1, 256, 1_000), (16, 256, 500), (4, 512, 400)] {
-        let c = config(
-            Publication::BlockExclusive,
-            blocks,
-            threads,
-            blocks,
-            threads / 32,
-            32,
-            rounds,
-        );
-        let safe = run_checked(&gpu, &program, GpuFencedDbrec, c).expect("GpuFencedDbrec");
-        assert_eq!(safe.stale_wqes, 0);
-        assert!(safe.sink_wqebbs >= safe.wqes);
-        let fenced = run_checked(&gpu, &program, gpu_fence, c).expect("GpuFence");
-        assert!(fenced.sink_wqebbs >= fenced.wqes);
-        println!(
-            "block-exclusive {blocks} queues x {} warps: {} WQEs checked each; {:.0} M WQE/s (GpuFencedDbrec), {:.0} (GpuFence, {} stale), checking sink, SM {:.0} MHz",
-            threads / 32,
+            "{what} {} queues x {} warps: {} WQEs checked each; {:.0} M WQE/s (GpuFencedDbrec), {:.0} (GpuFence, {} stale), checking sink, SM {:.0} MHz",
+            c.queues,
+            c.blocks * c.threads / 32 / c.queues,
             safe.wqes,
             safe.mwqe_per_s,
             fenced.mwqe_per_s,
@@ -1394,6 +1348,57 @@ fn block_exclusive_queues_deliver_every_wqe_in_order() {
             fenced.sm_mhz
         );
     }
+}
+
+/// The warp-exclusive producer (one warp owns each queue, lane 0 rings for the warp):
+/// with the sink checking every WQE's control segment (index, QPN, DS) as it consumes it,
+/// every WQE of 1, 64 and 128 warp-owned queues arrives, in order, under a safe scope and
+/// under `GpuFence`, the rings wrapping (4,096 WQEBBs, 2,000 rounds of 32 per warp).
+#[test]
+#[ignore = "needs an NVIDIA GPU: run with --ignored on the GPU machine"]
+fn warp_exclusive_queues_deliver_every_wqe_in_order() {
+    use ibgda_kernels::experiments::rate::{config, Publication};
+    let configs: Vec<_> = [(1, 32, 1), (64, 32, 64), (64, 64, 128)]
+        .into_iter()
+        .map(|(blocks, threads, queues)| {
+            config(
+                Publication::WarpExclusive,
+                blocks,
+                threads,
+                queues,
+                1,
+                32,
+                2_000,
+            )
+        })
+        .collect();
+    exclusive_queues_deliver_every_wqe("warp-exclusive", &configs);
+}
+
+/// The block-exclusive producer (one block owns each queue, its warps sharing it through
+/// shared-memory counters, lane 0 of each warp publishing in reservation order): with the
+/// checking sink, every WQE of 1 queue (8 warps), 16 queues (8 warps each) and 4 queues
+/// (16 warps each) arrives, in order, under a safe scope and under `GpuFence`, the rings
+/// wrapping.
+#[test]
+#[ignore = "needs an NVIDIA GPU: run with --ignored on the GPU machine"]
+fn block_exclusive_queues_deliver_every_wqe_in_order() {
+    use ibgda_kernels::experiments::rate::{config, Publication};
+    let configs: Vec<_> = [(1, 256, 1_000), (16, 256, 500), (4, 512, 400)]
+        .into_iter()
+        .map(|(blocks, threads, rounds)| {
+            config(
+                Publication::BlockExclusive,
+                blocks,
+                threads,
+                blocks,
+                threads / 32,
+                32,
+                rounds,
+            )
+        })
+        .collect();
+    exclusive_queues_deliver_every_wqe("block-exclusive", &configs);
 }
 
 /// Every safe GPU scope orders the WQE stores before the doorbell record: the sink, which

@@ -142,7 +142,8 @@ impl RateConfig {
                 "{threads} threads for {} exclusive queues",
                 self.queues
             )),
-            Publication::WarpExclusive if self.threads % 32 != 0 => bad(format!(
+            // Every mode but one thread per queue posts in whole warps.
+            p if p != Publication::Exclusive && self.threads % 32 != 0 => bad(format!(
                 "{} threads per block, not whole warps",
                 self.threads
             )),
@@ -156,10 +157,6 @@ impl RateConfig {
                     self.share
                 ))
             }
-            Publication::BlockExclusive if self.threads % 32 != 0 => bad(format!(
-                "{} threads per block, not whole warps",
-                self.threads
-            )),
             Publication::BlockExclusive
                 if self.blocks != self.queues || self.share != self.threads / 32 =>
             {
@@ -171,10 +168,6 @@ impl RateConfig {
                     self.threads / 32
                 ))
             }
-            p if p.shared() && self.threads % 32 != 0 => bad(format!(
-                "{} threads per block, not whole warps",
-                self.threads
-            )),
             p if p.shared() && self.share == 0 => bad("share 0".into()),
             _ => Ok(()),
         }
