@@ -963,36 +963,40 @@ template <class S> struct BlockExclusive {
     BlockQueueCounters* c; /* the block's counters, in shared memory */
 
     /* Every thread of the block, with the same descriptor and the same shared counters:
-     * thread 0 loads the queue's counters into them (as Exclusive<S>::load does), then
-     * the block synchronizes. */
+     * thread 0 loads the queue's counters into them (Exclusive<S>::load), then the block
+     * synchronizes. */
     __device__ __forceinline__ static BlockExclusive load(const DeviceQueueDescriptor& d, BlockQueueCounters* counters) {
         check_scope<S>(d);
         BlockExclusive b{Queue{d}, counters};
         if (threadIdx.x == 0) {
-            const DeviceProducerState* st = b.q.state();
-            counters->reserved = st->reserved;
-            counters->ready = st->reserved;
-            counters->retired = st->retired;
-            counters->consumer = st->cq_consumer;
-            counters->collapsed_seen = st->collapsed_seen;
+            const Exclusive<S> e = Exclusive<S>::load(d);
+            counters->reserved = e.next;
+            counters->ready = e.next;
+            counters->retired = e.retired;
+            counters->consumer = e.consumer;
+            counters->collapsed_seen = e.collapsed_seen;
             counters->poll_lock = 0;
         }
         __syncthreads();
         return b;
     }
+    /* The block's counters as the exclusive producer's, `next` the published frontier
+     * (acquired: every WQE before it written). */
+    __device__ __forceinline__ static Exclusive<S> exclusive(const Queue& q, const BlockQueueCounters* c) {
+        Exclusive<S> e;
+        e.q = q;
+        e.next = cta::ld_acquire_b64(&c->ready);
+        e.retired = cta::ld_relaxed_b64(&c->retired);
+        e.consumer = cta::ld_relaxed_b64(&c->consumer);
+        e.collapsed_seen = cta::ld_relaxed_b32(&c->collapsed_seen);
+        return e;
+    }
     /* Every thread of the block: after the block synchronizes, thread 0 writes back what
-     * was published (an unpublished reservation was never rung: its slots are free). */
+     * was published (Exclusive<S>::store; an unpublished reservation was never rung: its
+     * slots are free). */
     __device__ __forceinline__ void store() const {
         __syncthreads();
-        if (threadIdx.x == 0) {
-            DeviceProducerState* st = q.state();
-            st->reserved = c->ready;
-            st->ready = c->ready;
-            st->posted = c->ready;
-            st->retired = c->retired;
-            st->cq_consumer = c->consumer;
-            st->collapsed_seen = c->collapsed_seen;
-        }
+        if (threadIdx.x == 0) exclusive(q, c).store();
     }
     /* The publication frontier (relaxed for Unordered, which orders nothing). */
     __device__ __forceinline__ u64 frontier() const {
@@ -1008,12 +1012,7 @@ template <class S> struct BlockExclusive {
      * line, the queue by value (a reference would put the caller's copy on its stack). */
     __device__ __noinline__ static Polled poll(const Queue q, BlockQueueCounters* c) {
         if (!cta::try_lock(&c->poll_lock)) return Polled{0, cta::ld_acquire_b64(&c->retired)};
-        Exclusive<S> e;
-        e.q = q;
-        e.next = cta::ld_acquire_b64(&c->ready);
-        e.retired = cta::ld_relaxed_b64(&c->retired);
-        e.consumer = cta::ld_relaxed_b64(&c->consumer);
-        e.collapsed_seen = cta::ld_relaxed_b32(&c->collapsed_seen);
+        Exclusive<S> e = exclusive(q, c);
         const Polled p = e.poll();
         cta::st_relaxed_b64(&c->consumer, e.consumer);
         cta::st_relaxed_b32(&c->collapsed_seen, e.collapsed_seen);
