@@ -1113,7 +1113,7 @@ template <class S> struct BlockExclusive {
  * with the queue's counters left in its producer state in memory between posts. Built
  * so that the code costs the enclosing kernel next to nothing where it does not run
  * (ptxas, sm_90: the compute caller of the dormant-cost experiment 29 -> 32 registers,
- * the streaming caller 43 -> 44, where Exclusive<S> inlined cost 56 and 64):
+ * the streaming caller 43 -> 45, where Exclusive<S> inlined cost 56 and 64):
  *  - the whole warp enters and every branch inside is on a warp vote, so the caller's
  *    code stays convergent: a branch into the send taken by one thread makes the
  *    compiler move the caller's loop-invariant uniform registers into ordinary ones
@@ -1123,7 +1123,8 @@ template <class S> struct BlockExclusive {
  *    the inputs pass through on_branch(), so the compiler cannot compute any of it ahead
  *    of the branch (into registers live across the caller's loops);
  *  - the CQ poll loop (room, completion) is out of line, in 32-bit wrap-safe counter
- *    differences (a ring holds at most 2^16 WQEBBs).
+ *    differences (a ring holds at most 2^16 WQEBBs); only there are the counters held
+ *    in registers, for the length of one wait.
  * Every lane performs the same loads and stores with the same values (the sending
  * lane's, broadcast), so a send is one WQE, one doorbell record and one doorbell value
  * whichever lanes' stores land, ordered by the scope's sequence in every lane. The
@@ -1162,6 +1163,14 @@ __device__ __forceinline__ void st32(void* p, u32 v) {
 __device__ __forceinline__ void st64(void* p, u64 v) {
     asm volatile("st.global.b64 [%0], %1;" ::"l"(gaddr(p)), "l"(v) : "memory");
 }
+/* A 64-bit counter in memory whose low word the caller holds, advanced by `step` to
+ * `low` (the new low word): the low word is stored, and the high word is loaded and
+ * incremented only when the low one wrapped, so nothing waits on a load otherwise. Every
+ * lane stores the same values (not an atomic: 32 lanes would add 32 times). */
+__device__ __forceinline__ void add_low32(u64* counter, u32 low, u32 step) {
+    st32(counter, low);
+    if (low < step) st32((u32*)counter + 1, ld32((u32*)counter + 1) + 1u);
+}
 
 /* Whether any lane of the (converged) warp has `c`: a warp-uniform branch condition. */
 __device__ __forceinline__ bool any(bool c) { return __any_sync(0xffffffffu, c); }
@@ -1170,53 +1179,75 @@ __device__ __forceinline__ DeviceProducerState* state(const DeviceQueueDescripto
     return (DeviceProducerState*)ld64(&d->state);
 }
 
-/* One poll of the CQ with the counters in memory: Exclusive<S>::poll's rules (ring mode:
- * owner bit of this lap; collapsed mode: a WQE counter not yet seen; stray CQEs; error
- * syndromes). Returns 1 (a CQE consumed), 0 (none) or < 0. */
-template <class S> __device__ __forceinline__ int poll(const DeviceQueueDescriptor* d) {
-    const u32 consumer = ld32(&state(d)->cq_consumer);
-    const u32 collapsed = ld32(&d->cq_mode);
-    const u32 slot = collapsed ? 0u : consumer & ((1u << ld32(&d->log_cq_entries)) - 1u);
-    const u64 tail = S::cq_load((const u64*)(ld64(&d->cq_ring) + (u64)slot * layout::CQE_BYTES +
-                                             layout::CQE_SOP_DROP_QPN));
-    const u32 counter = cqe_counter(tail);
-    const u32 opcode = (u32)(tail >> 60);
-    if (any(opcode == layout::CQE_OPCODE_INVALID)) return 0;
-    if (any(collapsed ? counter + 1 == ld32(&state(d)->collapsed_seen)
-                      : ((u32)(tail >> 56) & 1u) != ((consumer >> ld32(&d->log_cq_entries)) & 1u)))
-        return 0;
-    S::cq_acquire();
-    st64(&state(d)->cq_consumer, ld64(&state(d)->cq_consumer) + 1);
-    if (any(collapsed != 0)) {
-        st32(&state(d)->collapsed_seen, counter + 1);
-    } else {
-        ptx::st_relaxed_sys_b32((void*)ld64(&d->cq_dbrec), bswap32((consumer + 1) & 0xffffffu));
-    }
-    /* The WQE the CQE names, as an offset from `retired` (Exclusive::poll's `start`). */
-    const u32 ahead = (u16)(counter - ld32(&state(d)->retired));
-    if (any(cqe_qpn(tail) != ld32(&d->qpn) ||
-            (u32)(ld32(&state(d)->reserved) - ld32(&state(d)->retired)) <= ahead))
-        return POLL_STRAY;
-    const u32 start = ld32(&state(d)->retired) + ahead;
-    const u8* ds_byte = (const u8*)ld64(&d->sq_ring) + ((start & ((1u << ld32(&d->log_sq_wqebbs)) - 1u)) << 6) +
-                        layout::CTRL_QPN_DS + 3;
-    const u32 ds = *ds_byte & layout::MAX_DS;
-    st64(&state(d)->retired, ld64(&state(d)->retired) + ahead + (ds == 0 ? 1u : wqebbs_for_ds(ds)));
-    if (any(opcode == layout::CQE_OPCODE_REQ_ERR)) {
-        const u8* e = (const u8*)(ld64(&d->cq_ring) + (u64)slot * layout::CQE_BYTES);
-        return -(int)e[layout::ERR_CQE_SYNDROME];
-    }
-    return 1;
-}
-
-/* Polls until `retired` reaches `ticket` (low 32 bits, within 2^31 of it); the first
- * error wins. Out of line: the loop's registers are not the caller's. */
+/* Polls until `retired` reaches `ticket` (low 32 bits, within 2^31 of it), consuming CQEs
+ * by Exclusive<S>::poll's rules (ring mode: owner bit of this lap; collapsed mode: a WQE
+ * counter not yet seen; stray CQEs; error syndromes); the first error wins. Out of line:
+ * the loop's registers are not the caller's (ptxas gives it only registers that nothing
+ * live across the call holds: 15 in the compute caller of the dormant-cost experiment).
+ * Built for the fewest dependent loads, because the caller's other warps never stall:
+ * each load the waiting warp must see back before it can go on may leave it unscheduled
+ * for microseconds (H200, compute caller, 16 waiting sends per block: 15 us on average
+ * from a CQE seen to the wait's return). The counters are read once per wait and advance
+ * in registers (the calling warp owns the queue; their 64-bit words in memory are written
+ * behind, add_low32), the descriptor's fields once per CQE, and a CQE that is not there
+ * yet is polled by loading its last word alone. With the CQE already written a wait is
+ * seven dependent loads from entry to return (ptxas, sm_90), where the earlier poll
+ * through memory took fifteen. */
 template <class S> __device__ __noinline__ int wait_retired(const DeviceQueueDescriptor* d, u32 ticket) {
+    DeviceProducerState* const st = state(d);
+    u32 retired = ld32(&st->retired);
+    u32 consumer = ld32(&st->cq_consumer);
     Deadline dl;
-    while (any((int)(ld32(&state(d)->retired) - ticket) < 0)) {
-        const int s = poll<S>(d);
-        if (any(s < 0)) return s;
-        if (any(dl.expired(ld64(&d->wait_ns)))) return WAIT_DEADLINE;
+    while (any((int)(retired - ticket) < 0)) {
+        const u32 collapsed = ld32(&d->cq_mode);
+        const u32 log_cq = ld32(&d->log_cq_entries);
+        const u64 cq_ring = ld64(&d->cq_ring);
+        const u32 seen = ld32(&st->collapsed_seen);
+        /* Ring mode: the owner bit of this lap; collapsed mode: the counter seen last. */
+        const u32 expect = collapsed ? seen : (consumer >> log_cq) & 1u;
+        const u64* last = (const u64*)(cq_ring + (u64)(collapsed ? 0u : consumer & ((1u << log_cq) - 1u)) * layout::CQE_BYTES +
+                                       layout::CQE_SOP_DROP_QPN);
+        u64 tail;
+        for (;;) {
+            tail = S::cq_load(last);
+            const bool owned = collapsed ? cqe_counter(tail) + 1 != expect : ((u32)(tail >> 56) & 1u) == expect;
+            if (any((u32)(tail >> 60) != layout::CQE_OPCODE_INVALID && owned)) break;
+            if (any(dl.expired(ld64(&d->wait_ns)))) return WAIT_DEADLINE;
+        }
+        S::cq_acquire();
+        /* Loaded together. The CQ doorbell record is written last: its address, loaded
+         * here too, would hold two more registers across the WQE's load (the compute
+         * caller's 32 would become 40). */
+        const u32 qpn = ld32(&d->qpn);
+        const u32 reserved = ld32(&st->reserved);
+        const u64 sq_ring = ld64(&d->sq_ring);
+        const u32 log_sq = ld32(&d->log_sq_wqebbs);
+        const u32 counter = cqe_counter(tail);
+        consumer++;
+        add_low32(&st->cq_consumer, consumer, 1);
+        if (any(collapsed != 0)) st32(&st->collapsed_seen, counter + 1);
+        /* The WQE the CQE names, as an offset from `retired` (Exclusive::poll's `start`). */
+        const u32 ahead = (u16)(counter - retired);
+        if (any(cqe_qpn(tail) != qpn || reserved - retired <= ahead)) {
+            if (any(collapsed == 0)) ptx::st_relaxed_sys_b32((void*)ld64(&d->cq_dbrec), bswap32(consumer & 0xffffffu));
+            return POLL_STRAY;
+        }
+        const u8* ds_byte =
+            (const u8*)sq_ring + (((retired + ahead) & ((1u << log_sq) - 1u)) << 6) + layout::CTRL_QPN_DS + 3;
+        const u32 ds = *ds_byte & layout::MAX_DS;
+        const u32 step = ahead + (ds == 0 ? 1u : wqebbs_for_ds(ds));
+        retired += step;
+        add_low32(&st->retired, retired, step);
+        if (any((u32)(tail >> 60) == layout::CQE_OPCODE_REQ_ERR)) {
+            /* Cold: the CQE's slot again, from the descriptor, and its syndrome read
+             * before the doorbell record hands the slot back to the NIC. */
+            const u32 slot = collapsed ? 0u : (consumer - 1u) & ((1u << ld32(&d->log_cq_entries)) - 1u);
+            const u8* e = (const u8*)(ld64(&d->cq_ring) + (u64)slot * layout::CQE_BYTES);
+            const int syndrome = e[layout::ERR_CQE_SYNDROME];
+            if (any(collapsed == 0)) ptx::st_relaxed_sys_b32((void*)ld64(&d->cq_dbrec), bswap32(consumer & 0xffffffu));
+            return -syndrome;
+        }
+        if (any(collapsed == 0)) ptx::st_relaxed_sys_b32((void*)ld64(&d->cq_dbrec), bswap32(consumer & 0xffffffu));
     }
     return 0;
 }

@@ -4,11 +4,11 @@
 //! - the plain callers and both builds with the send neither spill nor use a stack frame;
 //! - the send inlined (compiled in, dormant) adds at most [`MAX_EXTRA_REGISTERS`]
 //!   registers to either caller and leaves its blocks per SM at 256 threads unchanged
-//!   (measured with NVRTC 13.0: compute 29 -> 32, 8 blocks per SM; streaming 43 -> 44, 5):
+//!   (measured with NVRTC 13.0: compute 29 -> 32, 8 blocks per SM; streaming 43 -> 45, 5):
 //!   the device library's warp-entered occasional send branches only on warp votes, keeps
 //!   the queue's counters in memory and its CQ poll out of line;
 //! - behind a call the send costs no more than inlined: registers at most the inlined
-//!   build's, the same blocks per SM (NVRTC 13.0: compute 32, streaming 44). Uncapped, the
+//!   build's, the same blocks per SM (NVRTC 13.0: compute 32, streaming 45). Uncapped, the
 //!   callee gets only registers that nothing live across the call holds (compute 40,
 //!   streaming 54); the call build is compiled with each caller capped at the inlined
 //!   build's count (`__maxnreg__`, `experiments::dormant::compile_call`), and the cap

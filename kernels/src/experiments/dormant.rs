@@ -10,7 +10,7 @@
 //! the device library's warp-entered occasional send (`warp_send_write_inline8`: every
 //! branch on a warp vote, the queue's counters in memory, the CQ poll out of line), which
 //! ptxas (NVRTC 13.0, sm_90) compiles into the compute caller at 29 -> 32 registers and
-//! into the streaming caller at 43 -> 44 (behind a call 40 and 54; `Exclusive<S>` inlined
+//! into the streaming caller at 43 -> 45 (behind a call 40 and 54; `Exclusive<S>` inlined
 //! into the earlier callers: 30 -> 56, 44 -> 64).
 //! The streaming caller also runs plain, inlined and behind a call at eight blocks per SM
 //! ([`WIDE_BLOCKS_PER_SM`], 0 messages), the launch where the paper's mini-gda loses 27 %.
@@ -174,7 +174,7 @@ fn compile_with(
 /// registers (launch bounds, `__maxnreg__`) where ptxas fits it there with no stack and no
 /// spills, and uncapped where it does not. A callee behind a call gets only registers that
 /// nothing live across the call holds, so uncapped it takes more than inlined (NVRTC 13.0,
-/// sm_90: compute 40 against 32, streaming 54 against 44); capped, both fit with no stack.
+/// sm_90: compute 40 against 32, streaming 54 against 45); capped, both fit with no stack.
 fn compile_call(options: &CompileOptions, inlined: &Compiled) -> Result<Compiled, GpuError> {
     let mut caps = Vec::new();
     for caller in Caller::ALL {
