@@ -216,15 +216,23 @@ fn cooperative_and_per_thread_publication_deliver_every_payload() {
 }
 
 /// The warp-entered occasional send (`warp_send_write_inline8`) on a small queue (64
-/// WQEBBs, 16 CQEs: the CQ bounds the room), thread 0 of a block asking and all its
-/// threads calling: the sink checks every WQE and that the payload sequence arrives
-/// complete and in order, every send completes without error, and the queue's counters
-/// end consistent (everything reserved published and retired).
+/// WQEBBs, 16 CQEs: in ring mode the CQ bounds the room; collapsed, every CQE lands in
+/// entry 0 and a wait may find several sends completed by one), thread 0 of a block
+/// asking and all its threads calling: the sink checks every WQE and that the payload
+/// sequence arrives complete and in order, every send completes without error, and the
+/// queue's counters end consistent (everything reserved published and retired).
 fn occasional<S>(gpu: &Gpu, scope: S, sends: u32, wait_every: u32)
 where
     S: OrderingScope<Producer = GpuThread> + ValidFor<GpuPlaced>,
 {
-    let qp = gpu_queue_pair(gpu, 0x43, 64, 16, 8, CqMode::Ring, scope).expect("queue");
+    occasional_on(gpu, scope, sends, wait_every, CqMode::Ring);
+}
+
+fn occasional_on<S>(gpu: &Gpu, scope: S, sends: u32, wait_every: u32, cq_mode: CqMode)
+where
+    S: OrderingScope<Producer = GpuThread> + ValidFor<GpuPlaced>,
+{
+    let qp = gpu_queue_pair(gpu, 0x43, 64, 16, 8, cq_mode, scope).expect("queue");
     let q = qp.device_queue();
     let descs = ibgda_kernels::harness::descriptor_array(gpu, &[*q.raw()]).expect("descs");
     let status = gpu.device_buffer(4).expect("status");
@@ -248,7 +256,7 @@ where
     let state = gpu.read_producer_state(&q).expect("state");
     let word = |i: usize| state_word(&state, i);
     println!(
-        "{name}: {sends} sends, wait every {wait_every}: sink {stats:?}; reserved {} ready {} posted {} retired {}",
+        "{name} ({cq_mode:?} CQ): {sends} sends, wait every {wait_every}: sink {stats:?}; reserved {} ready {} posted {} retired {}",
         word(0),
         word(1),
         word(2),
@@ -292,6 +300,9 @@ fn the_occasional_send_delivers_every_payload_and_waits_for_room() {
     occasional(&gpu, GpuReleaseStore, 200, 7);
     occasional(&gpu, ThreadFence, 200, 7);
     occasional(&gpu, SystemFence, 200, 7);
+    occasional_on(&gpu, gpu_fence(), 200, 1, CqMode::Collapsed);
+    occasional_on(&gpu, gpu_fence(), 200, 7, CqMode::Collapsed);
+    occasional_on(&gpu, gpu_fence(), 200, 0, CqMode::Collapsed);
 }
 
 /// `sink_capacity` writes a queue's ring and CQ from slot 0: given a queue with 4 published,
