@@ -1179,6 +1179,12 @@ __device__ __forceinline__ DeviceProducerState* state(const DeviceQueueDescripto
     return (DeviceProducerState*)ld64(&d->state);
 }
 
+/* Ring mode: hands the CQ's entries up to `consumer` back to the NIC (the CQ doorbell
+ * record); a collapsed CQ has none. */
+__device__ __forceinline__ void release_cqes(const DeviceQueueDescriptor* d, u32 collapsed, u32 consumer) {
+    if (any(collapsed == 0)) ptx::st_relaxed_sys_b32((void*)ld64(&d->cq_dbrec), bswap32(consumer & 0xffffffu));
+}
+
 /* Polls until `retired` reaches `ticket` (low 32 bits, within 2^31 of it), consuming CQEs
  * by Exclusive<S>::poll's rules (ring mode: owner bit of this lap; collapsed mode: a WQE
  * counter not yet seen; stray CQEs; error syndromes); the first error wins. Out of line:
@@ -1229,7 +1235,7 @@ template <class S> __device__ __noinline__ int wait_retired(const DeviceQueueDes
         /* The WQE the CQE names, as an offset from `retired` (Exclusive::poll's `start`). */
         const u32 ahead = (u16)(counter - retired);
         if (any(cqe_qpn(tail) != qpn || reserved - retired <= ahead)) {
-            if (any(collapsed == 0)) ptx::st_relaxed_sys_b32((void*)ld64(&d->cq_dbrec), bswap32(consumer & 0xffffffu));
+            release_cqes(d, collapsed, consumer);
             return POLL_STRAY;
         }
         const u8* ds_byte =
@@ -1239,15 +1245,12 @@ template <class S> __device__ __noinline__ int wait_retired(const DeviceQueueDes
         retired += step;
         add_low32(&st->retired, retired, step);
         if (any((u32)(tail >> 60) == layout::CQE_OPCODE_REQ_ERR)) {
-            /* Cold: the CQE's slot again, from the descriptor, and its syndrome read
-             * before the doorbell record hands the slot back to the NIC. */
-            const u32 slot = collapsed ? 0u : (consumer - 1u) & ((1u << ld32(&d->log_cq_entries)) - 1u);
-            const u8* e = (const u8*)(ld64(&d->cq_ring) + (u64)slot * layout::CQE_BYTES);
-            const int syndrome = e[layout::ERR_CQE_SYNDROME];
-            if (any(collapsed == 0)) ptx::st_relaxed_sys_b32((void*)ld64(&d->cq_dbrec), bswap32(consumer & 0xffffffu));
+            /* The syndrome read before the doorbell record hands the slot back. */
+            const int syndrome = ((const u8*)last - layout::CQE_SOP_DROP_QPN)[layout::ERR_CQE_SYNDROME];
+            release_cqes(d, collapsed, consumer);
             return -syndrome;
         }
-        if (any(collapsed == 0)) ptx::st_relaxed_sys_b32((void*)ld64(&d->cq_dbrec), bswap32(consumer & 0xffffffu));
+        release_cqes(d, collapsed, consumer);
     }
     return 0;
 }

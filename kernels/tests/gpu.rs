@@ -221,14 +221,7 @@ fn cooperative_and_per_thread_publication_deliver_every_payload() {
 /// asking and all its threads calling: the sink checks every WQE and that the payload
 /// sequence arrives complete and in order, every send completes without error, and the
 /// queue's counters end consistent (everything reserved published and retired).
-fn occasional<S>(gpu: &Gpu, scope: S, sends: u32, wait_every: u32)
-where
-    S: OrderingScope<Producer = GpuThread> + ValidFor<GpuPlaced>,
-{
-    occasional_on(gpu, scope, sends, wait_every, CqMode::Ring);
-}
-
-fn occasional_on<S>(gpu: &Gpu, scope: S, sends: u32, wait_every: u32, cq_mode: CqMode)
+fn occasional<S>(gpu: &Gpu, scope: S, sends: u32, wait_every: u32, cq_mode: CqMode)
 where
     S: OrderingScope<Producer = GpuThread> + ValidFor<GpuPlaced>,
 {
@@ -294,15 +287,15 @@ where
 #[ignore = "needs an NVIDIA GPU: run with --ignored on the GPU machine"]
 fn the_occasional_send_delivers_every_payload_and_waits_for_room() {
     let gpu = gpu();
-    occasional(&gpu, gpu_fence(), 200, 1);
-    occasional(&gpu, gpu_fence(), 200, 0);
-    occasional(&gpu, gpu_fence(), 200, 7);
-    occasional(&gpu, GpuReleaseStore, 200, 7);
-    occasional(&gpu, ThreadFence, 200, 7);
-    occasional(&gpu, SystemFence, 200, 7);
-    occasional_on(&gpu, gpu_fence(), 200, 1, CqMode::Collapsed);
-    occasional_on(&gpu, gpu_fence(), 200, 7, CqMode::Collapsed);
-    occasional_on(&gpu, gpu_fence(), 200, 0, CqMode::Collapsed);
+    occasional(&gpu, gpu_fence(), 200, 1, CqMode::Ring);
+    occasional(&gpu, gpu_fence(), 200, 0, CqMode::Ring);
+    occasional(&gpu, gpu_fence(), 200, 7, CqMode::Ring);
+    occasional(&gpu, GpuReleaseStore, 200, 7, CqMode::Ring);
+    occasional(&gpu, ThreadFence, 200, 7, CqMode::Ring);
+    occasional(&gpu, SystemFence, 200, 7, CqMode::Ring);
+    occasional(&gpu, gpu_fence(), 200, 1, CqMode::Collapsed);
+    occasional(&gpu, gpu_fence(), 200, 7, CqMode::Collapsed);
+    occasional(&gpu, gpu_fence(), 200, 0, CqMode::Collapsed);
 }
 
 /// `sink_capacity` writes a queue's ring and CQ from slot 0: given a queue with 4 published,
